@@ -1,0 +1,22 @@
+// Bundles the CLI into one ESM file; better-sqlite3 stays external because it is a native addon.
+import { build } from 'esbuild';
+import { chmod } from 'node:fs/promises';
+
+const outfile = 'dist/botlink.mjs';
+await build({
+  entryPoints: ['src/cli/botlink.ts'],
+  outfile,
+  bundle: true,
+  platform: 'node',
+  format: 'esm',
+  target: 'node20.18',
+  external: ['better-sqlite3'],
+  define: { __BOTLINK_BUILD_TIME__: String(Date.now()) },
+  // CommonJS dependencies (pino, ws) call require() for built-ins; give the ESM bundle one.
+  banner: {
+    js: "#!/usr/bin/env node\nimport { createRequire as __botlinkCreateRequire } from 'node:module';\nconst require = __botlinkCreateRequire(import.meta.url);",
+  },
+  legalComments: 'none',
+  logLevel: 'warning',
+});
+await chmod(outfile, 0o755);

@@ -1,0 +1,46 @@
+import { Exit, UsageError } from './exit.js';
+import { VERSION } from '../version.js';
+
+type Command = (argv: string[]) => Promise<number>;
+
+/** Each command lives in its own module, loaded only when it runs. */
+const COMMANDS: Record<string, () => Promise<Command>> = {};
+
+const USAGE = `usage: botlink <command> [options]
+
+commands:
+  run        the daemon, in the foreground
+  status     what the agent holds and whether the daemon runs
+  provision  register this device and store its botId
+  token      print a valid access token
+  doctor     field diagnostics
+  serve      the reference token service
+  demo       reference service and agent on loopback
+
+botlink <command> --help for its options; botlink --version`;
+
+export async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === '--version' || name === '-v') {
+    process.stdout.write(`${VERSION}\n`);
+    return Exit.OK;
+  }
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    process.stdout.write(`${USAGE}\n`);
+    return name === undefined ? Exit.USAGE : Exit.OK;
+  }
+  const load = COMMANDS[name];
+  if (!load) {
+    process.stderr.write(`botlink: unknown command '${name}'\n${USAGE}\n`);
+    return Exit.USAGE;
+  }
+  try {
+    return await (await load())(rest);
+  } catch (err) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`botlink ${name}: ${err.message}\n`);
+      return Exit.USAGE;
+    }
+    throw err;
+  }
+}
