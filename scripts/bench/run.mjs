@@ -1,0 +1,33 @@
+// Runs a TypeScript benchmark from this folder: bundles it with esbuild into a temp file, then
+// executes it with plain node, so benchmarks measure the same code the product runs.
+import { build } from 'esbuild';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const [name, ...args] = process.argv.slice(2);
+if (!name) {
+  console.error('usage: node scripts/bench/run.mjs <name> [args]   (runs scripts/bench/<name>.ts)');
+  process.exit(64);
+}
+const here = fileURLToPath(new URL('.', import.meta.url));
+const dir = mkdtempSync(join(tmpdir(), 'botlink-bench-'));
+const outfile = join(dir, `${name}.mjs`);
+try {
+  await build({
+    entryPoints: [join(here, `${name}.ts`)],
+    outfile,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20.18',
+    packages: 'external',
+    logLevel: 'warning',
+  });
+  const result = spawnSync(process.execPath, [outfile, ...args], { stdio: 'inherit', cwd: process.cwd() });
+  process.exitCode = result.status ?? 1;
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
