@@ -2,8 +2,7 @@
 // executes it with plain node, so benchmarks measure the same code the product runs.
 import { build } from 'esbuild';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -13,7 +12,10 @@ if (!name) {
   process.exit(64);
 }
 const here = fileURLToPath(new URL('.', import.meta.url));
-const dir = mkdtempSync(join(tmpdir(), 'botlink-bench-'));
+// Inside the repo so the bundle's bare imports (ws, undici, …) resolve to node_modules.
+const cache = join(here, '..', '..', 'node_modules', '.cache');
+mkdirSync(cache, { recursive: true });
+const dir = mkdtempSync(join(cache, 'bench-'));
 const outfile = join(dir, `${name}.mjs`);
 try {
   await build({
