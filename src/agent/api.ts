@@ -1,0 +1,189 @@
+import { randomUUID } from 'node:crypto';
+import { Pool } from 'undici';
+import { describeCode } from '../protocol/codes.js';
+import { BotlinkError, WireError, type RetryClass } from '../protocol/errors.js';
+import { signV2, SIGNATURE_VERSION } from '../protocol/sign.js';
+import {
+  identityFieldsOf,
+  parseGetTokenResponse,
+  parseRefreshTokenResponse,
+  parseRegisterDeviceResponse,
+  type GetTokenSuccess,
+  type Identity,
+  type RefreshTokenSuccess,
+  type RegisterDeviceRequest,
+} from '../protocol/wire.js';
+import type { Clock } from './clock.js';
+
+/** Why a cloud call failed; `serviceCode` is the protocol's `code` when the service answered one. */
+export class CloudError extends BotlinkError {
+  readonly serviceCode: number | undefined;
+
+  constructor(code: string, message: string, retry: RetryClass, options?: { cause?: unknown; serviceCode?: number }) {
+    super(code, message, retry, options);
+    this.serviceCode = options?.serviceCode;
+  }
+}
+
+export interface CloudClientOptions {
+  baseUrl: string;
+  accessKeyId: string;
+  /** Only `reveal()` is used, at signing time; the secret is never kept elsewhere. */
+  secretKey: { reveal(): string };
+  clock: Clock;
+  /** Every response's Date header with the monotonic instants that bracket the request (a server time sample). */
+  onDateSample?: (date: string | undefined, monoSent: number, monoReceived: number) => void;
+  connectTimeoutMs?: number;
+  headersTimeoutMs?: number;
+  bodyTimeoutMs?: number;
+  maxResponseBytes?: number;
+}
+
+const DEFAULT_TIMEOUT_MS = 10_000;
+const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024;
+
+/** A 13-digit ms timestamp covers 2001-09-09 … 2286-11-20; anything else is refused by the service. */
+const MIN_TIMESTAMP_MS = 1e12;
+const MAX_TIMESTAMP_MS = 1e13 - 1;
+
+export function newNonce(): string {
+  return randomUUID().replaceAll('-', '');
+}
+
+/** The cloud token service over HTTP (undici, keep-alive pool, no redirects). */
+export class CloudClient {
+  readonly #opts: CloudClientOptions;
+  readonly #pool: Pool;
+  readonly #basePath: string;
+
+  constructor(opts: CloudClientOptions) {
+    this.#opts = opts;
+    const url = new URL(opts.baseUrl);
+    this.#basePath = url.pathname.replace(/\/+$/, '');
+    this.#pool = new Pool(url.origin, {
+      connections: 4,
+      connectTimeout: opts.connectTimeoutMs ?? DEFAULT_TIMEOUT_MS,
+      headersTimeout: opts.headersTimeoutMs ?? DEFAULT_TIMEOUT_MS,
+      bodyTimeout: opts.bodyTimeoutMs ?? DEFAULT_TIMEOUT_MS,
+      maxResponseSize: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
+    });
+  }
+
+  /** The signed flow (DESIGN §1.2); `timestampMs` must come from a trusted clock or server time. */
+  async getToken(identity: Identity, timestampMs: number): Promise<GetTokenSuccess> {
+    const ts = Math.round(timestampMs);
+    if (!(ts >= MIN_TIMESTAMP_MS && ts <= MAX_TIMESTAMP_MS)) {
+      throw new CloudError('ERR_CLOCK_UNTRUSTED', `refusing to sign with timestamp ${ts}: the clock is not usable`, 'needs-clock');
+    }
+    const signed = {
+      accessKeyId: this.#opts.accessKeyId,
+      accessNonce: newNonce(),
+      accessTimestamp: String(ts),
+      accessVersion: SIGNATURE_VERSION,
+    };
+    const body = { ...signed, accessSign: signV2(signed, this.#opts.secretKey.reveal()), ...identityFieldsOf(identity) };
+    const answer = parseOr(parseGetTokenResponse, await this.#post('/auth/getToken', body));
+    if (answer.ok) {
+      const { ok: _ok, ...success } = answer;
+      return success;
+    }
+    throw codeError(answer.code, answer.msg);
+  }
+
+  /** No signature and no timestamp: works with a wrong clock. Any refusal means "run the signed flow". */
+  async refreshToken(identity: Identity, refreshToken: string): Promise<RefreshTokenSuccess> {
+    const body = { accessKeyId: this.#opts.accessKeyId, refreshToken, ...identityFieldsOf(identity) };
+    const answer = parseOr(parseRefreshTokenResponse, await this.#post('/auth/refreshToken', body));
+    if (answer.ok) return { accessToken: answer.accessToken, expireIn: answer.expireIn };
+    throw new CloudError('ERR_REFRESH_REFUSED', `refreshToken refused (code ${answer.code}${answer.msg ? `: ${answer.msg}` : ''}); signing again`, 'retry-soon', {
+      serviceCode: answer.code,
+    });
+  }
+
+  /** Registers a device under a vendor (DESIGN §1.5) with the vendor's access token; resolves to the botId. */
+  async registerDevice(vendorAccessToken: string, req: RegisterDeviceRequest): Promise<string> {
+    const answer = parseOr(parseRegisterDeviceResponse, await this.#post('/device/register', req, vendorAccessToken));
+    if (answer.ok) return answer.botId;
+    const retry: RetryClass = answer.code === '401' ? 'retry-soon' : 'needs-config';
+    throw new CloudError('ERR_REGISTER_REFUSED', `device registration refused (code ${answer.code}${answer.msg ? `: ${answer.msg}` : ''})`, retry);
+  }
+
+  /** A cheap call whose only use is the Date header it brings back (a server time sample). */
+  async sampleServerTime(): Promise<void> {
+    await this.#post('/auth/refreshToken', {});
+  }
+
+  async close(): Promise<void> {
+    await this.#pool.close();
+  }
+
+  async #post(route: string, body: unknown, bearer?: string): Promise<unknown> {
+    const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
+    if (bearer !== undefined) headers['authorization'] = `Bearer ${bearer}`;
+    const monoSent = this.#opts.clock.monoNow();
+    let res;
+    try {
+      res = await this.#pool.request({ path: this.#basePath + route, method: 'POST', headers, body: JSON.stringify(body) });
+    } catch (err) {
+      throw networkError(route, err);
+    }
+    const date = res.headers['date'];
+    this.#opts.onDateSample?.(typeof date === 'string' ? date : undefined, monoSent, this.#opts.clock.monoNow());
+    let text: string;
+    try {
+      text = await res.body.text();
+    } catch (err) {
+      throw networkError(route, err);
+    }
+    if (res.statusCode !== 200) throw statusError(route, res.statusCode);
+    try {
+      return JSON.parse(text) as unknown;
+    } catch (err) {
+      throw new CloudError('ERR_BAD_RESPONSE', `${route}: the service answered with malformed JSON`, 'retry-backoff', { cause: err });
+    }
+  }
+}
+
+function parseOr<T>(parse: (value: unknown) => T, value: unknown): T {
+  try {
+    return parse(value);
+  } catch (err) {
+    if (err instanceof WireError) {
+      throw new CloudError('ERR_BAD_RESPONSE', `the service answered with an unexpected shape (${err.message})`, 'retry-backoff', { cause: err });
+    }
+    throw err;
+  }
+}
+
+/** Maps a getToken code to an error whose retry class says what the agent does next. */
+export function codeError(code: number, msg: string): CloudError {
+  const info = describeCode(code);
+  const said = msg ? `: ${msg}` : '';
+  return new CloudError(`ERR_CLOUD_${code}`, `getToken refused with code ${code}${said} — ${info.fix}`, info.retry, { serviceCode: code });
+}
+
+function statusError(route: string, status: number): CloudError {
+  if (status >= 300 && status < 400) {
+    return new CloudError('ERR_HTTP_REDIRECT', `${route}: HTTP ${status} redirect, not followed — check baseUrl`, 'needs-config');
+  }
+  if (status === 404 || status === 405) {
+    return new CloudError('ERR_HTTP_STATUS', `${route}: HTTP ${status} — baseUrl does not point at the token service`, 'needs-config');
+  }
+  return new CloudError('ERR_HTTP_STATUS', `${route}: HTTP ${status} from the service`, 'retry-backoff');
+}
+
+function networkError(route: string, err: unknown): CloudError {
+  const code = (err as { code?: unknown }).code;
+  const detail = typeof code === 'string' ? code : err instanceof Error ? err.message : String(err);
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
+    return new CloudError('ERR_DNS', `${route}: cannot resolve the service host (${detail}) — check DNS and baseUrl`, 'retry-backoff', { cause: err });
+  }
+  if (code === 'UND_ERR_RES_EXCEEDED_MAX_SIZE') {
+    return new CloudError('ERR_RESPONSE_TOO_LARGE', `${route}: response larger than allowed`, 'retry-backoff', { cause: err });
+  }
+  if (typeof code === 'string' && code.includes('TIMEOUT')) {
+    return new CloudError('ERR_TIMEOUT', `${route}: the service did not answer in time (${detail})`, 'retry-backoff', { cause: err });
+  }
+  return new CloudError('ERR_NETWORK', `${route}: cannot reach the service (${detail})`, 'retry-backoff', { cause: err });
+}
+
