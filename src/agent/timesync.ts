@@ -1,0 +1,142 @@
+import { execFile } from 'node:child_process';
+import { access } from 'node:fs/promises';
+import type { Clock } from './clock.js';
+
+/** synced: a source says so; unsynced: one says not, or the wall clock is below the floor; unknown: none answered. */
+export type Verdict = 'synced' | 'unsynced' | 'unknown';
+export type TimeSource = 'floor' | 'timesyncd' | 'chrony' | 'timedated' | 'none';
+
+export interface TimeSyncResult {
+  verdict: Verdict;
+  source: TimeSource;
+  /** One human line saying what the deciding source reported. */
+  detail: string;
+}
+
+export interface CommandOutput {
+  code: number | null;
+  stdout: string;
+}
+
+/** Runs argv with a time limit; undefined when it could not run to completion (missing, timed out). */
+export type CommandRunner = (argv: readonly string[], timeoutMs: number) => Promise<CommandOutput | undefined>;
+
+export interface TimeSyncOptions {
+  clock: Clock;
+  /** max(build time, last server-confirmed time): a wall clock below it is certainly wrong. */
+  floorMs: () => number;
+  syncFile?: string;
+  chronyc?: readonly string[];
+  timedatectl?: readonly string[];
+  timeoutMs?: number;
+  run?: CommandRunner;
+}
+
+export const DEFAULT_SYNC_FILE = '/run/systemd/timesync/synchronized';
+export const DEFAULT_CHRONYC: readonly string[] = ['chronyc', '-c', 'tracking'];
+export const DEFAULT_TIMEDATECTL: readonly string[] = ['timedatectl', 'show', '-p', 'NTPSynchronized', '--value'];
+export const DEFAULT_SOURCE_TIMEOUT_MS = 2000;
+
+/** chrony's own slewing keeps offsets tiny; a second or more means it is still converging or stuck. */
+const CHRONY_MAX_OFFSET_S = 1;
+
+// Positions in `chronyc -c tracking` (mlichvar/chrony client.c, process_cmd_tracking): 1 ref id, 2 name,
+// 3 stratum, 4 ref time, 5 system time offset (s), 6 last offset, … 13 update interval, 14 leap status.
+const CHRONY_FIELDS = 14;
+const CHRONY_OFFSET_FIELD = 4;
+const CHRONY_LEAP_FIELD = 13;
+const CHRONY_LEAP_VALUES = new Set(['Normal', 'Insert second', 'Delete second', 'Not synchronised']);
+
+type Answer = TimeSyncResult | undefined;
+
+/** Asks the sources in order; the first that answers decides. */
+export async function checkTimeSync(opts: TimeSyncOptions): Promise<TimeSyncResult> {
+  const run = opts.run ?? runCommand;
+  const timeoutMs = opts.timeoutMs ?? DEFAULT_SOURCE_TIMEOUT_MS;
+  const sources: Array<() => Answer | Promise<Answer>> = [
+    () => checkFloor(opts.clock, opts.floorMs()),
+    () => checkSyncFile(opts.syncFile ?? DEFAULT_SYNC_FILE),
+    () => checkChrony(run, opts.chronyc ?? DEFAULT_CHRONYC, timeoutMs),
+    () => checkTimedated(run, opts.timedatectl ?? DEFAULT_TIMEDATECTL, timeoutMs),
+  ];
+  for (const source of sources) {
+    const answer = await source();
+    if (answer) return answer;
+  }
+  return { verdict: 'unknown', source: 'none', detail: 'no time source answered (no timesyncd, chrony or timedated)' };
+}
+
+function checkFloor(clock: Clock, floorMs: number): Answer {
+  const wall = clock.wallNow();
+  if (wall >= floorMs) return undefined;
+  return {
+    verdict: 'unsynced',
+    source: 'floor',
+    detail: `wall clock ${new Date(wall).toISOString()} is before ${new Date(floorMs).toISOString()}`,
+  };
+}
+
+async function checkSyncFile(path: string): Promise<Answer> {
+  try {
+    await access(path);
+  } catch {
+    return undefined;
+  }
+  return { verdict: 'synced', source: 'timesyncd', detail: `${path} exists` };
+}
+
+async function checkChrony(run: CommandRunner, argv: readonly string[], timeoutMs: number): Promise<Answer> {
+  const out = await run(argv, timeoutMs);
+  if (!out || out.code !== 0) return undefined;
+  const tracking = parseChronyTracking(out.stdout);
+  if (!tracking) return undefined;
+  const { leap, offsetS } = tracking;
+  const synced = leap !== 'Not synchronised' && Math.abs(offsetS) < CHRONY_MAX_OFFSET_S;
+  return { verdict: synced ? 'synced' : 'unsynced', source: 'chrony', detail: `chronyc: ${leap}, offset ${offsetS} s` };
+}
+
+/** Leap status and system time offset (seconds) from `chronyc -c tracking`, or undefined if unparsable. */
+export function parseChronyTracking(stdout: string): { leap: string; offsetS: number } | undefined {
+  const line = stdout.split('\n').find((l) => l.trim() !== '');
+  const fields = line?.trim().split(',');
+  if (!fields || fields.length < CHRONY_FIELDS) return undefined;
+  const offsetText = fields[CHRONY_OFFSET_FIELD] ?? '';
+  const leap = fields[CHRONY_LEAP_FIELD] ?? '';
+  const offsetS = Number(offsetText);
+  if (offsetText.trim() === '' || !Number.isFinite(offsetS) || !CHRONY_LEAP_VALUES.has(leap)) return undefined;
+  return { leap, offsetS };
+}
+
+async function checkTimedated(run: CommandRunner, argv: readonly string[], timeoutMs: number): Promise<Answer> {
+  const out = await run(argv, timeoutMs);
+  if (!out || out.code !== 0) return undefined;
+  const value = out.stdout.trim();
+  if (value !== 'yes' && value !== 'no') return undefined;
+  return {
+    verdict: value === 'yes' ? 'synced' : 'unsynced',
+    source: 'timedated',
+    detail: `timedatectl: NTPSynchronized=${value}`,
+  };
+}
+
+/** Default runner: execFile without a shell; SIGKILL so a hung tool cannot outlive the timeout. */
+export const runCommand: CommandRunner = (argv, timeoutMs) =>
+  new Promise((resolve) => {
+    const [file, ...args] = argv;
+    if (file === undefined) {
+      resolve(undefined);
+      return;
+    }
+    execFile(
+      file,
+      args,
+      { timeout: timeoutMs, killSignal: 'SIGKILL', encoding: 'utf8', windowsHide: true },
+      (err, stdout) => {
+        if (!err) resolve({ code: 0, stdout });
+        else if (err.killed) resolve(undefined);
+        else if (typeof err.code === 'number') resolve({ code: err.code, stdout });
+        else if (err.signal) resolve({ code: null, stdout });
+        else resolve(undefined);
+      },
+    );
+  });
