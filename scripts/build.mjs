@@ -1,4 +1,4 @@
-// Bundles the CLI into one ESM file; better-sqlite3 stays external because it is a native addon.
+// Bundles the CLI into one ESM file; the native addons (better-sqlite3, unix-dgram) stay external.
 import { build } from 'esbuild';
 import { chmod } from 'node:fs/promises';
 
@@ -10,7 +10,7 @@ await build({
   platform: 'node',
   format: 'esm',
   target: 'node20.18',
-  external: ['better-sqlite3'],
+  external: ['better-sqlite3', 'unix-dgram'],
   define: { __BOTLINK_BUILD_TIME__: String(Date.now()) },
   // CommonJS dependencies (pino, ws) call require() for built-ins; give the ESM bundle one.
   banner: {
