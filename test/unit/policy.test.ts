@@ -1,0 +1,272 @@
+import { describe, expect, it } from 'vitest';
+import {
+  DEFAULT_POLICY,
+  accessUsableFor,
+  decideNextAction,
+  effectiveMargins,
+  type Decision,
+  type PolicyNow,
+  type PolicySettings,
+  type TokenFacts,
+} from '../../src/agent/policy.js';
+
+const S = 1_000;
+const MIN = 60 * S;
+const H = 60 * MIN;
+const D = 24 * H;
+/** The server's wall clock in every row: 2025-11-21T00:00:00Z. */
+const T = 1_763_683_200_000;
+const ACCESS_LIFE = 2 * H;
+const REFRESH_LIFE = 7 * D;
+
+/**
+ * The three clock cases. The policy only sees `serverTime`, so trusted and sampled time must decide
+ * alike; the sample case runs on a different monotonic origin to show only serverTime matters.
+ */
+type ClockCase = 'trusted' | 'untrusted-with-sample' | 'untrusted-without';
+const MONO: Record<ClockCase, number> = {
+  trusted: 9_000_000,
+  'untrusted-with-sample': 42,
+  'untrusted-without': 9_000_000,
+};
+function nowFor(clock: ClockCase): PolicyNow {
+  return { mono: MONO[clock], serverTime: clock === 'untrusted-without' ? undefined : T };
+}
+
+interface Pair {
+  accessLeft?: number;
+  refreshLeft?: number;
+  accessLife?: number;
+  refreshLife?: number;
+  accessRejected?: boolean;
+  refreshFailed?: boolean;
+  jitter?: number;
+  retryInMs?: number;
+}
+
+/** Facts with expiries given as life left at server time T; the retry time relative to `mono`. */
+function factsOf(p: Pair, mono = 0): TokenFacts {
+  return {
+    ...(p.accessLeft !== undefined && {
+      access: { expiresAt: T + p.accessLeft, lifetimeMs: p.accessLife ?? ACCESS_LIFE },
+    }),
+    ...(p.refreshLeft !== undefined && {
+      refresh: { expiresAt: T + p.refreshLeft, lifetimeMs: p.refreshLife ?? REFRESH_LIFE },
+    }),
+    accessRejected: p.accessRejected ?? false,
+    refreshFailed: p.refreshFailed ?? false,
+    jitter: p.jitter ?? 0,
+    ...(p.retryInMs !== undefined && { retryAtMono: mono + p.retryInMs }),
+  };
+}
+
+const use = (wakeInMs: number): Decision => ({ action: 'use', wakeInMs });
+const REFRESH: Decision = { action: 'refresh' };
+const SIGN: Decision = { action: 'sign' };
+const WAIT_CLOCK: Decision = { action: 'wait-clock', wakeInMs: DEFAULT_POLICY.clockRecheckMs };
+const USE_UNTIL_CLOCK = use(DEFAULT_POLICY.clockRecheckMs);
+
+/** name, facts, decision with server time (trusted or sampled), decision without any time. */
+const ROWS: [string, Pair, Decision, Decision][] = [
+  ['no token → sign', {}, SIGN, WAIT_CLOCK],
+  ['both valid → use', { accessLeft: 2 * H, refreshLeft: 7 * D }, use(MIN), USE_UNTIL_CLOCK],
+  ['access expired, refresh valid → refresh', { accessLeft: -MIN, refreshLeft: 6 * D }, REFRESH, USE_UNTIL_CLOCK],
+  ['access within 30 min of expiry, refresh valid → refresh', { accessLeft: 29 * MIN, refreshLeft: 6 * D }, REFRESH, USE_UNTIL_CLOCK],
+  ['access missing, refresh valid → refresh', { refreshLeft: 6 * D }, REFRESH, REFRESH],
+  ['refresh near expiry (≤ 1 day), access valid → sign', { accessLeft: 2 * H, refreshLeft: 23 * H }, SIGN, USE_UNTIL_CLOCK],
+  ['refresh near expiry (≤ 1 day), access near expiry → sign', { accessLeft: 10 * MIN, refreshLeft: 23 * H }, SIGN, USE_UNTIL_CLOCK],
+  ['refresh expired → sign', { accessLeft: -H, refreshLeft: -S }, SIGN, USE_UNTIL_CLOCK],
+  ['refresh expired, no access → sign (refresh tried first without time)', { refreshLeft: -S }, SIGN, REFRESH],
+  ['refresh failed → sign', { accessLeft: -MIN, refreshLeft: 6 * D, refreshFailed: true }, SIGN, USE_UNTIL_CLOCK],
+  ['refresh failed, access rejected → sign', { accessLeft: H, refreshLeft: 6 * D, refreshFailed: true, accessRejected: true }, SIGN, WAIT_CLOCK],
+  ['refresh failed, access still valid → use until the refresh point', { accessLeft: 2 * H, refreshLeft: 6 * D, refreshFailed: true }, use(MIN), USE_UNTIL_CLOCK],
+  ['access rejected (Unauthorized) with valid refresh → refresh', { accessLeft: 2 * H, refreshLeft: 6 * D, accessRejected: true }, REFRESH, REFRESH],
+  ['access rejected, refresh near expiry → sign', { accessLeft: 2 * H, refreshLeft: 12 * H, accessRejected: true }, SIGN, REFRESH],
+  ['access rejected, no refresh token → sign', { accessLeft: 2 * H, accessRejected: true }, SIGN, WAIT_CLOCK],
+  ['access valid, no refresh token → use', { accessLeft: 2 * H }, use(MIN), USE_UNTIL_CLOCK],
+  ['access expired, no refresh token → sign', { accessLeft: -S }, SIGN, USE_UNTIL_CLOCK],
+  ['access exactly at the 30 min margin → refresh', { accessLeft: 30 * MIN, refreshLeft: 6 * D }, REFRESH, USE_UNTIL_CLOCK],
+  ['access 1 ms before the margin → use, wake no sooner than 1 s', { accessLeft: 30 * MIN + 1, refreshLeft: 6 * D }, use(S), USE_UNTIL_CLOCK],
+  ['refresh point in 10 s → use, wake in 10 s', { accessLeft: 30 * MIN + 10 * S, refreshLeft: 6 * D }, use(10 * S), USE_UNTIL_CLOCK],
+  ['re-sign point in 20 s → use, wake in 20 s', { accessLeft: 2 * H, refreshLeft: D + 20 * S }, use(20 * S), USE_UNTIL_CLOCK],
+  ['refresh exactly 1 day left → sign', { accessLeft: 2 * H, refreshLeft: D }, SIGN, USE_UNTIL_CLOCK],
+  ['retry scheduled in 30 s → backoff 30 s', { retryInMs: 30 * S }, { action: 'backoff', wakeInMs: 30 * S }, { action: 'backoff', wakeInMs: 30 * S }],
+  ['retry scheduled, even with a usable token → backoff', { accessLeft: 2 * H, refreshLeft: 6 * D, retryInMs: 1 }, { action: 'backoff', wakeInMs: 1 }, { action: 'backoff', wakeInMs: 1 }],
+  ['retry time reached → decide as usual', { refreshLeft: 6 * D, retryInMs: 0 }, REFRESH, REFRESH],
+  ['retry time passed → decide as usual', { retryInMs: -5 * S }, SIGN, WAIT_CLOCK],
+];
+
+const CLOCKS: ClockCase[] = ['trusted', 'untrusted-with-sample', 'untrusted-without'];
+const CASES = ROWS.flatMap(([name, pair, timed, untimed]) =>
+  CLOCKS.map((clock) => [name, clock, pair, clock === 'untrusted-without' ? untimed : timed] as const),
+);
+
+describe('decideNextAction: spec state table × clock cases', () => {
+  it.each(CASES)('%s [%s]', (_name, clock, pair, expected) => {
+    const now = nowFor(clock);
+    expect(decideNextAction(factsOf(pair, now.mono), now)).toEqual(expected);
+  });
+
+  it('uses DEFAULT_POLICY when no settings are given', () => {
+    const now = nowFor('trusted');
+    const facts = factsOf({ accessLeft: 2 * H, refreshLeft: 6 * D });
+    expect(decideNextAction(facts, now)).toEqual(decideNextAction(facts, now, DEFAULT_POLICY));
+  });
+
+  it('a NaN or infinite server time counts as unknown time', () => {
+    for (const serverTime of [NaN, Infinity]) {
+      const now = { mono: 0, serverTime };
+      expect(decideNextAction(factsOf({}), now)).toEqual(WAIT_CLOCK);
+      expect(decideNextAction(factsOf({ accessLeft: H }), now)).toEqual(USE_UNTIL_CLOCK);
+    }
+  });
+
+  it('a non-finite retry time is ignored rather than waited on forever', () => {
+    for (const retryAtMono of [NaN, Infinity]) {
+      const facts = { ...factsOf({ refreshLeft: 6 * D }), retryAtMono };
+      expect(decideNextAction(facts, nowFor('trusted'))).toEqual(REFRESH);
+    }
+  });
+
+  it('NaN expiries count as run out, never as good', () => {
+    const now = nowFor('trusted');
+    const nan = { expiresAt: NaN, lifetimeMs: ACCESS_LIFE };
+    expect(decideNextAction({ ...factsOf({ refreshLeft: 6 * D }), access: nan }, now)).toEqual(REFRESH);
+    expect(decideNextAction({ ...factsOf({ accessLeft: 2 * H }), refresh: nan }, now)).toEqual(SIGN);
+  });
+});
+
+describe('decideNextAction: jitter moves the refresh point by ±10 % of the margin', () => {
+  const longRecheck: PolicySettings = { ...DEFAULT_POLICY, recheckMs: D };
+  it.each([
+    [-1, 27 * MIN],
+    [0, 30 * MIN],
+    [1, 33 * MIN],
+    [-0.5, 28.5 * MIN],
+    [-7, 27 * MIN],
+    [7, 33 * MIN],
+    [NaN, 30 * MIN],
+  ])('jitter %s → refresh at %i ms left', (jitter, refreshAtLeft) => {
+    const now = nowFor('trusted');
+    const at = (accessLeft: number) =>
+      decideNextAction(factsOf({ accessLeft, refreshLeft: 6 * D, jitter }), now, longRecheck);
+    expect(at(refreshAtLeft)).toEqual(REFRESH);
+    expect(at(refreshAtLeft + 5 * S)).toEqual(use(5 * S));
+    expect(at(40 * MIN)).toEqual(use(40 * MIN - refreshAtLeft));
+  });
+});
+
+describe('decideNextAction: short lifetimes (5 s access, 30 s refresh)', () => {
+  const short = { accessLife: 5 * S, refreshLife: 30 * S };
+  const resignAtLeft = (30 * S) / 7;
+  it.each([
+    [-1, 1_125],
+    [0, 1_250],
+    [1, 1_375],
+  ])('jitter %i → refresh at %i ms before expiry', (jitter, refreshAtLeft) => {
+    const now = nowFor('trusted');
+    const at = (accessLeft: number) => decideNextAction(factsOf({ ...short, accessLeft, refreshLeft: 20 * S, jitter }), now);
+    expect(at(refreshAtLeft)).toEqual(REFRESH);
+    expect(at(refreshAtLeft + 1)).toEqual(use(S));
+    expect(at(5 * S)).toEqual(use(5 * S - refreshAtLeft));
+  });
+
+  it('re-signs about 4.3 s before the refresh token expires', () => {
+    const now = nowFor('trusted');
+    const at = (refreshLeft: number) => decideNextAction(factsOf({ ...short, accessLeft: 5 * S, refreshLeft }), now);
+    expect(resignAtLeft).toBeCloseTo(4_286, 0);
+    expect(at(4_285)).toEqual(SIGN);
+    expect(at(4_287)).toEqual(use(S));
+    expect(at(6_286)).toEqual(use(2_001));
+  });
+
+  it.each([-1, 0, 1])('following the wakes with jitter %i refreshes before expiry', (jitter) => {
+    const after = (elapsed: number) =>
+      decideNextAction(factsOf({ ...short, accessLeft: 5 * S - elapsed, refreshLeft: 30 * S - elapsed, jitter }), nowFor('trusted'));
+    let elapsed = 0;
+    let decision = after(elapsed);
+    while (decision.action === 'use') {
+      elapsed += decision.wakeInMs;
+      decision = after(elapsed);
+    }
+    expect(decision).toEqual(REFRESH);
+    expect(elapsed).toBeLessThan(5 * S);
+  });
+});
+
+describe('effectiveMargins', () => {
+  it.each([
+    ['spec 2 h / 7 d tokens', 2 * H, 7 * D, 30 * MIN, D],
+    ['8 h access token', 8 * H, 7 * D, 30 * MIN, D],
+    ['1 h access, 2 d refresh', H, 2 * D, 15 * MIN, (2 * D) / 7],
+    ['demo 5 s / 30 s', 5 * S, 30 * S, 1_250, (30 * S) / 7],
+    ['zero lifetimes', 0, 0, 0, 0],
+    ['NaN lifetimes fall back to the configured margins', NaN, NaN, 30 * MIN, D],
+    ['negative lifetimes fall back to the configured margins', -1, -1, 30 * MIN, D],
+  ])('%s', (_name, accessLife, refreshLife, refreshMarginMs, resignMarginMs) => {
+    const facts = factsOf({ accessLeft: 0, refreshLeft: 0, accessLife, refreshLife });
+    expect(effectiveMargins(facts, DEFAULT_POLICY)).toEqual({ refreshMarginMs, resignMarginMs });
+  });
+
+  it('without tokens the configured margins stand', () => {
+    const settings = { ...DEFAULT_POLICY, refreshMarginMs: 5 * MIN, resignMarginMs: 2 * H };
+    expect(effectiveMargins(factsOf({}), settings)).toEqual({ refreshMarginMs: 5 * MIN, resignMarginMs: 2 * H });
+  });
+});
+
+describe('accessUsableFor', () => {
+  it.each<[string, Pair, ClockCase, number, boolean]>([
+    ['plenty left', { accessLeft: H }, 'trusted', 5 * MIN, true],
+    ['plenty left by a sample', { accessLeft: H }, 'untrusted-with-sample', 5 * MIN, true],
+    ['exactly the needed life is not enough', { accessLeft: 5 * MIN }, 'trusted', 5 * MIN, false],
+    ['less than needed', { accessLeft: 4 * MIN }, 'trusted', 5 * MIN, false],
+    ['expired', { accessLeft: -S }, 'trusted', 0, false],
+    ['unknown time: the server judges', { accessLeft: -H }, 'untrusted-without', 5 * MIN, true],
+    ['rejected', { accessLeft: H, accessRejected: true }, 'trusted', 0, false],
+    ['rejected, unknown time', { accessLeft: H, accessRejected: true }, 'untrusted-without', 0, false],
+    ['missing', { refreshLeft: 6 * D }, 'trusted', 0, false],
+    ['missing, unknown time', {}, 'untrusted-without', 0, false],
+  ])('%s [%s] → %s', (_name, pair, clock, minLeftMs, expected) => {
+    expect(accessUsableFor(factsOf(pair), nowFor(clock), minLeftMs)).toBe(expected);
+  });
+});
+
+describe('property: wakes are finite and positive', () => {
+  /** mulberry32, so a failure reproduces. */
+  function seeded(seed: number): () => number {
+    let a = seed >>> 0;
+    return () => {
+      a = (a + 0x6d2b79f5) >>> 0;
+      let t = a;
+      t = Math.imul(t ^ (t >>> 15), t | 1);
+      t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    };
+  }
+
+  it('over 20 000 seeded fact sets', () => {
+    const random = seeded(0x7013);
+    const pick = <V>(values: V[]): V => values[Math.floor(random() * values.length)] as V;
+    const bad: string[] = [];
+    for (let i = 0; i < 20_000; i++) {
+      const pair: Pair = {
+        accessLeft: pick([undefined, (random() - 0.2) * 3 * H, (random() - 0.5) * 10 * S]),
+        refreshLeft: pick([undefined, (random() - 0.1) * 8 * D, (random() - 0.5) * 60 * S]),
+        accessLife: pick([ACCESS_LIFE, 5 * S, 8 * H]),
+        refreshLife: pick([REFRESH_LIFE, 30 * S]),
+        accessRejected: random() < 0.2,
+        refreshFailed: random() < 0.2,
+        jitter: random() * 2 - 1,
+        retryInMs: pick([undefined, (random() - 0.5) * 10 * MIN]),
+      };
+      const now = nowFor(pick(CLOCKS));
+      const d = decideNextAction(factsOf(pair, now.mono), now);
+      if (!('wakeInMs' in d)) continue;
+      const floor = d.action === 'use' ? S : 0;
+      if (!Number.isFinite(d.wakeInMs) || d.wakeInMs < floor || d.wakeInMs === 0 || d.wakeInMs > D) {
+        bad.push(`${JSON.stringify(pair)} → ${JSON.stringify(d)}`);
+      }
+    }
+    expect(bad).toEqual([]);
+  });
+});
