@@ -1,0 +1,92 @@
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { inspect } from 'node:util';
+import { BotlinkError } from '../protocol/errors.js';
+
+const REDACTED = '[redacted]';
+/** A SecretKey is a short token; anything bigger is the wrong file. */
+const MAX_SECRET_BYTES = 4096;
+
+/** Holds the SecretKey; every path that could print or serialise it yields '[redacted]'. */
+export class Secret {
+  readonly #value: string;
+
+  constructor(value: string) {
+    this.#value = value;
+  }
+
+  /** The only way to read the secret: call it where the HMAC is computed, nowhere else. */
+  reveal(): string {
+    return this.#value;
+  }
+
+  toString(): string {
+    return REDACTED;
+  }
+
+  toJSON(): string {
+    return REDACTED;
+  }
+
+  [inspect.custom](): string {
+    return REDACTED;
+  }
+}
+
+/** The secret key file is missing, unsafe or unusable; the message says how to fix it. */
+export class SecretFileError extends BotlinkError {
+  readonly path: string;
+
+  constructor(path: string, message: string, options?: { cause?: unknown }) {
+    super('ERR_SECRET_FILE', message, 'needs-config', options);
+    this.path = path;
+  }
+}
+
+const CREATE_HINT = 'create it holding only the SecretKey and run `chmod 600';
+
+/**
+ * Reads the SecretKey from `path`: a regular file, not readable by group or others, non-empty;
+ * trailing newlines are trimmed. Mode is checked on the opened descriptor so a swap cannot slip by.
+ */
+export function readSecretFile(path: string): Secret {
+  let fd: number;
+  try {
+    fd = openSync(path, 'r');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why =
+      code === 'ENOENT'
+        ? `secret key file ${path} does not exist: ${CREATE_HINT} ${path}\``
+        : code === 'EACCES'
+          ? `secret key file ${path} is not readable by this user (uid ${process.getuid?.()}): ` +
+            'make the agent user its owner, or pass it with systemd LoadCredential=secret-key'
+          : `secret key file ${path} cannot be opened (${code ?? String(err)})`;
+    throw new SecretFileError(path, why, { cause: err });
+  }
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) {
+      throw new SecretFileError(path, `secret key file ${path} is not a regular file: ${CREATE_HINT} ${path}\``);
+    }
+    if ((st.mode & 0o077) !== 0) {
+      const mode = (st.mode & 0o777).toString(8).padStart(4, '0');
+      throw new SecretFileError(
+        path,
+        `secret key file ${path} has mode ${mode}, readable by group or others; refusing to use it: run \`chmod 600 ${path}\``,
+      );
+    }
+    const buf = Buffer.alloc(MAX_SECRET_BYTES + 1);
+    const n = readSync(fd, buf, 0, buf.length, 0);
+    if (n > MAX_SECRET_BYTES) {
+      throw new SecretFileError(path, `secret key file ${path} is too big for a SecretKey: ${CREATE_HINT} ${path}\``);
+    }
+    const value = buf.toString('utf8', 0, n).replace(/[\r\n]+$/, '');
+    buf.fill(0);
+    if (value === '') {
+      throw new SecretFileError(path, `secret key file ${path} is empty: write the SecretKey into it (one line)`);
+    }
+    return new Secret(value);
+  } finally {
+    closeSync(fd);
+  }
+}
