@@ -1,0 +1,24 @@
+import type { FaultState } from './faults.js';
+import type { ServiceStore } from './store.js';
+
+/** What the routes and the WebSocket endpoint share. */
+export interface ServiceContext {
+  store: ServiceStore;
+  faults: FaultState;
+  /** The service's wall clock in ms, fault shift included. */
+  now(): number;
+  accessTtlS: number;
+  refreshTtlS: number;
+  timestampWindowMs: number;
+}
+
+/** A request body after UTF-8 decoding and JSON parsing; `reason` says what was wrong with it. */
+export type JsonInput = { ok: true; value: unknown } | { ok: false; reason: string };
+
+export interface RouteRequest {
+  input: JsonInput;
+  authorization: string | undefined;
+}
+
+/** A route answers HTTP 200 with this JSON body; failures are in the body, never the status. */
+export type Route = (ctx: ServiceContext, req: RouteRequest) => Record<string, unknown>;

@@ -1,0 +1,161 @@
+import { EventEmitter } from 'node:events';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { ServiceContext } from './context.js';
+import { FaultState, type BrokenResponse, type WsRefusal, type WsRefusalForm } from './faults.js';
+import { createRequestListener } from './http.js';
+import { DEFAULT_SEED, type Seed } from './seed.js';
+import { StatsRecorder, type ServiceStats } from './stats.js';
+import { ServiceStore } from './store.js';
+import { VOICE_CHAT_PATH, VoiceChatEndpoint } from './ws.js';
+
+export interface ReferenceServiceOptions {
+  host?: string;
+  port?: number;
+  /** SQLite file; a file lets a restarted service keep its tokens. Default ':memory:'. */
+  dbFile?: string;
+  seed?: Seed;
+  accessTtlS?: number;
+  refreshTtlS?: number;
+  timestampWindowMs?: number;
+  pingIntervalMs?: number;
+  /** How long a client may take to send a whole request (headers: half of it). Default 10 s. */
+  requestTimeoutMs?: number;
+  /** The service's wall clock; tests may inject one. */
+  now?: () => number;
+}
+
+export interface ServiceFaults {
+  /** The next n getToken calls that would succeed answer 1006 instead. */
+  failNextGetToken(n: number): void;
+  /** Delays every HTTP answer by ms. */
+  setLatencyMs(ms: number): void;
+  /** Sets (not adds to) the offset of the service clock: expiries, the timestamp window and Date. */
+  shiftClockMs(ms: number): void;
+  /** Terminates every WebSocket without a close frame. */
+  dropAllSockets(): void;
+  /** Refuses new WebSockets with msg in the given carrier (default handshake); undefined stops refusing. */
+  refuseWebSockets(msg: WsRefusal | undefined, form?: WsRefusalForm): void;
+  /** The next n HTTP answers, optionally only on route (a path), are broken this way; the request is not processed. */
+  nextResponses(kind: BrokenResponse, n: number, route?: string): void;
+  /** Clears every fault. */
+  reset(): void;
+}
+
+export interface ReferenceService {
+  url: string;
+  wsUrl: string;
+  port: number;
+  /** Closes http, every socket and the database; the port is free again when it resolves. */
+  close(): Promise<void>;
+  faults: ServiceFaults;
+  stats: ServiceStats;
+  /** 'ws-open', 'ws-close', 'displaced' with {botId}; 'internal-error' with the error (a bug). */
+  events: EventEmitter;
+}
+
+export async function createReferenceService(opts: ReferenceServiceOptions = {}): Promise<ReferenceService> {
+  const host = opts.host ?? '127.0.0.1';
+  const clock = opts.now ?? Date.now;
+  const faultState = new FaultState();
+  const store = new ServiceStore(opts.dbFile ?? ':memory:');
+  const ctx: ServiceContext = {
+    store,
+    faults: faultState,
+    now: () => clock() + faultState.clockShiftMs,
+    accessTtlS: opts.accessTtlS ?? 7200,
+    refreshTtlS: opts.refreshTtlS ?? 604800,
+    timestampWindowMs: opts.timestampWindowMs ?? 300_000,
+  };
+  const recorder = new StatsRecorder();
+  const events = new EventEmitter();
+  const delays = new Set<NodeJS.Timeout>();
+  let closing = false;
+
+  const requestTimeoutMs = opts.requestTimeoutMs ?? 10_000;
+  const server = createServer(
+    {
+      requestTimeout: requestTimeoutMs,
+      headersTimeout: Math.ceil(requestTimeoutMs / 2),
+      // How often node enforces the two timeouts above; its default of 30 s would let a slow client linger.
+      connectionsCheckingInterval: Math.min(1000, Math.ceil(requestTimeoutMs / 4)),
+    },
+    createRequestListener({
+      ctx,
+      stats: recorder,
+      delay: (ms) =>
+        new Promise((resolve) => {
+          if (closing) return; // never settles: the socket is being destroyed anyway
+          if (ms <= 0) return resolve();
+          const timer = setTimeout(() => {
+            delays.delete(timer);
+            resolve();
+          }, ms);
+          delays.add(timer);
+        }),
+      onInternalError: (err) => events.emit('internal-error', err),
+    }),
+  );
+  const endpoint = new VoiceChatEndpoint({ ctx, stats: recorder, events, pingIntervalMs: opts.pingIntervalMs ?? 30_000 });
+  server.on('upgrade', (req, socket, head: Buffer) => endpoint.upgrade(req, socket, head));
+  const purger = setInterval(() => store.purgeExpired(ctx.now()), 10_000).unref();
+
+  try {
+    store.applySeed(opts.seed ?? DEFAULT_SEED);
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(opts.port ?? 0, host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+  } catch (err) {
+    clearInterval(purger);
+    endpoint.close();
+    store.close();
+    throw err;
+  }
+
+  const { port } = server.address() as AddressInfo;
+  const authority = `${host.includes(':') ? `[${host}]` : host}:${port}`;
+  let closed: Promise<void> | undefined;
+
+  return {
+    url: `http://${authority}`,
+    wsUrl: `ws://${authority}${VOICE_CHAT_PATH}`,
+    port,
+    close: () => {
+      closed ??= new Promise<void>((resolve) => {
+        closing = true;
+        for (const timer of delays) clearTimeout(timer);
+        clearInterval(purger);
+        endpoint.close();
+        server.close(() => {
+          store.close();
+          resolve();
+        });
+        server.closeAllConnections();
+      });
+      return closed;
+    },
+    faults: {
+      failNextGetToken: (n) => {
+        faultState.getTokenFailures = n;
+      },
+      setLatencyMs: (ms) => {
+        faultState.latencyMs = ms;
+      },
+      shiftClockMs: (ms) => {
+        faultState.clockShiftMs = ms;
+      },
+      dropAllSockets: () => endpoint.dropAll(),
+      refuseWebSockets: (msg, form = 'handshake') => {
+        faultState.wsRefusal = msg === undefined ? undefined : { msg, form };
+      },
+      nextResponses: (kind, n, route) => faultState.breakNext(kind, n, route),
+      reset: () => faultState.reset(),
+    },
+    stats: recorder.stats,
+    events,
+  };
+}

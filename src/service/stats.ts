@@ -1,0 +1,87 @@
+/** Plain counters tests read; mutated only by the service. */
+export interface ServiceStats {
+  getToken: { total: number; ok: number; byCode: Record<number, number>; timestamps: string[] };
+  refreshToken: { total: number; ok: number };
+  register: { total: number; ok: number };
+  ws: { open: number; total: number; maxConcurrentPerBot: number; displaced: number; perBotOpen(botId: string): number };
+}
+
+// A long-running `botlink serve` must not grow without bound; tests see far fewer than this.
+const TIMESTAMPS_KEPT = 10_000;
+
+/** Owns the stats object and the bookkeeping behind it. */
+export class StatsRecorder {
+  readonly #openPerBot = new Map<string, number>();
+  readonly stats: ServiceStats = {
+    getToken: { total: 0, ok: 0, byCode: {}, timestamps: [] },
+    refreshToken: { total: 0, ok: 0 },
+    register: { total: 0, ok: 0 },
+    ws: { open: 0, total: 0, maxConcurrentPerBot: 0, displaced: 0, perBotOpen: (botId) => this.#openPerBot.get(botId) ?? 0 },
+  };
+
+  /** A request reached a route, whatever its body. */
+  received(route: string, body: unknown): void {
+    switch (route) {
+      case '/auth/getToken': {
+        const { getToken } = this.stats;
+        getToken.total += 1;
+        const ts = isObject(body) ? body['accessTimestamp'] : undefined;
+        if (typeof ts === 'string') {
+          getToken.timestamps.push(ts);
+          if (getToken.timestamps.length > 2 * TIMESTAMPS_KEPT) getToken.timestamps.splice(0, TIMESTAMPS_KEPT);
+        }
+        return;
+      }
+      case '/auth/refreshToken':
+        this.stats.refreshToken.total += 1;
+        return;
+      case '/device/register':
+        this.stats.register.total += 1;
+        return;
+    }
+  }
+
+  /** A route answered with this body (HTTP 200). */
+  answered(route: string, body: unknown): void {
+    if (!isObject(body)) return;
+    switch (route) {
+      case '/auth/getToken': {
+        const code = body['code'];
+        if (typeof code !== 'number') return;
+        const { getToken } = this.stats;
+        getToken.byCode[code] = (getToken.byCode[code] ?? 0) + 1;
+        if (code === 0) getToken.ok += 1;
+        return;
+      }
+      case '/auth/refreshToken':
+        if (body['code'] === 0) this.stats.refreshToken.ok += 1;
+        return;
+      case '/device/register':
+        if (body['state'] === 'SUCCESS') this.stats.register.ok += 1;
+        return;
+    }
+  }
+
+  wsOpened(botId: string): void {
+    const open = this.stats.ws.perBotOpen(botId) + 1;
+    this.#openPerBot.set(botId, open);
+    this.stats.ws.open += 1;
+    this.stats.ws.total += 1;
+    this.stats.ws.maxConcurrentPerBot = Math.max(this.stats.ws.maxConcurrentPerBot, open);
+  }
+
+  wsClosed(botId: string): void {
+    const open = this.stats.ws.perBotOpen(botId) - 1;
+    if (open > 0) this.#openPerBot.set(botId, open);
+    else this.#openPerBot.delete(botId);
+    this.stats.ws.open -= 1;
+  }
+
+  wsDisplaced(): void {
+    this.stats.ws.displaced += 1;
+  }
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}

@@ -1,0 +1,171 @@
+import Database from 'better-sqlite3';
+import type { Identity, RegisterDeviceRequest } from '../protocol/wire.js';
+import type { Seed } from './seed.js';
+
+export type TokenKind = 'access' | 'refresh';
+
+/** What the service remembers about an issued token; the token itself is never stored. */
+export interface TokenRecord {
+  kind: TokenKind;
+  accessKeyId: string;
+  identity: Identity;
+  expiresAt: number;
+}
+
+interface TokenRow {
+  kind: TokenKind;
+  access_key_id: string;
+  identity_kind: Identity['kind'];
+  identity_id: string;
+  expires_at: number;
+}
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS accounts (access_key_id TEXT PRIMARY KEY, secret_key TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS vendors (vendor_id TEXT PRIMARY KEY, access_key_id TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS bots (
+  bot_id TEXT PRIMARY KEY, vendor_id TEXT NOT NULL,
+  device_id TEXT, app_id TEXT, type TEXT, name TEXT
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS bots_by_device ON bots (vendor_id, device_id);
+CREATE TABLE IF NOT EXISTS tokens (
+  hash TEXT PRIMARY KEY, kind TEXT NOT NULL, access_key_id TEXT NOT NULL,
+  identity_kind TEXT NOT NULL, identity_id TEXT NOT NULL, expires_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS tokens_by_expiry ON tokens (expires_at);
+CREATE TABLE IF NOT EXISTS nonces (
+  access_key_id TEXT NOT NULL, nonce TEXT NOT NULL, expires_at INTEGER NOT NULL,
+  PRIMARY KEY (access_key_id, nonce)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS nonces_by_expiry ON nonces (expires_at);
+`;
+
+function prepareStatements(db: Database.Database) {
+  return {
+    upsertAccount: db.prepare(
+      'INSERT INTO accounts (access_key_id, secret_key) VALUES (?, ?) ON CONFLICT (access_key_id) DO UPDATE SET secret_key = excluded.secret_key',
+    ),
+    upsertVendor: db.prepare(
+      'INSERT INTO vendors (vendor_id, access_key_id) VALUES (?, ?) ON CONFLICT (vendor_id) DO UPDATE SET access_key_id = excluded.access_key_id',
+    ),
+    upsertBot: db.prepare(
+      'INSERT INTO bots (bot_id, vendor_id) VALUES (?, ?) ON CONFLICT (bot_id) DO UPDATE SET vendor_id = excluded.vendor_id',
+    ),
+    secret: db.prepare<[string], { secret_key: string }>('SELECT secret_key FROM accounts WHERE access_key_id = ?'),
+    ownsBot: db.prepare<[string, string], unknown>(
+      'SELECT 1 FROM bots JOIN vendors USING (vendor_id) WHERE bots.bot_id = ? AND vendors.access_key_id = ?',
+    ),
+    ownsVendor: db.prepare<[string, string], unknown>('SELECT 1 FROM vendors WHERE vendor_id = ? AND access_key_id = ?'),
+    botExists: db.prepare<[string], unknown>('SELECT 1 FROM bots WHERE bot_id = ?'),
+    claimNonce: db.prepare('INSERT OR IGNORE INTO nonces (access_key_id, nonce, expires_at) VALUES (?, ?, ?)'),
+    saveToken: db.prepare(
+      'INSERT INTO tokens (hash, kind, access_key_id, identity_kind, identity_id, expires_at) VALUES (?, ?, ?, ?, ?, ?)',
+    ),
+    findToken: db.prepare<[string], TokenRow>(
+      'SELECT kind, access_key_id, identity_kind, identity_id, expires_at FROM tokens WHERE hash = ?',
+    ),
+    botOfDevice: db.prepare<[string, string], { bot_id: string }>(
+      'SELECT bot_id FROM bots WHERE vendor_id = ? AND device_id = ?',
+    ),
+    insertDevice: db.prepare(
+      'INSERT INTO bots (bot_id, vendor_id, device_id, app_id, type, name) VALUES (?, ?, ?, ?, ?, ?)',
+    ),
+    purgeNonces: db.prepare('DELETE FROM nonces WHERE expires_at < ?'),
+    purgeTokens: db.prepare('DELETE FROM tokens WHERE expires_at < ?'),
+  };
+}
+
+/** The reference service's state in SQLite: accounts, vendors, bots, token hashes and used nonces. */
+export class ServiceStore {
+  readonly #db: Database.Database;
+  readonly #stmt: ReturnType<typeof prepareStatements>;
+  readonly #inTransaction: (fn: () => unknown) => unknown;
+
+  constructor(file: string) {
+    this.#db = new Database(file);
+    if (file !== ':memory:') {
+      this.#db.pragma('journal_mode = WAL');
+      // A reference service may lose the last commits on power loss; it must not be slow.
+      this.#db.pragma('synchronous = NORMAL');
+    }
+    this.#db.pragma('busy_timeout = 2000');
+    this.#db.exec(SCHEMA);
+    this.#stmt = prepareStatements(this.#db);
+    this.#inTransaction = this.#db.transaction((fn: () => unknown) => fn());
+  }
+
+  /** Adds or updates the seed's accounts, vendors and bots; registered devices and tokens stay. */
+  applySeed(seed: Seed): void {
+    this.transaction(() => {
+      for (const account of seed.accounts) {
+        this.#stmt.upsertAccount.run(account.accessKeyId, account.secretKey);
+        for (const vendor of account.vendors) {
+          this.#stmt.upsertVendor.run(vendor.vendorId, account.accessKeyId);
+          for (const botId of vendor.bots) this.#stmt.upsertBot.run(botId, vendor.vendorId);
+        }
+      }
+    });
+  }
+
+  /** Runs fn in one SQLite transaction (one commit), rolled back if it throws. */
+  transaction<T>(fn: () => T): T {
+    return this.#inTransaction(fn) as T;
+  }
+
+  secretOf(accessKeyId: string): string | undefined {
+    return this.#stmt.secret.get(accessKeyId)?.secret_key;
+  }
+
+  /** Whether the bot or vendor is registered under that account. */
+  owns(accessKeyId: string, identity: Identity): boolean {
+    const stmt = identity.kind === 'bot' ? this.#stmt.ownsBot : this.#stmt.ownsVendor;
+    return stmt.get(identity.id, accessKeyId) !== undefined;
+  }
+
+  botExists(botId: string): boolean {
+    return this.#stmt.botExists.get(botId) !== undefined;
+  }
+
+  /** Records a nonce until expiresAt; false when it was already used. */
+  claimNonce(accessKeyId: string, nonce: string, expiresAt: number): boolean {
+    return this.#stmt.claimNonce.run(accessKeyId, nonce, expiresAt).changes === 1;
+  }
+
+  saveToken(hash: string, record: TokenRecord): void {
+    const { kind, accessKeyId, identity, expiresAt } = record;
+    this.#stmt.saveToken.run(hash, kind, accessKeyId, identity.kind, identity.id, expiresAt);
+  }
+
+  findToken(hash: string): TokenRecord | undefined {
+    const row = this.#stmt.findToken.get(hash);
+    if (!row) return undefined;
+    return {
+      kind: row.kind,
+      accessKeyId: row.access_key_id,
+      identity: { kind: row.identity_kind, id: row.identity_id },
+      expiresAt: row.expires_at,
+    };
+  }
+
+  /** The botId of (vendorId, deviceId), registering it under newBotId the first time. */
+  registerDevice(req: RegisterDeviceRequest, newBotId: string): string {
+    return this.transaction(() => {
+      const existing = this.#stmt.botOfDevice.get(req.vendorId, req.deviceId);
+      if (existing) return existing.bot_id;
+      this.#stmt.insertDevice.run(newBotId, req.vendorId, req.deviceId, req.appId, req.type, req.name);
+      return newBotId;
+    });
+  }
+
+  /** Forgets nonces and tokens whose expiry is before now. */
+  purgeExpired(now: number): void {
+    this.transaction(() => {
+      this.#stmt.purgeNonces.run(now);
+      this.#stmt.purgeTokens.run(now);
+    });
+  }
+
+  close(): void {
+    this.#db.close();
+  }
+}

@@ -1,0 +1,28 @@
+import type { Identity } from '../protocol/wire.js';
+import type { ServiceContext } from './context.js';
+import { newToken, tokenHash } from './credentials.js';
+import type { TokenKind, TokenRecord } from './store.js';
+
+/** Creates a token, stores its hash, and hands the token out once. */
+export function issueToken(ctx: ServiceContext, kind: TokenKind, accessKeyId: string, identity: Identity, ttlS: number): string {
+  const token = newToken();
+  ctx.store.saveToken(tokenHash(token), { kind, accessKeyId, identity, expiresAt: ctx.now() + ttlS * 1000 });
+  return token;
+}
+
+/** The stored record of a token of this kind that has not expired on the service clock. */
+export function liveToken(ctx: ServiceContext, token: string, kind: TokenKind): TokenRecord | undefined {
+  const record = ctx.store.findToken(tokenHash(token));
+  if (!record || record.kind !== kind || record.expiresAt <= ctx.now()) return undefined;
+  return record;
+}
+
+/** The live access token named by an `Authorization: Bearer …` header. */
+export function bearerAccess(ctx: ServiceContext, authorization: string | undefined): TokenRecord | undefined {
+  const match = /^Bearer +(\S+) *$/i.exec(authorization ?? '');
+  return match?.[1] === undefined ? undefined : liveToken(ctx, match[1], 'access');
+}
+
+export function sameIdentity(a: Identity, b: Identity): boolean {
+  return a.kind === b.kind && a.id === b.id;
+}

@@ -1,0 +1,152 @@
+import type { EventEmitter } from 'node:events';
+import { STATUS_CODES, type IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { WsMessage } from '../protocol/codes.js';
+import { wsFailureBody } from '../protocol/wire.js';
+import type { ServiceContext } from './context.js';
+import type { WsRefusal, WsRefusalForm } from './faults.js';
+import type { StatsRecorder } from './stats.js';
+import { bearerAccess, sameIdentity } from './tokens.js';
+
+export const VOICE_CHAT_PATH = '/soulmate/voiceChat/v1';
+
+/** Close code sent to a displaced session; 4000 is the first application-defined code. */
+export const DISPLACED_CLOSE_CODE = 4000;
+/** Close code of an in-band refusal (fault knob): policy violation. */
+const REFUSED_CLOSE_CODE = 1008;
+
+interface Session {
+  ws: WebSocket;
+  botId: string;
+  /** Answered the last ping. */
+  alive: boolean;
+}
+
+export interface EndpointDeps {
+  ctx: ServiceContext;
+  stats: StatsRecorder;
+  events: EventEmitter;
+  pingIntervalMs: number;
+}
+
+/** WebSocket /soulmate/voiceChat/v1: Bearer-authenticated, one session per botId, text echo, pings. */
+export class VoiceChatEndpoint {
+  readonly #deps: EndpointDeps;
+  readonly #wss = new WebSocketServer({ noServer: true, clientTracking: false, maxPayload: 64 * 1024 });
+  /** The current session of each bot. */
+  readonly #current = new Map<string, Session>();
+  /** Every accepted session until its close, displaced ones included. */
+  readonly #open = new Set<Session>();
+  /** Sockets accepted only to be refused in-band. */
+  readonly #refused = new Set<WebSocket>();
+  readonly #pinger: NodeJS.Timeout;
+
+  constructor(deps: EndpointDeps) {
+    this.#deps = deps;
+    this.#wss.on('headers', (headers) => headers.push(`Date: ${new Date(deps.ctx.now()).toUTCString()}`));
+    this.#pinger = setInterval(() => this.#pingAll(), deps.pingIntervalMs).unref();
+  }
+
+  /** The http server's 'upgrade' listener. */
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    // A peer that resets mid-handshake must not take the service down.
+    socket.on('error', () => socket.destroy());
+    const { ctx } = this.#deps;
+    let url: URL;
+    try {
+      url = new URL(req.url ?? '/', 'http://service.invalid');
+    } catch {
+      return reject(socket, 400, { code: 400, msg: 'bad request' }, ctx.now());
+    }
+    if (url.pathname !== VOICE_CHAT_PATH) return reject(socket, 404, { code: 404, msg: 'not found' }, ctx.now());
+    const refusal = ctx.faults.wsRefusal;
+    if (refusal?.form === 'handshake') return reject(socket, 400, wsFailureBody(refusal.msg), ctx.now());
+    if (refusal) return this.#wss.handleUpgrade(req, socket, head, (ws) => this.#refuseInBand(ws, refusal.msg, refusal.form));
+    const botId = url.searchParams.get('botId');
+    if (!botId || !ctx.store.botExists(botId)) return reject(socket, 400, wsFailureBody(WsMessage.BOT_INVALID), ctx.now());
+    const token = bearerAccess(ctx, req.headers.authorization);
+    if (!token || !sameIdentity(token.identity, { kind: 'bot', id: botId })) {
+      return reject(socket, 400, wsFailureBody(WsMessage.UNAUTHORIZED), ctx.now());
+    }
+    this.#wss.handleUpgrade(req, socket, head, (ws) => this.#accept(ws, botId));
+  }
+
+  /** Terminates every socket without a close frame. */
+  dropAll(): void {
+    for (const session of this.#open) session.ws.terminate();
+    for (const ws of this.#refused) ws.terminate();
+  }
+
+  close(): void {
+    clearInterval(this.#pinger);
+    this.dropAll();
+    this.#wss.close();
+  }
+
+  #accept(ws: WebSocket, botId: string): void {
+    const { stats, events } = this.#deps;
+    const session: Session = { ws, botId, alive: true };
+    const previous = this.#current.get(botId);
+    this.#open.add(session);
+    this.#current.set(botId, session);
+    stats.wsOpened(botId);
+    ws.on('pong', () => {
+      session.alive = true;
+    });
+    ws.on('message', (data, isBinary) => ws.send(data, { binary: isBinary }));
+    // Protocol errors from the peer: ws closes the socket itself, and 'close' does the bookkeeping.
+    ws.on('error', () => undefined);
+    ws.on('close', () => {
+      this.#open.delete(session);
+      if (this.#current.get(botId) === session) this.#current.delete(botId);
+      stats.wsClosed(botId);
+      events.emit('ws-close', { botId });
+    });
+    if (previous) this.#displace(previous);
+    events.emit('ws-open', { botId });
+  }
+
+  #displace(session: Session): void {
+    this.#deps.stats.wsDisplaced();
+    this.#deps.events.emit('displaced', { botId: session.botId });
+    session.ws.send(wsFailureBody(WsMessage.REPEAT_SESSION));
+    session.ws.close(DISPLACED_CLOSE_CODE, WsMessage.REPEAT_SESSION);
+  }
+
+  #refuseInBand(ws: WebSocket, msg: WsRefusal, form: WsRefusalForm): void {
+    this.#refused.add(ws);
+    ws.on('error', () => undefined);
+    ws.on('close', () => this.#refused.delete(ws));
+    if (form === 'frame') {
+      ws.send(wsFailureBody(msg));
+      ws.close(REFUSED_CLOSE_CODE);
+    } else {
+      ws.close(REFUSED_CLOSE_CODE, msg);
+    }
+  }
+
+  #pingAll(): void {
+    for (const session of this.#open) {
+      if (!session.alive) {
+        session.ws.terminate();
+        continue;
+      }
+      session.alive = false;
+      session.ws.ping();
+    }
+  }
+}
+
+/** Answers a refused handshake with a plain HTTP response, then closes the socket. */
+function reject(socket: Duplex, status: number, body: string | object, nowMs: number): void {
+  const payload = typeof body === 'string' ? body : JSON.stringify(body);
+  const head = [
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}`,
+    `Date: ${new Date(nowMs).toUTCString()}`,
+    'Content-Type: application/json; charset=utf-8',
+    `Content-Length: ${Buffer.byteLength(payload)}`,
+    'Connection: close',
+  ].join('\r\n');
+  socket.end(`${head}\r\n\r\n${payload}`, () => socket.destroy());
+}
