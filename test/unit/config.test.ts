@@ -1,0 +1,317 @@
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { inspect } from 'node:util';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  CONFIG_KEYS,
+  ConfigError,
+  DEFAULT_CONFIG_FILE,
+  DEFAULTS,
+  describeSource,
+  envVarFor,
+  loadConfig,
+  TUNABLE_DEFAULTS,
+} from '../../src/agent/config.js';
+import { readSecretFile, Secret, SecretFileError } from '../../src/agent/secret.js';
+
+const SECRET = 'S3cr3t-value-7f9c';
+let dir: string;
+let secretPath: string;
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'botlink-config-'));
+  secretPath = join(dir, 'secret-key');
+  writeFileSync(secretPath, `${SECRET}\n`, { mode: 0o600 });
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+const base = () => ({ baseUrl: 'https://api.example.com', accessKeyId: 'AK', secretKeyFile: secretPath, botId: 'bot-1' });
+
+function writeConfig(body: unknown): string {
+  const file = join(dir, 'config.json');
+  writeFileSync(file, typeof body === 'string' ? body : JSON.stringify(body));
+  return file;
+}
+
+function load(body: unknown, env: NodeJS.ProcessEnv = {}) {
+  return loadConfig({ file: writeConfig(body), env });
+}
+
+function configError(fn: () => unknown): ConfigError {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    const e = err as ConfigError;
+    expect(e.code).toBe('ERR_CONFIG');
+    expect(e.retry).toBe('needs-config');
+    return e;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('loadConfig: values and defaults', () => {
+  it('fills every default and derives wsUrl from baseUrl', () => {
+    const c = load(base());
+    expect(c.baseUrl).toBe('https://api.example.com');
+    expect(c.wsUrl).toBe('wss://api.example.com/soulmate/voiceChat/v1');
+    expect(c.secretKey.reveal()).toBe(SECRET);
+    expect([c.botId, c.vendorId, c.deviceId]).toEqual(['bot-1', undefined, undefined]);
+    for (const [key, value] of Object.entries(DEFAULTS)) expect(c[key as keyof typeof DEFAULTS]).toBe(value);
+    expect(c.source).toEqual({ file: join(dir, 'config.json'), env: [] });
+  });
+
+  it.each([
+    ['http://127.0.0.1:8080/', 'http://127.0.0.1:8080', 'ws://127.0.0.1:8080/soulmate/voiceChat/v1'],
+    ['https://api.example.com/prefix/', 'https://api.example.com/prefix', 'wss://api.example.com/prefix/soulmate/voiceChat/v1'],
+    ['http://localhost:1', 'http://localhost:1', 'ws://localhost:1/soulmate/voiceChat/v1'],
+  ])('derives wsUrl from %s', (baseUrl, normalised, wsUrl) => {
+    const c = load({ ...base(), baseUrl });
+    expect([c.baseUrl, c.wsUrl]).toEqual([normalised, wsUrl]);
+  });
+
+  it.each([
+    ['http://127.0.0.1:9', true],
+    ['http://127.200.3.4', true],
+    ['http://localhost', true],
+    ['http://[::1]:8080', true],
+    ['https://example.com', true],
+    ['http://example.com', false],
+    ['http://10.0.0.1', false],
+    ['http://128.0.0.1', false],
+  ])('baseUrl %s accepted: %s (https unless loopback)', (baseUrl, ok) => {
+    if (ok) expect(load({ ...base(), baseUrl }).baseUrl).toBe(new URL(baseUrl).origin);
+    else expect(configError(() => load({ ...base(), baseUrl })).message).toMatch(/baseUrl.*https:\/\//);
+  });
+
+  it('accepts an explicit wsUrl; ws:// only on loopback', () => {
+    expect(load({ ...base(), wsUrl: 'wss://ws.example.com/v1' }).wsUrl).toBe('wss://ws.example.com/v1');
+    expect(load({ ...base(), wsUrl: 'ws://[::1]:1/x' }).wsUrl).toBe('ws://[::1]:1/x');
+    expect(configError(() => load({ ...base(), wsUrl: 'ws://example.com/x' })).key).toBe('wsUrl');
+  });
+
+  it('resolves relative paths against the config file folder', () => {
+    writeFileSync(join(dir, 'sk'), SECRET, { mode: 0o600 });
+    const c = load({ ...base(), secretKeyFile: 'sk', stateDir: 'state', logFile: '-' });
+    expect([c.secretKeyFile, c.stateDir, c.logFile]).toEqual([join(dir, 'sk'), join(dir, 'state'), '-']);
+  });
+
+  it('accepts vendorId alone (the to-be-provisioned state) and keeps both when given', () => {
+    const { botId: _, ...noBot } = base();
+    expect(load({ ...noBot, vendorId: 'V1', deviceId: 'SN-1' })).toMatchObject({ botId: undefined, vendorId: 'V1', deviceId: 'SN-1' });
+    expect(load({ ...base(), vendorId: 'V1' })).toMatchObject({ botId: 'bot-1', vendorId: 'V1' });
+  });
+});
+
+describe('loadConfig: bad values name the key', () => {
+  const table: [string, unknown][] = [
+    ['baseUrl', 'not a url'], ['baseUrl', 'ftp://example.com'], ['baseUrl', 'https://u:p@example.com'],
+    ['baseUrl', 'https://example.com/?botId=1'], ['baseUrl', 42], ['baseUrl', ''],
+    ['wsUrl', 'https://example.com'], ['wsUrl', 'wss://example.com/#x'], ['wsUrl', null],
+    ['accessKeyId', ''], ['accessKeyId', 'A K'], ['accessKeyId', 5],
+    ['secretKeyFile', ''], ['secretKeyFile', 'a\0b'], ['secretKeyFile', ['x']],
+    ['botId', 'x'.repeat(257)], ['botId', 'a\tb'], ['vendorId', 'v\n1'], ['deviceId', {}],
+    ['stateDir', 7], ['runtimeDir', false], ['logFile', ''], ['logLevel', 'verbose'], ['logLevel', 'INFO'],
+    ...Object.keys(TUNABLE_DEFAULTS).flatMap((k): [string, unknown][] => [[k, 0], [k, -5], [k, '100'], [k, 1e13], [k, null]]),
+  ];
+  it.each(table)('%s = %j', (key, value) => {
+    const e = configError(() => load({ ...base(), [key]: value }));
+    expect(e.key).toBe(key);
+    expect(e.message).toContain(`"${key}" in ${join(dir, 'config.json')}`);
+    expect(e.message).toMatch(/; fix it in /);
+  });
+
+  it.each([
+    ['linkBackoffBaseMs', { linkBackoffBaseMs: 70_000 }],
+    ['tokenBackoffCapMs', { tokenBackoffCapMs: 500 }],
+    ['heartbeatTimeoutMs', { heartbeatTimeoutMs: 30_000 }],
+  ])('range between keys: %s', (key, extra) => {
+    const e = configError(() => load({ ...base(), ...extra }));
+    expect(e.key).toBe(key);
+    expect(e.message).toMatch(/no larger than/);
+  });
+
+  it.each([
+    ['baseUrl', /baseUrl is required.*BOTLINK_BASE_URL/],
+    ['accessKeyId', /accessKeyId is required.*BOTLINK_ACCESS_KEY_ID/],
+    ['secretKeyFile', /secretKeyFile is required.*LoadCredential=secret-key/],
+    ['botId', /botId or vendorId is required/],
+  ])('missing %s', (key, message) => {
+    const body: Record<string, unknown> = base();
+    delete body[key];
+    const e = configError(() => load(body));
+    expect(e.key).toBe(key);
+    expect(e.message).toMatch(message);
+  });
+
+  it('names an unknown key and suggests the closest known one', () => {
+    const e = configError(() => load({ ...base(), baseURL: 'x' }));
+    expect(e.key).toBe('baseURL');
+    expect(e.message).toContain('did you mean "baseUrl"?');
+    const far = configError(() => load({ ...base(), colour: 'blue' }));
+    expect(far.key).toBe('colour');
+    expect(far.message).toContain('known: baseUrl, wsUrl');
+  });
+});
+
+describe('loadConfig: environment', () => {
+  it('maps every key to BOTLINK_<UPPER_SNAKE>', () => {
+    expect(CONFIG_KEYS.map(envVarFor)).toContain('BOTLINK_SECRET_KEY_FILE');
+    expect(envVarFor('heartbeatIntervalMs')).toBe('BOTLINK_HEARTBEAT_INTERVAL_MS');
+    expect(envVarFor('accessKeyId')).toBe('BOTLINK_ACCESS_KEY_ID');
+  });
+
+  it('overrides file values, parses numbers and records the variables used', () => {
+    const c = load(base(), {
+      BOTLINK_BASE_URL: 'http://127.0.0.1:4000',
+      BOTLINK_BOT_ID: 'bot-env',
+      BOTLINK_HTTP_TIMEOUT_MS: '2500',
+      BOTLINK_REFRESH_MARGIN_S: '0.5',
+      BOTLINK_CONFIG: 'ignored because --config wins',
+      PATH: '/usr/bin',
+    });
+    expect([c.baseUrl, c.botId, c.httpTimeoutMs, c.refreshMarginS]).toEqual(['http://127.0.0.1:4000', 'bot-env', 2500, 0.5]);
+    expect(c.source.env).toEqual(['BOTLINK_BASE_URL', 'BOTLINK_BOT_ID', 'BOTLINK_HTTP_TIMEOUT_MS', 'BOTLINK_REFRESH_MARGIN_S']);
+    expect(describeSource(c.source)).toBe(`${join(dir, 'config.json')}, overridden by ${c.source.env.join(', ')}`);
+  });
+
+  it.each(['10s', '1e3', '', '0', ' 5', '-1', '0x10', 'Infinity'])('numbers are parsed strictly: %j', (value) => {
+    const e = configError(() => load(base(), { BOTLINK_CONNECT_TIMEOUT_MS: value }));
+    expect(e.key).toBe('connectTimeoutMs');
+    expect(e.message).toContain('BOTLINK_CONNECT_TIMEOUT_MS (connectTimeoutMs)');
+    expect(e.message).toContain('fix or unset BOTLINK_CONNECT_TIMEOUT_MS');
+  });
+
+  it('refuses an unknown BOTLINK_ variable with a suggestion', () => {
+    const e = configError(() => load(base(), { BOTLINK_BASEURL: 'x' }));
+    expect(e.key).toBe('BOTLINK_BASEURL');
+    expect(e.message).toContain('did you mean "BOTLINK_BASE_URL"?');
+  });
+
+  it('reads the file named by BOTLINK_CONFIG', () => {
+    const file = writeConfig(base());
+    expect(loadConfig({ env: { BOTLINK_CONFIG: file } }).source.file).toBe(file);
+  });
+
+  it.skipIf(existsSync(DEFAULT_CONFIG_FILE))('without any file, runs from the environment alone', () => {
+    const c = loadConfig({
+      env: { BOTLINK_BASE_URL: 'https://a.example', BOTLINK_ACCESS_KEY_ID: 'AK', BOTLINK_SECRET_KEY_FILE: secretPath, BOTLINK_VENDOR_ID: 'V' },
+    });
+    expect(c.source.file).toBeNull();
+    expect(describeSource(c.source)).toMatch(/^environment only \(BOTLINK_ACCESS_KEY_ID, .*\); no file at \/etc\/botlink\/config.json$/);
+  });
+});
+
+describe('loadConfig: the config file', () => {
+  it.each([
+    ['--config', () => loadConfig({ file: join(dir, 'nope.json'), env: {} })],
+    ['BOTLINK_CONFIG', () => loadConfig({ env: { BOTLINK_CONFIG: join(dir, 'nope.json') } })],
+  ])('a missing file named by %s is an error', (by, fn) => {
+    const e = configError(fn);
+    expect(e.key).toBe('config');
+    expect(e.message).toContain(`${join(dir, 'nope.json')} does not exist (named by ${by})`);
+  });
+
+  it.each([
+    ['{"baseUrl": }', 'line 1, column 13 (position 12)'],
+    ['{\n  "botId": "b",\n}', 'line 3, column 1 (position 18)'],
+    [`{"secretKey": "${SECRET}" "x": 1}`, 'line 1, column 35 (position 34)'],
+    ['{"a": 1', 'line 1, column 8 (position 7)'],
+    ['{"a": tru}', 'line 1, column 7 (position 6)'],
+  ])('bad JSON %j names the file and the position, never quoting it', (body, where) => {
+    const e = configError(() => load(body));
+    expect(e.key).toBe('config');
+    expect(e.message).toContain(`${join(dir, 'config.json')} is not valid JSON: syntax error at ${where}`);
+    expect(e.message).not.toContain(SECRET);
+    expect(e.cause).toBeUndefined();
+  });
+
+  it.each(['[]', 'null', '"x"', '3'])('must hold an object, not %s', (body) => {
+    expect(configError(() => load(body)).message).toContain('must hold a JSON object');
+  });
+
+  it('accepts a byte order mark', () => {
+    expect(load(`\uFEFF${JSON.stringify(base())}`).botId).toBe('bot-1');
+  });
+});
+
+describe('loadConfig: the secret', () => {
+  it('reads it from $CREDENTIALS_DIRECTORY/secret-key by default', () => {
+    const { secretKeyFile: _, ...rest } = base();
+    const c = load(rest, { CREDENTIALS_DIRECTORY: dir });
+    expect(c.secretKeyFile).toBe(secretPath);
+    expect(c.secretKey.reveal()).toBe(SECRET);
+    expect(c.source.env).toEqual(['CREDENTIALS_DIRECTORY']);
+    expect(load({ ...base(), secretKeyFile: secretPath }, { CREDENTIALS_DIRECTORY: '/nowhere' }).secretKeyFile).toBe(secretPath);
+  });
+
+  it.each([0o600, 0o400])('accepts mode %o', (mode) => {
+    chmodSync(secretPath, mode);
+    expect(load(base()).secretKey.reveal()).toBe(SECRET);
+  });
+
+  it.each([0o640, 0o604, 0o644, 0o660])('refuses mode %o with chmod 600', (mode) => {
+    chmodSync(secretPath, mode);
+    const e = configError(() => load(base()));
+    expect(e.key).toBe('secretKeyFile');
+    expect(e.message).toContain(`chmod 600 ${secretPath}`);
+    expect(e.cause).toBeInstanceOf(SecretFileError);
+  });
+
+  it('names the path and the fix when the file is missing, empty, or a folder', () => {
+    const missing = join(dir, 'missing');
+    expect(configError(() => load({ ...base(), secretKeyFile: missing })).message).toMatch(
+      new RegExp(`${missing} does not exist: create it .*chmod 600 ${missing}`),
+    );
+    writeFileSync(secretPath, '\n\n', { mode: 0o600 });
+    expect(configError(() => load(base())).message).toContain('is empty');
+    mkdirSync(join(dir, 'folder'), { mode: 0o700 });
+    expect(configError(() => load({ ...base(), secretKeyFile: join(dir, 'folder') })).message).toContain('not a regular file');
+  });
+
+  it('trims trailing newlines only', () => {
+    writeFileSync(secretPath, ' a b\r\n\n', { mode: 0o600 });
+    expect(readSecretFile(secretPath).reveal()).toBe(' a b');
+  });
+
+  it('is never accepted from the config file or the environment', () => {
+    const inFile = configError(() => load({ ...base(), secretKey: SECRET }));
+    expect(inFile.key).toBe('secretKey');
+    expect(inFile.message).toMatch(/never read from the config file.*secretKeyFile.*LoadCredential/);
+    expect(inFile.message).not.toContain(SECRET);
+    const inEnv = configError(() => load(base(), { BOTLINK_SECRET_KEY: SECRET }));
+    expect(inEnv.message).toMatch(/BOTLINK_SECRET_KEY: the secret is never read from the environment.*LoadCredential/);
+    expect(inEnv.message).not.toContain(SECRET);
+  });
+});
+
+describe('the loaded config', () => {
+  it('is deeply frozen', () => {
+    const c = load(base()) as unknown as Record<string, unknown> & { source: { env: string[] } };
+    expect(() => { c.baseUrl = 'https://evil.example'; }).toThrow(TypeError);
+    expect(() => { c.secretKey = new Secret('x'); }).toThrow(TypeError);
+    expect(() => { c.source.env.push('X'); }).toThrow(TypeError);
+    expect(() => { delete c.botId; }).toThrow(TypeError);
+    expect(Object.isFrozen(c.secretKey)).toBe(true);
+  });
+
+  it('never serialises the secret, whichever way it is printed', () => {
+    const c = load(base(), { BOTLINK_LOG_LEVEL: 'debug' });
+    const renderings = [
+      JSON.stringify(c),
+      JSON.stringify({ nested: { c } }),
+      inspect(c, { depth: Infinity, showHidden: true }),
+      inspect(c.secretKey, { showHidden: true }),
+      String(c.secretKey),
+      `${c.secretKey}`,
+      JSON.stringify(c.secretKey),
+      JSON.stringify(Object.entries(c)),
+      Object.values(c).map(String).join(),
+    ];
+    for (const text of renderings) expect(text).not.toContain(SECRET);
+    expect(JSON.parse(JSON.stringify(c))).not.toHaveProperty('secretKey');
+    expect(JSON.parse(JSON.stringify(c))).toMatchObject({ botId: 'bot-1', logLevel: 'debug' });
+    expect(inspect(c)).toContain('secretKey: [redacted]');
+  });
+});
