@@ -1,0 +1,119 @@
+import { build } from 'esbuild';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { TokenStore, type StoreIdentity, type TokenPair } from '../../src/agent/store.js';
+
+const KILLS = 30;
+const repo = resolve(import.meta.dirname, '..', '..');
+const identity: StoreIdentity = { baseUrl: 'http://127.0.0.1:9', accessKeyId: 'AK', kind: 'bot', id: 'bot-crash' };
+
+// Generation g writes access-g-0..3 / refresh-g with expiries g*1000+step and g*1000+500, so any mix of
+// two generations, or of a save and a later update, is visible in the fields themselves.
+const childSource = `
+import { TokenStore } from './src/agent/store.js';
+const identity = ${JSON.stringify(identity)};
+const store = TokenStore.open(process.argv[2], { onCorrupt: () => process.exit(3) });
+let gen = Math.floor((store.loadPair(identity)?.issuedAt ?? 0) / 1000) + 1;
+let announced = false;
+for (;;) {
+  if (!store.tryAcquireRenewLock('crash-child', 60_000)) process.exit(4);
+  store.savePair(identity, {
+    accessToken: 'access-' + gen + '-0', accessExpiresAt: gen * 1000,
+    refreshToken: 'refresh-' + gen, refreshExpiresAt: gen * 1000 + 500, issuedAt: gen * 1000,
+  });
+  for (let step = 1; step <= 3; step++) store.updateAccess(identity, 'access-' + gen + '-' + step, gen * 1000 + step);
+  store.setMeta('lastServerTimeMs', String(gen * 1000));
+  store.releaseRenewLock('crash-child');
+  if (!announced) process.stdout.write('ready\\n');
+  announced = true;
+  gen++;
+}
+`;
+
+let bundleDir: string;
+let childScript: string;
+let dir: string;
+
+beforeAll(async () => {
+  // Inside node_modules so the bundle's bare import of better-sqlite3 resolves.
+  mkdirSync(join(repo, 'node_modules', '.cache'), { recursive: true });
+  bundleDir = mkdtempSync(join(repo, 'node_modules', '.cache', 'store-crash-'));
+  childScript = join(bundleDir, 'child.mjs');
+  dir = mkdtempSync(join(tmpdir(), 'botlink-crash-'));
+  await build({
+    stdin: { contents: childSource, resolveDir: repo, loader: 'ts', sourcefile: 'crash-child.ts' },
+    outfile: childScript,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20.18',
+    packages: 'external',
+    logLevel: 'warning',
+  });
+});
+afterAll(() => {
+  rmSync(bundleDir, { recursive: true, force: true });
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** The generation every field of `pair` belongs to; fails the test on any mix. */
+function generationOf(pair: TokenPair): number {
+  const gen = pair.issuedAt / 1000;
+  const step = pair.accessExpiresAt - gen * 1000;
+  expect(Number.isInteger(gen) && gen > 0).toBe(true);
+  expect(step >= 0 && step <= 3).toBe(true);
+  expect(pair).toEqual({
+    accessToken: `access-${gen}-${step}`,
+    accessExpiresAt: gen * 1000 + step,
+    refreshToken: `refresh-${gen}`,
+    refreshExpiresAt: gen * 1000 + 500,
+    issuedAt: gen * 1000,
+  });
+  return gen;
+}
+
+/** Runs the writer and SIGKILLs it: after its first full cycle (mid-loop) or at a random moment of start-up. */
+async function runAndKill(waitForReady: boolean): Promise<void> {
+  const child = spawn(process.execPath, [childScript, dir], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
+  if (waitForReady) {
+    await once(createInterface({ input: child.stdout }), 'line');
+    await sleep(Math.random() * 30);
+  } else {
+    await sleep(Math.random() * 150);
+  }
+  child.kill('SIGKILL');
+  const [code, signal] = await exited;
+  expect({ code, signal }).toEqual({ code: null, signal: 'SIGKILL' });
+}
+
+it(`keeps one complete pair and a sound file through ${KILLS} SIGKILLs of a writer`, async () => {
+  const started = performance.now();
+  let lastGen = 0;
+  let corrupt = 0;
+  for (let kill = 0; kill < KILLS; kill++) {
+    await runAndKill(kill % 3 !== 1);
+    const store = TokenStore.open(dir, { onCorrupt: () => corrupt++ });
+    try {
+      expect(store.integrityCheck()).toBe('ok');
+      const pair = store.loadPair(identity);
+      expect(pair).toBeDefined();
+      const gen = generationOf(pair!);
+      expect(gen).toBeGreaterThanOrEqual(lastGen);
+      expect(Number(store.getMeta('lastServerTimeMs'))).toBeGreaterThanOrEqual((gen - 1) * 1000);
+      lastGen = gen;
+    } finally {
+      store.close();
+    }
+  }
+  const seconds = (performance.now() - started) / 1000;
+  console.log(`store crash: ${KILLS} SIGKILLs, ${lastGen} generations committed, ${seconds.toFixed(1)} s`);
+  expect(corrupt).toBe(0);
+  expect(lastGen).toBeGreaterThan(KILLS);
+}, 30_000);
