@@ -3,14 +3,7 @@ import { chmodSync, closeSync, existsSync, mkdirSync, openSync, renameSync } fro
 import { join } from 'node:path';
 import { BotlinkError } from '../protocol/errors.js';
 import { systemClock, type Clock } from './clock.js';
-import {
-  bootMonoNow,
-  isAlive,
-  selfIdentity,
-  systemProcPaths,
-  type ProcessIdentity,
-  type ProcPaths,
-} from './instance.js';
+import { bootMonoNow, isAlive, selfIdentity, systemProcPaths, type ProcessIdentity, type ProcPaths } from './instance.js';
 
 export interface StoreIdentity {
   baseUrl: string;
@@ -98,20 +91,11 @@ export function migrate(db: Database.Database, migrations: readonly string[]): v
 
 const PAIR_COLUMNS =
   'base_url, access_key_id, kind, identity_id, access_token, access_expires_at, refresh_token, refresh_expires_at, issued_at';
+const PAIR_FIELDS =
+  'base_url AS baseUrl, access_key_id AS accessKeyId, kind, identity_id AS id, access_token AS accessToken, ' +
+  'access_expires_at AS accessExpiresAt, refresh_token AS refreshToken, refresh_expires_at AS refreshExpiresAt, issued_at AS issuedAt';
 const SAME_IDENTITY = 'base_url = ? AND access_key_id = ? AND kind = ? AND identity_id = ?';
 const LEASE_COLUMNS = 'owner_id AS ownerId, pid, boot_id AS bootId, start_time AS startTime, expires_at AS expiresAt';
-
-interface PairRow {
-  base_url: string;
-  access_key_id: string;
-  kind: 'bot' | 'vendor';
-  identity_id: string;
-  access_token: string;
-  access_expires_at: number;
-  refresh_token: string;
-  refresh_expires_at: number;
-  issued_at: number;
-}
 
 function identityArgs(i: StoreIdentity): [string, string, string, string] {
   return [i.baseUrl, i.accessKeyId, i.kind, i.id];
@@ -119,7 +103,7 @@ function identityArgs(i: StoreIdentity): [string, string, string, string] {
 
 function prepareStatements(db: Database.Database) {
   return {
-    getPair: db.prepare<[], PairRow>(`SELECT ${PAIR_COLUMNS} FROM token_pair WHERE slot = 1`),
+    getPair: db.prepare<[], StoreIdentity & TokenPair>(`SELECT ${PAIR_FIELDS} FROM token_pair WHERE slot = 1`),
     putPair: db.prepare(`INSERT OR REPLACE INTO token_pair (slot, ${PAIR_COLUMNS}) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     dropOtherPair: db.prepare(`DELETE FROM token_pair WHERE NOT (${SAME_IDENTITY})`),
     updateAccess: db.prepare(`UPDATE token_pair SET access_token = ?, access_expires_at = ? WHERE ${SAME_IDENTITY}`),
@@ -222,16 +206,8 @@ export class TokenStore {
   peekPair(): { identity: StoreIdentity; pair: TokenPair } | undefined {
     const row = this.stmt.getPair.get();
     if (!row) return undefined;
-    return {
-      identity: { baseUrl: row.base_url, accessKeyId: row.access_key_id, kind: row.kind, id: row.identity_id },
-      pair: {
-        accessToken: row.access_token,
-        accessExpiresAt: row.access_expires_at,
-        refreshToken: row.refresh_token,
-        refreshExpiresAt: row.refresh_expires_at,
-        issuedAt: row.issued_at,
-      },
-    };
+    const { baseUrl, accessKeyId, kind, id, ...pair } = row;
+    return { identity: { baseUrl, accessKeyId, kind, id }, pair };
   }
 
   /** The pair issued for `identity`; a pair issued for any other identity is deleted. */
@@ -243,15 +219,8 @@ export class TokenStore {
 
   /** Replaces the pair in one statement, hence one transaction: a crash leaves the old pair or the new. */
   savePair(identity: StoreIdentity, pair: TokenPair): void {
-    const p = pair;
-    this.stmt.putPair.run(
-      ...identityArgs(identity),
-      p.accessToken,
-      p.accessExpiresAt,
-      p.refreshToken,
-      p.refreshExpiresAt,
-      p.issuedAt,
-    );
+    const { accessToken, accessExpiresAt, refreshToken, refreshExpiresAt, issuedAt } = pair;
+    this.stmt.putPair.run(...identityArgs(identity), accessToken, accessExpiresAt, refreshToken, refreshExpiresAt, issuedAt);
   }
 
   /** After a refresh: new access token, same refresh token; nothing happens when no pair for `identity`. */
