@@ -4,7 +4,9 @@ import { VERSION } from '../version.js';
 type Command = (argv: string[]) => Promise<number>;
 
 /** Each command lives in its own module, loaded only when it runs. */
-const COMMANDS: Record<string, () => Promise<Command>> = {};
+const COMMANDS: Record<string, () => Promise<Command>> = {
+  serve: async () => (await import('./serve.js')).serve,
+};
 
 const USAGE = `usage: botlink <command> [options]
 

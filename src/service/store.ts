@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { BotlinkError } from '../protocol/errors.js';
 import type { Identity, RegisterDeviceRequest } from '../protocol/wire.js';
 import type { Seed } from './seed.js';
 
@@ -40,6 +41,24 @@ CREATE TABLE IF NOT EXISTS nonces (
 CREATE INDEX IF NOT EXISTS nonces_by_expiry ON nonces (expires_at);
 `;
 
+function open(file: string): Database.Database {
+  let db: Database.Database | undefined;
+  try {
+    db = new Database(file);
+    if (file !== ':memory:') {
+      db.pragma('journal_mode = WAL');
+      // A reference service may lose the last commits on power loss; it must not be slow.
+      db.pragma('synchronous = NORMAL');
+    }
+    db.pragma('busy_timeout = 2000');
+    db.exec(SCHEMA);
+    return db;
+  } catch (err) {
+    db?.close();
+    throw new ServiceDbError(file, err);
+  }
+}
+
 function prepareStatements(db: Database.Database) {
   return {
     upsertAccount: db.prepare(
@@ -75,6 +94,13 @@ function prepareStatements(db: Database.Database) {
   };
 }
 
+/** The database file cannot be opened or initialised. */
+export class ServiceDbError extends BotlinkError {
+  constructor(file: string, cause: unknown) {
+    super('ERR_SERVICE_DB', `cannot open database ${file}: ${(cause as Error).message}`, 'fatal', { cause });
+  }
+}
+
 /** The reference service's state in SQLite: accounts, vendors, bots, token hashes and used nonces. */
 export class ServiceStore {
   readonly #db: Database.Database;
@@ -82,14 +108,7 @@ export class ServiceStore {
   readonly #inTransaction: (fn: () => unknown) => unknown;
 
   constructor(file: string) {
-    this.#db = new Database(file);
-    if (file !== ':memory:') {
-      this.#db.pragma('journal_mode = WAL');
-      // A reference service may lose the last commits on power loss; it must not be slow.
-      this.#db.pragma('synchronous = NORMAL');
-    }
-    this.#db.pragma('busy_timeout = 2000');
-    this.#db.exec(SCHEMA);
+    this.#db = open(file);
     this.#stmt = prepareStatements(this.#db);
     this.#inTransaction = this.#db.transaction((fn: () => unknown) => fn());
   }

@@ -1,0 +1,109 @@
+import { parseArgs } from 'node:util';
+import { createReferenceService, type ReferenceService } from '../service/server.js';
+import { DEFAULT_SEED, loadSeedFile, SeedError, type Seed } from '../service/seed.js';
+import { ServiceDbError } from '../service/store.js';
+import { Exit, UsageError } from './exit.js';
+
+const USAGE = `usage: botlink serve [--host H] [--port P] [--db FILE] [--seed FILE] [--access-ttl S] [--refresh-ttl S]
+
+  --host H         address to listen on (default 127.0.0.1)
+  --port P         port, 0 picks a free one (default 0)
+  --db FILE        SQLite file that keeps tokens across restarts (default: in memory)
+  --seed FILE      accounts, vendors and bots as JSON (default: AK/SK, vendor V1, bot bot-1)
+  --access-ttl S   access token lifetime in seconds (default 7200)
+  --refresh-ttl S  refresh token lifetime in seconds (default 604800)`;
+
+const LISTEN_ERRORS = new Set(['EADDRINUSE', 'EADDRNOTAVAIL', 'EACCES', 'ENOTFOUND', 'EAI_AGAIN']);
+
+function integer(flag: string, raw: string | undefined, min: number, max: number): number | undefined {
+  if (raw === undefined) return undefined;
+  const n = /^[0-9]{1,10}$/.test(raw) ? Number(raw) : NaN;
+  if (!(n >= min && n <= max)) throw new UsageError(`--${flag} must be an integer from ${min} to ${max}, got '${raw}'`);
+  return n;
+}
+
+function note(line: string): void {
+  process.stderr.write(`botlink serve: ${line}\n`);
+}
+
+/** `botlink serve`: the reference token service in the foreground until SIGTERM or SIGINT. */
+export async function serve(argv: string[]): Promise<number> {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        host: { type: 'string' },
+        port: { type: 'string' },
+        db: { type: 'string' },
+        seed: { type: 'string' },
+        'access-ttl': { type: 'string' },
+        'refresh-ttl': { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    }));
+  } catch (err) {
+    throw new UsageError(`${(err as Error).message}\n${USAGE}`);
+  }
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return Exit.OK;
+  }
+  const port = integer('port', values.port, 0, 65535);
+  const accessTtlS = integer('access-ttl', values['access-ttl'], 1, 2 ** 31);
+  const refreshTtlS = integer('refresh-ttl', values['refresh-ttl'], 1, 2 ** 31);
+  if (values.host === '') throw new UsageError('--host must not be empty');
+
+  let seed: Seed = DEFAULT_SEED;
+  if (values.seed === undefined) {
+    note('no --seed: serving accessKeyId AK (secretKey SK), vendor V1, bot bot-1');
+  } else {
+    try {
+      seed = loadSeedFile(values.seed);
+    } catch (err) {
+      if (!(err instanceof SeedError)) throw err;
+      note(err.message);
+      return Exit.DATAERR;
+    }
+  }
+
+  let service: ReferenceService;
+  try {
+    service = await createReferenceService({
+      seed,
+      ...(values.host !== undefined && { host: values.host }),
+      ...(port !== undefined && { port }),
+      ...(values.db !== undefined && { dbFile: values.db }),
+      ...(accessTtlS !== undefined && { accessTtlS }),
+      ...(refreshTtlS !== undefined && { refreshTtlS }),
+    });
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    if (e.code !== undefined && LISTEN_ERRORS.has(e.code)) {
+      note(`cannot listen: ${e.message}`);
+      return Exit.UNAVAILABLE;
+    }
+    if (err instanceof ServiceDbError) {
+      note(err.message);
+      return Exit.DATAERR;
+    }
+    throw err;
+  }
+  service.events.on('internal-error', (err: unknown) => note(`internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`));
+  process.stdout.write(`listening on ${service.url}\n`);
+
+  const signal = await new Promise<NodeJS.Signals>((resolve) => {
+    const stop = (sig: NodeJS.Signals): void => {
+      process.off('SIGTERM', stop);
+      process.off('SIGINT', stop);
+      resolve(sig);
+    };
+    process.on('SIGTERM', stop);
+    process.on('SIGINT', stop);
+  });
+  note(`${signal}: closing`);
+  await service.close();
+  return Exit.OK;
+}

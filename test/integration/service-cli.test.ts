@@ -1,0 +1,134 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bundleCli, type CliBundle } from '../helpers/bundle.js';
+import { getTokens, post, signedGetTokenBody } from '../helpers/service-client.js';
+
+let bundle: CliBundle;
+let dir: string;
+
+beforeAll(async () => {
+  bundle = await bundleCli();
+  dir = mkdtempSync(join(tmpdir(), 'botlink-serve-'));
+});
+afterAll(() => {
+  bundle.dispose();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+interface Run {
+  child: ChildProcess;
+  stdout: () => string;
+  stderr: () => string;
+  exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+function start(args: string[]): Run {
+  const child = spawn(process.execPath, [bundle.file, 'serve', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (err += chunk));
+  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  return { child, stdout: () => out, stderr: () => err, exit };
+}
+
+/** Waits for the listening line and returns its URL. */
+async function listening(run: Run): Promise<string> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const match = /^listening on (http:\/\/\S+)\n/.exec(run.stdout());
+    if (match) return match[1]!;
+    if (run.child.exitCode !== null || Date.now() > deadline) {
+      throw new Error(`no listening line; stdout=${run.stdout()} stderr=${run.stderr()}`);
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe('botlink serve', () => {
+  it('serves a seed file on --port 0, prints exactly the listening line, and exits 0 on SIGTERM', async () => {
+    const seed = join(dir, 'seed.json');
+    const seedJson = { accounts: [{ accessKeyId: 'AK9', secretKey: 'S9', vendors: [{ vendorId: 'V9', bots: ['b9'] }] }] };
+    writeFileSync(seed, JSON.stringify(seedJson));
+    const run = start(['--port', '0', '--seed', seed, '--db', join(dir, 'serve.db'), '--access-ttl', '60']);
+    const url = await listening(run);
+    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    const tokens = await getTokens(url, { accessKeyId: 'AK9', secretKey: 'S9', botId: 'b9' });
+    expect(tokens.expireIn).toBe(60);
+    expect(tokens.refreshExpireIn).toBe(604800);
+    const defaultAccount = await post(url, '/auth/getToken', signedGetTokenBody());
+    expect(defaultAccount.json?.['code']).toBe(1005);
+    run.child.kill('SIGTERM');
+    expect(await run.exit).toEqual({ code: 0, signal: null });
+    expect(run.stdout()).toBe(`listening on ${url}\n`);
+  });
+
+  it('without --seed serves the default account and says so on stderr; SIGINT also exits 0', async () => {
+    const run = start(['--port', '0', '--refresh-ttl', '120']);
+    const url = await listening(run);
+    expect(run.stderr()).toMatch(/AK/);
+    expect(run.stderr()).toMatch(/V1/);
+    expect(run.stderr()).toMatch(/bot-1/);
+    const tokens = await getTokens(url);
+    expect(tokens.refreshExpireIn).toBe(120);
+    run.child.kill('SIGINT');
+    expect((await run.exit).code).toBe(0);
+    expect(run.stdout().split('\n').filter(Boolean)).toHaveLength(1);
+  });
+
+  it.each([
+    [['--bogus']],
+    [['--port', 'abc']],
+    [['--port', '70000']],
+    [['--access-ttl', '0']],
+    [['--refresh-ttl', '-5']],
+    [['extra-positional']],
+  ])('refuses %j with exit 64 and nothing on stdout', async (args) => {
+    const run = start(args);
+    expect((await run.exit).code).toBe(64);
+    expect(run.stdout()).toBe('');
+    expect(run.stderr()).toMatch(/botlink serve:/);
+  });
+
+  it.each([
+    ['missing.json', null, /cannot read seed file/],
+    ['not-json.json', '{"accounts": [', /not valid JSON/],
+    ['bad-shape.json', '{"accounts":[{"accessKeyId":"A","secretKey":"","vendors":[]}]}', /accounts\[0\]\.secretKey/],
+    ['unknown-key.json', '{"accounts":[],"extra":1}', /extra: unknown key/],
+    ['dup-bot.json', '{"accounts":[{"accessKeyId":"A","secretKey":"S","vendors":[{"vendorId":"V","bots":["b","b"]}]}]}', /duplicate botId 'b'/],
+  ])('a bad seed file %s exits 65 naming the problem', async (name, content, message) => {
+    const file = join(dir, name);
+    if (content !== null) writeFileSync(file, content);
+    const run = start(['--seed', file]);
+    expect((await run.exit).code).toBe(65);
+    expect(run.stderr()).toMatch(message);
+    expect(run.stdout()).toBe('');
+  });
+
+  it('an unopenable --db exits 65 naming the file', async () => {
+    const run = start(['--db', join(dir, 'no-such-dir', 'x.db')]);
+    expect((await run.exit).code).toBe(65);
+    expect(run.stderr()).toMatch(/cannot open database .*no-such-dir/);
+  });
+
+  it('a port already in use exits 69', async () => {
+    const first = start(['--port', '0']);
+    const url = await listening(first);
+    const second = start(['--port', new URL(url).port]);
+    expect((await second.exit).code).toBe(69);
+    expect(second.stderr()).toMatch(/cannot listen/);
+    first.child.kill('SIGTERM');
+    expect((await first.exit).code).toBe(0);
+  });
+
+  it('--help prints the options and exits 0', async () => {
+    const run = start(['--help']);
+    expect((await run.exit).code).toBe(0);
+    expect(run.stdout()).toMatch(/--access-ttl/);
+  });
+});
