@@ -19,6 +19,8 @@ export interface TokenPair {
   refreshToken: string;
   refreshExpiresAt: number;
   issuedAt: number;
+  /** When the current access token was issued; differs from issuedAt after a refresh (absent in v1 rows). */
+  accessIssuedAt?: number;
 }
 
 export interface ProvisionKey {
@@ -70,6 +72,8 @@ export const MIGRATIONS: readonly string[] = [
      name TEXT PRIMARY KEY, owner_id TEXT NOT NULL,
      pid INTEGER NOT NULL, boot_id TEXT NOT NULL, start_time INTEGER NOT NULL, expires_at INTEGER
    ) STRICT;`,
+  // v2: when the current access token was issued (it changes on refresh), so its lifetime is known after a restart.
+  `ALTER TABLE token_pair ADD COLUMN access_issued_at INTEGER;`,
 ];
 
 /** Brings `db` to the last schema version in one write transaction, so concurrent openers migrate once. */
@@ -90,10 +94,11 @@ export function migrate(db: Database.Database, migrations: readonly string[]): v
 }
 
 const PAIR_COLUMNS =
-  'base_url, access_key_id, kind, identity_id, access_token, access_expires_at, refresh_token, refresh_expires_at, issued_at';
+  'base_url, access_key_id, kind, identity_id, access_token, access_expires_at, refresh_token, refresh_expires_at, issued_at, access_issued_at';
 const PAIR_FIELDS =
   'base_url AS baseUrl, access_key_id AS accessKeyId, kind, identity_id AS id, access_token AS accessToken, ' +
-  'access_expires_at AS accessExpiresAt, refresh_token AS refreshToken, refresh_expires_at AS refreshExpiresAt, issued_at AS issuedAt';
+  'access_expires_at AS accessExpiresAt, refresh_token AS refreshToken, refresh_expires_at AS refreshExpiresAt, issued_at AS issuedAt, ' +
+  'access_issued_at AS accessIssuedAt';
 const SAME_IDENTITY = 'base_url = ? AND access_key_id = ? AND kind = ? AND identity_id = ?';
 const LEASE_COLUMNS = 'owner_id AS ownerId, pid, boot_id AS bootId, start_time AS startTime, expires_at AS expiresAt';
 
@@ -104,9 +109,9 @@ function identityArgs(i: StoreIdentity): [string, string, string, string] {
 function prepareStatements(db: Database.Database) {
   return {
     getPair: db.prepare<[], StoreIdentity & TokenPair>(`SELECT ${PAIR_FIELDS} FROM token_pair WHERE slot = 1`),
-    putPair: db.prepare(`INSERT OR REPLACE INTO token_pair (slot, ${PAIR_COLUMNS}) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    putPair: db.prepare(`INSERT OR REPLACE INTO token_pair (slot, ${PAIR_COLUMNS}) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     dropOtherPair: db.prepare(`DELETE FROM token_pair WHERE NOT (${SAME_IDENTITY})`),
-    updateAccess: db.prepare(`UPDATE token_pair SET access_token = ?, access_expires_at = ? WHERE ${SAME_IDENTITY}`),
+    updateAccess: db.prepare(`UPDATE token_pair SET access_token = ?, access_expires_at = ?, access_issued_at = ? WHERE ${SAME_IDENTITY}`),
     clearPair: db.prepare('DELETE FROM token_pair'),
     getBot: db.prepare<string[], string>(
       'SELECT bot_id FROM provisioned_bot WHERE base_url = ? AND access_key_id = ? AND vendor_id = ? AND device_id = ?',
@@ -206,7 +211,8 @@ export class TokenStore {
   peekPair(): { identity: StoreIdentity; pair: TokenPair } | undefined {
     const row = this.stmt.getPair.get();
     if (!row) return undefined;
-    const { baseUrl, accessKeyId, kind, id, ...pair } = row;
+    const { baseUrl, accessKeyId, kind, id, accessIssuedAt, ...rest } = row;
+    const pair: TokenPair = accessIssuedAt == null ? rest : { ...rest, accessIssuedAt };
     return { identity: { baseUrl, accessKeyId, kind, id }, pair };
   }
 
@@ -220,12 +226,13 @@ export class TokenStore {
   /** Replaces the pair in one statement, hence one transaction: a crash leaves the old pair or the new. */
   savePair(identity: StoreIdentity, pair: TokenPair): void {
     const { accessToken, accessExpiresAt, refreshToken, refreshExpiresAt, issuedAt } = pair;
-    this.stmt.putPair.run(...identityArgs(identity), accessToken, accessExpiresAt, refreshToken, refreshExpiresAt, issuedAt);
+    const accessIssuedAt = pair.accessIssuedAt ?? null;
+    this.stmt.putPair.run(...identityArgs(identity), accessToken, accessExpiresAt, refreshToken, refreshExpiresAt, issuedAt, accessIssuedAt);
   }
 
   /** After a refresh: new access token, same refresh token; nothing happens when no pair for `identity`. */
-  updateAccess(identity: StoreIdentity, accessToken: string, accessExpiresAt: number): void {
-    this.stmt.updateAccess.run(accessToken, accessExpiresAt, ...identityArgs(identity));
+  updateAccess(identity: StoreIdentity, accessToken: string, accessExpiresAt: number, accessIssuedAt?: number): void {
+    this.stmt.updateAccess.run(accessToken, accessExpiresAt, accessIssuedAt ?? null, ...identityArgs(identity));
   }
 
   clearPair(): void {

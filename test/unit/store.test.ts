@@ -164,6 +164,20 @@ describe('TokenStore schema versions', () => {
     db.close();
   });
 
+  it('v2 keeps a v1 pair and records when the access token was issued from then on', () => {
+    mkdirSync(dir, { recursive: true });
+    const v1 = new Database(join(dir, 'botlink.db'));
+    migrate(v1, MIGRATIONS.slice(0, 1));
+    v1.prepare(
+      `INSERT INTO token_pair VALUES (1, 'https://cloud.example', 'AK', 'bot', 'bot-1', 'acc-1', ${pair.accessExpiresAt}, 'ref-1', ${pair.refreshExpiresAt}, ${pair.issuedAt})`,
+    ).run();
+    v1.close();
+    const store = open();
+    expect(store.loadPair(bot)).toEqual(pair);
+    store.updateAccess(bot, 'acc-2', pair.accessExpiresAt + 5000, pair.issuedAt + 5000);
+    expect(store.loadPair(bot)).toEqual({ ...pair, accessToken: 'acc-2', accessExpiresAt: pair.accessExpiresAt + 5000, accessIssuedAt: pair.issuedAt + 5000 });
+  });
+
   it('refuses a database from a newer release, names the fix and leaves the file alone', () => {
     const path = join(dir, 'botlink.db');
     const db = new Database(path);
