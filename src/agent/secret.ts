@@ -72,7 +72,7 @@ export function readSecretFile(path: string): Secret {
       const mode = (st.mode & 0o777).toString(8).padStart(4, '0');
       throw new SecretFileError(
         path,
-        `secret key file ${path} has mode ${mode}, readable by group or others; refusing to use it: run \`chmod 600 ${path}\``,
+        `secret key file ${path} has mode ${mode}, open to group or others; refusing to use it: run \`chmod 600 ${path}\``,
       );
     }
     const buf = Buffer.alloc(MAX_SECRET_BYTES + 1);
@@ -81,7 +81,6 @@ export function readSecretFile(path: string): Secret {
       throw new SecretFileError(path, `secret key file ${path} is too big for a SecretKey: ${CREATE_HINT} ${path}\``);
     }
     const value = buf.toString('utf8', 0, n).replace(/[\r\n]+$/, '');
-    buf.fill(0);
     if (value === '') {
       throw new SecretFileError(path, `secret key file ${path} is empty: write the SecretKey into it (one line)`);
     }

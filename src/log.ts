@@ -1,0 +1,167 @@
+import { closeSync, mkdirSync, openSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { type LogFn, type Logger, pino } from 'pino';
+import { BotlinkError } from './protocol/errors.js';
+
+export const REDACTED = '[redacted]';
+/** Compared lower-cased, so `Authorization`, `AccessToken` … are caught too. */
+const SENSITIVE_KEYS = new Set(['secret', 'secretkey', 'accesstoken', 'refreshtoken', 'accesssign', 'authorization']);
+/** Deeper structures are cut off rather than walked: bounded work per line, and cycles end. */
+const MAX_DEPTH = 10;
+const BEARER = /\bBearer\s+[^\s"'\\,;]+/gi;
+
+export interface LoggerOptions {
+  /** Log file path, or '-' for stdout. */
+  file: string;
+  level: string;
+  name?: string;
+  /** Short human lines on stdout instead of JSON (the demo). */
+  pretty?: boolean;
+}
+
+export interface BotlinkLogger {
+  logger: Logger;
+  /** Reopens the log file at its path (SIGHUP after logrotate moved it); no-op on stdout. */
+  reopen(): void;
+  /** Resolves once every line logged so far has reached the file descriptor. */
+  flush(): Promise<void>;
+  /** Drops later log calls, writes what is buffered, then closes the file: `await flush()` first at exit. */
+  close(): void;
+}
+
+/**
+ * A copy of `value` that JSON-serialises like the original, with sensitive keys replaced by
+ * '[redacted]' at any depth and `Bearer …` removed from strings; Errors become serialised errors.
+ */
+export function redact(value: unknown, depth = 0): unknown {
+  if (typeof value === 'string') return value.replace(BEARER, `Bearer ${REDACTED}`);
+  if (typeof value !== 'object' || value === null) return value;
+  if (depth >= MAX_DEPTH) return '[too deep]';
+  if (value instanceof Error) return redact({ ...pino.stdSerializers.err(value) }, depth);
+  const toJSON = (value as { toJSON?: unknown }).toJSON;
+  if (typeof toJSON === 'function') return redact(toJSON.call(value), depth + 1);
+  if (Array.isArray(value)) return value.map((item) => redact(item, depth + 1));
+  const out: Record<string, unknown> = {};
+  for (const [key, item] of Object.entries(value)) {
+    out[key] = SENSITIVE_KEYS.has(key.toLowerCase()) ? REDACTED : redact(item, depth + 1);
+  }
+  return out;
+}
+
+/** pino to a file (async, reopenable) or stdout, with redaction applied to every line. */
+export function createLogger(opts: LoggerOptions): BotlinkLogger {
+  const toStdout = opts.pretty === true || opts.file === '-';
+  if (!toStdout) checkWritable(opts.file);
+  const dest = pino.destination(toStdout ? { dest: 1, sync: true } : { dest: opts.file, sync: false, mkdir: true });
+
+  // Bytes handed to the destination vs. bytes it reports written: flush() waits for them to meet.
+  let queued = 0;
+  let written = 0;
+  let waiters: (() => void)[] = [];
+  const settle = () => {
+    if (written < queued) return;
+    const ready = waiters;
+    waiters = [];
+    for (const wake of ready) wake();
+  };
+  dest.on('write', (n: number) => {
+    written += n;
+    settle();
+  });
+  let reported: unknown;
+  dest.on('error', (err: Error) => {
+    // pino re-emits the same error once; report it once, and never leave a flush() hanging.
+    if (err !== reported) process.stderr.write(`botlink: log file ${opts.file}: ${err.message}\n`);
+    reported = err;
+    written = queued;
+    settle();
+  });
+
+  const logger = pino(
+    {
+      level: opts.level,
+      ...(opts.name === undefined ? {} : { name: opts.name }),
+      base: { pid: process.pid },
+      timestamp: pino.stdTimeFunctions.isoTime,
+      // redact() has already serialised errors; pino's own pass would rename their type to 'Object'.
+      serializers: { err: (value: unknown) => value },
+      formatters: {
+        level: (label) => ({ level: label }),
+        // Sees Errors at any depth before pino would flatten nested ones to {}.
+        log: (object) => redact(object) as Record<string, unknown>,
+      },
+      hooks: {
+        // Objects interpolated into the message (`%o`, `%j`) bypass formatters.log.
+        logMethod(args, method) {
+          const safe = args.map((arg, i) => (i > 0 && typeof arg === 'object' ? redact(arg) : arg));
+          method.apply(this, safe as Parameters<LogFn>);
+        },
+        // The one place every line passes: child bindings and the message reach no formatter.
+        streamWrite: (line) => {
+          const entry = redact(JSON.parse(line)) as Record<string, unknown>;
+          const out = opts.pretty === true ? prettyLine(entry) : `${JSON.stringify(entry)}\n`;
+          queued += Buffer.byteLength(out);
+          return out;
+        },
+      },
+    },
+    dest,
+  );
+
+  let closed = false;
+  return {
+    logger,
+    reopen() {
+      if (!toStdout && !closed) dest.reopen();
+    },
+    flush() {
+      if (written >= queued) return Promise.resolve();
+      return new Promise((resolve) => waiters.push(resolve));
+    },
+    close() {
+      if (closed) return;
+      closed = true;
+      logger.level = 'silent';
+      dest.end();
+    },
+  };
+}
+
+/** Fails at start-up, with the path and the fix, instead of on the first asynchronous write. */
+function checkWritable(file: string): void {
+  try {
+    mkdirSync(dirname(file), { recursive: true });
+    closeSync(openSync(file, 'a'));
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? String(err);
+    throw new BotlinkError(
+      'ERR_LOG_FILE',
+      `cannot write the log file ${file} (${code}): make its folder writable by the agent user, or set logFile to '-' for stdout`,
+      'needs-config',
+      { cause: err },
+    );
+  }
+}
+
+const JSON_ONLY_FIELDS = new Set(['time', 'level', 'msg', 'name', 'pid', 'hostname']);
+
+/** `12:00:01.123 INFO  name: message key=value …` in local time. */
+function prettyLine(entry: Record<string, unknown>): string {
+  const t = new Date(String(entry.time));
+  const pad = (n: number, width = 2) => String(n).padStart(width, '0');
+  const clock = `${pad(t.getHours())}:${pad(t.getMinutes())}:${pad(t.getSeconds())}.${pad(t.getMilliseconds(), 3)}`;
+  const parts = [clock, String(entry.level).toUpperCase().padEnd(5)];
+  const who = entry.name === undefined ? '' : `${String(entry.name)}: `;
+  parts.push(who + (entry.msg === undefined ? '' : String(entry.msg)));
+  for (const [key, value] of Object.entries(entry)) {
+    if (!JSON_ONLY_FIELDS.has(key)) parts.push(`${key}=${prettyValue(key, value)}`);
+  }
+  return `${parts.join(' ')}\n`;
+}
+
+/** Errors show their message only: the stack is in the JSON log, the demo wants one line. */
+function prettyValue(key: string, value: unknown): string {
+  if (typeof value === 'string') return /^[^\s"=]+$/.test(value) ? value : JSON.stringify(value);
+  const message = (value as { message?: unknown } | null)?.message;
+  return JSON.stringify(key === 'err' && typeof message === 'string' ? message : value);
+}

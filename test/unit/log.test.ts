@@ -1,0 +1,164 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { buildSync } from 'esbuild';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { Secret } from '../../src/agent/secret.js';
+import { BotlinkError } from '../../src/protocol/errors.js';
+import { type BotlinkLogger, createLogger, redact, REDACTED } from '../../src/log.js';
+
+const TOKEN = 'tok-9d2f1c';
+let dir: string;
+let file: string;
+let open: BotlinkLogger[];
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'botlink-log-'));
+  file = join(dir, 'logs', 'botlink.log');
+  open = [];
+});
+afterEach(() => {
+  for (const log of open) log.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function make(level = 'info'): BotlinkLogger {
+  const log = createLogger({ file, level, name: 'agent' });
+  open.push(log);
+  return log;
+}
+
+async function lines(log: BotlinkLogger, path = file): Promise<Record<string, unknown>[]> {
+  await log.flush();
+  return readFileSync(path, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+}
+
+/** `{ a: { a: … { [key]: TOKEN } } }` with `depth` levels above the key. */
+function nest(depth: number, key: string): Record<string, unknown> {
+  let value: Record<string, unknown> = { [key]: TOKEN, keep: 'visible' };
+  for (let i = 1; i < depth; i++) value = { a: value };
+  return value;
+}
+
+describe('redaction', () => {
+  const keys = ['secret', 'secretKey', 'accessToken', 'refreshToken', 'accessSign', 'authorization', 'Authorization'];
+
+  it.each(keys.flatMap((key) => [1, 2, 3, 4, 5].map((depth) => [key, depth] as const)))(
+    '%s at depth %i is redacted in the file',
+    async (key, depth) => {
+      const log = make();
+      log.logger.info(nest(depth, key), 'nested');
+      const [line] = await lines(log);
+      const text = JSON.stringify(line);
+      expect(text).not.toContain(TOKEN);
+      expect(text).toContain(`"${key}":"${REDACTED}"`);
+      expect(text).toContain('"keep":"visible"');
+    },
+  );
+
+  it('reaches into arrays, child bindings, interpolated objects and errors', async () => {
+    const log = make();
+    log.logger.info({ list: [{ accessToken: TOKEN }, [{ deeper: { refreshToken: TOKEN } }]] }, 'arrays');
+    log.logger.child({ session: { authorization: TOKEN } }).info('child');
+    log.logger.info('interpolated %o and %j', { accessSign: TOKEN }, { secret: TOKEN });
+    const err = Object.assign(new Error('request failed'), { headers: { Authorization: `Bearer ${TOKEN}` } });
+    log.logger.error({ err, context: { cause: err } }, 'with an error');
+    log.logger.error(err);
+    const out = await lines(log);
+    expect(JSON.stringify(out)).not.toContain(TOKEN);
+    expect(out).toHaveLength(5);
+    expect(out[0]).toMatchObject({ list: [{ accessToken: REDACTED }, [{ deeper: { refreshToken: REDACTED } }]] });
+    expect(out[1]).toMatchObject({ session: { authorization: REDACTED }, msg: 'child' });
+    expect(out[3]).toMatchObject({ err: { type: 'Error', message: 'request failed', headers: { Authorization: REDACTED } } });
+    expect((out[3]!.err as { stack: string }).stack).toContain('log.test.ts');
+    expect(out[4]).toMatchObject({ err: { type: 'Error' }, msg: 'request failed' });
+  });
+
+  it('removes Bearer credentials from any string, the message included', async () => {
+    const log = make();
+    log.logger.info({ dump: `GET / HTTP/1.1\r\nAuthorizat1on: Bearer ${TOKEN}\r\nHost: x` }, `sent bearer ${TOKEN}`);
+    log.logger.warn(new Error(`rejected Bearer ${TOKEN}, retrying`));
+    const out = await lines(log);
+    expect(JSON.stringify(out)).not.toContain(TOKEN);
+    expect(out[0]).toMatchObject({ dump: `GET / HTTP/1.1\r\nAuthorizat1on: Bearer ${REDACTED}\r\nHost: x`, msg: `sent Bearer ${REDACTED}` });
+    expect(out[1]!.msg).toBe(`rejected Bearer ${REDACTED}, retrying`);
+  });
+
+  it('serialises like JSON: toJSON is honoured (Secret stays redacted), cycles are cut', () => {
+    const cyclic: Record<string, unknown> = { name: 'loop' };
+    cyclic.self = cyclic;
+    const out = redact({ at: new Date(0), key: new Secret(TOKEN), cyclic }) as Record<string, unknown>;
+    expect(JSON.stringify(out)).not.toContain(TOKEN);
+    expect(out).toMatchObject({ at: '1970-01-01T00:00:00.000Z', key: REDACTED });
+    expect(JSON.stringify(out)).toContain('[too deep]');
+  });
+});
+
+describe('createLogger', () => {
+  it('writes JSON lines with level labels, and filters by level', async () => {
+    const log = make('warn');
+    log.logger.info('dropped');
+    log.logger.debug('dropped');
+    log.logger.warn({ reconnects: 2 }, 'kept');
+    log.logger.error('kept too');
+    const out = await lines(log);
+    expect(out.map((l) => [l.level, l.msg])).toEqual([['warn', 'kept'], ['error', 'kept too']]);
+    expect(out[0]).toMatchObject({ name: 'agent', pid: process.pid, reconnects: 2 });
+    expect(Date.parse(String(out[0]!.time))).not.toBeNaN();
+  });
+
+  it('reopen() after a rename writes to a new file at the original path', async () => {
+    const log = make();
+    log.logger.info('before');
+    await log.flush();
+    renameSync(file, `${file}.1`);
+    log.reopen();
+    log.logger.info('after');
+    expect((await lines(log, `${file}.1`)).map((l) => l.msg)).toEqual(['before']);
+    expect((await lines(log)).map((l) => l.msg)).toEqual(['after']);
+  });
+
+  it('close() after flush() leaves every line written and drops later calls, children included', async () => {
+    const log = createLogger({ file, level: 'info' });
+    const child = log.logger.child({ part: 'link' });
+    for (let i = 0; i < 100; i++) (i % 2 ? child : log.logger).info({ i }, 'line');
+    await log.flush();
+    log.close();
+    log.logger.info('after close');
+    child.info('after close');
+    log.close();
+    const text = readFileSync(file, 'utf8');
+    expect(text.trim().split('\n').map((l) => (JSON.parse(l) as { i: number }).i)).toEqual([...Array(100).keys()]);
+    expect(text).not.toContain('after close');
+  });
+
+  it('refuses an unwritable log location at once, naming the path and the fix', () => {
+    const notADir = join(dir, 'plain-file');
+    writeFileSync(notADir, '');
+    const attempt = () => createLogger({ file: join(notADir, 'x.log'), level: 'info' });
+    expect(attempt).toThrow(BotlinkError);
+    expect(attempt).toThrow(/cannot write the log file .*plain-file\/x\.log .*logFile to '-'/);
+  });
+
+  it('pretty mode prints one short human line per entry on stdout', () => {
+    const script = `
+      import { createLogger } from ${JSON.stringify(join(process.cwd(), 'src/log.ts'))};
+      const log = createLogger({ file: '-', level: 'info', name: 'link', pretty: true });
+      const logger = log.logger;
+      logger.info({ reconnects: 0, url: 'ws://127.0.0.1:1/x y' }, 'connected');
+      logger.error({ err: new Error('Unauthorized'), accessToken: ${JSON.stringify(TOKEN)} }, 'handshake failed');
+      log.flush().then(() => console.error('flushed'));
+    `;
+    const bundled = join(dir, 'pretty.cjs');
+    buildSync({ stdin: { contents: script, loader: 'ts', resolveDir: process.cwd() }, bundle: true, platform: 'node',
+      format: 'cjs', outfile: bundled, logLevel: 'error' });
+    const run = spawnSync(process.execPath, [bundled], { encoding: 'utf8' });
+    expect(run.status, run.stderr).toBe(0);
+    expect(run.stderr).toBe('flushed\n');
+    const out = run.stdout.trim().split('\n');
+    expect(out).toHaveLength(2);
+    expect(out[0]).toMatch(/^\d\d:\d\d:\d\d\.\d{3} INFO  link: connected reconnects=0 url="ws:\/\/127\.0\.0\.1:1\/x y"$/);
+    expect(out[1]).toMatch(/^\d\d:\d\d:\d\d\.\d{3} ERROR link: handshake failed err="Unauthorized" accessToken=\[redacted\]$/);
+  });
+});
