@@ -123,27 +123,7 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv } = {}
   const path = resolve(named);
   const fileValues = readConfigFile(path, by);
   const file = fileValues ? path : null;
-  const raw = new Map<ConfigKey, Raw>();
-  const fixIn = `fix it in ${path}`;
-  for (const [name, value] of Object.entries(fileValues ?? {})) {
-    if (name.toLowerCase() === 'secretkey') {
-      throw new ConfigError(name, `"${name}" in ${path}: the secret is never read from the config file; ${SECRET_FIX}`);
-    }
-    if (!(CONFIG_KEYS as readonly string[]).includes(name)) throw unknown(name, `"${name}" in ${path}`, CONFIG_KEYS);
-    raw.set(name as ConfigKey, { value, where: `"${name}" in ${path}`, fix: fixIn, baseDir: dirname(path), fromEnv: false });
-  }
-  const used: string[] = [];
-  for (const [name, value] of Object.entries(env)) {
-    if (!name.startsWith('BOTLINK_') || name === 'BOTLINK_CONFIG' || value === undefined) continue;
-    if (name === 'BOTLINK_SECRET_KEY') {
-      throw new ConfigError('secretKey', `${name}: the secret is never read from the environment; ${SECRET_FIX}`);
-    }
-    const key = ENV_TO_KEY.get(name);
-    if (key === undefined) throw unknown(name, `environment variable ${name}`, [...ENV_TO_KEY.keys(), 'BOTLINK_CONFIG']);
-    const fix = `fix or unset ${name}`;
-    raw.set(key, { value, where: `${name} (${key})`, fix, baseDir: process.cwd(), fromEnv: true });
-    used.push(name);
-  }
+  const { raw, used } = collect(path, fileValues ?? {}, env);
   const setHint = (key: ConfigKey) => `set "${key}" in ${path} or ${envVarFor(key)}`;
 
   const text = (key: TextKey): string | undefined => {
@@ -202,6 +182,30 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv } = {}
   const config = { ...values, secretKey: Object.freeze(secretKey), source: Object.freeze({ file, env: Object.freeze(used.sort()) }) };
   Object.defineProperty(config, 'toJSON', { value: () => values, enumerable: false });
   return Object.freeze(config) as AgentConfig;
+}
+
+/** Every setting given, file first, then BOTLINK_* variables over it; names nothing unknown. */
+function collect(path: string, fileValues: Record<string, unknown>, env: NodeJS.ProcessEnv) {
+  const raw = new Map<ConfigKey, Raw>();
+  for (const [name, value] of Object.entries(fileValues)) {
+    if (name.toLowerCase() === 'secretkey') {
+      throw new ConfigError(name, `"${name}" in ${path}: the secret is never read from the config file; ${SECRET_FIX}`);
+    }
+    if (!(CONFIG_KEYS as readonly string[]).includes(name)) throw unknown(name, `"${name}" in ${path}`, CONFIG_KEYS);
+    raw.set(name as ConfigKey, { value, where: `"${name}" in ${path}`, fix: `fix it in ${path}`, baseDir: dirname(path), fromEnv: false });
+  }
+  const used: string[] = [];
+  for (const [name, value] of Object.entries(env)) {
+    if (!name.startsWith('BOTLINK_') || name === 'BOTLINK_CONFIG' || value === undefined) continue;
+    if (name === 'BOTLINK_SECRET_KEY') {
+      throw new ConfigError('secretKey', `${name}: the secret is never read from the environment; ${SECRET_FIX}`);
+    }
+    const key = ENV_TO_KEY.get(name);
+    if (key === undefined) throw unknown(name, `environment variable ${name}`, [...ENV_TO_KEY.keys(), 'BOTLINK_CONFIG']);
+    raw.set(key, { value, where: `${name} (${key})`, fix: `fix or unset ${name}`, baseDir: process.cwd(), fromEnv: true });
+    used.push(name);
+  }
+  return { raw, used };
 }
 
 function bad(key: string, r: Raw, problem: string): ConfigError {
