@@ -114,7 +114,7 @@ export class CloudClient {
   }
 
   async close(): Promise<void> {
-    await this.#pool.close();
+    if (!this.#pool.closed && !this.#pool.destroyed) await this.#pool.close();
   }
 
   async #post(route: string, body: unknown, bearer?: string): Promise<unknown> {

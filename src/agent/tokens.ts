@@ -1,0 +1,375 @@
+import type { Logger } from 'pino';
+import { BotlinkError } from '../protocol/errors.js';
+import type { Identity } from '../protocol/wire.js';
+import { CloudError, type CloudClient } from './api.js';
+import { nextBackoff, resetBackoff, TOKEN_BACKOFF, type BackoffSettings, type BackoffState } from './backoff.js';
+import type { Clock } from './clock.js';
+import { accessUsableFor, decideNextAction, DEFAULT_POLICY, type PolicySettings, type TokenFacts } from './policy.js';
+import type { ServerTime } from './servertime.js';
+import { chooseSigningTime, ClockNotTrustedError, needsSample } from './signingtime.js';
+import type { StoreIdentity, TokenPair, TokenStore } from './store.js';
+import type { TimeSyncResult } from './timesync.js';
+
+export interface TokenManagerOptions {
+  identity: Identity;
+  baseUrl: string;
+  accessKeyId: string;
+  store: TokenStore;
+  api: CloudClient;
+  serverTime: ServerTime;
+  clock: Clock;
+  /** The local time-sync verdict; called at most once per `verdictTtlMs`. */
+  checkTimeSync: () => Promise<TimeSyncResult>;
+  log: Logger;
+  policy?: PolicySettings;
+  backoff?: BackoffSettings;
+  random?: () => number;
+  /** Called on every change worth showing in status.json. */
+  onChange?: () => void;
+}
+
+export interface TokenSnapshot {
+  accessExpiresAt: number | undefined;
+  refreshExpiresAt: number | undefined;
+  clock: { trusted: boolean; verdict: TimeSyncResult['verdict'] | 'pending'; source: string; offsetMs: number | undefined };
+  lastError: { code: string; retry: string; message: string } | undefined;
+  renewals: { signed: number; refreshed: number };
+}
+
+interface Waiter {
+  minLeftMs: number;
+  failFast: boolean;
+  resolve(token: string): void;
+  reject(err: unknown): void;
+}
+
+const VERDICT_TTL_MS = 60_000;
+/** A server time sample older than this is refreshed before signing without a trusted clock. */
+const SAMPLE_MAX_AGE_MS = 5 * 60_000;
+/** Retry pace for failures a retry cannot fix soon (wrong secret, unknown bot, refused parameters). */
+const SLOW_RETRY_MS = 5 * 60_000;
+const RENEW_LEASE_MS = 30_000;
+const LOCK_POLL_MS = 250;
+
+/**
+ * Holds the access token: loads it from the store, decides with the pure policy when to refresh or
+ * sign, performs that (single-flight, under the store's cross-process renew lock) and hands tokens
+ * to callers of current().
+ */
+export class TokenManager {
+  readonly #o: TokenManagerOptions;
+  readonly #policy: PolicySettings;
+  readonly #storeIdentity: StoreIdentity;
+  readonly #owner = `pid:${process.pid}:${Math.random().toString(36).slice(2)}`;
+  #pair: TokenPair | undefined;
+  #facts: Omit<TokenFacts, 'access' | 'refresh'> = { accessRejected: false, refreshFailed: false, jitter: 0 };
+  #backoff: BackoffState = resetBackoff();
+  #verdict: TimeSyncResult | undefined;
+  #verdictAtMono = Number.NEGATIVE_INFINITY;
+  #waiters: Waiter[] = [];
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<void> | undefined;
+  #again = false;
+  #stopped = false;
+  #lastError: BotlinkError | undefined;
+  #renewals = { signed: 0, refreshed: 0 };
+
+  constructor(opts: TokenManagerOptions) {
+    this.#o = opts;
+    this.#policy = opts.policy ?? DEFAULT_POLICY;
+    this.#storeIdentity = { baseUrl: opts.baseUrl, accessKeyId: opts.accessKeyId, kind: opts.identity.kind, id: opts.identity.id };
+    this.#loadFromStore();
+    this.#facts.jitter = this.#random() * 2 - 1;
+  }
+
+  /** Starts the background loop that keeps the token fresh. */
+  start(): void {
+    this.#stopped = false;
+    this.#kick();
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    const err = new BotlinkError('ERR_STOPPED', 'token manager stopped', 'fatal');
+    for (const w of this.#waiters.splice(0)) w.reject(err);
+  }
+
+  /**
+   * Resolves to an access token with at least `minLeftMs` of life (judged by trusted or server time).
+   * Concurrent callers share one renewal. With `failFast`, a failure that retrying will not fix soon
+   * rejects instead of waiting.
+   */
+  current(opts: { minLeftMs?: number; failFast?: boolean; signal?: AbortSignal } = {}): Promise<string> {
+    const minLeftMs = opts.minLeftMs ?? 0;
+    const ready = this.#usableToken(minLeftMs);
+    if (ready !== undefined) return Promise.resolve(ready);
+    return new Promise<string>((resolve, reject) => {
+      const waiter: Waiter = { minLeftMs, failFast: opts.failFast ?? false, resolve, reject };
+      this.#waiters.push(waiter);
+      opts.signal?.addEventListener(
+        'abort',
+        () => {
+          this.#waiters = this.#waiters.filter((w) => w !== waiter);
+          reject(this.#lastError ?? opts.signal?.reason);
+        },
+        { once: true },
+      );
+      this.#kick();
+    });
+  }
+
+  /** The server refused this access token (Unauthorized): renew before handing out another. */
+  invalidate(token?: string): void {
+    if (token !== undefined && token !== this.#pair?.accessToken) return;
+    this.#facts.accessRejected = true;
+    this.#kick();
+  }
+
+  snapshot(): TokenSnapshot {
+    const v = this.#verdict;
+    const trusted = chooseSigningTime(v ?? PENDING, this.#o.serverTime, this.#o.clock).ok;
+    return {
+      accessExpiresAt: this.#pair?.accessExpiresAt,
+      refreshExpiresAt: this.#pair?.refreshExpiresAt,
+      clock: {
+        trusted,
+        verdict: v ? v.verdict : 'pending',
+        source: v?.verdict === 'synced' ? v.source : this.#o.serverTime.now() !== undefined ? 'server' : (v?.source ?? 'none'),
+        offsetMs: this.#o.serverTime.offsetMs(),
+      },
+      lastError: this.#lastError && { code: this.#lastError.code, retry: this.#lastError.retry, message: this.#lastError.message },
+      renewals: { ...this.#renewals },
+    };
+  }
+
+  // ---- the loop ----
+
+  #kick(): void {
+    if (this.#stopped) return;
+    if (this.#running) {
+      this.#again = true;
+      return;
+    }
+    clearTimeout(this.#timer);
+    this.#running = this.#loop().finally(() => {
+      this.#running = undefined;
+    });
+  }
+
+  async #loop(): Promise<void> {
+    do {
+      this.#again = false;
+      try {
+        await this.#step();
+      } catch (err) {
+        this.#fail(err);
+      }
+    } while (this.#again && !this.#stopped);
+  }
+
+  async #step(): Promise<void> {
+    const verdict = await this.#timeVerdict();
+    const now = { mono: this.#o.clock.monoNow(), serverTime: this.#serverNow(verdict) };
+    const facts = this.#currentFacts();
+    let decision = decideNextAction(facts, now, this.#policy);
+    if (decision.action === 'use' && this.#waiters.some((w) => !accessUsableFor(facts, now, this.#cappedLeft(w.minLeftMs)))) {
+      // A caller needs more life than the token has left: renew ahead of the policy's schedule.
+      decision = decideNextAction({ ...facts, accessRejected: true }, now, this.#policy);
+    }
+    switch (decision.action) {
+      case 'use':
+        this.#settleWaiters();
+        this.#schedule(decision.wakeInMs);
+        return;
+      case 'backoff':
+        this.#schedule(decision.wakeInMs);
+        return;
+      case 'wait-clock':
+        await this.#o.api.sampleServerTime();
+        this.#again = true;
+        return;
+      case 'refresh':
+      case 'sign':
+        await this.#underRenewLock(decision.action);
+        this.#again = true;
+        return;
+    }
+  }
+
+  async #underRenewLock(action: 'refresh' | 'sign'): Promise<void> {
+    const before = this.#pair;
+    while (!this.#o.store.tryAcquireRenewLock(this.#owner, RENEW_LEASE_MS)) {
+      if (this.#stopped) return;
+      await delay(LOCK_POLL_MS);
+    }
+    try {
+      this.#loadFromStore();
+      // Another process renewed while we waited for the lock: decide again with its pair.
+      if (this.#pair?.accessToken !== before?.accessToken) return;
+      if (action === 'refresh') await this.#refresh();
+      else await this.#sign();
+    } finally {
+      this.#o.store.releaseRenewLock(this.#owner);
+    }
+  }
+
+  async #refresh(): Promise<void> {
+    const pair = this.#pair;
+    if (!pair) return;
+    try {
+      const res = await this.#o.api.refreshToken(this.#o.identity, pair.refreshToken);
+      const base = this.#serverNow(await this.#timeVerdict()) ?? this.#o.clock.wallNow();
+      const accessExpiresAt = base + res.expireIn * 1000;
+      this.#o.store.updateAccess(this.#storeIdentity, res.accessToken, accessExpiresAt, base);
+      this.#pair = { ...pair, accessToken: res.accessToken, accessExpiresAt, accessIssuedAt: base };
+      this.#renewals.refreshed++;
+      this.#succeeded('refreshed', base);
+    } catch (err) {
+      if (err instanceof CloudError && err.code === 'ERR_REFRESH_REFUSED') {
+        this.#o.log.warn({ code: err.serviceCode }, 'refresh token refused; signing again');
+        this.#facts.refreshFailed = true;
+        return;
+      }
+      throw err;
+    }
+  }
+
+  async #sign(): Promise<void> {
+    const { api, serverTime, clock } = this.#o;
+    let verdict = await this.#timeVerdict();
+    if (needsSample(verdict, serverTime, clock, SAMPLE_MAX_AGE_MS)) await api.sampleServerTime();
+    const chosen = chooseSigningTime(verdict, serverTime, clock);
+    if (!chosen.ok) throw new ClockNotTrustedError(chosen.reason);
+    let res;
+    try {
+      res = await api.getToken(this.#o.identity, chosen.ms);
+    } catch (err) {
+      const corrected = serverTime.now();
+      if (!(err instanceof CloudError && err.serviceCode === 1003) || corrected === undefined) throw err;
+      // The answer carried the server's Date: retry once, at once, on server time.
+      this.#o.log.warn({ offsetMs: serverTime.offsetMs(), source: chosen.source }, 'timestamp refused (1003); retrying with server time');
+      res = await api.getToken(this.#o.identity, corrected);
+    }
+    verdict = await this.#timeVerdict();
+    const base = this.#serverNow(verdict) ?? chosen.ms;
+    const pair: TokenPair = {
+      accessToken: res.accessToken,
+      accessExpiresAt: base + res.expireIn * 1000,
+      refreshToken: res.refreshToken,
+      refreshExpiresAt: base + res.refreshExpireIn * 1000,
+      issuedAt: base,
+      accessIssuedAt: base,
+    };
+    this.#o.store.savePair(this.#storeIdentity, pair);
+    this.#pair = pair;
+    this.#facts.refreshFailed = false;
+    this.#facts.jitter = this.#random() * 2 - 1;
+    this.#renewals.signed++;
+    this.#succeeded('signed', base);
+  }
+
+  #succeeded(what: string, serverNow: number): void {
+    this.#facts.accessRejected = false;
+    this.#facts.retryAtMono = undefined;
+    this.#backoff = resetBackoff();
+    this.#lastError = undefined;
+    this.#o.store.setMeta('lastServerTimeMs', String(Math.round(serverNow)));
+    this.#o.log.info({ accessExpiresAt: this.#pair?.accessExpiresAt, refreshExpiresAt: this.#pair?.refreshExpiresAt }, `token ${what}`);
+    this.#o.onChange?.();
+  }
+
+  #fail(err: unknown): void {
+    const error =
+      err instanceof BotlinkError ? err : new BotlinkError('ERR_INTERNAL', err instanceof Error ? err.message : String(err), 'retry-backoff', { cause: err });
+    let waitMs: number;
+    if (error.retry === 'retry-backoff' || error.retry === 'retry-soon' || error.retry === 'needs-clock') {
+      const next = nextBackoff(this.#backoff, this.#o.backoff ?? TOKEN_BACKOFF, this.#random());
+      this.#backoff = next.state;
+      waitMs = next.delayMs;
+    } else {
+      waitMs = SLOW_RETRY_MS;
+      for (const w of this.#waiters.filter((x) => x.failFast)) w.reject(error);
+      this.#waiters = this.#waiters.filter((x) => !x.failFast);
+    }
+    const level = error.retry === 'retry-backoff' ? 'warn' : 'error';
+    this.#o.log[level]({ code: error.code, retry: error.retry, retryInMs: Math.round(waitMs) }, error.message);
+    this.#lastError = error;
+    this.#facts.retryAtMono = this.#o.clock.monoNow() + waitMs;
+    this.#again = false;
+    this.#schedule(waitMs);
+    this.#o.onChange?.();
+  }
+
+  // ---- helpers ----
+
+  #schedule(ms: number): void {
+    clearTimeout(this.#timer);
+    if (this.#stopped) return;
+    this.#timer = setTimeout(() => this.#kick(), Math.max(0, ms));
+    this.#timer.unref();
+  }
+
+  #settleWaiters(): void {
+    const keep: Waiter[] = [];
+    for (const w of this.#waiters) {
+      const token = this.#usableToken(w.minLeftMs);
+      if (token !== undefined) w.resolve(token);
+      else keep.push(w);
+    }
+    this.#waiters = keep;
+  }
+
+  #usableToken(minLeftMs: number): string | undefined {
+    if (!this.#pair || this.#facts.accessRejected || this.#verdict === undefined) return undefined;
+    const now = { mono: this.#o.clock.monoNow(), serverTime: this.#serverNow(this.#verdict) };
+    return accessUsableFor(this.#currentFacts(), now, this.#cappedLeft(minLeftMs)) ? this.#pair.accessToken : undefined;
+  }
+
+  /** A caller cannot ask for more than half a token's lifetime, or a fresh token would never do. */
+  #cappedLeft(minLeftMs: number): number {
+    const lifetime = this.#currentFacts().access?.lifetimeMs;
+    return lifetime === undefined ? minLeftMs : Math.min(minLeftMs, lifetime / 2);
+  }
+
+  #currentFacts(): TokenFacts {
+    const p = this.#pair;
+    if (!p) return { ...this.#facts };
+    const refreshLifetimeMs = p.refreshExpiresAt - p.issuedAt;
+    return {
+      ...this.#facts,
+      access: { expiresAt: p.accessExpiresAt, lifetimeMs: p.accessExpiresAt - (p.accessIssuedAt ?? p.issuedAt) },
+      refresh: { expiresAt: p.refreshExpiresAt, lifetimeMs: refreshLifetimeMs },
+    };
+  }
+
+  #serverNow(verdict: TimeSyncResult): number | undefined {
+    const chosen = chooseSigningTime(verdict, this.#o.serverTime, this.#o.clock);
+    return chosen.ok ? chosen.ms : undefined;
+  }
+
+  async #timeVerdict(): Promise<TimeSyncResult> {
+    const mono = this.#o.clock.monoNow();
+    if (!this.#verdict || mono - this.#verdictAtMono >= VERDICT_TTL_MS) {
+      this.#verdict = await this.#o.checkTimeSync();
+      this.#verdictAtMono = mono;
+    }
+    return this.#verdict;
+  }
+
+  #loadFromStore(): void {
+    const pair = this.#o.store.loadPair(this.#storeIdentity);
+    if (pair?.accessToken !== this.#pair?.accessToken) this.#facts.accessRejected = false;
+    this.#pair = pair;
+  }
+
+  #random(): number {
+    return (this.#o.random ?? Math.random)();
+  }
+}
+
+const PENDING: TimeSyncResult = { verdict: 'unknown', source: 'none', detail: 'not checked yet' };
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

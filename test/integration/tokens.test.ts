@@ -1,0 +1,205 @@
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Clock } from '../../src/agent/clock.js';
+import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
+import { AgentKit, UNKNOWN, waitFor, type AgentKitOptions } from '../helpers/agent-kit.js';
+
+const SECRET = 'tok3n-test-s3cret-value';
+const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: SECRET, vendors: [{ vendorId: 'V1', bots: ['bot-1', 'bot-2'] }] }] };
+const FAST_BACKOFF = { baseMs: 20, capMs: 200 };
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!();
+});
+
+async function service(opts: Parameters<typeof createReferenceService>[0] = {}): Promise<ReferenceService> {
+  const svc = await createReferenceService({ seed: SEED, ...opts });
+  cleanups.push(() => svc.close());
+  return svc;
+}
+
+function kit(svc: ReferenceService, opts: Partial<AgentKitOptions> = {}): AgentKit {
+  const k = new AgentKit({ url: svc.url, secret: SECRET, ...opts, manager: { backoff: FAST_BACKOFF, ...opts.manager } });
+  cleanups.push(() => k.close());
+  return k;
+}
+
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'botlink-tokens-'));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+describe('TokenManager against the reference service', () => {
+  it('signs on first boot; a second boot on the same stateDir makes zero getToken calls', async () => {
+    const svc = await service();
+    const stateDir = tempDir();
+    const first = kit(svc, { stateDir });
+    first.tokens.start();
+    const token = await first.tokens.current();
+    expect(svc.stats.getToken.ok).toBe(1);
+    await first.close();
+
+    const second = kit(svc, { stateDir });
+    second.tokens.start();
+    await expect(second.tokens.current()).resolves.toBe(token);
+    expect(svc.stats.getToken.total).toBe(1);
+    expect(svc.stats.refreshToken.total).toBe(0);
+  });
+
+  it('refreshes (not signs) when the access token nears expiry, and signs again when the refresh token runs out', async () => {
+    const svc = await service({ accessTtlS: 2, refreshTtlS: 7 });
+    const k = kit(svc);
+    k.tokens.start();
+    const first = await k.tokens.current();
+    await waitFor(() => k.tokens.snapshot().renewals.refreshed >= 1, 5000, 'a refresh');
+    expect(svc.stats.getToken.ok).toBe(1);
+    expect(await k.tokens.current()).not.toBe(first);
+    await waitFor(() => k.tokens.snapshot().renewals.signed >= 2, 10_000, 'a re-sign before the refresh token expires');
+    expect(k.tokens.snapshot().renewals.signed).toBe(2);
+  });
+
+  it('runs the signed flow when the service refuses the refresh token', async () => {
+    const dir = tempDir();
+    const dbFile = join(dir, 'svc.db');
+    let svc = await service({ accessTtlS: 2, dbFile });
+    const stateDir = tempDir();
+    const k1 = kit(svc, { stateDir });
+    k1.tokens.start();
+    await k1.tokens.current();
+    await k1.close();
+    await svc.close();
+    // A service on the same address that never issued our tokens: refresh is refused (1007), getToken must follow.
+    svc = await service({ accessTtlS: 2, port: svc.port });
+    const k2 = kit(svc, { stateDir });
+    k2.tokens.start();
+    await waitFor(() => svc.stats.getToken.ok === 1, 5000, 'the signed flow');
+    expect(svc.stats.refreshToken.total).toBeGreaterThanOrEqual(1);
+    expect(svc.stats.refreshToken.ok).toBe(0);
+  });
+
+  it('gets a token after three 1006 answers, backing off in between', async () => {
+    const svc = await service();
+    svc.faults.failNextGetToken(3);
+    const k = kit(svc);
+    k.tokens.start();
+    await k.tokens.current();
+    expect(svc.stats.getToken.byCode[1006]).toBe(3);
+    expect(svc.stats.getToken.ok).toBe(1);
+    expect(k.logText()).toContain('ERR_CLOUD_1006');
+  });
+
+  it('a wrong "synced" clock: 1003, then one retry on server time succeeds', async () => {
+    const svc = await service();
+    svc.faults.shiftClockMs(10 * 60_000);
+    const k = kit(svc);
+    k.tokens.start();
+    await k.tokens.current();
+    expect(svc.stats.getToken.byCode[1003]).toBe(1);
+    expect(svc.stats.getToken.ok).toBe(1);
+    expect(Math.abs(k.serverTime.offsetMs()! - 10 * 60_000)).toBeLessThan(1500);
+  });
+
+  it('no time source at all: takes a server sample first and signs with server time, no 1003', async () => {
+    const svc = await service();
+    svc.faults.shiftClockMs(10 * 60_000);
+    const k = kit(svc, { verdict: UNKNOWN });
+    k.tokens.start();
+    await k.tokens.current();
+    expect(svc.stats.getToken.byCode[1003]).toBeUndefined();
+    expect(svc.stats.getToken.total).toBe(1);
+    expect(k.tokens.snapshot().clock).toMatchObject({ trusted: true, source: 'server' });
+  });
+
+  it('a wall clock in 1970 never reaches the wire; the stored token is offered as it is', async () => {
+    const svc = await service();
+    const stateDir = tempDir();
+    const good = kit(svc, { stateDir });
+    good.tokens.start();
+    const token = await good.tokens.current();
+    await good.close();
+    const clock1970: Clock = { wallNow: () => 86_400_000, monoNow: () => performance.now() };
+    const unsynced = { verdict: 'unsynced' as const, source: 'floor' as const, detail: 'before build time' };
+    const k = kit(svc, { stateDir, clock: clock1970, verdict: unsynced });
+    k.tokens.start();
+    await expect(k.tokens.current()).resolves.toBe(token);
+    for (const ts of svc.stats.getToken.timestamps) expect(Math.abs(Number(ts) - Date.now())).toBeLessThan(60_000);
+  });
+
+  it('single-flight: concurrent callers share one signed request', async () => {
+    const svc = await service();
+    svc.faults.setLatencyMs(100);
+    const k = kit(svc);
+    k.tokens.start();
+    const tokens = await Promise.all(Array.from({ length: 20 }, () => k.tokens.current()));
+    expect(new Set(tokens).size).toBe(1);
+    expect(svc.stats.getToken.total).toBe(1);
+  });
+
+  it('invalidate() renews through refresh first', async () => {
+    const svc = await service();
+    const k = kit(svc);
+    k.tokens.start();
+    const first = await k.tokens.current();
+    k.tokens.invalidate(first);
+    const second = await k.tokens.current();
+    expect(second).not.toBe(first);
+    expect(svc.stats.refreshToken.ok).toBe(1);
+    expect(svc.stats.getToken.total).toBe(1);
+  });
+
+  it('a config for another botId discards the cached pair', async () => {
+    const svc = await service();
+    const stateDir = tempDir();
+    const k1 = kit(svc, { stateDir });
+    k1.tokens.start();
+    await k1.tokens.current();
+    await k1.close();
+    const k2 = kit(svc, { stateDir, identity: { kind: 'bot', id: 'bot-2' } });
+    expect(k2.store.peekPair()).toBeUndefined();
+    k2.tokens.start();
+    await k2.tokens.current();
+    expect(svc.stats.getToken.ok).toBe(2);
+  });
+
+  it('a corrupt database is moved aside and the agent signs again', async () => {
+    const svc = await service();
+    const stateDir = tempDir();
+    writeFileSync(join(stateDir, 'botlink.db'), 'this is not a database'.repeat(100));
+    const k = kit(svc, { stateDir });
+    k.tokens.start();
+    await k.tokens.current();
+    expect(readdirSync(stateDir).some((f) => f.startsWith('botlink.db.corrupt-'))).toBe(true);
+  });
+
+  it('wrong secret: fails fast for a caller who asks, with the fix in the message and no secret anywhere', async () => {
+    const svc = await service();
+    const k = kit(svc, { secret: 'not-the-secret' });
+    k.tokens.start();
+    const err = (await k.tokens.current({ failFast: true }).catch((e: unknown) => e)) as Error & { code: string; retry: string };
+    expect(err.code).toBe('ERR_CLOUD_1005');
+    expect(err.retry).toBe('needs-config');
+    expect(err.message).toContain('secret-key');
+    expect(k.tokens.snapshot().lastError?.code).toBe('ERR_CLOUD_1005');
+  });
+
+  it('the secret never reaches the database file, the log or an error', async () => {
+    const svc = await service({ accessTtlS: 2 });
+    svc.faults.failNextGetToken(1);
+    const k = kit(svc);
+    k.tokens.start();
+    await k.tokens.current();
+    await waitFor(() => k.tokens.snapshot().renewals.refreshed >= 1, 5000, 'a refresh');
+    // The database file and its WAL, read as raw bytes.
+    for (const f of readdirSync(k.stateDir)) {
+      expect(readFileSync(join(k.stateDir, f)).includes(Buffer.from(SECRET))).toBe(false);
+    }
+    const log = k.logText();
+    expect(log.length).toBeGreaterThan(0);
+    expect(log).not.toContain(SECRET);
+    expect(JSON.stringify(k.tokens.snapshot())).not.toContain(SECRET);
+  });
+});
