@@ -77,14 +77,32 @@ export async function getTokens(baseUrl: string, o: SignOptions = {}): Promise<T
   return reply.json as unknown as Tokens;
 }
 
+/** A socket that opened; messages and the close are recorded from the first byte, so none is missed. */
+export interface OpenSocket {
+  ok: true;
+  ws: WebSocket;
+  /** Every message received so far, as text. */
+  messages: string[];
+  closed: Promise<{ code: number; reason: string }>;
+}
 /** How a WebSocket attempt ended up: opened, or refused at the handshake with a status and body. */
-export type WsAttempt = { ok: true; ws: WebSocket } | { ok: false; status: number; body: string };
+export type WsAttempt = OpenSocket | { ok: false; status: number; body: string };
 
-export function connectWs(wsUrl: string, botId: string | undefined, token: string | undefined, options: { autoPong?: boolean } = {}): Promise<WsAttempt> {
+export function connectWs(
+  wsUrl: string,
+  botId: string | undefined,
+  token: string | undefined,
+  options: { autoPong?: boolean } = {},
+): Promise<WsAttempt> {
   const url = botId === undefined ? wsUrl : `${wsUrl}?botId=${encodeURIComponent(botId)}`;
   const ws = new WebSocket(url, { headers: token === undefined ? {} : { authorization: `Bearer ${token}` }, ...options });
+  const messages: string[] = [];
+  ws.on('message', (data) => messages.push(String(data)));
+  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+    ws.once('close', (code, reason) => resolve({ code, reason: reason.toString('utf8') })),
+  );
   return new Promise((resolve, reject) => {
-    ws.once('open', () => resolve({ ok: true, ws }));
+    ws.once('open', () => resolve({ ok: true, ws, messages, closed }));
     ws.once('unexpected-response', (_req, res) => {
       let body = '';
       res.setEncoding('utf8');

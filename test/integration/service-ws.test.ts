@@ -1,0 +1,234 @@
+import { once } from 'node:events';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { WebSocket, type RawData } from 'ws';
+import { parseWsFailure } from '../../src/protocol/wire.js';
+import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
+import type { Seed } from '../../src/service/seed.js';
+import { connectWs, getTokens, type OpenSocket, type Tokens } from '../helpers/service-client.js';
+
+const seed: Seed = {
+  accounts: [{ accessKeyId: 'AK', secretKey: 'SK', vendors: [{ vendorId: 'V1', bots: ['bot-1', 'bot-2'] }] }],
+};
+
+let service: ReferenceService;
+let bot1: Tokens;
+const sockets: WebSocket[] = [];
+
+beforeEach(async () => {
+  service = await createReferenceService({ seed, pingIntervalMs: 100 });
+  bot1 = await getTokens(service.url, { botId: 'bot-1' });
+});
+afterEach(async () => {
+  for (const ws of sockets.splice(0)) ws.terminate();
+  await service.close();
+});
+
+async function openSocket(botId: string, token: string, options: { autoPong?: boolean } = {}): Promise<OpenSocket> {
+  const attempt = await connectWs(service.wsUrl, botId, token, options);
+  if (!attempt.ok) throw new Error(`refused: ${attempt.status} ${attempt.body}`);
+  sockets.push(attempt.ws);
+  return attempt;
+}
+
+async function open(botId: string, token: string, options: { autoPong?: boolean } = {}): Promise<WebSocket> {
+  return (await openSocket(botId, token, options)).ws;
+}
+
+async function refusal(botId: string | undefined, token: string | undefined): Promise<{ status: number; body: string }> {
+  const attempt = await connectWs(service.wsUrl, botId, token);
+  if (attempt.ok) {
+    attempt.ws.terminate();
+    throw new Error('expected a refusal');
+  }
+  return { status: attempt.status, body: attempt.body };
+}
+
+function closed(ws: WebSocket): Promise<{ code: number; reason: string }> {
+  return once(ws, 'close').then(([code, reason]) => ({ code: code as number, reason: String(reason as Buffer) }));
+}
+
+const BOT_INVALID = '{"code":400,"msg":"botId not found or invalid"}';
+const UNAUTHORIZED = '{"code":400,"msg":"Unauthorized"}';
+
+describe('handshake refusals: HTTP 400 with a JSON body', () => {
+  it.each([
+    ['no botId', undefined],
+    ['an empty botId', ''],
+    ['an unknown botId', 'bot-404'],
+  ])('%s → botId not found or invalid', async (_name, botId) => {
+    expect(await refusal(botId, bot1.accessToken)).toEqual({ status: 400, body: BOT_INVALID });
+  });
+
+  it('no token → Unauthorized', async () => {
+    expect(await refusal('bot-1', undefined)).toEqual({ status: 400, body: UNAUTHORIZED });
+  });
+
+  it('an unknown token → Unauthorized', async () => {
+    expect(await refusal('bot-1', 'made-up')).toEqual({ status: 400, body: UNAUTHORIZED });
+  });
+
+  it('another bot’s token → Unauthorized', async () => {
+    expect(await refusal('bot-2', bot1.accessToken)).toEqual({ status: 400, body: UNAUTHORIZED });
+  });
+
+  it('a vendor token → Unauthorized', async () => {
+    const vendor = await getTokens(service.url, { vendorId: 'V1' });
+    expect(await refusal('bot-1', vendor.accessToken)).toEqual({ status: 400, body: UNAUTHORIZED });
+  });
+
+  it('a refresh token as Bearer → Unauthorized', async () => {
+    expect(await refusal('bot-1', bot1.refreshToken)).toEqual({ status: 400, body: UNAUTHORIZED });
+  });
+
+  it('an expired token → Unauthorized', async () => {
+    service.faults.shiftClockMs(7200 * 1000);
+    expect(await refusal('bot-1', bot1.accessToken)).toEqual({ status: 400, body: UNAUTHORIZED });
+  });
+
+  it('bodies are recognised by the protocol parser', async () => {
+    expect(parseWsFailure((await refusal(undefined, undefined)).body)).toBe('botId not found or invalid');
+    expect(parseWsFailure((await refusal('bot-1', undefined)).body)).toBe('Unauthorized');
+  });
+
+  it('another path → 404', async () => {
+    const attempt = await connectWs(service.wsUrl.replace('/v1', '/v2'), 'bot-1', bot1.accessToken);
+    expect(attempt.ok ? 0 : attempt.status).toBe(404);
+  });
+});
+
+describe('a session', () => {
+  it('echoes text frames as text and binary frames as binary', async () => {
+    const ws = await open('bot-1', bot1.accessToken);
+    ws.send('hello');
+    const [text, textIsBinary] = (await once(ws, 'message')) as [RawData, boolean];
+    expect(String(text)).toBe('hello');
+    expect(textIsBinary).toBe(false);
+    ws.send(Buffer.from([1, 2, 3]));
+    const [bin, binIsBinary] = (await once(ws, 'message')) as [Buffer, boolean];
+    expect([...bin]).toEqual([1, 2, 3]);
+    expect(binIsBinary).toBe(true);
+  });
+
+  it('a second connection displaces the first: frame REPEAT_CLIENT_SESSION, then a close with that reason', async () => {
+    const displacedEvents: unknown[] = [];
+    service.events.on('displaced', (e) => displacedEvents.push(e));
+    const first = await openSocket('bot-1', bot1.accessToken);
+    const serverClosedFirst = once(service.events, 'ws-close');
+    const second = await open('bot-1', bot1.accessToken);
+    const { code, reason } = await first.closed;
+    await serverClosedFirst;
+    const frames = first.messages;
+    expect(frames).toEqual(['{"code":400,"msg":"REPEAT_CLIENT_SESSION"}']);
+    expect([4000, 1008]).toContain(code);
+    expect(reason).toBe('REPEAT_CLIENT_SESSION');
+    expect(parseWsFailure(frames[0]!)).toBe('REPEAT_CLIENT_SESSION');
+    expect(displacedEvents).toEqual([{ botId: 'bot-1' }]);
+    expect(service.stats.ws.displaced).toBe(1);
+    expect(service.stats.ws.maxConcurrentPerBot).toBe(2);
+    expect(service.stats.ws.perBotOpen('bot-1')).toBe(1);
+
+    second.send('still here');
+    expect(String((await once(second, 'message'))[0])).toBe('still here');
+  });
+
+  it('sessions of different bots do not displace each other', async () => {
+    const bot2 = await getTokens(service.url, { botId: 'bot-2' });
+    const a = await open('bot-1', bot1.accessToken);
+    await open('bot-2', bot2.accessToken);
+    expect(service.stats.ws.displaced).toBe(0);
+    expect(service.stats.ws.open).toBe(2);
+    expect(service.stats.ws.maxConcurrentPerBot).toBe(1);
+    a.send('x');
+    expect(String((await once(a, 'message'))[0])).toBe('x');
+  });
+
+  it('emits ws-open and ws-close and counts sockets', async () => {
+    const events: string[] = [];
+    service.events.on('ws-open', (e: { botId: string }) => events.push(`open ${e.botId}`));
+    service.events.on('ws-close', (e: { botId: string }) => events.push(`close ${e.botId}`));
+    const ws = await open('bot-1', bot1.accessToken);
+    expect(service.stats.ws).toMatchObject({ open: 1, total: 1 });
+    expect(service.stats.ws.perBotOpen('bot-1')).toBe(1);
+    const serverSawClose = once(service.events, 'ws-close');
+    ws.close();
+    await serverSawClose;
+    expect(events).toEqual(['open bot-1', 'close bot-1']);
+    expect(service.stats.ws).toMatchObject({ open: 0, total: 1 });
+    expect(service.stats.ws.perBotOpen('bot-1')).toBe(0);
+  });
+});
+
+describe('pings', () => {
+  it('terminates a peer that does not answer pings', async () => {
+    const ws = await open('bot-1', bot1.accessToken, { autoPong: false });
+    let pings = 0;
+    ws.on('ping', () => (pings += 1));
+    const { code } = await closed(ws);
+    expect(code).toBe(1006);
+    expect(pings).toBeGreaterThanOrEqual(1);
+  });
+
+  it('keeps a peer that answers pings', async () => {
+    const ws = await open('bot-1', bot1.accessToken);
+    let pings = 0;
+    ws.on('ping', () => (pings += 1));
+    while (pings < 4) await once(ws, 'ping');
+    expect(ws.readyState).toBe(WebSocket.OPEN);
+  });
+});
+
+describe('WebSocket fault knobs', () => {
+  it('dropAllSockets terminates every socket without a close frame', async () => {
+    const a = await open('bot-1', bot1.accessToken);
+    const bot2 = await getTokens(service.url, { botId: 'bot-2' });
+    const b = await open('bot-2', bot2.accessToken);
+    const closes = Promise.all([closed(a), closed(b)]);
+    service.faults.dropAllSockets();
+    expect((await closes).map((c) => c.code)).toEqual([1006, 1006]);
+  });
+
+  it.each(['Unauthorized', 'botId not found or invalid'] as const)(
+    'refuseWebSockets(%j) refuses a valid client at the handshake, until undefined',
+    async (msg) => {
+      service.faults.refuseWebSockets(msg);
+      expect(await refusal('bot-1', bot1.accessToken)).toEqual({ status: 400, body: JSON.stringify({ code: 400, msg }) });
+      service.faults.refuseWebSockets(undefined);
+      await open('bot-1', bot1.accessToken);
+    },
+  );
+
+  it("refuseWebSockets(…, 'frame') opens, sends the JSON frame, then closes", async () => {
+    service.faults.refuseWebSockets('Unauthorized', 'frame');
+    const attempt = await connectWs(service.wsUrl, 'bot-1', bot1.accessToken);
+    if (!attempt.ok) throw new Error('expected the socket to open');
+    const { code } = await attempt.closed;
+    expect(attempt.messages).toEqual(['{"code":400,"msg":"Unauthorized"}']);
+    expect(code).toBe(1008);
+    expect(service.stats.ws.total).toBe(0);
+  });
+
+  it("refuseWebSockets(…, 'close-reason') opens, then closes with the message as reason", async () => {
+    service.faults.refuseWebSockets('Unauthorized', 'close-reason');
+    const attempt = await connectWs(service.wsUrl, 'bot-1', bot1.accessToken);
+    if (!attempt.ok) throw new Error('expected the socket to open');
+    const { code, reason } = await attempt.closed;
+    expect(attempt.messages).toEqual([]);
+    expect({ code, reason }).toEqual({ code: 1008, reason: 'Unauthorized' });
+    expect(parseWsFailure(reason)).toBe('Unauthorized');
+  });
+
+  it('reset() stops refusing', async () => {
+    service.faults.refuseWebSockets('Unauthorized');
+    service.faults.reset();
+    await open('bot-1', bot1.accessToken);
+  });
+
+  it('the handshake answer carries the Date of the shifted service clock', async () => {
+    service.faults.shiftClockMs(-86_400_000);
+    const ws = new WebSocket(`${service.wsUrl}?botId=bot-1`, { headers: { authorization: `Bearer ${bot1.accessToken}` } });
+    sockets.push(ws);
+    const [res] = (await once(ws, 'upgrade')) as [{ headers: Record<string, string> }];
+    const date = Date.parse(res.headers['date']!);
+    expect(Math.abs(date - (Date.now() - 86_400_000))).toBeLessThan(5000);
+  });
+});
