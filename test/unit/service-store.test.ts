@@ -1,0 +1,96 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ServiceDbError, ServiceStore } from '../../src/service/store.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'botlink-service-store-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const seed = {
+  accounts: [
+    { accessKeyId: 'AK', secretKey: 'SK', vendors: [{ vendorId: 'V1', bots: ['bot-1'] }] },
+    { accessKeyId: 'AK2', secretKey: 'SK2', vendors: [{ vendorId: 'V2', bots: ['bot-2'] }] },
+  ],
+};
+const device = { vendorId: 'V1', appId: '', deviceId: 'SN-1', type: 'PHYSICAL_ROBOT' as const, name: 'SN-1' };
+
+let file: string;
+let store: ServiceStore;
+let n = 0;
+beforeEach(() => {
+  file = join(dir, `store-${n++}.db`);
+  store = new ServiceStore(file);
+  store.applySeed(seed);
+});
+afterEach(() => store.close());
+
+describe('ServiceStore', () => {
+  it('knows the seed: secrets, and which identities each account owns', () => {
+    expect(store.secretOf('AK')).toBe('SK');
+    expect(store.secretOf('nobody')).toBeUndefined();
+    expect(store.owns('AK', { kind: 'bot', id: 'bot-1' })).toBe(true);
+    expect(store.owns('AK', { kind: 'vendor', id: 'V1' })).toBe(true);
+    expect(store.owns('AK', { kind: 'bot', id: 'bot-2' })).toBe(false);
+    expect(store.owns('AK', { kind: 'vendor', id: 'V2' })).toBe(false);
+    expect(store.botExists('bot-2')).toBe(true);
+    expect(store.botExists('bot-3')).toBe(false);
+  });
+
+  it('re-applying a seed updates secrets and keeps the rest', () => {
+    store.applySeed({ accounts: [{ accessKeyId: 'AK', secretKey: 'NEW', vendors: [] }] });
+    expect(store.secretOf('AK')).toBe('NEW');
+    expect(store.owns('AK', { kind: 'bot', id: 'bot-1' })).toBe(true);
+  });
+
+  it('claims a nonce once per account', () => {
+    expect(store.claimNonce('AK', 'n1', 1000)).toBe(true);
+    expect(store.claimNonce('AK', 'n1', 1000)).toBe(false);
+    expect(store.claimNonce('AK2', 'n1', 1000)).toBe(true);
+  });
+
+  it('purges nonces and tokens whose expiry passed', () => {
+    store.claimNonce('AK', 'old', 1000);
+    store.claimNonce('AK', 'new', 3000);
+    store.saveToken('h-old', { kind: 'access', accessKeyId: 'AK', identity: { kind: 'bot', id: 'bot-1' }, expiresAt: 1000 });
+    store.saveToken('h-new', { kind: 'refresh', accessKeyId: 'AK', identity: { kind: 'vendor', id: 'V1' }, expiresAt: 3000 });
+    store.purgeExpired(2000);
+    expect(store.claimNonce('AK', 'old', 5000)).toBe(true);
+    expect(store.claimNonce('AK', 'new', 5000)).toBe(false);
+    expect(store.findToken('h-old')).toBeUndefined();
+    expect(store.findToken('h-new')).toEqual({ kind: 'refresh', accessKeyId: 'AK', identity: { kind: 'vendor', id: 'V1' }, expiresAt: 3000 });
+  });
+
+  it('registers a device once per (vendorId, deviceId), under that vendor', () => {
+    expect(store.registerDevice(device, 'bot-a')).toBe('bot-a');
+    expect(store.registerDevice({ ...device, name: 'other' }, 'bot-b')).toBe('bot-a');
+    expect(store.owns('AK', { kind: 'bot', id: 'bot-a' })).toBe(true);
+    expect(store.owns('AK2', { kind: 'bot', id: 'bot-a' })).toBe(false);
+    expect(store.registerDevice({ ...device, vendorId: 'V2' }, 'bot-c')).toBe('bot-c');
+  });
+
+  it('a transaction rolls back when it throws', () => {
+    expect(() =>
+      store.transaction(() => {
+        store.claimNonce('AK', 'rolled-back', 1000);
+        throw new Error('boom');
+      }),
+    ).toThrow('boom');
+    expect(store.claimNonce('AK', 'rolled-back', 1000)).toBe(true);
+  });
+
+  it('keeps everything across a reopen of the same file', () => {
+    store.saveToken('h', { kind: 'access', accessKeyId: 'AK', identity: { kind: 'bot', id: 'bot-1' }, expiresAt: 9000 });
+    store.registerDevice(device, 'bot-a');
+    store.close();
+    store = new ServiceStore(file);
+    expect(store.findToken('h')?.expiresAt).toBe(9000);
+    expect(store.registerDevice(device, 'bot-z')).toBe('bot-a');
+  });
+
+  it('an unopenable file is a ServiceDbError naming it', () => {
+    const bad = join(dir, 'missing-dir', 'x.db');
+    expect(() => new ServiceStore(bad)).toThrow(ServiceDbError);
+    expect(() => new ServiceStore(bad)).toThrow(/missing-dir/);
+  });
+});
