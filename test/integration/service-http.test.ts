@@ -1,4 +1,5 @@
 import { connect } from 'node:net';
+import { Readable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { WireError } from '../../src/protocol/errors.js';
@@ -67,9 +68,7 @@ describe('HTTP hygiene', () => {
     const chunk = 'x'.repeat(4096);
     const res = await request(`${service.url}/auth/getToken`, {
       method: 'POST',
-      body: (async function* () {
-        for (let i = 0; i < 5; i++) yield chunk;
-      })(),
+      body: Readable.from(Array.from({ length: 5 }, () => chunk)),
     });
     expect(res.statusCode).toBe(413);
     expect(await res.body.json()).toMatchObject({ code: 1001 });
