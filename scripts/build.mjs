@@ -1,22 +1,32 @@
 // Bundles the CLI into one ESM file; the native addons (better-sqlite3, unix-dgram) stay external.
 import { build } from 'esbuild';
 import { chmod } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
-const outfile = 'dist/botlink.mjs';
-await build({
-  entryPoints: ['src/cli/botlink.ts'],
-  outfile,
-  bundle: true,
-  platform: 'node',
-  format: 'esm',
-  target: 'node20.18',
-  external: ['better-sqlite3', 'unix-dgram'],
-  define: { __BOTLINK_BUILD_TIME__: String(Date.now()) },
-  // CommonJS dependencies (pino, ws) call require() for built-ins; give the ESM bundle one.
-  banner: {
-    js: "#!/usr/bin/env node\nimport { createRequire as __botlinkCreateRequire } from 'node:module';\nconst require = __botlinkCreateRequire(import.meta.url);",
-  },
-  legalComments: 'none',
-  logLevel: 'warning',
-});
-await chmod(outfile, 0o755);
+const root = fileURLToPath(new URL('..', import.meta.url));
+export const BUNDLE = join(root, 'dist', 'botlink.mjs');
+
+/** Builds the bundle; the tests' global setup calls this too, so tests always run current code. */
+export async function buildBundle(outfile = BUNDLE) {
+  await build({
+    entryPoints: [join(root, 'src', 'cli', 'botlink.ts')],
+    outfile,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20.18',
+    external: ['better-sqlite3', 'unix-dgram'],
+    define: { __BOTLINK_BUILD_TIME__: String(Date.now()) },
+    // CommonJS dependencies (pino, ws) call require() for built-ins; give the ESM bundle one.
+    banner: {
+      js: "#!/usr/bin/env node\nimport { createRequire as __botlinkCreateRequire } from 'node:module';\nconst require = __botlinkCreateRequire(import.meta.url);",
+    },
+    legalComments: 'none',
+    logLevel: 'warning',
+  });
+  await chmod(outfile, 0o755);
+  return outfile;
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) await buildBundle();

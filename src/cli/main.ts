@@ -5,6 +5,7 @@ type Command = (argv: string[]) => Promise<number>;
 
 /** Each command lives in its own module, loaded only when it runs. */
 const COMMANDS: Record<string, () => Promise<Command>> = {
+  run: async () => (await import('./run.js')).run,
   serve: async () => (await import('./serve.js')).serve,
 };
 

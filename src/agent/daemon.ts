@@ -1,0 +1,197 @@
+import type { Logger } from 'pino';
+import { BotlinkError } from '../protocol/errors.js';
+import { VERSION } from '../version.js';
+import { nextBackoff, resetBackoff, TOKEN_BACKOFF } from './backoff.js';
+import type { AgentConfig } from './config.js';
+import { claimInstance, releaseInstance, selfIdentity } from './instance.js';
+import { LinkSupervisor } from './link.js';
+import { createNotifier, type Notifier } from './notify.js';
+import { provision, resolveIdentity, type BoardPaths } from './provisioning.js';
+import { openRuntime, type AgentRuntime, type RuntimeOptions } from './runtime.js';
+import { writeStatusFile, type StatusDoc } from './status.js';
+import type { TokenManager } from './tokens.js';
+
+export interface DaemonOptions extends Omit<RuntimeOptions, 'log'> {
+  log: Logger;
+  env: NodeJS.ProcessEnv;
+  board?: BoardPaths;
+}
+
+/** The running agent: start() brings it up in the order of DESIGN §2, stop() takes it down cleanly. */
+export class Daemon {
+  readonly #config: AgentConfig;
+  readonly #o: DaemonOptions;
+  readonly #log: Logger;
+  readonly #notify: Notifier;
+  readonly #abort = new AbortController();
+  #rt: AgentRuntime | undefined;
+  #tokens: TokenManager | undefined;
+  #link: LinkSupervisor | undefined;
+  #identity: { kind: 'bot' | 'vendor'; id: string };
+  #self = selfIdentity();
+  #ready = false;
+  #stopping: Promise<void> | undefined;
+
+  constructor(config: AgentConfig, opts: DaemonOptions) {
+    this.#config = config;
+    this.#o = opts;
+    this.#log = opts.log;
+    this.#notify = createNotifier(opts.env, opts.log);
+    this.#identity = config.botId ? { kind: 'bot', id: config.botId } : { kind: 'vendor', id: config.vendorId ?? '' };
+  }
+
+  /** Resolves once the link is started (or stop() was called first). */
+  async start(): Promise<void> {
+    const rt = openRuntime(this.#config, this.#o);
+    this.#rt = rt;
+    const claim = claimInstance(rt.store, this.#self);
+    if (!claim.ok) {
+      await rt.close();
+      this.#rt = undefined;
+      throw new BotlinkError(
+        'ERR_ALREADY_RUNNING',
+        `another botlink daemon (pid ${claim.holder.pid}) already runs on ${this.#config.stateDir}: stop it first (systemctl stop botlink)`,
+        'fatal',
+      );
+    }
+    this.#log.info({ version: VERSION, pid: process.pid, baseUrl: this.#config.baseUrl, stateDir: this.#config.stateDir }, 'botlink starting');
+    const botId = await this.#botId(rt);
+    if (botId === undefined) return;
+    this.#identity = { kind: 'bot', id: botId };
+    const tokens = rt.tokensFor(this.#identity, () => this.#onTokenChange());
+    this.#tokens = tokens;
+    const c = this.#config;
+    const link = new LinkSupervisor({
+      wsUrl: c.wsUrl,
+      botId,
+      tokens,
+      clock: rt.clock,
+      log: this.#log.child({ part: 'link' }),
+      tokenMarginMs: c.linkMarginS * 1000,
+      backoff: { baseMs: c.linkBackoffBaseMs, capMs: c.linkBackoffCapMs },
+      heartbeatIntervalMs: c.heartbeatIntervalMs,
+      heartbeatTimeoutMs: c.heartbeatTimeoutMs,
+      connectTimeoutMs: c.connectTimeoutMs,
+    });
+    this.#link = link;
+    link.on('state', () => this.#publish());
+    tokens.start();
+    link.start();
+    this.#publish();
+  }
+
+  get link(): LinkSupervisor | undefined {
+    return this.#link;
+  }
+
+  /** Closes the socket with 1000, stops renewing, writes the final status; idempotent. */
+  stop(): Promise<void> {
+    this.#stopping ??= this.#shutdown();
+    return this.#stopping;
+  }
+
+  async #shutdown(): Promise<void> {
+    this.#notify.stopping();
+    this.#abort.abort();
+    this.#tokens?.stop();
+    await this.#link?.stop();
+    const rt = this.#rt;
+    if (rt) {
+      this.#publish();
+      releaseInstance(rt.store, this.#self);
+      await rt.close();
+    }
+    this.#notify.close();
+    this.#log.info('botlink stopped');
+  }
+
+  /** The configured or provisioned botId; registers this device first when only a vendor is known. */
+  async #botId(rt: AgentRuntime): Promise<string | undefined> {
+    let backoff = resetBackoff();
+    for (;;) {
+      if (this.#abort.signal.aborted) return undefined;
+      try {
+        const resolved = resolveIdentity(rt, this.#o.board);
+        if (resolved.kind === 'bot') return resolved.id;
+        this.#identity = { kind: 'vendor', id: resolved.id };
+        this.#publish();
+        this.#log.info({ vendorId: resolved.id, deviceId: resolved.deviceId }, 'no botId yet: provisioning this device');
+        const { botId } = await provision(rt, {
+          vendorId: resolved.id,
+          deviceId: resolved.deviceId,
+          signal: this.#abort.signal,
+          onStep: (step, detail) => this.#log.info({ step }, detail),
+        });
+        return botId;
+      } catch (err) {
+        if (this.#abort.signal.aborted) return undefined;
+        const error = err instanceof BotlinkError ? err : new BotlinkError('ERR_PROVISION', String(err), 'retry-backoff', { cause: err });
+        const next = nextBackoff(backoff, TOKEN_BACKOFF, Math.random());
+        backoff = next.state;
+        const waitMs = error.retry === 'retry-backoff' || error.retry === 'retry-soon' ? next.delayMs : 300_000;
+        this.#log.error({ code: error.code, retryInMs: Math.round(waitMs) }, `provisioning failed: ${error.message}`);
+        this.#markReady(`waiting to provision: ${error.message}`);
+        await sleep(waitMs, this.#abort.signal);
+      }
+    }
+  }
+
+  #onTokenChange(): void {
+    this.#publish();
+    const err = this.#tokens?.snapshot().lastError;
+    // systemd should not kill a daemon that waits for the network or a fix: report READY and say what it waits on.
+    if (err) this.#markReady(`waiting for a token: ${err.message}`);
+  }
+
+  #markReady(line: string): void {
+    if (this.#ready) return;
+    this.#ready = true;
+    this.#notify.ready(line);
+  }
+
+  #publish(): void {
+    const doc = this.statusDoc();
+    const link = doc.link;
+    const line = `${link.state}${link.lastError ? `: ${link.lastError}` : ''}`;
+    if (link.state !== 'stopped' && doc.token.accessExpiresAt !== null) this.#markReady(line);
+    this.#notify.status(line);
+    try {
+      writeStatusFile(this.#config.runtimeDir, doc);
+    } catch (err) {
+      this.#log.warn({ err: err instanceof Error ? err.message : String(err), runtimeDir: this.#config.runtimeDir }, 'cannot write status.json');
+    }
+  }
+
+  statusDoc(): StatusDoc {
+    const snap = this.#tokens?.snapshot();
+    const clock = this.#rt?.clock;
+    return {
+      pid: process.pid,
+      updatedAt: clock ? clock.wallNow() : 0,
+      version: VERSION,
+      identity: this.#identity,
+      clock: {
+        trusted: snap?.clock.trusted ?? false,
+        source: snap?.clock.source ?? 'none',
+        offsetMs: snap?.clock.offsetMs ?? null,
+        verdict: snap?.clock.verdict ?? 'pending',
+      },
+      token: {
+        accessExpiresAt: snap?.accessExpiresAt ?? null,
+        refreshExpiresAt: snap?.refreshExpiresAt ?? null,
+        lastError: snap?.lastError?.message ?? null,
+      },
+      link: this.#link?.status ?? { state: 'connecting', since: clock ? clock.wallNow() : 0, reconnects: 0, lastError: null },
+    };
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener('abort', () => {
+      clearTimeout(timer);
+      resolve();
+    }, { once: true });
+  });
+}

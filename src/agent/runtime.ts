@@ -1,0 +1,94 @@
+import type { Logger } from 'pino';
+import type { Identity } from '../protocol/wire.js';
+import { BUILD_TIME_MS } from '../version.js';
+import { CloudClient } from './api.js';
+import { systemClock, type Clock } from './clock.js';
+import type { AgentConfig } from './config.js';
+import { DEFAULT_POLICY } from './policy.js';
+import { ServerTime } from './servertime.js';
+import { TokenStore } from './store.js';
+import { checkTimeSync, type TimeSyncOptions, type TimeSyncResult } from './timesync.js';
+import { TokenManager } from './tokens.js';
+
+/** The agent's shared parts, built once from a loaded config; commands and the daemon compose them. */
+export interface AgentRuntime {
+  readonly config: AgentConfig;
+  readonly clock: Clock;
+  readonly log: Logger;
+  readonly store: TokenStore;
+  readonly serverTime: ServerTime;
+  readonly api: CloudClient;
+  checkTimeSync(): Promise<TimeSyncResult>;
+  /** A token manager for one identity, wired to this runtime's store, client and clock. */
+  tokensFor(identity: Identity, onChange?: () => void): TokenManager;
+  close(): Promise<void>;
+}
+
+export interface RuntimeOptions {
+  log: Logger;
+  clock?: Clock;
+  /** Overrides for the time-sync sources (tests, demo). */
+  timeSync?: Partial<Omit<TimeSyncOptions, 'clock' | 'floorMs'>>;
+}
+
+export const LAST_SERVER_TIME_KEY = 'lastServerTimeMs';
+
+export function openRuntime(config: AgentConfig, opts: RuntimeOptions): AgentRuntime {
+  const clock = opts.clock ?? systemClock;
+  const { log } = opts;
+  const store = TokenStore.open(config.stateDir, {
+    clock,
+    onCorrupt: ({ movedTo, error }) =>
+      log.error({ movedTo, err: error instanceof Error ? error.message : String(error) }, 'token database was corrupt: moved aside, starting with an empty cache'),
+  });
+  const serverTime = new ServerTime(clock);
+  const api = new CloudClient({
+    baseUrl: config.baseUrl,
+    accessKeyId: config.accessKeyId,
+    secretKey: config.secretKey,
+    clock,
+    onDateSample: (date, sent, received) => serverTime.addSample(date, sent, received),
+    connectTimeoutMs: config.httpTimeoutMs,
+    headersTimeoutMs: config.httpTimeoutMs,
+    bodyTimeoutMs: config.httpTimeoutMs,
+  });
+  // A wall clock earlier than this build or than a time the server confirmed cannot be right.
+  const floorMs = (): number => Math.max(BUILD_TIME_MS, Number(store.getMeta(LAST_SERVER_TIME_KEY) ?? 0) || 0);
+  const managers: TokenManager[] = [];
+  return {
+    config,
+    clock,
+    log,
+    store,
+    serverTime,
+    api,
+    checkTimeSync: () => checkTimeSync({ clock, floorMs, ...opts.timeSync }),
+    tokensFor(identity, onChange) {
+      const manager = new TokenManager({
+        identity,
+        baseUrl: config.baseUrl,
+        accessKeyId: config.accessKeyId,
+        store,
+        api,
+        serverTime,
+        clock,
+        checkTimeSync: this.checkTimeSync,
+        log: log.child({ identity: `${identity.kind}:${identity.id}` }),
+        policy: {
+          ...DEFAULT_POLICY,
+          refreshMarginMs: config.refreshMarginS * 1000,
+          resignMarginMs: config.resignMarginS * 1000,
+        },
+        backoff: { baseMs: config.tokenBackoffBaseMs, capMs: config.tokenBackoffCapMs },
+        ...(onChange && { onChange }),
+      });
+      managers.push(manager);
+      return manager;
+    },
+    async close() {
+      for (const m of managers) m.stop();
+      await api.close();
+      store.close();
+    },
+  };
+}

@@ -1,0 +1,41 @@
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { ConfigError, loadConfig, type AgentConfig } from '../agent/config.js';
+import { SecretFileError } from '../agent/secret.js';
+import { BotlinkError } from '../protocol/errors.js';
+import { Exit, UsageError } from './exit.js';
+
+/** parseArgs with strict options; mistakes become UsageError (exit 64). */
+export function parseFlags<T extends NonNullable<ParseArgsConfig['options']>>(argv: string[], options: T, usage: string) {
+  try {
+    return parseArgs({ args: argv, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false });
+  } catch (err) {
+    throw new UsageError(`${err instanceof Error ? err.message : String(err)}\n${usage}`);
+  }
+}
+
+/** Loads the agent config for a command; a bad config prints what to fix and maps to exit 78. */
+export function loadCommandConfig(file: string | undefined): AgentConfig | number {
+  try {
+    return loadConfig({ ...(file !== undefined && { file }), env: process.env });
+  } catch (err) {
+    if (err instanceof ConfigError || err instanceof SecretFileError) {
+      process.stderr.write(`botlink: configuration error: ${err.message}\n`);
+      return Exit.CONFIG;
+    }
+    throw err;
+  }
+}
+
+/** The exit code a failure of this retry class deserves. */
+export function exitFor(err: unknown): number {
+  if (!(err instanceof BotlinkError)) return Exit.FAILURE;
+  switch (err.retry) {
+    case 'needs-config':
+    case 'needs-provisioning':
+      return Exit.CONFIG;
+    case 'fatal':
+      return Exit.DATAERR;
+    default:
+      return Exit.UNAVAILABLE;
+  }
+}

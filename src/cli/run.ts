@@ -1,0 +1,75 @@
+import { Daemon } from '../agent/daemon.js';
+import { createLogger } from '../log.js';
+import { BotlinkError } from '../protocol/errors.js';
+import { loadCommandConfig, parseFlags } from './common.js';
+import { Exit } from './exit.js';
+
+const USAGE = 'usage: botlink run [--config FILE]';
+/** systemd's default stop timeout is 90 s; we promise to be gone well within 5 s. */
+const STOP_DEADLINE_MS = 4500;
+
+/** `botlink run`: the daemon in the foreground until SIGTERM/SIGINT. */
+export async function run(argv: string[]): Promise<number> {
+  const { values } = parseFlags(argv, { config: { type: 'string' } }, USAGE);
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return Exit.OK;
+  }
+  const config = loadCommandConfig(values.config);
+  if (typeof config === 'number') return config;
+  let logging;
+  try {
+    logging = createLogger({ file: config.logFile, level: config.logLevel, name: 'botlink' });
+  } catch (err) {
+    process.stderr.write(`botlink: ${err instanceof Error ? err.message : String(err)}\n`);
+    return Exit.CONFIG;
+  }
+  const { logger } = logging;
+  const daemon = new Daemon(config, { log: logger, env: process.env });
+
+  const exit = async (code: number): Promise<never> => {
+    await logging.flush();
+    logging.close();
+    process.exit(code);
+  };
+  const crash = (kind: string) => (err: unknown) => {
+    logger.fatal({ err, kind }, 'unexpected error: exiting so systemd restarts botlink');
+    void exit(Exit.FAILURE);
+  };
+  process.on('uncaughtException', crash('uncaughtException'));
+  process.on('unhandledRejection', crash('unhandledRejection'));
+  process.on('SIGHUP', () => {
+    logging.reopen();
+    logger.info('log file reopened (SIGHUP)');
+  });
+
+  const stopped = new Promise<number>((resolve) => {
+    const onSignal = (signal: NodeJS.Signals) => {
+      logger.info({ signal }, 'stopping');
+      setTimeout(() => {
+        logger.error('clean stop took too long: exiting anyway');
+        void exit(Exit.FAILURE);
+      }, STOP_DEADLINE_MS).unref();
+      daemon.stop().then(
+        () => resolve(Exit.OK),
+        (err: unknown) => {
+          logger.error({ err }, 'error while stopping');
+          resolve(Exit.FAILURE);
+        },
+      );
+    };
+    process.once('SIGTERM', onSignal);
+    process.once('SIGINT', onSignal);
+  });
+
+  try {
+    await daemon.start();
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    logger.fatal({ code: err instanceof BotlinkError ? err.code : undefined }, message);
+    process.stderr.write(`botlink: ${message}\n`);
+    await daemon.stop().catch(() => undefined);
+    return exit(err instanceof BotlinkError && err.code === 'ERR_ALREADY_RUNNING' ? Exit.UNAVAILABLE : Exit.FAILURE);
+  }
+  return exit(await stopped);
+}

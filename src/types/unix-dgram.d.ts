@@ -1,0 +1,9 @@
+declare module 'unix-dgram' {
+  import type { EventEmitter } from 'node:events';
+
+  interface UnixDgramSocket extends EventEmitter {
+    send(buf: Buffer, offset: number, length: number, path: string, callback?: (err?: Error) => void): void;
+    close(): void;
+  }
+  export function createSocket(type: 'unix_dgram', listener?: (msg: Buffer) => void): UnixDgramSocket;
+}

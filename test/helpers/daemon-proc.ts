@@ -1,0 +1,127 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { BUNDLE } from '../../scripts/build.mjs';
+import type { StatusDoc } from '../../src/agent/status.js';
+import { waitFor } from './agent-kit.js';
+
+export const DAEMON_SECRET = 'daemon-test-secret-4b1d';
+
+/** A temp dir holding config.json, the secret file, state, runtime and the log, for one device. */
+export class DeviceDir {
+  readonly dir: string;
+  readonly configFile: string;
+  readonly stateDir: string;
+  readonly runtimeDir: string;
+  readonly logFile: string;
+
+  constructor(config: Record<string, unknown>, secret = DAEMON_SECRET) {
+    this.dir = mkdtempSync(join(tmpdir(), 'botlink-device-'));
+    this.configFile = join(this.dir, 'config.json');
+    this.stateDir = join(this.dir, 'state');
+    this.runtimeDir = join(this.dir, 'run');
+    this.logFile = join(this.dir, 'log', 'botlink.log');
+    writeFileSync(join(this.dir, 'secret-key'), `${secret}\n`, { mode: 0o600 });
+    this.writeConfig(config);
+  }
+
+  writeConfig(config: Record<string, unknown>): void {
+    const full = {
+      accessKeyId: 'AK',
+      secretKeyFile: join(this.dir, 'secret-key'),
+      stateDir: this.stateDir,
+      runtimeDir: this.runtimeDir,
+      logFile: this.logFile,
+      logLevel: 'debug',
+      ...config,
+    };
+    writeFileSync(this.configFile, JSON.stringify(full, null, 2));
+  }
+
+  status(): StatusDoc | undefined {
+    try {
+      return JSON.parse(readFileSync(join(this.runtimeDir, 'status.json'), 'utf8')) as StatusDoc;
+    } catch {
+      return undefined;
+    }
+  }
+
+  async waitForLink(state: StatusDoc['link']['state'], timeoutMs = 10_000): Promise<StatusDoc> {
+    await waitFor(() => this.status()?.link.state === state, timeoutMs, `status.json link.state = ${state}`);
+    return this.status()!;
+  }
+
+  log(): string {
+    try {
+      return readFileSync(this.logFile, 'utf8');
+    } catch {
+      return '';
+    }
+  }
+
+  remove(): void {
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** The environment a child gets: ours without any BOTLINK_* or systemd variables, plus `extra`. */
+export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (!k.startsWith('BOTLINK_') && !['NOTIFY_SOCKET', 'WATCHDOG_USEC', 'WATCHDOG_PID', 'CREDENTIALS_DIRECTORY'].includes(k)) env[k] = v;
+  }
+  return { ...env, ...extra };
+}
+
+export interface CliRun {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the built CLI to completion. */
+export function runCli(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<CliRun> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BUNDLE, ...args], { env: opts.env ?? cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 15_000);
+    child.on('error', reject);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}
+
+/** Starts `botlink run` as a child process. */
+export function startDaemon(device: DeviceDir, env: NodeJS.ProcessEnv = cleanEnv()): DaemonProc {
+  const child = spawn(process.execPath, [BUNDLE, 'run', '--config', device.configFile], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  return new DaemonProc(child);
+}
+
+export class DaemonProc {
+  readonly child: ChildProcess;
+  stdout = '';
+  stderr = '';
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+
+  constructor(child: ChildProcess) {
+    this.child = child;
+    child.stdout?.on('data', (d: Buffer) => (this.stdout += d.toString()));
+    child.stderr?.on('data', (d: Buffer) => (this.stderr += d.toString()));
+    this.exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  }
+
+  /** Sends a signal and waits for the exit, returning how long it took. */
+  async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<{ code: number | null; signal: NodeJS.Signals | null; ms: number }> {
+    const started = performance.now();
+    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill(signal);
+    const result = await this.exited;
+    return { ...result, ms: performance.now() - started };
+  }
+}

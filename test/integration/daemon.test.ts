@@ -1,0 +1,118 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, renameSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
+import { waitFor } from '../helpers/agent-kit.js';
+import { cleanEnv, DAEMON_SECRET, DeviceDir, startDaemon, type DaemonProc } from '../helpers/daemon-proc.js';
+
+const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: DAEMON_SECRET, vendors: [{ vendorId: 'V1', bots: ['bot-1'] }] }] };
+const cleanups: (() => Promise<unknown> | void)[] = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!();
+});
+
+async function service(): Promise<ReferenceService> {
+  const svc = await createReferenceService({ seed: SEED });
+  cleanups.push(() => svc.close());
+  return svc;
+}
+
+function device(svc: ReferenceService, config: Record<string, unknown> = { botId: 'bot-1' }): DeviceDir {
+  const d = new DeviceDir({ baseUrl: svc.url, ...config });
+  cleanups.push(() => d.remove());
+  return d;
+}
+
+function daemon(d: DeviceDir, env?: NodeJS.ProcessEnv): DaemonProc {
+  const p = startDaemon(d, env);
+  cleanups.push(() => p.stop('SIGKILL'));
+  return p;
+}
+
+describe('botlink run (the built bundle as a child process)', () => {
+  it('reaches connected, stops on SIGTERM with exit 0 in under 5 s, and restarts without signing', async () => {
+    const svc = await service();
+    const d = device(svc);
+    const first = daemon(d);
+    const status = await d.waitForLink('connected');
+    expect(status).toMatchObject({ pid: first.child.pid, identity: { kind: 'bot', id: 'bot-1' }, clock: { trusted: true } });
+    expect(status.token.accessExpiresAt).toBeGreaterThan(Date.now());
+    const stopped = await first.stop('SIGTERM');
+    expect(stopped.code).toBe(0);
+    expect(stopped.ms).toBeLessThan(5000);
+    expect(d.status()?.link.state).toBe('stopped');
+    expect(svc.stats.getToken.ok).toBe(1);
+
+    daemon(d);
+    await waitFor(() => d.status()?.link.state === 'connected' && d.status()?.pid !== first.child.pid, 10_000, 'second boot connected');
+    expect(svc.stats.getToken.total).toBe(1);
+    const log = d.log();
+    expect(log).not.toContain(DAEMON_SECRET);
+    expect(log).toContain('link connected');
+  });
+
+  it('refuses a second instance on the same stateDir with a clear message', async () => {
+    const svc = await service();
+    const d = device(svc);
+    daemon(d);
+    await d.waitForLink('connected');
+    const second = daemon(d);
+    const result = await second.exited;
+    expect(result.code).toBe(69);
+    expect(second.stderr).toMatch(/another botlink daemon \(pid \d+\) already runs/);
+  });
+
+  it('reopens its log file on SIGHUP (logrotate renames, then signals)', async () => {
+    const svc = await service();
+    const d = device(svc);
+    const p = daemon(d);
+    await d.waitForLink('connected');
+    renameSync(d.logFile, `${d.logFile}.1`);
+    p.child.kill('SIGHUP');
+    await waitFor(() => d.log().includes('log file reopened'), 5000, 'a new log file');
+  });
+
+  it('provisions itself from vendorId and deviceId, stores the botId, then connects as that bot', async () => {
+    const svc = await service();
+    const d = device(svc, { vendorId: 'V1', deviceId: 'SN-0042' });
+    const p = daemon(d);
+    const status = await d.waitForLink('connected');
+    expect(status.identity.kind).toBe('bot');
+    expect(svc.stats.register.ok).toBe(1);
+    await p.stop();
+    daemon(d);
+    await waitFor(() => d.status()?.link.state === 'connected' && d.status()?.pid !== p.child.pid, 10_000, 'second boot');
+    expect(svc.stats.register.total).toBe(1);
+  });
+
+  it('speaks sd_notify: READY=1, STATUS and WATCHDOG=1 on a real datagram socket, STOPPING=1 at the end', async () => {
+    const svc = await service();
+    const d = device(svc);
+    const dir = mkdtempSync(join(tmpdir(), 'botlink-notify-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const socketPath = join(dir, 'notify.sock');
+    const listener = spawn('python3', ['-u', '-c', PY_LISTENER, socketPath], { stdio: ['ignore', 'pipe', 'inherit'] });
+    cleanups.push(() => void listener.kill('SIGKILL'));
+    let received = '';
+    listener.stdout.on('data', (b: Buffer) => (received += b.toString()));
+    await waitFor(() => received.includes('LISTENING'), 5000, 'the python listener');
+    const p = daemon(d, cleanEnv({ NOTIFY_SOCKET: socketPath, WATCHDOG_USEC: '400000' }));
+    await waitFor(() => received.includes('READY=1'), 10_000, 'READY=1');
+    await waitFor(() => (received.match(/WATCHDOG=1/g) ?? []).length >= 3, 5000, 'watchdog pings');
+    expect(received).toMatch(/STATUS=\S+/);
+    await p.stop();
+    await waitFor(() => received.includes('STOPPING=1'), 3000, 'STOPPING=1');
+  });
+});
+
+const PY_LISTENER = `
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+print("LISTENING", flush=True)
+while True:
+    data = s.recv(4096)
+    print(data.decode().replace("\\n", " | "), flush=True)
+`;
