@@ -6,7 +6,12 @@ type Command = (argv: string[]) => Promise<number>;
 /** Each command lives in its own module, loaded only when it runs. */
 const COMMANDS: Record<string, () => Promise<Command>> = {
   run: async () => (await import('./run.js')).run,
+  status: async () => (await import('./status.js')).status,
+  provision: async () => (await import('./provision.js')).provision,
+  token: async () => (await import('./token.js')).token,
+  doctor: async () => (await import('./doctor.js')).doctor,
   serve: async () => (await import('./serve.js')).serve,
+  demo: async () => (await import('./demo.js')).demo,
 };
 
 const USAGE = `usage: botlink <command> [options]

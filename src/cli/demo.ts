@@ -1,0 +1,93 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadConfig } from '../agent/config.js';
+import { Daemon } from '../agent/daemon.js';
+import { createLogger } from '../log.js';
+import { createReferenceService } from '../service/server.js';
+import { parseFlags } from './common.js';
+import { Exit, UsageError } from './exit.js';
+
+const USAGE = 'usage: botlink demo [--duration S]   (default: until Ctrl-C)';
+
+/** Lifetimes of seconds so one minute shows every transition of the token state table. */
+const ACCESS_TTL_S = 8;
+const REFRESH_TTL_S = 30;
+const DROP_EVERY_MS = 20_000;
+const DEMO_SECRET = 'demo-secret-key';
+
+/**
+ * `botlink demo`: the reference service and the agent on loopback. The device starts with only a
+ * vendorId, so it provisions itself, then signs, connects, refreshes, re-signs and rides out a
+ * forced drop of its WebSocket every 20 s.
+ */
+export async function demo(argv: string[]): Promise<number> {
+  const { values } = parseFlags(argv, { duration: { type: 'string' } }, USAGE);
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return Exit.OK;
+  }
+  const durationS = values.duration === undefined ? undefined : Number(values.duration);
+  if (durationS !== undefined && !(Number.isFinite(durationS) && durationS > 0)) throw new UsageError(`--duration must be a positive number of seconds\n${USAGE}`);
+
+  const dir = mkdtempSync(join(tmpdir(), 'botlink-demo-'));
+  const logging = createLogger({ file: '-', level: 'info', pretty: true });
+  const log = logging.logger;
+  const svc = await createReferenceService({
+    accessTtlS: ACCESS_TTL_S,
+    refreshTtlS: REFRESH_TTL_S,
+    seed: { accounts: [{ accessKeyId: 'demo-ak', secretKey: DEMO_SECRET, vendors: [{ vendorId: 'demo-vendor', bots: [] }] }] },
+  });
+  log.info({ url: svc.url, accessTtlS: ACCESS_TTL_S, refreshTtlS: REFRESH_TTL_S }, 'demo: reference token service listening');
+
+  writeFileSync(join(dir, 'secret-key'), `${DEMO_SECRET}\n`, { mode: 0o600 });
+  const configFile = join(dir, 'config.json');
+  writeFileSync(
+    configFile,
+    JSON.stringify({
+      baseUrl: svc.url,
+      accessKeyId: 'demo-ak',
+      secretKeyFile: join(dir, 'secret-key'),
+      vendorId: 'demo-vendor',
+      deviceId: 'demo-device-0001',
+      stateDir: join(dir, 'state'),
+      runtimeDir: join(dir, 'run'),
+      logFile: '-',
+      linkBackoffBaseMs: 500,
+    }),
+  );
+  const config = loadConfig({ file: configFile, env: {} });
+  const daemon = new Daemon(config, { log: log.child({ part: 'agent' }), env: {} });
+
+  const dropper = setInterval(() => {
+    log.info('demo: the service drops every WebSocket now');
+    svc.faults.dropAllSockets();
+  }, DROP_EVERY_MS);
+
+  let finish!: () => void;
+  const finished = new Promise<void>((resolve) => (finish = resolve));
+  process.once('SIGINT', finish);
+  process.once('SIGTERM', finish);
+  const timer = durationS === undefined ? undefined : setTimeout(finish, durationS * 1000);
+
+  try {
+    await daemon.start();
+    log.info(`demo: running${durationS === undefined ? ' — Ctrl-C to stop' : ` for ${durationS} s`}; state in ${dir}`);
+    await finished;
+  } finally {
+    clearInterval(dropper);
+    clearTimeout(timer);
+    const link = daemon.link?.status;
+    await daemon.stop();
+    await svc.close();
+    const { getToken, refreshToken, register } = svc.stats;
+    log.info(
+      { registered: register.ok, signed: getToken.ok, refreshed: refreshToken.ok, reconnects: link?.reconnects ?? 0 },
+      'demo: summary',
+    );
+    await logging.flush();
+    logging.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return Exit.OK;
+}
