@@ -14,7 +14,6 @@ export const TUNABLE_DEFAULTS = Object.freeze({
   refreshMarginS: 1800,
   resignMarginS: 86_400,
   linkMarginS: 300,
-  clockWaitS: 60,
   tokenBackoffBaseMs: 1000,
   tokenBackoffCapMs: 300_000,
   linkBackoffBaseMs: 500,
