@@ -6,7 +6,8 @@ import { nextBackoff, resetBackoff, TOKEN_BACKOFF, type BackoffSettings, type Ba
 import type { Clock } from './clock.js';
 import { accessUsableFor, decideNextAction, DEFAULT_POLICY, type PolicySettings, type TokenFacts } from './policy.js';
 import type { ServerTime } from './servertime.js';
-import { chooseSigningTime, ClockNotTrustedError, needsSample } from './signingtime.js';
+import { signedGetToken } from './signflow.js';
+import { chooseSigningTime } from './signingtime.js';
 import type { StoreIdentity, TokenPair, TokenStore } from './store.js';
 import type { TimeSyncResult } from './timesync.js';
 
@@ -44,8 +45,6 @@ interface Waiter {
 }
 
 const VERDICT_TTL_MS = 60_000;
-/** A server time sample older than this is refreshed before signing without a trusted clock. */
-const SAMPLE_MAX_AGE_MS = 5 * 60_000;
 /** Retry pace for failures a retry cannot fix soon (wrong secret, unknown bot, refused parameters). */
 const SLOW_RETRY_MS = 5 * 60_000;
 const RENEW_LEASE_MS = 30_000;
@@ -236,23 +235,8 @@ export class TokenManager {
   }
 
   async #sign(): Promise<void> {
-    const { api, serverTime, clock } = this.#o;
-    let verdict = await this.#timeVerdict();
-    if (needsSample(verdict, serverTime, clock, SAMPLE_MAX_AGE_MS)) await api.sampleServerTime();
-    const chosen = chooseSigningTime(verdict, serverTime, clock);
-    if (!chosen.ok) throw new ClockNotTrustedError(chosen.reason);
-    let res;
-    try {
-      res = await api.getToken(this.#o.identity, chosen.ms);
-    } catch (err) {
-      const corrected = serverTime.now();
-      if (!(err instanceof CloudError && err.serviceCode === 1003) || corrected === undefined) throw err;
-      // The answer carried the server's Date: retry once, at once, on server time.
-      this.#o.log.warn({ offsetMs: serverTime.offsetMs(), source: chosen.source }, 'timestamp refused (1003); retrying with server time');
-      res = await api.getToken(this.#o.identity, corrected);
-    }
-    verdict = await this.#timeVerdict();
-    const base = this.#serverNow(verdict) ?? chosen.ms;
+    const res = await signedGetToken(this.#o, this.#o.identity, await this.#timeVerdict());
+    const base = this.#serverNow(await this.#timeVerdict()) ?? this.#o.clock.wallNow();
     const pair: TokenPair = {
       accessToken: res.accessToken,
       accessExpiresAt: base + res.expireIn * 1000,
