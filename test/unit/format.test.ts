@@ -1,0 +1,86 @@
+import { describe, expect, it } from 'vitest';
+import { CloudError } from '../../src/agent/api.js';
+import { ClockNotTrustedError } from '../../src/agent/signingtime.js';
+import { explainFailure, formatAgo, formatDuration, formatLeft, formatOffset, formatTime, type FailureContext } from '../../src/cli/format.js';
+import { BotlinkError } from '../../src/protocol/errors.js';
+
+const S = 1000;
+const M = 60 * S;
+const H = 60 * M;
+const D = 24 * H;
+
+describe('formatDuration', () => {
+  it.each([
+    [0, '0s'],
+    [999, '0s'],
+    [45 * S, '45s'],
+    [4 * M + 10 * S + 900, '4m 10s'],
+    [5 * M, '5m'],
+    [H + 59 * M + 59 * S, '1h 59m'],
+    [2 * H, '2h'],
+    [6 * D + 23 * H + 59 * M, '6d 23h'],
+    [7 * D, '7d'],
+    [-(3 * M + 10 * S), '3m 10s'],
+  ])('%i ms → %s', (ms, text) => {
+    expect(formatDuration(ms)).toBe(text);
+  });
+});
+
+describe('relative times', () => {
+  it('says ago, left and expired', () => {
+    expect(formatAgo(3 * M)).toBe('3m ago');
+    expect(formatAgo(400)).toBe('just now');
+    expect(formatLeft(1_000_000 + H + 59 * M, 1_000_000)).toBe('1h 59m left');
+    expect(formatLeft(1_000_000, 1_000_000 + 3 * M)).toBe('expired 3m ago');
+    expect(formatLeft(1_000_000, 1_000_000)).toBe('expired just now');
+  });
+
+  it('prints UTC to the second and offsets with their sign', () => {
+    expect(formatTime(Date.UTC(2025, 0, 31, 12, 0, 5, 678))).toBe('2025-01-31 12:00:05Z');
+    expect(formatOffset(12.4)).toBe('+12 ms');
+    expect(formatOffset(-999)).toBe('-999 ms');
+    expect(formatOffset(-1500)).toBe('-1.5 s');
+    expect(formatOffset(0)).toBe('+0 ms');
+  });
+});
+
+describe('explainFailure', () => {
+  const ctx: FailureContext = {
+    baseUrl: 'https://api.example.com',
+    accessKeyId: 'AK',
+    secretKeyFile: '/etc/botlink/secret-key',
+    identity: { kind: 'vendor', id: 'V1' },
+  };
+  const cloud = (code: number) => new CloudError(`ERR_CLOUD_${code}`, `getToken refused with code ${code}`, 'needs-config', { serviceCode: code });
+
+  it('names the secret-key file and accessKeyId for a refused signature', () => {
+    const { cause, fix } = explainFailure(cloud(1005), ctx);
+    expect(cause).toBe('getToken refused with code 1005');
+    expect(fix).toContain('secret-key file (/etc/botlink/secret-key)');
+    expect(fix).toContain('accessKeyId "AK"');
+  });
+
+  it('points at the clock for 1003 and for an untrusted clock', () => {
+    expect(explainFailure(cloud(1003), ctx).fix).toMatch(/clock .*NTP/);
+    expect(explainFailure(new ClockNotTrustedError(), ctx).fix).toMatch(/clock .*NTP/);
+  });
+
+  it('says which id is unknown for 1004', () => {
+    expect(explainFailure(cloud(1004), ctx).fix).toContain('vendorId "V1" not known under this access key');
+    expect(explainFailure(cloud(1004), { ...ctx, identity: { kind: 'bot', id: 'bot-9' } }).fix).toContain('botId "bot-9"');
+  });
+
+  it('sends network failures to baseUrl', () => {
+    for (const code of ['ERR_NETWORK', 'ERR_DNS', 'ERR_TIMEOUT', 'ERR_DEADLINE', 'ERR_HTTP_STATUS']) {
+      expect(explainFailure(new BotlinkError(code, 'x', 'retry-backoff'), ctx).fix).toContain('cannot reach baseUrl https://api.example.com');
+    }
+  });
+
+  it('gives no fix it does not know, and keeps the message of anything thrown', () => {
+    expect(explainFailure(new BotlinkError('ERR_STORE_ACCESS', 'cannot use the store. Fix: chown it', 'needs-config'), ctx)).toEqual({
+      cause: 'cannot use the store. Fix: chown it',
+      fix: undefined,
+    });
+    expect(explainFailure('plain', ctx)).toEqual({ cause: 'plain', fix: undefined });
+  });
+});
