@@ -1,0 +1,124 @@
+import { pino } from 'pino';
+import type { AgentConfig } from '../agent/config.js';
+import { resolveIdentity } from '../agent/provisioning.js';
+import { openRuntime, type AgentRuntime } from '../agent/runtime.js';
+import { createLogger, type BotlinkLogger } from '../log.js';
+import { BotlinkError } from '../protocol/errors.js';
+import type { Identity } from '../protocol/wire.js';
+import { exitFor, loadCommandConfig, parseFlags } from './common.js';
+import { Exit } from './exit.js';
+import { explainFailure } from './format.js';
+
+const USAGE = `usage: botlink token [--config FILE] [--json]
+
+Prints a valid access token and a newline, for local scripts. Uses the cached token when it is
+valid (the daemon keeps it fresh); otherwise renews it under the token store's lock.
+
+  --config FILE  agent configuration (default: $BOTLINK_CONFIG, else /etc/botlink/config.json)
+  --json         {"accessToken", "accessExpiresAt", "refreshToken", "refreshExpiresAt"} instead`;
+
+/** A script asking for a token must get an answer, not wait for the service to come back. */
+const DEADLINE_MS = 30_000;
+/** A token about to expire is useless to the script that asked for it. */
+const MIN_LEFT_MS = 60_000;
+
+/** `botlink token`: a valid access token on stdout; failures with their fix on stderr. */
+export async function token(argv: string[]): Promise<number> {
+  const { values } = parseFlags(argv, { config: { type: 'string' }, json: { type: 'boolean' } }, USAGE);
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return Exit.OK;
+  }
+  const config = loadCommandConfig(values.config);
+  if (typeof config === 'number') return config;
+  const logging = openCommandLog(config, 'token');
+  let rt: AgentRuntime | undefined;
+  let identity: Identity | undefined;
+  try {
+    rt = openRuntime(config, { log: logging.logger });
+    const resolved = resolveIdentity(rt);
+    if (resolved.kind === 'vendor') {
+      process.stderr.write(
+        `botlink token: this device has no botId yet (vendorId ${resolved.id}, deviceId ${resolved.deviceId}): ` +
+          `run botlink provision first (botlink provision --vendor-id ${resolved.id} --device-id ${resolved.deviceId})\n`,
+      );
+      return Exit.CONFIG;
+    }
+    const bot: Identity = { kind: 'bot', id: resolved.id };
+    identity = bot;
+    const access = await withDeadline(rt, DEADLINE_MS, 'botlink token', (r, signal) =>
+      r.tokensFor(bot).current({ failFast: true, minLeftMs: MIN_LEFT_MS, signal }),
+    );
+    if (!values.json) {
+      process.stdout.write(`${access}\n`);
+      return Exit.OK;
+    }
+    // The store holds the pair the manager just vouched for (or a newer one the daemon saved since).
+    const stored = rt.store.peekPair();
+    const same = stored && stored.identity.kind === 'bot' && stored.identity.id === bot.id && stored.identity.baseUrl === config.baseUrl;
+    if (!same) throw new BotlinkError('ERR_STORE_CHANGED', 'the cached token changed identity while it was read: run botlink token again', 'retry-soon');
+    const { accessToken, accessExpiresAt, refreshToken, refreshExpiresAt } = stored.pair;
+    process.stdout.write(`${JSON.stringify({ accessToken, accessExpiresAt, refreshToken, refreshExpiresAt })}\n`);
+    return Exit.OK;
+  } catch (err) {
+    reportFailure('botlink token', err, config, identity ?? { kind: 'bot', id: config.botId ?? '' });
+    logging.logger.error({ code: err instanceof BotlinkError ? err.code : undefined }, `token failed: ${err instanceof Error ? err.message : String(err)}`);
+    return exitFor(err);
+  } finally {
+    await rt?.close();
+    await logging.flush();
+    logging.close();
+  }
+}
+
+/** Prints the cause and, when one is known, the fix: two lines a technician can act on. */
+export function reportFailure(command: string, err: unknown, config: AgentConfig, identity: Identity): void {
+  const { cause, fix } = explainFailure(err, { ...config, identity });
+  process.stderr.write(`${command}: ${cause}\n${fix ? `  fix: ${fix}\n` : ''}`);
+}
+
+/**
+ * Runs `work` on a view of `rt` whose token managers give up at their first failure or at the
+ * deadline: a command reports the cause at once instead of retrying in the background.
+ */
+export async function withDeadline<T>(
+  rt: AgentRuntime,
+  ms: number,
+  what: string,
+  work: (rt: AgentRuntime, signal: AbortSignal) => Promise<T>,
+): Promise<T> {
+  const abort = new AbortController();
+  const timer = setTimeout(
+    () => abort.abort(new BotlinkError('ERR_DEADLINE', `${what}: no token within ${ms / 1000} s`, 'retry-backoff')),
+    ms,
+  );
+  const failing: AgentRuntime = {
+    ...rt,
+    tokensFor(identity, onChange) {
+      const manager = rt.tokensFor(identity, () => {
+        onChange?.();
+        if (manager.snapshot().lastError) abort.abort();
+      });
+      return manager;
+    },
+  };
+  try {
+    return await work(failing, abort.signal);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The configured log file at the configured level; never stdout, which carries the command's output. */
+export function openCommandLog(config: AgentConfig, command: string): BotlinkLogger {
+  const silent = { logger: pino({ level: 'silent' }), reopen() {}, flush: () => Promise.resolve(), close() {} };
+  // '-' means stdout for the daemon (journald); a command's stdout is its answer, so it logs nowhere.
+  if (config.logFile === '-') return silent;
+  try {
+    const logging = createLogger({ file: config.logFile, level: config.logLevel, name: 'botlink' });
+    return { ...logging, logger: logging.logger.child({ command }) };
+  } catch (err) {
+    process.stderr.write(`botlink ${command}: not logging: ${err instanceof Error ? err.message : String(err)}\n`);
+    return silent;
+  }
+}

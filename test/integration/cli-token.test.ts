@@ -1,0 +1,105 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
+import { DAEMON_SECRET, DeviceDir, runCli, startDaemon } from '../helpers/daemon-proc.js';
+import { connectWs } from '../helpers/service-client.js';
+
+const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: DAEMON_SECRET, vendors: [{ vendorId: 'V1', bots: ['bot-1'] }] }] };
+const cleanups: (() => Promise<unknown> | void)[] = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!();
+});
+
+async function service(): Promise<ReferenceService> {
+  const svc = await createReferenceService({ seed: SEED });
+  cleanups.push(() => svc.close());
+  return svc;
+}
+
+function device(url: string, config: Record<string, unknown> = { botId: 'bot-1' }, secret?: string): DeviceDir {
+  const d = new DeviceDir({ baseUrl: url, ...config }, secret);
+  cleanups.push(() => d.remove());
+  return d;
+}
+
+describe('botlink token', () => {
+  it('prints a token the service accepts, reuses it on the next call, and shows the refresh token only with --json', async () => {
+    const svc = await service();
+    const d = device(svc.url);
+    const first = await runCli(['token', '--config', d.configFile]);
+    expect(first.code).toBe(0);
+    expect(first.stdout).toMatch(/^\S+\n$/);
+    const access = first.stdout.trim();
+    const ws = await connectWs(svc.wsUrl, 'bot-1', access);
+    expect(ws.ok).toBe(true);
+    if (ws.ok) ws.ws.close();
+
+    const second = await runCli(['token', '--config', d.configFile]);
+    expect(second).toMatchObject({ code: 0, stdout: first.stdout });
+    expect(svc.stats.getToken.total).toBe(1);
+
+    const json = await runCli(['token', '--config', d.configFile, '--json']);
+    expect(json.code).toBe(0);
+    const doc = JSON.parse(json.stdout) as Record<string, unknown>;
+    expect(Object.keys(doc).sort()).toEqual(['accessExpiresAt', 'accessToken', 'refreshExpiresAt', 'refreshToken']);
+    expect(doc.accessToken).toBe(access);
+    expect(doc.accessExpiresAt).toBeGreaterThan(Date.now());
+    expect(first.stdout + second.stdout).not.toContain(String(doc.refreshToken));
+    const log = d.log();
+    expect(log).toContain('"command":"token"');
+    for (const secret of [access, String(doc.refreshToken), DAEMON_SECRET]) expect(log).not.toContain(secret);
+  });
+
+  it('exits 78 with the secret-key fix when the secret is wrong', async () => {
+    const svc = await service();
+    const d = device(svc.url, { botId: 'bot-1' }, 'not-the-secret');
+    const run = await runCli(['token', '--config', d.configFile]);
+    expect(run.code).toBe(78);
+    expect(run.stdout).toBe('');
+    expect(run.stderr).toMatch(/1005/);
+    expect(run.stderr).toMatch(/fix: .*secret-key/);
+  });
+
+  it('exits 69 at once, naming baseUrl, when the service is down', async () => {
+    const svc = await service();
+    await svc.close();
+    const d = device(svc.url);
+    const started = performance.now();
+    const run = await runCli(['token', '--config', d.configFile]);
+    expect(run.code).toBe(69);
+    expect(performance.now() - started).toBeLessThan(10_000);
+    expect(run.stderr).toContain(`cannot reach baseUrl ${svc.url}`);
+  });
+
+  it('asks a vendor-only device to run botlink provision first (exit 78)', async () => {
+    const svc = await service();
+    const d = device(svc.url, { vendorId: 'V1', deviceId: 'SN-7' });
+    const run = await runCli(['token', '--config', d.configFile]);
+    expect(run.code).toBe(78);
+    expect(run.stderr).toContain('run botlink provision first');
+    expect(svc.stats.getToken.total).toBe(0);
+  });
+
+  it('uses the running daemon\'s token instead of signing again', async () => {
+    const svc = await service();
+    const d = device(svc.url);
+    const daemon = startDaemon(d);
+    cleanups.push(() => daemon.stop('SIGKILL'));
+    await d.waitForLink('connected');
+    const refreshed = svc.stats.refreshToken.ok;
+    const run = await runCli(['token', '--config', d.configFile]);
+    expect(run.code).toBe(0);
+    expect(svc.stats.getToken.total).toBe(1);
+    expect(svc.stats.refreshToken.ok).toBe(refreshed);
+    const ws = await connectWs(svc.wsUrl, 'bot-1', run.stdout.trim());
+    expect(ws.ok).toBe(true);
+    if (ws.ok) ws.ws.close();
+  });
+
+  it('prints its usage with --help and exits 64 on an unknown flag', async () => {
+    const help = await runCli(['token', '--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain('usage: botlink token');
+    const bad = await runCli(['token', '--refresh']);
+    expect(bad.code).toBe(64);
+  });
+});
