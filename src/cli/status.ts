@@ -1,0 +1,167 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { systemClock } from '../agent/clock.js';
+import type { AgentConfig } from '../agent/config.js';
+import { runningDaemon } from '../agent/instance.js';
+import type { LinkState } from '../agent/link.js';
+import { resolveIdentity } from '../agent/provisioning.js';
+import { openRuntime } from '../agent/runtime.js';
+import { readStatusFile, type StatusDoc } from '../agent/status.js';
+import { checkTimeSync, type TimeSyncResult } from '../agent/timesync.js';
+import { BUILD_TIME_MS } from '../version.js';
+import { exitFor, loadCommandConfig, parseFlags } from './common.js';
+import { Exit } from './exit.js';
+import { formatAgo, formatDuration, formatLeft, formatOffset, formatTime } from './format.js';
+
+const USAGE = `usage: botlink status [--config FILE] [--json]
+
+What the agent holds and whether the daemon runs: the daemon's status.json while it runs,
+else the token database. Needs no network and changes nothing.
+
+  --config FILE  agent configuration (default: $BOTLINK_CONFIG, else /etc/botlink/config.json)
+  --json         one JSON object for scripts (status.json's shape plus "daemon" and "source")`;
+
+/** status.json's shape (DESIGN §3.4), with nulls where a stopped daemon leaves nothing to say. */
+export interface StatusReport {
+  pid: number | null;
+  updatedAt: number;
+  identity: { kind: 'bot' | 'vendor'; id: string; provisioned?: boolean };
+  clock: { trusted: boolean; source: string; offsetMs: number | null; verdict?: string };
+  token: { accessExpiresAt: number | null; refreshExpiresAt: number | null; lastError?: string | null };
+  link: { state: LinkState; since: number | null; reconnects: number; lastError: string | null };
+  daemon: { running: boolean; pid: number | null; lastStatus?: { pid: number; updatedAt: number; linkState: LinkState } };
+  /** Where the facts came from: the live daemon's status.json, or the token database. */
+  source: 'status-file' | 'database';
+}
+
+/** `botlink status`: a short summary, or `--json`; never a token in either. */
+export async function status(argv: string[]): Promise<number> {
+  const { values } = parseFlags(argv, { config: { type: 'string' }, json: { type: 'boolean' } }, USAGE);
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return Exit.OK;
+  }
+  const config = loadCommandConfig(values.config);
+  if (typeof config === 'number') return config;
+  let report: StatusReport;
+  try {
+    report = await gather(config);
+  } catch (err) {
+    process.stderr.write(`botlink status: ${err instanceof Error ? err.message : String(err)}\n`);
+    return exitFor(err);
+  }
+  process.stdout.write(values.json ? `${JSON.stringify(report)}\n` : summary(report, Date.now()));
+  return Exit.OK;
+}
+
+async function gather(config: AgentConfig): Promise<StatusReport> {
+  const fromConfig = { kind: config.botId ? 'bot' : 'vendor', id: config.botId ?? config.vendorId ?? '' } as const;
+  // No database means no daemon ever ran here; opening the store would create one.
+  if (!existsSync(join(config.stateDir, 'botlink.db'))) {
+    const verdict = await checkTimeSync({ clock: systemClock, floorMs: () => BUILD_TIME_MS });
+    return fromDatabase(fromConfig, verdict, undefined, undefined, undefined);
+  }
+  const rt = openRuntime(config, { log: pino({ level: 'silent' }) });
+  try {
+    const daemon = runningDaemon(rt.store);
+    const doc = readStatusFile(config.runtimeDir);
+    // A status.json is live only when the daemon that holds the instance lock wrote it.
+    if (daemon && doc && doc.pid === daemon.pid) {
+      return { ...doc, link: { ...doc.link }, daemon: { running: true, pid: daemon.pid }, source: 'status-file' };
+    }
+    let identity: StatusReport['identity'] = fromConfig;
+    try {
+      const resolved = resolveIdentity(rt);
+      identity = resolved.kind === 'bot' ? { kind: 'bot', id: resolved.id, provisioned: resolved.provisioned } : { kind: 'vendor', id: resolved.id };
+    } catch {
+      // No deviceId and no board serial: the config's identity is all there is to show.
+    }
+    const cached = rt.store.peekPair();
+    const pair =
+      cached && cached.identity.kind === identity.kind && cached.identity.id === identity.id &&
+      cached.identity.baseUrl === config.baseUrl && cached.identity.accessKeyId === config.accessKeyId
+        ? cached.pair
+        : undefined;
+    return fromDatabase(identity, await rt.checkTimeSync(), pair, daemon?.pid, daemon ? undefined : doc);
+  } finally {
+    await rt.close();
+  }
+}
+
+function fromDatabase(
+  identity: StatusReport['identity'],
+  verdict: TimeSyncResult,
+  pair: { accessExpiresAt: number; refreshExpiresAt: number } | undefined,
+  daemonPid: number | undefined,
+  stale: StatusDoc | undefined,
+): StatusReport {
+  const running = daemonPid !== undefined;
+  const cleanStop = stale?.link.state === 'stopped';
+  return {
+    pid: daemonPid ?? null,
+    updatedAt: Date.now(),
+    identity,
+    clock: { trusted: verdict.verdict === 'synced', source: verdict.source, offsetMs: null, verdict: verdict.verdict },
+    token: { accessExpiresAt: pair?.accessExpiresAt ?? null, refreshExpiresAt: pair?.refreshExpiresAt ?? null, lastError: stale?.token.lastError ?? null },
+    link: {
+      // A daemon without a status.json of its own is still starting.
+      state: running ? 'connecting' : 'stopped',
+      since: cleanStop ? stale.link.since : null,
+      reconnects: stale?.link.reconnects ?? 0,
+      lastError: stale?.link.lastError ?? null,
+    },
+    daemon: {
+      running,
+      pid: daemonPid ?? null,
+      ...(stale && { lastStatus: { pid: stale.pid, updatedAt: stale.updatedAt, linkState: stale.link.state } }),
+    },
+    source: 'database',
+  };
+}
+
+function summary(r: StatusReport, wallNow: number): string {
+  // Expiries are on the server's clock: compare them with our best estimate of it.
+  const now = wallNow + (r.clock.offsetMs ?? 0);
+  const rows: [string, string][] = [
+    ['identity', `${r.identity.kind} ${r.identity.id}${identityNote(r)}`],
+    ['daemon', daemonLine(r, wallNow)],
+    ['clock', clockLine(r)],
+    ['access', r.token.accessExpiresAt === null ? 'no token cached' : `${formatLeft(r.token.accessExpiresAt, now)} (until ${formatTime(r.token.accessExpiresAt)})`],
+    ['refresh', r.token.refreshExpiresAt === null ? 'no token cached' : `${formatLeft(r.token.refreshExpiresAt, now)} (until ${formatTime(r.token.refreshExpiresAt)})`],
+    ['link', linkLine(r, wallNow)],
+    ['last error', [r.token.lastError && `token: ${r.token.lastError}`, r.link.lastError && `link: ${r.link.lastError}`].filter(Boolean).join('; ') || 'none'],
+  ];
+  return rows.map(([k, v]) => `${`${k}:`.padEnd(12)}${v}\n`).join('');
+}
+
+function identityNote(r: StatusReport): string {
+  if (r.identity.kind === 'vendor') return ' (no botId yet: the daemon registers this device, or run botlink provision)';
+  return r.identity.provisioned ? ' (provisioned)' : '';
+}
+
+function daemonLine(r: StatusReport, wallNow: number): string {
+  if (r.daemon.running) {
+    return `running (pid ${r.daemon.pid})${r.source === 'status-file' ? `, status updated ${formatAgo(wallNow - r.updatedAt)}` : ', starting'}`;
+  }
+  const last = r.daemon.lastStatus;
+  if (!last) return 'not running';
+  const how = last.linkState === 'stopped' ? 'it stopped cleanly' : `link ${last.linkState}: it did not stop cleanly, killed or crashed`;
+  return `not running (last status from pid ${last.pid} ${formatAgo(wallNow - last.updatedAt)}, ${how})`;
+}
+
+function clockLine(r: StatusReport): string {
+  const { verdict = r.clock.trusted ? 'synced' : 'unknown', source, offsetMs } = r.clock;
+  const from = source === 'none' ? 'no time source' : `source ${source}`;
+  const offset = offsetMs === null ? 'offset to the service not measured' : `${formatOffset(offsetMs)} from the service`;
+  const trust = r.clock.trusted
+    ? 'trusted for signing'
+    : r.source === 'status-file' ? 'no server time sample yet (the daemon takes one before it signs)' : 'not trusted: the daemon signs with the service\'s time';
+  return `${verdict} (${from}), ${offset}, ${trust}`;
+}
+
+function linkLine(r: StatusReport, wallNow: number): string {
+  const since = r.link.since === null ? '' : ` since ${formatTime(r.link.since)} (for ${formatDuration(wallNow - r.link.since)})`;
+  const reconnects = `${r.link.reconnects} reconnect${r.link.reconnects === 1 ? '' : 's'}`;
+  return `${r.link.state}${since}, ${reconnects}`;
+}

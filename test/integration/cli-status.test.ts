@@ -1,0 +1,140 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { StatusReport } from '../../src/cli/status.js';
+import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
+import { DAEMON_SECRET, DeviceDir, runCli, startDaemon, type DaemonProc } from '../helpers/daemon-proc.js';
+
+const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: DAEMON_SECRET, vendors: [{ vendorId: 'V1', bots: ['bot-1'] }] }] };
+const cleanups: (() => Promise<unknown> | void)[] = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!();
+});
+
+async function service(): Promise<ReferenceService> {
+  const svc = await createReferenceService({ seed: SEED });
+  cleanups.push(() => svc.close());
+  return svc;
+}
+
+function device(config: Record<string, unknown>): DeviceDir {
+  const d = new DeviceDir(config);
+  cleanups.push(() => d.remove());
+  return d;
+}
+
+function daemon(d: DeviceDir): DaemonProc {
+  const p = startDaemon(d);
+  cleanups.push(() => p.stop('SIGKILL'));
+  return p;
+}
+
+/** `botlink status` in both forms; neither may hold a token. */
+async function status(d: DeviceDir, secrets: string[] = []): Promise<{ human: string; json: StatusReport }> {
+  const human = await runCli(['status', '--config', d.configFile]);
+  const json = await runCli(['status', '--config', d.configFile, '--json']);
+  expect(human.code, human.stderr).toBe(0);
+  expect(json.code, json.stderr).toBe(0);
+  for (const s of [...secrets, DAEMON_SECRET]) expect(human.stdout + json.stdout).not.toContain(s);
+  return { human: human.stdout, json: JSON.parse(json.stdout) as StatusReport };
+}
+
+/** Both tokens, through the command scripts use. */
+async function tokens(d: DeviceDir): Promise<{ accessToken: string; refreshToken: string; accessExpiresAt: number }> {
+  const run = await runCli(['token', '--config', d.configFile, '--json']);
+  expect(run.code, run.stderr).toBe(0);
+  return JSON.parse(run.stdout) as { accessToken: string; refreshToken: string; accessExpiresAt: number };
+}
+
+describe('botlink status', () => {
+  it('reads the live status.json while the daemon runs, and the database after SIGTERM', async () => {
+    const svc = await service();
+    const d = device({ baseUrl: svc.url, botId: 'bot-1' });
+    const p = daemon(d);
+    await d.waitForLink('connected');
+    const t = await tokens(d);
+    const secrets = [t.accessToken, t.refreshToken];
+
+    const live = await status(d, secrets);
+    expect(live.json).toMatchObject({
+      pid: p.child.pid,
+      daemon: { running: true, pid: p.child.pid },
+      source: 'status-file',
+      identity: { kind: 'bot', id: 'bot-1' },
+      token: { accessExpiresAt: t.accessExpiresAt },
+      link: { state: 'connected', reconnects: 0 },
+    });
+    expect(live.human).toMatch(new RegExp(`^daemon: +running \\(pid ${p.child.pid}\\)`, 'm'));
+    expect(live.human).toMatch(/^identity: +bot bot-1/m);
+    expect(live.human).toMatch(/^access: +1h 59m left/m);
+    expect(live.human).toMatch(/^refresh: +6d 23h left/m);
+    expect(live.human).toMatch(/^link: +connected since .*, 0 reconnects/m);
+    expect(live.human).toMatch(/^clock: /m);
+    expect(live.human).toMatch(/^last error: +none/m);
+
+    expect((await p.stop('SIGTERM')).code).toBe(0);
+    const after = await status(d, secrets);
+    expect(after.json).toMatchObject({
+      pid: null,
+      daemon: { running: false, pid: null, lastStatus: { pid: p.child.pid, linkState: 'stopped' } },
+      source: 'database',
+      identity: { kind: 'bot', id: 'bot-1' },
+      token: { accessExpiresAt: t.accessExpiresAt, refreshExpiresAt: expect.any(Number) },
+      link: { state: 'stopped' },
+    });
+    expect(after.human).toMatch(/^daemon: +not running .*stopped cleanly/m);
+    expect(after.human).toMatch(/^access: +1h 59m left/m);
+    // status renews nothing and the cached pair is intact.
+    expect(svc.stats.getToken.total).toBe(1);
+    expect(svc.stats.refreshToken.ok).toBe(0);
+    expect((await tokens(d)).accessToken).toBe(t.accessToken);
+  });
+
+  it('does not report the status.json of a SIGKILLed daemon as live', async () => {
+    const svc = await service();
+    const d = device({ baseUrl: svc.url, botId: 'bot-1' });
+    const p = daemon(d);
+    await d.waitForLink('connected');
+    await p.stop('SIGKILL');
+    expect(d.status()?.link.state).toBe('connected');
+    const { human, json } = await status(d);
+    expect(json).toMatchObject({
+      daemon: { running: false, pid: null, lastStatus: { pid: p.child.pid, linkState: 'connected' } },
+      source: 'database',
+      link: { state: 'stopped' },
+      identity: { kind: 'bot', id: 'bot-1' },
+    });
+    expect(json.token.accessExpiresAt).toBeGreaterThan(Date.now());
+    expect(human).toMatch(/^daemon: +not running .*did not stop cleanly/m);
+    expect(human).not.toMatch(/running \(pid/);
+    expect(human).toMatch(/^link: +stopped/m);
+  });
+
+  it('works before anything ran, without creating the database or touching the network', async () => {
+    const d = device({ baseUrl: 'http://127.0.0.1:9', vendorId: 'V1', deviceId: 'SN-1' });
+    const { human, json } = await status(d);
+    expect(json).toMatchObject({
+      daemon: { running: false, pid: null },
+      identity: { kind: 'vendor', id: 'V1' },
+      token: { accessExpiresAt: null, refreshExpiresAt: null },
+      link: { state: 'stopped', since: null },
+      clock: { offsetMs: null },
+    });
+    expect(json.daemon.lastStatus).toBeUndefined();
+    expect(human).toMatch(/^daemon: +not running$/m);
+    expect(human).toMatch(/^identity: +vendor V1 \(no botId yet/m);
+    expect(human).toMatch(/^access: +no token cached/m);
+    expect(existsSync(join(d.stateDir, 'botlink.db'))).toBe(false);
+  });
+
+  it('exits 78 naming the key when the config is bad, and prints usage with --help', async () => {
+    const d = device({ baseUrl: 'ftp://example.com', botId: 'bot-1' });
+    const run = await runCli(['status', '--config', d.configFile]);
+    expect(run.code).toBe(78);
+    expect(run.stdout).toBe('');
+    expect(run.stderr).toMatch(/configuration error: .*baseUrl/);
+    const help = await runCli(['status', '--help']);
+    expect(help).toMatchObject({ code: 0 });
+    expect(help.stdout).toContain('usage: botlink status [--config FILE] [--json]');
+  });
+});
