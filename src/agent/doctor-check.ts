@@ -1,0 +1,77 @@
+import type { Clock } from './clock.js';
+import type { AgentConfig } from './config.js';
+import type { ResolvedIdentity } from './provisioning.js';
+import type { AgentRuntime } from './runtime.js';
+import type { SecretFileError } from './secret.js';
+import type { TimeSyncResult } from './timesync.js';
+
+/** One check's answer; a skip (an earlier check failed) does not count as passing. */
+export interface Outcome {
+  status: 'ok' | 'fail' | 'skip';
+  detail: string;
+  /** What to do, for a failure. */
+  fix?: string;
+}
+
+export interface CheckResult extends Outcome {
+  name: string;
+}
+
+/** What the checks learn and hand on to later ones. */
+export interface DoctorContext {
+  readonly configFile: string | undefined;
+  readonly env: NodeJS.ProcessEnv;
+  readonly clock: Clock;
+  readonly timeoutMs: number;
+  config?: AgentConfig;
+  secretError?: SecretFileError;
+  rt?: AgentRuntime;
+  /** Warnings the token store logged while opening (a corrupt file moved aside). */
+  storeTrouble: string[];
+  dbModeBefore?: number;
+  verdict?: TimeSyncResult;
+  reachable?: boolean;
+  identity?: ResolvedIdentity;
+  /** Held in memory for the WebSocket check only; never stored or printed. */
+  token?: string;
+}
+
+export type Need = 'config' | 'runtime' | 'service';
+
+/** Why a check that needs this cannot run, or undefined when it can. */
+export const UNMET: Readonly<Record<Need, (ctx: DoctorContext) => string | undefined>> = {
+  config: (ctx) => (ctx.config ? undefined : 'needs a usable configuration (see above)'),
+  runtime: (ctx) => (ctx.rt ? undefined : 'needs the token store in the state dir (see above)'),
+  service: (ctx) => (ctx.reachable === false ? 'the service cannot be reached (see above)' : undefined),
+};
+
+export interface Check {
+  name: string;
+  needs: readonly Need[];
+  run(ctx: DoctorContext, signal: AbortSignal): Outcome | Promise<Outcome>;
+}
+
+export const ok = (detail: string): Outcome => ({ status: 'ok', detail });
+export const fail = (detail: string, fix: string): Outcome => ({ status: 'fail', detail, fix });
+export const skip = (detail: string): Outcome => ({ status: 'skip', detail });
+
+/** Splits a botlink error message, written as "what went wrong: what to do", into the two. */
+export function splitFix(message: string): { detail: string; fix: string } {
+  for (const sep of [' — ', '. Fix: ']) {
+    const at = message.lastIndexOf(sep);
+    if (at > 0) return { detail: message.slice(0, at), fix: message.slice(at + sep.length) };
+  }
+  const at = Math.max(message.lastIndexOf('; '), message.lastIndexOf(': '));
+  return at > 0 ? { detail: message.slice(0, at), fix: message.slice(at + 2) } : { detail: message, fix: 'act on the message' };
+}
+
+export function failWith(message: string): Outcome {
+  const { detail, fix } = splitFix(message);
+  return fail(detail, fix);
+}
+
+export function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+export const octal = (mode: number): string => (mode & 0o777).toString(8).padStart(4, '0');

@@ -1,0 +1,143 @@
+import { join } from 'node:path';
+import { describeCode } from '../protocol/codes.js';
+import { CloudError } from './api.js';
+import type { AgentConfig } from './config.js';
+import { fail, failWith, messageOf, ok, skip, splitFix, UNMET, type Check, type Outcome } from './doctor-check.js';
+import { checkDns, checkTcp, checkTls, checkWsHandshake } from './doctor-net.js';
+import { runningDaemon } from './instance.js';
+import { resolveIdentity, type ResolvedIdentity } from './provisioning.js';
+import { chooseSigningTime, MAX_WALL_DISAGREEMENT_MS } from './signingtime.js';
+import { readStatusFile, STATUS_FILE, type StatusDoc } from './status.js';
+
+const NO_TIME_FIX = 'enable NTP (timedatectl set-ntp true) or make the token service reachable: either gives the agent a time to sign with';
+
+function formatOffset(ms: number): string {
+  const abs = Math.abs(ms);
+  const size = abs < 10_000 ? `${Math.round(abs)} ms` : `${(abs / 1000).toFixed(1)} s`;
+  return `${size} ${ms >= 0 ? 'ahead of' : 'behind'}`;
+}
+
+/** The daemon's own link, from status.json: a second socket for its botId would displace it. */
+function daemonLink(pid: number, status: StatusDoc | undefined, config: AgentConfig): Outcome {
+  const why = 'no second socket opened: it would displace the daemon';
+  if (status?.pid !== pid) {
+    const found = status ? `is from pid ${status.pid}` : 'is missing or unreadable';
+    return fail(`daemon pid ${pid} runs but ${join(config.runtimeDir, STATUS_FILE)} ${found} (${why})`,
+      `check that the daemon uses runtimeDir ${config.runtimeDir}`);
+  }
+  const { state, since, lastError } = status.link;
+  const when = new Date(since).toISOString();
+  if (state === 'connected') return ok(`daemon pid ${pid} is connected since ${when} (${why})`);
+  const fix = lastError?.includes(' — ') ? splitFix(lastError).fix : `see botlink status and the log ${config.logFile}`;
+  return fail(`daemon pid ${pid}: link ${state} since ${when}${lastError ? `: ${lastError}` : ''} (${why})`, fix);
+}
+
+export const clockCheck: Check = {
+  name: 'clock',
+  needs: ['runtime'],
+  async run(ctx) {
+    const rt = ctx.rt!;
+    const v = await rt.checkTimeSync();
+    ctx.verdict = v;
+    const said = v.source === 'none' ? `${v.verdict}: ${v.detail}` : `${v.verdict} (${v.source}): ${v.detail}`;
+    if (v.verdict === 'synced') return ok(said);
+    // DESIGN §4: a clock that is not synced is fine while the service's Date header can stand in for it.
+    const why = await rt.api.sampleServerTime().then(() => '', (err: unknown) => ` (${messageOf(err)})`);
+    if (rt.serverTime.now() === undefined) return fail(`${said}; and no server time can be had${why}`, NO_TIME_FIX);
+    return ok(`${said}; the agent signs with the service's time instead (±${Math.round(rt.serverTime.errorMs()!)} ms)`);
+  },
+};
+
+export const dnsCheck: Check = {
+  name: 'dns',
+  needs: ['config'],
+  async run(ctx) {
+    const outcome = await checkDns(new URL(ctx.config!.baseUrl));
+    if (outcome.status !== 'ok') ctx.reachable = false;
+    return outcome;
+  },
+};
+
+export const tcpCheck: Check = {
+  name: 'tcp',
+  needs: ['config', 'service'],
+  async run(ctx, signal) {
+    const outcome = await checkTcp(new URL(ctx.config!.baseUrl), signal, ctx.clock);
+    ctx.reachable = outcome.status === 'ok';
+    return outcome;
+  },
+};
+
+export const tlsCheck: Check = {
+  name: 'tls',
+  needs: ['config', 'service'],
+  run: (ctx, signal) => checkTls(new URL(ctx.config!.baseUrl), signal, ctx.clock),
+};
+
+export const serverTimeCheck: Check = {
+  name: 'server time',
+  needs: ['runtime', 'service'],
+  async run(ctx) {
+    const rt = ctx.rt!;
+    try {
+      await rt.api.sampleServerTime();
+    } catch (err) {
+      return failWith(messageOf(err));
+    }
+    const offset = rt.serverTime.offsetMs();
+    if (offset === undefined) return fail('no usable Date header in the answer', 'check that baseUrl points at the token service (a proxy may drop Date)');
+    const said = `the service clock is ${formatOffset(offset)} the local clock (±${Math.round(rt.serverTime.errorMs()!)} ms)`;
+    if (Math.abs(offset) <= MAX_WALL_DISAGREEMENT_MS) return ok(said);
+    if (ctx.verdict?.verdict === 'synced') {
+      return fail(`${said}, yet ${ctx.verdict.source} says the clock is synced`,
+        'NTP follows a wrong time: check its servers (timedatectl timesync-status, chronyc sources); meanwhile the agent signs with the service time');
+    }
+    return ok(`${said}; the clock is not synced, so the agent signs with the service's time`);
+  },
+};
+
+export const getTokenCheck: Check = {
+  name: 'getToken',
+  needs: ['runtime', 'service'],
+  async run(ctx) {
+    const rt = ctx.rt!;
+    let identity: ResolvedIdentity;
+    try {
+      identity = resolveIdentity(rt);
+    } catch (err) {
+      return failWith(messageOf(err));
+    }
+    ctx.identity = identity;
+    const at = chooseSigningTime(ctx.verdict ?? (await rt.checkTimeSync()), rt.serverTime, rt.clock);
+    if (!at.ok) return fail(at.reason, NO_TIME_FIX);
+    const who = `${identity.kind} ${identity.id}`;
+    try {
+      // Straight through the client: the token is not stored, so the daemon's cache stays as it was.
+      const answer = await rt.api.getToken({ kind: identity.kind, id: identity.id }, at.ms);
+      ctx.token = answer.accessToken;
+      const signedWith = at.source === 'wall' ? 'the local clock' : "the service's time";
+      const unprovisioned = identity.kind === 'vendor' ? `; no botId yet for device ${identity.deviceId}: the daemon registers it on start` : '';
+      return ok(`${who}: token issued, valid ${answer.expireIn} s, signed with ${signedWith}${unprovisioned}`);
+    } catch (err) {
+      if (err instanceof CloudError && err.serviceCode !== undefined) {
+        const info = describeCode(err.serviceCode);
+        return fail(`${who}: refused with code ${err.serviceCode} (${info.msg})`, info.fix);
+      }
+      return failWith(`${who}: ${messageOf(err)}`);
+    }
+  },
+};
+
+export const websocketCheck: Check = {
+  name: 'websocket',
+  needs: ['runtime'],
+  run(ctx, signal) {
+    const config = ctx.config!;
+    const daemon = runningDaemon(ctx.rt!.store);
+    if (daemon) return daemonLink(daemon.pid, readStatusFile(config.runtimeDir), config);
+    if (ctx.reachable === false) return skip(UNMET.service(ctx)!);
+    if (ctx.identity?.kind === 'vendor') return skip('no botId yet: run botlink provision, or start the daemon, which provisions itself');
+    if (!ctx.identity || !ctx.token) return skip('needs a token (see getToken)');
+    return checkWsHandshake(config.wsUrl, ctx.identity.id, ctx.token, signal, ctx.clock);
+  },
+};

@@ -1,0 +1,126 @@
+import { mkdirSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { ConfigError, describeSource, loadConfig } from './config.js';
+import { fail, failWith, messageOf, octal, ok, skip, UNMET, type Check, type Outcome } from './doctor-check.js';
+import { openRuntime } from './runtime.js';
+import { SecretFileError } from './secret.js';
+
+/** Creates the directory as the agent would, then proves it writable with a file created and removed. */
+function probeDir(key: 'stateDir' | 'runtimeDir', dir: string, mode: number): Outcome | undefined {
+  try {
+    mkdirSync(dir, { recursive: true, mode });
+    const probe = join(dir, `.doctor-${process.pid}`);
+    writeFileSync(probe, '', { flag: 'wx', mode: 0o600 });
+    unlinkSync(probe);
+    return undefined;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? messageOf(err);
+    const fixes: Record<string, string> = {
+      EACCES: `run doctor as the user botlink runs as (or root), and make ${dir} owned by that user (chmod ${octal(mode)})`,
+      EROFS: `the file system is read-only: choose a writable ${key}`,
+      ENOSPC: 'the disk is full: free some space',
+      ENOTDIR: `a file is in the way: ${key} must be a directory`,
+    };
+    const known = code === 'EPERM' ? 'EACCES' : code === 'EEXIST' ? 'ENOTDIR' : code;
+    return fail(`${dir}: ${code}`, fixes[known] ?? `choose a writable directory for ${key}`);
+  }
+}
+
+function modeOf(path: string): number | undefined {
+  try {
+    return statSync(path).mode & 0o777;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A logger that keeps the store's warnings, so the database check can report a corrupt file moved aside. */
+function troubleLog(into: string[]) {
+  return pino({ level: 'warn', base: null, timestamp: false }, {
+    write(line: string) {
+      const entry = JSON.parse(line) as { msg?: string; movedTo?: string };
+      into.push(`${entry.msg ?? 'token store warning'}${entry.movedTo ? ` (to ${entry.movedTo})` : ''}`);
+    },
+  });
+}
+
+export const configCheck: Check = {
+  name: 'config',
+  needs: [],
+  run(ctx) {
+    try {
+      ctx.config = loadConfig({ ...(ctx.configFile !== undefined && { file: ctx.configFile }), env: ctx.env });
+      return ok(describeSource(ctx.config.source));
+    } catch (err) {
+      // loadConfig reads the secret last, so a secret error means every setting passed.
+      if (err instanceof ConfigError && err.cause instanceof SecretFileError) {
+        ctx.secretError = err.cause;
+        return ok('settings valid; the secret key file is not (see next line)');
+      }
+      if (err instanceof ConfigError) return failWith(err.message);
+      throw err;
+    }
+  },
+};
+
+export const secretFileCheck: Check = {
+  name: 'secret file',
+  needs: [],
+  run(ctx) {
+    if (ctx.secretError) return failWith(ctx.secretError.message);
+    if (!ctx.config) return skip(UNMET.config(ctx)!);
+    const st = statSync(ctx.config.secretKeyFile);
+    return ok(`${ctx.config.secretKeyFile} (mode ${octal(st.mode)}, owner uid ${st.uid})`);
+  },
+};
+
+export const stateDirCheck: Check = {
+  name: 'state dir',
+  needs: ['config'],
+  run(ctx) {
+    const config = ctx.config!;
+    const problem = probeDir('stateDir', config.stateDir, 0o700);
+    if (problem) return problem;
+    // Opening the store resets the mode to 0600: look before, for the database check.
+    ctx.dbModeBefore = modeOf(join(config.stateDir, 'botlink.db'));
+    try {
+      const quick = { ...config, httpTimeoutMs: Math.min(config.httpTimeoutMs, ctx.timeoutMs) };
+      ctx.rt = openRuntime(quick, { log: troubleLog(ctx.storeTrouble), clock: ctx.clock });
+    } catch (err) {
+      return failWith(messageOf(err));
+    }
+    return ok(`${config.stateDir} is writable; token store opened`);
+  },
+};
+
+export const runtimeDirCheck: Check = {
+  name: 'runtime dir',
+  needs: ['config'],
+  run(ctx) {
+    const dir = ctx.config!.runtimeDir;
+    return probeDir('runtimeDir', dir, 0o755) ?? ok(`${dir} is writable`);
+  },
+};
+
+export const databaseCheck: Check = {
+  name: 'database',
+  needs: ['runtime'],
+  run(ctx) {
+    const store = ctx.rt!.store;
+    if (ctx.storeTrouble.length > 0) {
+      return fail(ctx.storeTrouble.join('; '), 'check the storage (dmesg, SD card wear); the agent signs again with an empty cache');
+    }
+    const integrity = store.integrityCheck();
+    if (integrity !== 'ok') {
+      return fail(`${store.path}: integrity_check: ${integrity.split('\n')[0]}`,
+        `stop botlink and move ${store.path} aside; the agent then starts with an empty cache and signs again`);
+    }
+    const before = ctx.dbModeBefore;
+    if (before !== undefined && before !== 0o600) {
+      return fail(`${store.path} had mode ${octal(before)} (reset to 0600 on open)`,
+        'find what loosened it (a copy or restore without modes); the tokens in it were readable by others');
+    }
+    return ok(`${store.path}: integrity ok, mode ${octal(statSync(store.path).mode)}`);
+  },
+};
