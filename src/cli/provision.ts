@@ -1,0 +1,147 @@
+import { ConfigError, loadConfig, type AgentConfig } from '../agent/config.js';
+import { runningDaemon } from '../agent/instance.js';
+import { provision as register, resolveIdentity, type ProvisionRequest } from '../agent/provisioning.js';
+import { openRuntime, type AgentRuntime } from '../agent/runtime.js';
+import { readStatusFile } from '../agent/status.js';
+import { DEVICE_TYPES, type DeviceType } from '../protocol/wire.js';
+import { exitFor, loadCommandConfig, parseFlags } from './common.js';
+import { Exit, UsageError } from './exit.js';
+import { openCommandLog, reportFailure, withDeadline } from './token.js';
+
+const USAGE = `usage: botlink provision --vendor-id ID --device-id SN [--app-id ID] [--type T] [--name N] [--force] [--config FILE]
+
+Registers this device under a vendor and stores its botId; the last line is "botId: <id>".
+Idempotent: a device already provisioned is not registered again unless --force is given.
+
+  --vendor-id ID   vendor to register under (required)
+  --device-id SN   this device's serial (required)
+  --app-id ID      application id (default: empty)
+  --type T         ${DEVICE_TYPES.join(' or ')} (default: PHYSICAL_ROBOT)
+  --name N         display name (default: the device id)
+  --force          register again even when a botId is stored
+  --config FILE    agent configuration (default: $BOTLINK_CONFIG, else /etc/botlink/config.json)`;
+
+/** Vendor token plus one registration; generous, but a field command must end. */
+const DEADLINE_MS = 60_000;
+
+const FLAGS = {
+  'vendor-id': { type: 'string' },
+  'device-id': { type: 'string' },
+  'app-id': { type: 'string' },
+  type: { type: 'string' },
+  name: { type: 'string' },
+  force: { type: 'boolean' },
+  config: { type: 'string' },
+} as const;
+
+/** `botlink provision`: each step on its own line, then the botId; failures name the cause and the fix. */
+export async function provision(argv: string[]): Promise<number> {
+  const { values } = parseFlags(argv, FLAGS, USAGE);
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return Exit.OK;
+  }
+  const vendorId = requiredId('vendor-id', values['vendor-id']);
+  const deviceId = requiredId('device-id', values['device-id']);
+  const type = values.type ?? 'PHYSICAL_ROBOT';
+  if (!(DEVICE_TYPES as readonly string[]).includes(type)) throw new UsageError(`--type must be ${DEVICE_TYPES.join(' or ')}, got '${type}'\n${USAGE}`);
+  const loaded = configFor(values.config, vendorId);
+  if (typeof loaded === 'number') return loaded;
+  const { config, injected } = loaded;
+
+  const logging = openCommandLog(config, 'provision');
+  let rt: AgentRuntime | undefined;
+  try {
+    rt = openRuntime(config, { log: logging.logger });
+    const req: ProvisionRequest = {
+      vendorId,
+      deviceId,
+      type: type as DeviceType,
+      force: values.force ?? false,
+      ...(values['app-id'] !== undefined && { appId: values['app-id'] }),
+      ...(values.name !== undefined && { name: values.name }),
+      onStep: (step, detail) => {
+        process.stdout.write(`${STEP_LABELS[step]}: ${detail}\n`);
+        logging.logger.info({ step }, detail);
+      },
+    };
+    process.stdout.write(`provisioning deviceId ${deviceId} under vendorId ${vendorId} at ${config.baseUrl}\n`);
+    const { botId, already } = await withDeadline(rt, DEADLINE_MS, 'botlink provision', (r, signal) => register(r, { ...req, signal }));
+    if (already) process.stdout.write(`already provisioned: deviceId ${deviceId} under vendorId ${vendorId} (--force registers again)\n`);
+    for (const note of notesAfter(rt, botId, vendorId, deviceId, injected)) process.stdout.write(`note: ${note}\n`);
+    process.stdout.write(`botId: ${botId}\n`);
+    return Exit.OK;
+  } catch (err) {
+    reportFailure('botlink provision', err, config, { kind: 'vendor', id: vendorId });
+    logging.logger.error({ vendorId, deviceId }, `provisioning failed: ${err instanceof Error ? err.message : String(err)}`);
+    return exitFor(err);
+  } finally {
+    await rt?.close();
+    await logging.flush();
+    logging.close();
+  }
+}
+
+const STEP_LABELS: Record<Parameters<NonNullable<ProvisionRequest['onStep']>>[0], string> = {
+  'vendor-token': 'vendor token',
+  register: 'register',
+  stored: 'stored',
+};
+
+/** The same rule the config applies to ids, checked here so the message names the flag. */
+function requiredId(flag: string, value: string | undefined): string {
+  if (value === undefined) throw new UsageError(`--${flag} is required\n${USAGE}`);
+  if (value.length > 256 || !/^[^\s\p{Cc}]+$/u.test(value)) {
+    throw new UsageError(`--${flag} must be 1 to 256 characters without spaces or control characters\n${USAGE}`);
+  }
+  return value;
+}
+
+/**
+ * The agent config; one naming neither botId nor vendorId is normal before provisioning, so the
+ * vendor from the flag stands in (reported as `injected`) instead of the config being refused.
+ */
+function configFor(file: string | undefined, vendorId: string): { config: AgentConfig; injected: boolean } | number {
+  let injected = false;
+  try {
+    return { config: loadConfig({ ...(file !== undefined && { file }), env: process.env }), injected: false };
+  } catch (err) {
+    if (err instanceof ConfigError && err.key === 'botId' && process.env.BOTLINK_VENDOR_ID === undefined) {
+      process.env.BOTLINK_VENDOR_ID = vendorId;
+      injected = true;
+    }
+  }
+  // Loaded again through the shared helper, which prints any remaining problem and maps it to exit 78.
+  const config = loadCommandConfig(file);
+  return typeof config === 'number' ? config : { config, injected };
+}
+
+/** What the technician must still do for `botlink run` to use this botId. */
+function notesAfter(rt: AgentRuntime, botId: string, vendorId: string, deviceId: string, injected: boolean): string[] {
+  const notes: string[] = [];
+  const where = rt.config.source.file ?? 'the config';
+  const hint = `set "vendorId": "${vendorId}" and "deviceId": "${deviceId}" (and no "botId") in ${where} so botlink run uses it`;
+  if (injected) {
+    notes.push(`the config names no botId or vendorId: ${hint}`);
+  } else {
+    let uses: string | undefined;
+    try {
+      const daemonWould = resolveIdentity(rt);
+      if (daemonWould.kind === 'vendor') uses = `a registration of its own deviceId ${daemonWould.deviceId}`;
+      else if (daemonWould.id !== botId) uses = `botId ${daemonWould.id}`;
+    } catch (err) {
+      uses = `no identity (${err instanceof Error ? err.message : String(err)})`;
+    }
+    if (uses !== undefined) notes.push(`with this config the daemon uses ${uses}, not ${botId}: ${hint}`);
+  }
+  const daemon = runningDaemon(rt.store);
+  if (daemon) {
+    const doc = readStatusFile(rt.config.runtimeDir);
+    const runsAs = doc?.pid === daemon.pid ? doc.identity : undefined;
+    if (runsAs?.kind !== 'bot' || runsAs.id !== botId) {
+      const as = runsAs ? ` as ${runsAs.kind} ${runsAs.id}` : '';
+      notes.push(`the daemon (pid ${daemon.pid}) runs${as}: restart it (systemctl restart botlink) to use botId ${botId}`);
+    }
+  }
+  return notes;
+}
