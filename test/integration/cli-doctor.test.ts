@@ -1,0 +1,165 @@
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { TokenStore } from '../../src/agent/store.js';
+import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
+import { cleanEnv, DAEMON_SECRET, DeviceDir, runCli, startDaemon, type CliRun } from '../helpers/daemon-proc.js';
+
+const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: DAEMON_SECRET, vendors: [{ vendorId: 'V1', bots: ['bot-1'] }] }] };
+const CHECKS = ['config', 'secret file', 'state dir', 'runtime dir', 'clock', 'dns', 'tcp', 'tls', 'server time', 'getToken', 'websocket', 'database'];
+const cleanups: (() => Promise<unknown> | void)[] = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!();
+});
+
+async function service(): Promise<ReferenceService> {
+  const svc = await createReferenceService({ seed: SEED });
+  cleanups.push(() => svc.close());
+  return svc;
+}
+
+function device(baseUrl: string, config: Record<string, unknown> = { botId: 'bot-1' }, secret?: string): DeviceDir {
+  const d = new DeviceDir({ baseUrl, ...config }, secret);
+  cleanups.push(() => d.remove());
+  return d;
+}
+
+/** Runs doctor and splits its output into the check lines (by name) and the summary. */
+async function doctor(d: DeviceDir, env?: NodeJS.ProcessEnv): Promise<CliRun & { lines: Map<string, string>; summary: string; ms: number }> {
+  const started = performance.now();
+  const run = await runCli(['doctor', '--config', d.configFile], { ...(env && { env }) });
+  const ms = performance.now() - started;
+  const out = run.stdout.trimEnd().split('\n');
+  const lines = new Map(out.slice(0, -1).map((line) => [/^(?:ok|FAIL|skip) +([^:]+):/.exec(line)?.[1] ?? line, line]));
+  // The secret must never be printed, nor any token.
+  expect(run.stdout + run.stderr).not.toContain(DAEMON_SECRET);
+  expect(run.stdout + run.stderr).not.toMatch(/Bearer/i);
+  expect([...lines.keys()]).toEqual(CHECKS);
+  return { ...run, lines, summary: out.at(-1) ?? '', ms };
+}
+
+function line(lines: Map<string, string>, name: string): string {
+  return lines.get(name) ?? '';
+}
+
+/** A port nothing listens on: bound, then released. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+describe('botlink doctor (the built bundle as a child process)', () => {
+  it('passes every check on a good device, with exit 0, and stores no token', async () => {
+    const svc = await service();
+    const d = device(svc.url);
+    const r = await doctor(d);
+    expect(r.code).toBe(0);
+    for (const l of r.lines.values()) expect(l).toMatch(/^ok {4}/);
+    expect(r.summary).toBe('12 checks, 0 failed');
+    expect(line(r.lines, 'getToken')).toMatch(/bot bot-1: token issued/);
+    expect(line(r.lines, 'websocket')).toMatch(/accepted bot bot-1 .*closed with 1000/);
+    expect(line(r.lines, 'tls')).toMatch(/plain http on loopback/);
+    expect(svc.stats.getToken.ok).toBe(1);
+    expect(svc.stats.ws.total).toBe(1);
+    const store = TokenStore.open(d.stateDir);
+    expect(store.peekPair()).toBeUndefined();
+    store.close();
+  });
+
+  it('names secret-key when the signature is refused (1005) and skips the WebSocket', async () => {
+    const svc = await service();
+    const r = await doctor(device(svc.url, { botId: 'bot-1' }, 'not-the-secret'));
+    expect(r.code).toBe(1);
+    expect(line(r.lines, 'getToken')).toMatch(/^FAIL {2}getToken: .*code 1005.* — fix: .*secret-key/);
+    expect(line(r.lines, 'websocket')).toMatch(/^skip {2}/);
+    expect(r.summary).toBe('12 checks, 1 failed, 1 skipped');
+  });
+
+  it('names botlink provision for an unknown botId (1004)', async () => {
+    const svc = await service();
+    const r = await doctor(device(svc.url, { botId: 'bot-unknown' }));
+    expect(r.code).toBe(1);
+    expect(line(r.lines, 'getToken')).toMatch(/^FAIL {2}getToken: .*code 1004.* — fix: .*botlink provision/);
+  });
+
+  it('fails a secret file open to others with chmod 600, exit 78, without printing it', async () => {
+    const svc = await service();
+    const d = device(svc.url);
+    chmodSync(join(d.dir, 'secret-key'), 0o644);
+    const r = await doctor(d);
+    expect(r.code).toBe(78);
+    expect(line(r.lines, 'config')).toMatch(/^ok {4}config: settings valid/);
+    expect(line(r.lines, 'secret file')).toMatch(/^FAIL {2}secret file: .*mode 0644.* — fix: .*chmod 600/);
+    expect([...r.lines.values()].slice(2).every((l) => l.startsWith('skip'))).toBe(true);
+  });
+
+  it('fails TCP fast when nothing listens, and skips the checks that need the service', async () => {
+    const d = device(`http://127.0.0.1:${await closedPort()}`);
+    const r = await doctor(d);
+    expect(r.code).toBe(1);
+    expect(r.ms).toBeLessThan(10_000);
+    expect(line(r.lines, 'dns')).toMatch(/^ok {4}dns: 127\.0\.0\.1 \(IP address\)/);
+    expect(line(r.lines, 'tcp')).toMatch(/^FAIL {2}tcp: .*ECONNREFUSED — fix: /);
+    for (const name of ['tls', 'server time', 'getToken', 'websocket']) expect(line(r.lines, name)).toMatch(/^skip {2}/);
+    // With no time source here, the clock passes only when the service's time can be had.
+    expect(line(r.lines, 'clock')).toMatch(/^(FAIL {2}clock: .*no server time|ok {4}clock: synced)/);
+  });
+
+  it('fails the config on the first line with exit 78 and skips the rest', async () => {
+    const r = await doctor(device('ftp://example.com'));
+    expect(r.code).toBe(78);
+    expect(r.stdout.split('\n')[0]).toMatch(/^FAIL {2}config: "baseUrl" in .* — fix: /);
+    expect([...r.lines.values()].slice(1).every((l) => l.startsWith('skip'))).toBe(true);
+    expect(r.summary).toBe('12 checks, 1 failed, 11 skipped');
+  });
+
+  it('fails the server time check when NTP says synced but the service is 10 min ahead', async () => {
+    const svc = await service();
+    svc.faults.shiftClockMs(10 * 60_000);
+    const d = device(svc.url);
+    // A timedatectl that reports NTPSynchronized=yes: a synced-looking clock that is wrong.
+    const bin = join(d.dir, 'bin');
+    mkdirSync(bin);
+    writeFileSync(join(bin, 'timedatectl'), '#!/bin/sh\necho yes\n', { mode: 0o755 });
+    const r = await doctor(d, cleanEnv({ PATH: `${bin}:${process.env.PATH ?? ''}` }));
+    expect(r.code).toBe(1);
+    expect(line(r.lines, 'clock')).toMatch(/^ok {4}clock: synced/);
+    expect(line(r.lines, 'server time')).toMatch(/^FAIL {2}server time: the service clock is 60\d\.\d s ahead of .* synced — fix: .*NTP/);
+    // The signing time still comes from the service, so the round trip works.
+    expect(line(r.lines, 'getToken')).toMatch(/^ok {4}getToken: .*signed with the service's time/);
+  });
+
+  it("reports a running daemon's link from status.json without displacing it", async () => {
+    const svc = await service();
+    const d = device(svc.url);
+    const daemon = startDaemon(d);
+    cleanups.push(() => daemon.stop('SIGKILL'));
+    await d.waitForLink('connected');
+    const r = await doctor(d);
+    expect(line(r.lines, 'websocket')).toMatch(new RegExp(`^ok {4}websocket: daemon pid ${daemon.child.pid} is connected`));
+    expect(r.code).toBe(0);
+    expect(svc.stats.ws.displaced).toBe(0);
+    expect(svc.stats.ws.total).toBe(1);
+    expect(d.status()?.link.state).toBe('connected');
+  });
+
+  it('fails the database check for a corrupt file (moved aside) and for one open to others', async () => {
+    const svc = await service();
+    const d = device(svc.url);
+    mkdirSync(d.stateDir);
+    writeFileSync(join(d.stateDir, 'botlink.db'), 'not a database at all, just bytes'.repeat(200));
+    const corrupt = await doctor(d);
+    expect(line(corrupt.lines, 'database')).toMatch(/^FAIL {2}database: token database was corrupt.*\(to .*botlink\.db\.corrupt-\d+\) — fix: /);
+    expect(corrupt.code).toBe(1);
+
+    chmodSync(join(d.stateDir, 'botlink.db'), 0o644);
+    const loose = await doctor(d);
+    expect(line(loose.lines, 'database')).toMatch(/^FAIL {2}database: .*had mode 0644/);
+    const again = await doctor(d);
+    expect(line(again.lines, 'database')).toMatch(/^ok {4}database: .*integrity ok, mode 0600/);
+  });
+});
