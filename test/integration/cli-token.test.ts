@@ -49,6 +49,16 @@ describe('botlink token', () => {
     for (const secret of [access, String(doc.refreshToken), DAEMON_SECRET]) expect(log).not.toContain(secret);
   });
 
+  it('hands out the cached token while the service is down', async () => {
+    const svc = await service();
+    const d = device(svc.url);
+    const first = await runCli(['token', '--config', d.configFile]);
+    expect(first.code, first.stderr).toBe(0);
+    await svc.close();
+    const offline = await runCli(['token', '--config', d.configFile]);
+    expect(offline).toMatchObject({ code: 0, stdout: first.stdout });
+  });
+
   it('exits 78 with the secret-key fix when the secret is wrong', async () => {
     const svc = await service();
     const d = device(svc.url, { botId: 'bot-1' }, 'not-the-secret');
