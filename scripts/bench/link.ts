@@ -1,0 +1,142 @@
+// `npm run bench:link`: how fast the agent's WebSocket comes up from a cached token, against a
+// minimal ws client given the same token, and how fast it comes back after a service restart.
+import { join } from 'node:path';
+import type { ReferenceService } from '../../src/service/server.js';
+import {
+  alternate,
+  disconnect,
+  isMain,
+  machineLine,
+  median,
+  ms,
+  nextWsEvent,
+  printTable,
+  sleep,
+  spread,
+  startService,
+  timeToConnected,
+  times,
+  verdict,
+  Workspace,
+  type Device,
+} from './lib.js';
+
+export const BOOT_GOAL = 1.3;
+export const RECONNECT_GOAL_MS = 2500;
+const BOT = 'bot-1';
+
+/** A reference service on a SQLite file and one device whose stateDir holds a valid token pair. */
+export class LinkFixture {
+  readonly ws: Workspace;
+  readonly dbFile: string;
+  svc: ReferenceService;
+  readonly device: Device;
+  /** The access token the agent cached, handed to the baseline client. */
+  readonly token: string;
+
+  private constructor(ws: Workspace, dbFile: string, svc: ReferenceService, device: Device, token: string) {
+    this.ws = ws;
+    this.dbFile = dbFile;
+    this.svc = svc;
+    this.device = device;
+    this.token = token;
+  }
+
+  /** The first boot signs and caches a pair; every later boot starts from it. */
+  static async create(ws: Workspace): Promise<LinkFixture> {
+    const dbFile = join(ws.dir, 'service.db');
+    const svc = await startService(dbFile);
+    const device = ws.device(BOT, svc);
+    const { child } = await timeToConnected(svc, BOT, () => ws.agent(device));
+    await disconnect(svc, BOT, child);
+    return new LinkFixture(ws, dbFile, svc, device, device.cachedToken());
+  }
+
+  async close(): Promise<void> {
+    await this.svc.close();
+  }
+}
+
+/** Boot → connected with a cached token: the agent and the minimal client, alternating. */
+export async function bootCached(fx: LinkFixture, n: number): Promise<{ agent: number[]; floor: number[] }> {
+  const once = (start: () => ReturnType<Workspace['agent']>) => async (): Promise<number> => {
+    const { ms: took, child } = await timeToConnected(fx.svc, BOT, start);
+    await disconnect(fx.svc, BOT, child);
+    return took;
+  };
+  const [agent = [], floor = []] = await alternate(n, [
+    once(() => fx.ws.agent(fx.device)),
+    once(() => fx.ws.client(fx.svc, BOT, fx.token)),
+  ]);
+  return { agent, floor };
+}
+
+/**
+ * A connected agent; the service closes and, `downMs` later, listens again on the same port and
+ * database: milliseconds from that listen until the agent's socket is open again. A fresh agent
+ * per run, so every run starts from the settled backoff of a long-connected device.
+ */
+export async function restartReconnect(fx: LinkFixture, n: number, downMs: number): Promise<number[]> {
+  const samples: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const { child } = await timeToConnected(fx.svc, BOT, () => fx.ws.agent(fx.device));
+    try {
+      await sleep(200);
+      const { port } = fx.svc;
+      await fx.svc.close();
+      if (downMs > 0) await sleep(downMs);
+      fx.svc = await startService(fx.dbFile, port);
+      const listening = performance.now();
+      samples.push((await nextWsEvent(fx.svc, 'ws-open', BOT, 120_000)) - listening);
+    } finally {
+      await disconnect(fx.svc, BOT, child);
+    }
+  }
+  return samples;
+}
+
+async function main(): Promise<void> {
+  const runs = 10;
+  const ws = await Workspace.create('link');
+  const fx = await LinkFixture.create(ws);
+  try {
+    console.log(`botlink link benchmark — ${machineLine()}`);
+    console.log(`loopback reference service; agent = node <bundle> run with logLevel info; medians of ${runs} alternating runs\n`);
+    const boot = await bootCached(fx, runs);
+    const restart = await restartReconnect(fx, runs, 0);
+    const outage = await restartReconnect(fx, runs, 5000);
+    const bootRatio = median(boot.agent) / median(boot.floor);
+    printTable(
+      ['figure', 'botlink', 'baseline', 'ratio', 'goal', 'result', 'IQR/median (agent · baseline)'],
+      [
+        [
+          'boot → connected, cached token vs minimal ws client',
+          ms(median(boot.agent)),
+          ms(median(boot.floor)),
+          times(bootRatio),
+          `≤ ${BOOT_GOAL}×`,
+          verdict(bootRatio <= BOOT_GOAL),
+          `${spread(boot.agent).toFixed(2)} · ${spread(boot.floor).toFixed(2)}`,
+        ],
+        [
+          'service restart → reconnected (from listen)',
+          ms(median(restart)),
+          '—',
+          '—',
+          `≤ ${RECONNECT_GOAL_MS} ms`,
+          verdict(median(restart) <= RECONNECT_GOAL_MS),
+          spread(restart).toFixed(2),
+        ],
+        ['service down 5 s → reconnected (from listen)', ms(median(outage)), '—', '—', 'info', '', spread(outage).toFixed(2)],
+      ],
+    );
+    const list = (xs: number[]): string => xs.map((x) => x.toFixed(0)).join(' ');
+    console.log(`\nsamples (ms): agent ${list(boot.agent)} | client ${list(boot.floor)}`);
+    console.log(`              restart ${list(restart)} | down 5 s ${list(outage)}`);
+  } finally {
+    await fx.close();
+    ws.remove();
+  }
+}
+
+if (isMain('link')) await main();
