@@ -74,6 +74,18 @@ export const MIGRATIONS: readonly string[] = [
    ) STRICT;`,
   // v2: when the current access token was issued (it changes on refresh), so its lifetime is known after a restart.
   `ALTER TABLE token_pair ADD COLUMN access_issued_at INTEGER;`,
+  // v3: one pair per identity kind, so provisioning with a vendor token does not evict the bot's pair.
+  `CREATE TABLE token_pair_v3 (
+     kind TEXT PRIMARY KEY CHECK (kind IN ('bot', 'vendor')),
+     base_url TEXT NOT NULL, access_key_id TEXT NOT NULL, identity_id TEXT NOT NULL,
+     access_token TEXT NOT NULL, access_expires_at INTEGER NOT NULL,
+     refresh_token TEXT NOT NULL, refresh_expires_at INTEGER NOT NULL, issued_at INTEGER NOT NULL,
+     access_issued_at INTEGER
+   ) STRICT;
+   INSERT INTO token_pair_v3 SELECT kind, base_url, access_key_id, identity_id, access_token, access_expires_at,
+     refresh_token, refresh_expires_at, issued_at, access_issued_at FROM token_pair;
+   DROP TABLE token_pair;
+   ALTER TABLE token_pair_v3 RENAME TO token_pair;`,
 ];
 
 /** Brings `db` to the last schema version in one write transaction, so concurrent openers migrate once. */
@@ -108,9 +120,9 @@ function identityArgs(i: StoreIdentity): [string, string, string, string] {
 
 function prepareStatements(db: Database.Database) {
   return {
-    getPair: db.prepare<[], StoreIdentity & TokenPair>(`SELECT ${PAIR_FIELDS} FROM token_pair WHERE slot = 1`),
-    putPair: db.prepare(`INSERT OR REPLACE INTO token_pair (slot, ${PAIR_COLUMNS}) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-    dropOtherPair: db.prepare(`DELETE FROM token_pair WHERE NOT (${SAME_IDENTITY})`),
+    getPair: db.prepare<[string], StoreIdentity & TokenPair>(`SELECT ${PAIR_FIELDS} FROM token_pair WHERE kind = ?`),
+    putPair: db.prepare(`INSERT OR REPLACE INTO token_pair (${PAIR_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    dropOtherPair: db.prepare(`DELETE FROM token_pair WHERE kind = ? AND NOT (${SAME_IDENTITY})`),
     updateAccess: db.prepare(`UPDATE token_pair SET access_token = ?, access_expires_at = ?, access_issued_at = ? WHERE ${SAME_IDENTITY}`),
     clearPair: db.prepare('DELETE FROM token_pair'),
     getBot: db.prepare<string[], string>(
@@ -207,20 +219,20 @@ export class TokenStore {
     for (const suffix of SIDE_FILES.slice(1)) if (existsSync(path + suffix)) chmodSync(path + suffix, 0o600);
   }
 
-  /** The cached pair whatever identity it belongs to, without discarding anything (for status). */
-  peekPair(): { identity: StoreIdentity; pair: TokenPair } | undefined {
-    const row = this.stmt.getPair.get();
+  /** The cached pair of one kind (default: the bot's, else the vendor's), without discarding anything (for status). */
+  peekPair(only?: StoreIdentity['kind']): { identity: StoreIdentity; pair: TokenPair } | undefined {
+    const row = only ? this.stmt.getPair.get(only) : (this.stmt.getPair.get('bot') ?? this.stmt.getPair.get('vendor'));
     if (!row) return undefined;
     const { baseUrl, accessKeyId, kind, id, accessIssuedAt, ...rest } = row;
     const pair: TokenPair = accessIssuedAt == null ? rest : { ...rest, accessIssuedAt };
     return { identity: { baseUrl, accessKeyId, kind, id }, pair };
   }
 
-  /** The pair issued for `identity`; a pair issued for any other identity is deleted. */
+  /** The pair issued for `identity`; a pair of the same kind issued for any other identity is deleted. */
   loadPair(identity: StoreIdentity): TokenPair | undefined {
     // Conditional delete: never removes a pair another process just saved for the right identity.
-    if (this.stmt.dropOtherPair.run(...identityArgs(identity)).changes > 0) return undefined;
-    return this.peekPair()?.pair;
+    if (this.stmt.dropOtherPair.run(identity.kind, ...identityArgs(identity)).changes > 0) return undefined;
+    return this.peekPair(identity.kind)?.pair;
   }
 
   /** Replaces the pair in one statement, hence one transaction: a crash leaves the old pair or the new. */

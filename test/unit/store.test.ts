@@ -87,6 +87,19 @@ describe('TokenStore data', () => {
     expect(store.peekPair()).toBeUndefined();
   });
 
+  it('keeps a vendor pair beside the bot pair: provisioning does not evict the bot token', () => {
+    const store = open();
+    const vendor: StoreIdentity = { ...bot, kind: 'vendor', id: 'V1' };
+    store.savePair(bot, pair);
+    expect(store.loadPair(vendor)).toBeUndefined();
+    store.savePair(vendor, { ...pair, accessToken: 'vendor-acc' });
+    expect(store.loadPair(bot)).toEqual(pair);
+    expect(store.loadPair(vendor)?.accessToken).toBe('vendor-acc');
+    expect(store.peekPair()?.identity).toEqual(bot);
+    expect(store.loadPair({ ...bot, id: 'bot-2' })).toBeUndefined();
+    expect(store.peekPair()?.identity).toEqual(vendor);
+  });
+
   it('peekPair reports the identity without discarding', () => {
     const store = open();
     store.savePair(bot, pair);
