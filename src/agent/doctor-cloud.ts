@@ -11,6 +11,13 @@ import { readStatusFile, STATUS_FILE, type StatusDoc } from './status.js';
 
 const NO_TIME_FIX = 'enable NTP (timedatectl set-ntp true) or make the token service reachable: either gives the agent a time to sign with';
 
+/** Cloud errors read "route: what happened", some with " — what to do"; without that, suspect the path to the service. */
+function cloudFailure(message: string): Outcome {
+  const at = message.lastIndexOf(' — ');
+  if (at > 0) return fail(message.slice(0, at), message.slice(at + 3));
+  return fail(message, 'check that the service runs and the network path to it (proxy, firewall); run doctor again');
+}
+
 function formatOffset(ms: number): string {
   const abs = Math.abs(ms);
   const size = abs < 10_000 ? `${Math.round(abs)} ms` : `${(abs / 1000).toFixed(1)} s`;
@@ -82,7 +89,7 @@ export const serverTimeCheck: Check = {
     try {
       await rt.api.sampleServerTime();
     } catch (err) {
-      return failWith(messageOf(err));
+      return cloudFailure(messageOf(err));
     }
     const offset = rt.serverTime.offsetMs();
     if (offset === undefined) return fail('no usable Date header in the answer', 'check that baseUrl points at the token service (a proxy may drop Date)');
@@ -123,7 +130,7 @@ export const getTokenCheck: Check = {
         const info = describeCode(err.serviceCode);
         return fail(`${who}: refused with code ${err.serviceCode} (${info.msg})`, info.fix);
       }
-      return failWith(`${who}: ${messageOf(err)}`);
+      return cloudFailure(`${who}: ${messageOf(err)}`);
     }
   },
 };

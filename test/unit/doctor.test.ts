@@ -1,0 +1,135 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer as createTcpServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createServer as createTlsServer } from 'node:tls';
+import { afterEach, describe, expect, it } from 'vitest';
+import { CloudClient } from '../../src/agent/api.js';
+import { systemClock } from '../../src/agent/clock.js';
+import { splitFix } from '../../src/agent/doctor-check.js';
+import { runDoctor } from '../../src/agent/doctor.js';
+import { checkDns, checkTls, checkWsHandshake, endpointOf } from '../../src/agent/doctor-net.js';
+import { Secret } from '../../src/agent/secret.js';
+import { WsMessage } from '../../src/protocol/codes.js';
+import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
+import { cleanEnv, DeviceDir } from '../helpers/daemon-proc.js';
+
+const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: 'SK', vendors: [{ vendorId: 'V1', bots: ['bot-1'] }] }] };
+const cleanups: (() => Promise<unknown> | void)[] = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!();
+});
+
+async function service(): Promise<ReferenceService> {
+  const svc = await createReferenceService({ seed: SEED });
+  cleanups.push(() => svc.close());
+  return svc;
+}
+
+async function listen(server: Server): Promise<number> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(() => new Promise((resolve) => server.close(resolve)));
+  return (server.address() as { port: number }).port;
+}
+
+async function botToken(svc: ReferenceService): Promise<string> {
+  const api = new CloudClient({ baseUrl: svc.url, accessKeyId: 'AK', secretKey: new Secret('SK'), clock: systemClock });
+  cleanups.push(() => api.close());
+  return (await api.getToken({ kind: 'bot', id: 'bot-1' }, systemClock.wallNow())).accessToken;
+}
+
+const signal = (ms = 5000) => AbortSignal.timeout(ms);
+
+describe('splitFix', () => {
+  it.each([
+    ['getToken refused with code 1003 — check NTP', 'getToken refused with code 1003', 'check NTP'],
+    ['cannot use the token store /x (EACCES: no). Fix: chown it', 'cannot use the token store /x (EACCES: no)', 'chown it'],
+    ['secret key file /s has mode 0644, open to others; refusing to use it: run `chmod 600 /s`', 'secret key file /s has mode 0644, open to others; refusing to use it', 'run `chmod 600 /s`'],
+    ['"logLevel" in /c must be one of a, b; got "x"; fix it in /c', '"logLevel" in /c must be one of a, b; got "x"', 'fix it in /c'],
+    ['something odd', 'something odd', 'act on the message'],
+  ])('%s', (message, detail, fix) => {
+    expect(splitFix(message)).toEqual({ detail, fix });
+  });
+});
+
+describe('endpointOf and checkDns', () => {
+  it('takes the default port from the scheme and strips IPv6 brackets', () => {
+    expect(endpointOf(new URL('https://api.example.com'))).toEqual({ host: 'api.example.com', port: 443 });
+    expect(endpointOf(new URL('http://[::1]:8080/x'))).toEqual({ host: '::1', port: 8080 });
+  });
+
+  it('passes IP literals without a lookup, resolves names, and fails a name that cannot exist', async () => {
+    expect(await checkDns(new URL('http://[::1]:1'))).toEqual({ status: 'ok', detail: '::1 (IP address)' });
+    expect((await checkDns(new URL('http://localhost:1'))).status).toBe('ok');
+    const missing = await checkDns(new URL('https://botlink-doctor.invalid'));
+    expect(missing).toMatchObject({ status: 'fail', fix: expect.stringMatching(/baseUrl|resolv\.conf/) });
+  });
+});
+
+describe('checkTls', () => {
+  it('reports a self-signed certificate by its code with a CA fix', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'botlink-tls-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2',
+      '-subj', '/CN=localhost', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' });
+    const server = createTlsServer({ key: readFileSync(join(dir, 'key.pem')), cert: readFileSync(join(dir, 'cert.pem')) }, (s) => s.end());
+    const port = await listen(server);
+    const outcome = await checkTls(new URL(`https://localhost:${port}`), signal(), systemClock);
+    expect(outcome).toMatchObject({ status: 'fail', detail: `localhost:${port}: DEPTH_ZERO_SELF_SIGNED_CERT` });
+    expect(outcome.fix).toMatch(/NODE_EXTRA_CA_CERTS/);
+  });
+
+  it('gives up when the peer never answers the handshake', async () => {
+    // Reads (so it sees the client go away, and close() in cleanup does not wait) but never answers.
+    const port = await listen(createTcpServer((socket) => socket.resume()));
+    const started = performance.now();
+    const outcome = await checkTls(new URL(`https://127.0.0.1:${port}`), signal(300), systemClock);
+    expect(outcome).toMatchObject({ status: 'fail', detail: expect.stringMatching(/timed out/) });
+    expect(performance.now() - started).toBeLessThan(2000);
+  });
+
+  it('passes plain http (the config allows it only on loopback)', async () => {
+    expect(await checkTls(new URL('http://127.0.0.1:1'), signal(), systemClock)).toEqual({ status: 'ok', detail: 'plain http on loopback' });
+  });
+});
+
+describe('checkWsHandshake', () => {
+  it('opens with a valid token and closes with 1000', async () => {
+    const svc = await service();
+    const token = await botToken(svc);
+    const outcome = await checkWsHandshake(svc.wsUrl, 'bot-1', token, signal(), systemClock);
+    expect(outcome).toMatchObject({ status: 'ok', detail: expect.stringMatching(/accepted bot bot-1 .*closed with 1000/) });
+    expect(svc.stats.ws.total).toBe(1);
+  });
+
+  it.each(['handshake', 'frame', 'close-reason'] as const)('recognises Unauthorized carried as a %s', async (form) => {
+    const svc = await service();
+    const token = await botToken(svc);
+    svc.faults.refuseWebSockets(WsMessage.UNAUTHORIZED, form);
+    const outcome = await checkWsHandshake(svc.wsUrl, 'bot-1', token, signal(), systemClock);
+    expect(outcome).toMatchObject({ status: 'fail', detail: 'refused: Unauthorized', fix: expect.stringMatching(/account configuration/) });
+  });
+
+  it('names botlink provision for an unknown botId', async () => {
+    const svc = await service();
+    const outcome = await checkWsHandshake(svc.wsUrl, 'bot-unknown', 'no-token', signal(), systemClock);
+    expect(outcome).toMatchObject({ status: 'fail', detail: `refused: ${WsMessage.BOT_INVALID}`, fix: expect.stringMatching(/botlink provision/) });
+  });
+});
+
+describe('runDoctor', () => {
+  it('keeps every check within its time limit when the service answers too slowly', async () => {
+    const svc = await service();
+    svc.faults.setLatencyMs(3000);
+    const d = new DeviceDir({ baseUrl: svc.url, botId: 'bot-1' }, 'SK');
+    cleanups.push(() => d.remove());
+    const started = performance.now();
+    const report = await runDoctor({ configFile: d.configFile, env: cleanEnv(), timeoutMs: 300 });
+    expect(performance.now() - started).toBeLessThan(2500);
+    const status = Object.fromEntries(report.results.map((r) => [r.name, r.status]));
+    expect(status).toMatchObject({ tcp: 'ok', 'server time': 'fail', getToken: 'fail', websocket: 'skip', database: 'ok' });
+    expect(report.results.find((r) => r.name === 'server time')?.detail).toMatch(/did not answer in time/);
+    expect(report).toMatchObject({ configUsable: true, timedOut: false });
+  });
+});
