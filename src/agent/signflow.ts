@@ -3,11 +3,8 @@ import type { GetTokenSuccess, Identity } from '../protocol/wire.js';
 import { CloudError, type CloudClient } from './api.js';
 import type { Clock } from './clock.js';
 import type { ServerTime } from './servertime.js';
-import { chooseSigningTime, ClockNotTrustedError, needsSample } from './signingtime.js';
+import { chooseSigningTime, ClockNotTrustedError, FRESH_SAMPLE_MS, needsSample } from './signingtime.js';
 import type { TimeSyncResult } from './timesync.js';
-
-/** A server time sample older than this is refreshed before signing without a trusted clock. */
-const SAMPLE_MAX_AGE_MS = 5 * 60_000;
 
 export interface SignFlowDeps {
   api: CloudClient;
@@ -23,7 +20,7 @@ export interface SignFlowDeps {
  */
 export async function signedGetToken(deps: SignFlowDeps, identity: Identity, verdict: TimeSyncResult): Promise<GetTokenSuccess> {
   const { api, serverTime, clock, log } = deps;
-  if (needsSample(verdict, serverTime, clock, SAMPLE_MAX_AGE_MS)) await api.sampleServerTime();
+  if (needsSample(verdict, serverTime, clock, FRESH_SAMPLE_MS)) await api.sampleServerTime();
   const chosen = chooseSigningTime(verdict, serverTime, clock);
   if (!chosen.ok) throw new ClockNotTrustedError(chosen.reason);
   try {

@@ -7,7 +7,7 @@ import type { Clock } from './clock.js';
 import { accessUsableFor, decideNextAction, DEFAULT_POLICY, type PolicySettings, type TokenFacts } from './policy.js';
 import type { ServerTime } from './servertime.js';
 import { signedGetToken } from './signflow.js';
-import { chooseSigningTime } from './signingtime.js';
+import { chooseSigningTime, FRESH_SAMPLE_MS, needsSample } from './signingtime.js';
 import type { StoreIdentity, TokenPair, TokenStore } from './store.js';
 import type { TimeSyncResult } from './timesync.js';
 
@@ -48,6 +48,8 @@ const VERDICT_TTL_MS = 60_000;
 /** Retry pace for failures a retry cannot fix soon (wrong secret, unknown bot, refused parameters). */
 const SLOW_RETRY_MS = 5 * 60_000;
 const RENEW_LEASE_MS = 30_000;
+/** Pace of server time samples while they fail (network down). */
+const SAMPLE_RETRY_MS = 30_000;
 const LOCK_POLL_MS = 250;
 
 /**
@@ -72,6 +74,8 @@ export class TokenManager {
   #stopped = false;
   #lastError: BotlinkError | undefined;
   #renewals = { signed: 0, refreshed: 0 };
+  #sampling = false;
+  #sampleTriedAtMono = Number.NEGATIVE_INFINITY;
 
   constructor(opts: TokenManagerOptions) {
     this.#o = opts;
@@ -169,6 +173,7 @@ export class TokenManager {
 
   async #step(): Promise<void> {
     const verdict = await this.#timeVerdict();
+    if (this.#pair && needsSample(verdict, this.#o.serverTime, this.#o.clock, FRESH_SAMPLE_MS)) this.#sampleInBackground();
     const now = { mono: this.#o.clock.monoNow(), serverTime: this.#serverNow(verdict) };
     const facts = this.#currentFacts();
     let decision = decideNextAction(facts, now, this.#policy);
@@ -286,6 +291,25 @@ export class TokenManager {
   }
 
   // ---- helpers ----
+
+  /** Without a trusted clock a cached token cannot be judged: fetch server time beside the decision, then decide again. */
+  #sampleInBackground(): void {
+    const mono = this.#o.clock.monoNow();
+    if (this.#sampling || mono - this.#sampleTriedAtMono < SAMPLE_RETRY_MS) return;
+    this.#sampling = true;
+    this.#sampleTriedAtMono = mono;
+    this.#o.api.sampleServerTime().then(
+      () => {
+        this.#sampling = false;
+        this.#o.onChange?.();
+        this.#kick();
+      },
+      (err: unknown) => {
+        this.#sampling = false;
+        this.#o.log.debug({ err: err instanceof Error ? err.message : String(err) }, 'server time sample failed');
+      },
+    );
+  }
 
   #schedule(ms: number): void {
     clearTimeout(this.#timer);

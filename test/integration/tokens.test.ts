@@ -126,6 +126,10 @@ describe('TokenManager against the reference service', () => {
     const k = kit(svc, { stateDir, clock: clock1970, verdict: unsynced });
     k.tokens.start();
     await expect(k.tokens.current()).resolves.toBe(token);
+    // Beside handing out the cached token, it fetched server time so the expiry can be judged.
+    await waitFor(() => k.tokens.snapshot().clock.trusted, 5000, 'a server time sample');
+    expect(k.tokens.snapshot().clock.source).toBe('server');
+    expect(svc.stats.getToken.total).toBe(1);
     for (const ts of svc.stats.getToken.timestamps) expect(Math.abs(Number(ts) - Date.now())).toBeLessThan(60_000);
   });
 
