@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { LookupFunction } from 'node:net';
 import { Pool } from 'undici';
 import { describeCode } from '../protocol/codes.js';
 import { BotlinkError, WireError, type RetryClass } from '../protocol/errors.js';
@@ -37,6 +38,8 @@ export interface CloudClientOptions {
   headersTimeoutMs?: number;
   bodyTimeoutMs?: number;
   maxResponseBytes?: number;
+  /** Resolves the service host; default the system resolver (tests inject failures and recovery). */
+  lookup?: LookupFunction;
 }
 
 const DEFAULT_TIMEOUT_MS = 10_000;
@@ -66,6 +69,7 @@ export class CloudClient {
       headersTimeout: opts.headersTimeoutMs ?? DEFAULT_TIMEOUT_MS,
       bodyTimeout: opts.bodyTimeoutMs ?? DEFAULT_TIMEOUT_MS,
       maxResponseSize: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
+      ...(opts.lookup && { connect: { lookup: opts.lookup } }),
     });
   }
 

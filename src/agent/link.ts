@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { IncomingMessage } from 'node:http';
+import type { LookupFunction } from 'node:net';
 import type { Logger } from 'pino';
 import WebSocket, { type RawData } from 'ws';
 import { WsMessage, type WsFailure } from '../protocol/codes.js';
@@ -49,6 +50,8 @@ export interface LinkOptions {
   /** A connection up this long resets the reconnect backoff (default 60 s). */
   stableAfterMs?: number;
   random?: () => number;
+  /** Resolves the WebSocket host; default the system resolver (tests inject failures and recovery). */
+  lookup?: LookupFunction;
 }
 
 /** Displacements this close together mean two devices share one botId. */
@@ -153,6 +156,7 @@ export class LinkSupervisor extends EventEmitter {
       handshakeTimeout: this.#o.connectTimeoutMs ?? 10_000,
       perMessageDeflate: false,
       followRedirects: false,
+      ...(this.#o.lookup && { lookup: this.#o.lookup }),
     });
     this.#ws = ws;
     this.#token = token;
