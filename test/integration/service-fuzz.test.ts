@@ -1,27 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Pool } from 'undici';
 import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
+import { fuzzSeed, INVALID_UTF8, int, pick, prng, type Rng } from '../helpers/fuzz.js';
 import { getTokens, post, signedGetTokenBody } from '../helpers/service-client.js';
 
 // FUZZ_SEED=n reproduces a failing run; the seed is printed in every assertion message.
-const SEED = Number(process.env['FUZZ_SEED'] ?? 20261121);
-const PER_ROUTE = 2100;
-
-/** mulberry32: small, fast, and the same sequence on every machine. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-type Rng = () => number;
-const int = (rng: Rng, n: number): number => Math.floor(rng() * n);
-const pick = <T>(rng: Rng, items: readonly T[]): T => items[int(rng, items.length)]!;
+const SEED = fuzzSeed(20261121);
+// Three routes × 3,400 = 10,200 generated bodies per run (issue 6 asks for ≥ 10,000).
+const PER_ROUTE = 3400;
 
 interface RouteSpec {
   path: string;
@@ -55,8 +41,6 @@ function nested(rng: Rng): string {
 }
 
 const WEIRD = ['\u0000', '\ud800', '\udfff', '\u202e', '\ufeff', '"', '\\', '\n', '😀', 'é'.normalize('NFD')];
-
-const INVALID_UTF8 = [[0xff], [0xc3, 0x28], [0x80], [0xed, 0xa0, 0x80], [0xf8, 0x88, 0x80, 0x80, 0x80], [0xe2, 0x82]];
 
 /** One malformed body for a route: a Buffer or a string sent as is. */
 function malformed(rng: Rng, spec: RouteSpec): string | Buffer {

@@ -1,0 +1,82 @@
+/** Seeded generation shared by the fuzz suites: the same seed gives the same inputs on every machine. */
+
+export type Rng = () => number;
+
+/** mulberry32: small, fast, and the same sequence on every machine. */
+export function prng(seed: number): Rng {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** The seed of a fuzz run: FUZZ_SEED=n reproduces a failing run. */
+export function fuzzSeed(fallback: number): number {
+  const given = process.env['FUZZ_SEED'];
+  return given === undefined || given === '' ? fallback : Number(given);
+}
+
+export const int = (rng: Rng, n: number): number => Math.floor(rng() * n);
+export const pick = <T>(rng: Rng, items: readonly T[]): T => items[int(rng, items.length)]!;
+export const chance = (rng: Rng, p: number): boolean => rng() < p;
+
+/** Characters that break naive parsers, escapers and header writers. */
+export const AWKWARD_CHARS = ['\u0000', '\n', '\r', '"', '\\', '\u007f', '\u00ff', '\u2028', '\u202e', '\ufeff', '\ud800', '😀', 'é'];
+
+/** Byte sequences that are not UTF-8. */
+export const INVALID_UTF8: readonly (readonly number[])[] = [[0xff], [0xc3, 0x28], [0x80], [0xed, 0xa0, 0x80], [0xf8, 0x88, 0x80, 0x80, 0x80], [0xe2, 0x82]];
+
+/** Numbers a JSON reader must not take for a sane integer. */
+export const ODD_NUMBERS: readonly string[] = ['0', '-1', '1.5', '1e308', '1e999', '-1e999', '9007199254740993', '2e-400', '-0', '7200.000001', '1E3'];
+
+/** Strings that look like numbers to a lax reader. */
+export const NUMBERISH_STRINGS: readonly string[] = ['NaN', 'Infinity', '-Infinity', '7200', '0x1C20', '', ' ', 'null', 'undefined', '1e3', '٧٢٠٠'];
+
+export function randomString(rng: Rng, maxLen: number): string {
+  const len = int(rng, maxLen + 1);
+  let out = '';
+  for (let i = 0; i < len; i++) out += chance(rng, 0.15) ? pick(rng, AWKWARD_CHARS) : String.fromCharCode(0x20 + int(rng, 95));
+  return out;
+}
+
+export function randomBytes(rng: Rng, maxLen: number): Buffer {
+  const bytes = Buffer.alloc(int(rng, maxLen + 1));
+  for (let i = 0; i < bytes.length; i++) bytes[i] = int(rng, 256);
+  return bytes;
+}
+
+/** A random JSON value of bounded depth and breadth. */
+export function randomJson(rng: Rng, depth = 3): unknown {
+  const kind = int(rng, depth > 0 ? 8 : 6);
+  switch (kind) {
+    case 0:
+      return null;
+    case 1:
+      return chance(rng, 0.5);
+    case 2:
+      return pick(rng, [0, -1, 1, 7200, 2 ** 53, -(2 ** 53), 1e300, 0.5, -0.0001]);
+    case 3:
+      return randomString(rng, 24);
+    case 4:
+      return pick(rng, NUMBERISH_STRINGS);
+    case 5:
+      return '';
+    case 6:
+      return Array.from({ length: int(rng, 4) }, () => randomJson(rng, depth - 1));
+    default: {
+      const o: Record<string, unknown> = {};
+      for (let i = int(rng, 5); i > 0; i--) o[pick(rng, ['code', 'msg', 'accessToken', 'expireIn', 'data', 'state', 'x', randomString(rng, 6)])] = randomJson(rng, depth - 1);
+      return o;
+    }
+  }
+}
+
+/** Nesting deep enough to break a recursive reader, as JSON text. */
+export function deepNesting(rng: Rng, maxDepth: number): string {
+  const depth = 1 + int(rng, maxDepth);
+  return chance(rng, 0.5) ? `${'['.repeat(depth)}${']'.repeat(depth)}` : `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`;
+}
