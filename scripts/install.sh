@@ -110,18 +110,25 @@ act install -d -m 0755 "$STAGE" "$STAGE/dist" "$STAGE/bin" "$STAGE/node_modules"
 act install -m 0755 "$BUNDLE" "$STAGE/dist/botlink.mjs"
 act install -m 0644 "$SRC/package.json" "$STAGE/package.json"
 act install -m 0644 "$SRC/systemd/config.example.json" "$STAGE/config.example.json"
+shopt -s dotglob nullglob
 for pkg in "${top_level[@]}"; do
-  [[ $pkg != @*/* ]] || [ -d "$STAGE/node_modules/${pkg%%/*}" ] || act install -d -m 0755 "$STAGE/node_modules/${pkg%%/*}"
-  act cp -a --no-preserve=ownership "$SRC/node_modules/$pkg" "$STAGE/node_modules/$pkg"
+  from=$SRC/node_modules/$pkg
+  to=$STAGE/node_modules/$pkg
+  [[ $pkg != @*/* ]] || [ -d "${to%/*}" ] || act install -d -m 0755 "${to%/*}"
+  if [ -f "$from/binding.gyp" ] && [ -d "$from/build/Release" ]; then
+    # A native addon needs its compiled .node files at run time, not build objects or vendored C sources (~25 MB).
+    entries=()
+    for entry in "$from"/*; do
+      case ${entry##*/} in build | deps) ;; *) entries+=("$entry") ;; esac
+    done
+    act install -d -m 0755 "$to" "$to/build" "$to/build/Release"
+    act cp -a --no-preserve=ownership "${entries[@]}" "$to/"
+    act cp -a --no-preserve=ownership "$from"/build/Release/*.node "$to/build/Release/"
+  else
+    act cp -a --no-preserve=ownership "$from" "$to"
+  fi
 done
-# Native addons need only their compiled .node files at run time, not sources or objects (~25 MB).
-for pkg in "${top_level[@]}"; do
-  [ -f "$SRC/node_modules/$pkg/binding.gyp" ] && [ -d "$SRC/node_modules/$pkg/build/Release" ] || continue
-  dest=$STAGE/node_modules/$pkg
-  act find "$dest/build" -mindepth 1 -maxdepth 1 -not -name Release -exec rm -rf -- {} +
-  act find "$dest/build/Release" -mindepth 1 -maxdepth 1 -not -name '*.node' -exec rm -rf -- {} +
-  act rm -rf -- "$dest/deps" "$dest/src"
-done
+shopt -u dotglob nullglob
 # The service's transient user must read everything, whatever umask the checkout was made with.
 act chmod -R u+rwX,go+rX,go-w "$STAGE"
 write_file 0755 "$STAGE/bin/botlink" <<'EOF'
