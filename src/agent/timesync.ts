@@ -119,6 +119,12 @@ async function checkTimedated(run: CommandRunner, argv: readonly string[], timeo
   };
 }
 
+/** The tools must not talk to our service manager: timedatectl reports its errors to NOTIFY_SOCKET. */
+function toolEnv(): NodeJS.ProcessEnv {
+  const { NOTIFY_SOCKET: _n, WATCHDOG_USEC: _u, WATCHDOG_PID: _p, ...env } = process.env;
+  return env;
+}
+
 /** Default runner: execFile without a shell; SIGKILL so a hung tool cannot outlive the timeout. */
 export const runCommand: CommandRunner = (argv, timeoutMs) =>
   new Promise((resolve) => {
@@ -130,7 +136,7 @@ export const runCommand: CommandRunner = (argv, timeoutMs) =>
     execFile(
       file,
       args,
-      { timeout: timeoutMs, killSignal: 'SIGKILL', encoding: 'utf8', windowsHide: true },
+      { timeout: timeoutMs, killSignal: 'SIGKILL', encoding: 'utf8', windowsHide: true, env: toolEnv() },
       (err, stdout) => {
         if (!err) resolve({ code: 0, stdout });
         else if (err.killed) resolve(undefined);
