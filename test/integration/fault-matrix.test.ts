@@ -76,7 +76,7 @@ interface Rig {
 }
 
 /** One agent wired like the daemon, with short client timeouts, fast backoffs and an injectable resolver. */
-async function rig(o: { service?: Partial<ReferenceServiceOptions>; viaDns?: boolean } = {}): Promise<Rig> {
+async function rig(o: { service?: Partial<ReferenceServiceOptions>; viaDns?: boolean; timeoutMs?: number } = {}): Promise<Rig> {
   const dir = mkdtempSync(join(tmpdir(), 'botlink-faults-'));
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
   const dbFile = join(dir, 'svc.db');
@@ -106,9 +106,10 @@ async function rig(o: { service?: Partial<ReferenceServiceOptions>; viaDns?: boo
     secretKey: { reveal: () => SECRET },
     clock: systemClock,
     onDateSample: (date, sent, received) => kit.serverTime.addSample(date, sent, received),
-    connectTimeoutMs: 800,
-    headersTimeoutMs: 800,
-    bodyTimeoutMs: 800,
+    // Long unless a kind needs the timeout itself: a busy machine must not add failures of its own.
+    connectTimeoutMs: o.timeoutMs ?? 5000,
+    headersTimeoutMs: o.timeoutMs ?? 5000,
+    bodyTimeoutMs: o.timeoutMs ?? 5000,
     ...(o.viaDns && { lookup }),
   });
   kit = new AgentKit({
@@ -131,7 +132,7 @@ async function rig(o: { service?: Partial<ReferenceServiceOptions>; viaDns?: boo
     log: kit.log,
     backoff: FAST,
     displacedBackoff: { baseMs: 150, capMs: 300, jitter: 'equal' },
-    connectTimeoutMs: 800,
+    connectTimeoutMs: 5000,
     ...(o.viaDns && { lookup }),
   });
   const r: Rig = {
@@ -204,7 +205,7 @@ const EXPECTED_CODE: Record<BrokenResponse, string> = {
  * life left, so reconnecting needs the renewal).
  */
 async function brokenHttp(kind: BrokenResponse): Promise<void> {
-  const r = await rig();
+  const r = await rig(kind === 'never-finish' ? { timeoutMs: 600 } : {});
   r.svc.faults.nextResponses(kind, 2, '/auth/getToken');
   const { before, signed, failures, reconnects } = await firstConnect(r);
   expect(brokenAnswers(r, 'getToken')).toBe(2);
@@ -256,7 +257,7 @@ const KINDS: [string, () => Promise<void>][] = [
       const { before, signed, failures, reconnects } = await firstConnect(r);
       const port = r.svc.port;
       await r.svc.close();
-      // The refresh falls due while nothing listens: it must fail as a network error, and so must the link.
+      // The retrying link soon wants a token with more life left: that renewal meets the closed port too.
       await waitFor(() => r.tokenFailures.slice(failures).some((f) => f.code === 'ERR_NETWORK'), 6000, 'a refused refresh');
       await waitFor(() => r.backoffs.some((b) => b.reason.includes('ECONNREFUSED')), 3000, 'a refused reconnect');
       r.svc = await startService(r.dbFile, { port });
