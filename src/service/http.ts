@@ -64,6 +64,8 @@ async function handle(deps: RequestDeps, req: IncomingMessage, res: ServerRespon
     return writeBroken(res, broken, path, new Date(ctx.now()).toUTCString());
   }
   const answer = route(ctx, { input, authorization: req.headers.authorization });
+  // Never hand out a token the database has not committed.
+  await ctx.store.committed();
   stats.answered(path, answer);
   await deps.delay(ctx.faults.latencyMs);
   sendJson(res, 200, answer, ctx.now());

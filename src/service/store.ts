@@ -41,6 +41,8 @@ CREATE TABLE IF NOT EXISTS nonces (
 CREATE INDEX IF NOT EXISTS nonces_by_expiry ON nonces (expires_at);
 `;
 
+const CHECKPOINT_MS = 1000;
+
 function open(file: string): Database.Database {
   let db: Database.Database | undefined;
   try {
@@ -49,6 +51,8 @@ function open(file: string): Database.Database {
       db.pragma('journal_mode = WAL');
       // A reference service may lose the last commits on power loss; it must not be slow.
       db.pragma('synchronous = NORMAL');
+      // Checkpoints (the only fsyncs under NORMAL) run on a timer instead of inside a request.
+      db.pragma('wal_autocheckpoint = 0');
     }
     db.pragma('busy_timeout = 2000');
     db.exec(SCHEMA);
@@ -101,16 +105,34 @@ export class ServiceDbError extends BotlinkError {
   }
 }
 
-/** The reference service's state in SQLite: accounts, vendors, bots, token hashes and used nonces. */
+interface Batch {
+  committed: Promise<void>;
+  resolve(): void;
+  reject(err: unknown): void;
+}
+
+/**
+ * The reference service's state in SQLite: accounts, vendors, bots, token hashes and used nonces.
+ * Writes are group-committed: every transaction() of one event-loop turn shares one COMMIT, so pages
+ * touched by many requests are written once; callers answer only after committed() resolves.
+ */
 export class ServiceStore {
   readonly #db: Database.Database;
   readonly #stmt: ReturnType<typeof prepareStatements>;
-  readonly #inTransaction: (fn: () => unknown) => unknown;
+  /** Inside the open batch, better-sqlite3 runs this as a SAVEPOINT: fn is atomic on its own. */
+  readonly #atomically: (fn: () => unknown) => unknown;
+  readonly #begin: Database.Statement;
+  readonly #commit: Database.Statement;
+  readonly #checkpointer: NodeJS.Timeout | undefined;
+  #batch: Batch | undefined;
 
   constructor(file: string) {
     this.#db = open(file);
     this.#stmt = prepareStatements(this.#db);
-    this.#inTransaction = this.#db.transaction((fn: () => unknown) => fn());
+    this.#atomically = this.#db.transaction((fn: () => unknown) => fn());
+    this.#begin = this.#db.prepare('BEGIN');
+    this.#commit = this.#db.prepare('COMMIT');
+    if (file !== ':memory:') this.#checkpointer = setInterval(() => this.#checkpoint(), CHECKPOINT_MS).unref();
   }
 
   /** Adds or updates the seed's accounts, vendors and bots; registered devices and tokens stay. */
@@ -126,9 +148,51 @@ export class ServiceStore {
     });
   }
 
-  /** Runs fn in one SQLite transaction (one commit), rolled back if it throws. */
+  /** Runs fn atomically (rolled back alone if it throws) in the batch that commits at the end of this turn. */
   transaction<T>(fn: () => T): T {
-    return this.#inTransaction(fn) as T;
+    if (!this.#batch) this.#openBatch();
+    return this.#atomically(fn) as T;
+  }
+
+  /** Resolves once every write made so far is committed; rejects if that commit failed. */
+  committed(): Promise<void> {
+    return this.#batch?.committed ?? Promise.resolve();
+  }
+
+  #openBatch(): void {
+    let resolve!: () => void;
+    let reject!: (err: unknown) => void;
+    const committed = new Promise<void>((res, rej) => {
+      resolve = res;
+      reject = rej;
+    });
+    // A failed batch is reported to whoever awaits committed(); nobody awaiting is not an error.
+    committed.catch(() => undefined);
+    this.#begin.run();
+    this.#batch = { committed, resolve, reject };
+    setImmediate(() => this.#commitBatch());
+  }
+
+  #commitBatch(): void {
+    const batch = this.#batch;
+    if (!batch) return;
+    this.#batch = undefined;
+    try {
+      this.#commit.run();
+      batch.resolve();
+    } catch (err) {
+      if (this.#db.inTransaction) this.#db.exec('ROLLBACK');
+      batch.reject(err);
+    }
+  }
+
+  #checkpoint(): void {
+    if (this.#batch) return;
+    try {
+      this.#db.pragma('wal_checkpoint(PASSIVE)');
+    } catch {
+      // The WAL stays valid without it; the next tick tries again.
+    }
   }
 
   secretOf(accessKeyId: string): string | undefined {
@@ -145,11 +209,12 @@ export class ServiceStore {
     return this.#stmt.botExists.get(botId) !== undefined;
   }
 
-  /** Records a nonce until expiresAt; false when it was already used. */
+  /** Records a nonce until expiresAt; false when it was already used. Call inside transaction(). */
   claimNonce(accessKeyId: string, nonce: string, expiresAt: number): boolean {
     return this.#stmt.claimNonce.run(accessKeyId, nonce, expiresAt).changes === 1;
   }
 
+  /** Call inside transaction(). */
   saveToken(hash: string, record: TokenRecord): void {
     const { kind, accessKeyId, identity, expiresAt } = record;
     this.#stmt.saveToken.run(hash, kind, accessKeyId, identity.kind, identity.id, expiresAt);
@@ -185,6 +250,8 @@ export class ServiceStore {
   }
 
   close(): void {
+    clearInterval(this.#checkpointer);
+    this.#commitBatch();
     this.#db.close();
   }
 }

@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ServiceDbError, ServiceStore } from '../../src/service/store.js';
 
@@ -44,19 +45,23 @@ describe('ServiceStore', () => {
   });
 
   it('claims a nonce once per account', () => {
-    expect(store.claimNonce('AK', 'n1', 1000)).toBe(true);
-    expect(store.claimNonce('AK', 'n1', 1000)).toBe(false);
-    expect(store.claimNonce('AK2', 'n1', 1000)).toBe(true);
+    store.transaction(() => {
+      expect(store.claimNonce('AK', 'n1', 1000)).toBe(true);
+      expect(store.claimNonce('AK', 'n1', 1000)).toBe(false);
+      expect(store.claimNonce('AK2', 'n1', 1000)).toBe(true);
+    });
   });
 
   it('purges nonces and tokens whose expiry passed', () => {
-    store.claimNonce('AK', 'old', 1000);
-    store.claimNonce('AK', 'new', 3000);
-    store.saveToken('h-old', { kind: 'access', accessKeyId: 'AK', identity: { kind: 'bot', id: 'bot-1' }, expiresAt: 1000 });
-    store.saveToken('h-new', { kind: 'refresh', accessKeyId: 'AK', identity: { kind: 'vendor', id: 'V1' }, expiresAt: 3000 });
+    store.transaction(() => {
+      store.claimNonce('AK', 'old', 1000);
+      store.claimNonce('AK', 'new', 3000);
+      store.saveToken('h-old', { kind: 'access', accessKeyId: 'AK', identity: { kind: 'bot', id: 'bot-1' }, expiresAt: 1000 });
+      store.saveToken('h-new', { kind: 'refresh', accessKeyId: 'AK', identity: { kind: 'vendor', id: 'V1' }, expiresAt: 3000 });
+    });
     store.purgeExpired(2000);
-    expect(store.claimNonce('AK', 'old', 5000)).toBe(true);
-    expect(store.claimNonce('AK', 'new', 5000)).toBe(false);
+    expect(store.transaction(() => store.claimNonce('AK', 'old', 5000))).toBe(true);
+    expect(store.transaction(() => store.claimNonce('AK', 'new', 5000))).toBe(false);
     expect(store.findToken('h-old')).toBeUndefined();
     expect(store.findToken('h-new')).toEqual({ kind: 'refresh', accessKeyId: 'AK', identity: { kind: 'vendor', id: 'V1' }, expiresAt: 3000 });
   });
@@ -69,18 +74,46 @@ describe('ServiceStore', () => {
     expect(store.registerDevice({ ...device, vendorId: 'V2' }, 'bot-c')).toBe('bot-c');
   });
 
-  it('a transaction rolls back when it throws', () => {
+  it('a transaction that throws rolls back alone; the rest of its batch commits', async () => {
+    store.transaction(() => store.claimNonce('AK', 'kept', 1000));
     expect(() =>
       store.transaction(() => {
         store.claimNonce('AK', 'rolled-back', 1000);
         throw new Error('boom');
       }),
     ).toThrow('boom');
-    expect(store.claimNonce('AK', 'rolled-back', 1000)).toBe(true);
+    await store.committed();
+    expect(store.transaction(() => store.claimNonce('AK', 'rolled-back', 1000))).toBe(true);
+    expect(store.transaction(() => store.claimNonce('AK', 'kept', 1000))).toBe(false);
+  });
+
+  it('group-commits: writes of one turn reach the file together, once committed() resolves', async () => {
+    const reader = new Database(file, { readonly: true });
+    try {
+      const count = (): number => (reader.prepare('SELECT count(*) AS n FROM nonces').get() as { n: number }).n;
+      store.transaction(() => store.claimNonce('AK', 'a', 1000));
+      store.transaction(() => store.claimNonce('AK', 'b', 1000));
+      const pending = store.committed();
+      expect(count()).toBe(0);
+      await pending;
+      expect(count()).toBe(2);
+      await expect(store.committed()).resolves.toBeUndefined();
+    } finally {
+      reader.close();
+    }
+  });
+
+  it('close() commits what is pending', () => {
+    store.transaction(() => store.claimNonce('AK', 'late', 1000));
+    store.close();
+    store = new ServiceStore(file);
+    expect(store.transaction(() => store.claimNonce('AK', 'late', 1000))).toBe(false);
   });
 
   it('keeps everything across a reopen of the same file', () => {
-    store.saveToken('h', { kind: 'access', accessKeyId: 'AK', identity: { kind: 'bot', id: 'bot-1' }, expiresAt: 9000 });
+    store.transaction(() =>
+      store.saveToken('h', { kind: 'access', accessKeyId: 'AK', identity: { kind: 'bot', id: 'bot-1' }, expiresAt: 9000 }),
+    );
     store.registerDevice(device, 'bot-a');
     store.close();
     store = new ServiceStore(file);

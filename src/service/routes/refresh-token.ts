@@ -26,10 +26,6 @@ export const refreshToken: Route = (ctx, { input }) => {
   if (!record || record.accessKeyId !== req.accessKeyId || !sameIdentity(record.identity, identity)) {
     return { ...INVALID_REFRESH_TOKEN };
   }
-  return {
-    accessToken: issueToken(ctx, 'access', req.accessKeyId, identity, ctx.accessTtlS),
-    expireIn: ctx.accessTtlS,
-    code: Code.OK,
-    msg: '',
-  };
+  const accessToken = ctx.store.transaction(() => issueToken(ctx, 'access', req.accessKeyId, identity, ctx.accessTtlS));
+  return { accessToken, expireIn: ctx.accessTtlS, code: Code.OK, msg: '' };
 };
