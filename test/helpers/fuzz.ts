@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+
 /** Seeded generation shared by the fuzz suites: the same seed gives the same inputs on every machine. */
 
 export type Rng = () => number;
@@ -79,4 +81,39 @@ export function randomJson(rng: Rng, depth = 3): unknown {
 export function deepNesting(rng: Rng, maxDepth: number): string {
   const depth = 1 + int(rng, maxDepth);
   return chance(rng, 0.5) ? `${'['.repeat(depth)}${']'.repeat(depth)}` : `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`;
+}
+
+// ---- WebSocket wire (RFC 6455), for peers that must be able to send what no library would ----
+
+/** Close codes a peer may send, and codes no peer may (RFC 6455 §7.4). */
+export const VALID_CLOSE_CODES: readonly number[] = [1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014, 3000, 4000, 4001, 4999];
+export const INVALID_CLOSE_CODES: readonly number[] = [0, 999, 1004, 1005, 1006, 1015, 1016, 2999, 5000, 65535];
+
+/** Sec-WebSocket-Accept for a client's Sec-WebSocket-Key. */
+export function wsAccept(key: string): string {
+  return createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
+}
+
+/** One server frame (servers never mask); `mask`, `rsv` and `fin` produce the broken variants. */
+export function wsFrame(opcode: number, payload: Buffer, o: { fin?: boolean; rsv?: number; mask?: boolean } = {}): Buffer {
+  const first = ((o.fin ?? true) ? 0x80 : 0) | ((o.rsv ?? 0) << 4) | opcode;
+  const maskBit = o.mask ? 0x80 : 0;
+  let head: Buffer;
+  if (payload.length < 126) head = Buffer.from([first, maskBit | payload.length]);
+  else if (payload.length < 65536) {
+    head = Buffer.from([first, maskBit | 126, 0, 0]);
+    head.writeUInt16BE(payload.length, 2);
+  } else {
+    head = Buffer.alloc(10);
+    head[0] = first;
+    head[1] = maskBit | 127;
+    head.writeBigUInt64BE(BigInt(payload.length), 2);
+  }
+  return o.mask ? Buffer.concat([head, Buffer.from([1, 2, 3, 4]), payload]) : Buffer.concat([head, payload]);
+}
+
+export function closePayload(code: number, reason: string | Buffer): Buffer {
+  const b = Buffer.alloc(2);
+  b.writeUInt16BE(code);
+  return Buffer.concat([b, typeof reason === 'string' ? Buffer.from(reason) : reason]);
 }

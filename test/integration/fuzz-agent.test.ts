@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -14,7 +13,9 @@ import { describeCode } from '../../src/protocol/codes.js';
 import type { RetryClass } from '../../src/protocol/errors.js';
 import {
   chance,
+  closePayload,
   deepNesting,
+  INVALID_CLOSE_CODES,
   fuzzSeed,
   int,
   INVALID_UTF8,
@@ -26,6 +27,9 @@ import {
   randomJson,
   randomString,
   type Rng,
+  VALID_CLOSE_CODES,
+  wsAccept,
+  wsFrame as frame,
 } from '../helpers/fuzz.js';
 import { startScriptedServer } from '../helpers/scripted-server.js';
 
@@ -451,34 +455,6 @@ function nearMissCarrier(rng: Rng): string {
   }
 }
 
-const WS_GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
-const VALID_CLOSE_CODES = [1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014, 3000, 4000, 4001, 4999];
-const INVALID_CLOSE_CODES = [0, 999, 1004, 1005, 1006, 1015, 1016, 2999, 5000, 65535];
-
-/** One server frame (servers never mask); `mask` and `rsv` produce the broken variants. */
-function frame(opcode: number, payload: Buffer, o: { fin?: boolean; rsv?: number; mask?: boolean } = {}): Buffer {
-  const first = ((o.fin ?? true) ? 0x80 : 0) | ((o.rsv ?? 0) << 4) | opcode;
-  const maskBit = o.mask ? 0x80 : 0;
-  let head: Buffer;
-  if (payload.length < 126) head = Buffer.from([first, maskBit | payload.length]);
-  else if (payload.length < 65536) {
-    head = Buffer.from([first, maskBit | 126, 0, 0]);
-    head.writeUInt16BE(payload.length, 2);
-  } else {
-    head = Buffer.alloc(10);
-    head[0] = first;
-    head[1] = maskBit | 127;
-    head.writeBigUInt64BE(BigInt(payload.length), 2);
-  }
-  return o.mask ? Buffer.concat([head, Buffer.from([1, 2, 3, 4]), payload]) : Buffer.concat([head, payload]);
-}
-
-function closePayload(code: number, reason: string | Buffer): Buffer {
-  const b = Buffer.alloc(2);
-  b.writeUInt16BE(code);
-  return Buffer.concat([b, typeof reason === 'string' ? Buffer.from(reason) : reason]);
-}
-
 /** A peer's whole performance for one connection attempt, and what the link must conclude from it. */
 interface WsScenario {
   /** Bytes written once the upgrade request arrived (a refusal, or the 101 and the frames). */
@@ -532,7 +508,7 @@ function badHandshakeScenario(rng: Rng): WsScenario {
   const variant = int(rng, 5);
   return {
     write: (key) => {
-      const accept = createHash('sha1').update(key + WS_GUID).digest('base64');
+      const accept = wsAccept(key);
       const lines = ['HTTP/1.1 101 Switching Protocols', 'Upgrade: websocket', 'Connection: Upgrade'];
       if (variant === 0) lines.push('Sec-WebSocket-Accept: AAAAAAAAAAAAAAAAAAAAAAAAAAA=');
       if (variant === 1) lines.splice(1, 1);
@@ -628,7 +604,7 @@ function openScenario(rng: Rng): WsScenario {
   }
   return {
     write: (key) => {
-      const accept = createHash('sha1').update(key + WS_GUID).digest('base64');
+      const accept = wsAccept(key);
       return Buffer.concat([Buffer.from(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`), ...parts]);
     },
     failure,
