@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import type { ServiceContext } from './context.js';
 import { FaultState, type BrokenResponse, type WsRefusal, type WsRefusalForm } from './faults.js';
 import { createRequestListener } from './http.js';
+import { answerClientError } from './raw-response.js';
 import { DEFAULT_SEED, type Seed } from './seed.js';
 import { StatsRecorder, type ServiceStats } from './stats.js';
 import { ServiceStore } from './store.js';
@@ -98,6 +99,7 @@ export async function createReferenceService(opts: ReferenceServiceOptions = {})
   );
   const endpoint = new VoiceChatEndpoint({ ctx, stats: recorder, events, pingIntervalMs: opts.pingIntervalMs ?? 30_000 });
   server.on('upgrade', (req, socket, head: Buffer) => endpoint.upgrade(req, socket, head));
+  server.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket, ctx.now()));
   const purger = setInterval(() => store.purgeExpired(ctx.now()), 10_000).unref();
 
   try {

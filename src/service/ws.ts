@@ -1,10 +1,11 @@
 import type { EventEmitter } from 'node:events';
-import { STATUS_CODES, type IncomingMessage } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { WsMessage } from '../protocol/codes.js';
 import { wsFailureBody } from '../protocol/wire.js';
 import type { ServiceContext } from './context.js';
+import { writeRawResponse } from './raw-response.js';
 import type { WsRefusal, WsRefusalForm } from './faults.js';
 import type { StatsRecorder } from './stats.js';
 import { bearerAccess, sameIdentity } from './tokens.js';
@@ -57,17 +58,17 @@ export class VoiceChatEndpoint {
     try {
       url = new URL(req.url ?? '/', 'http://service.invalid');
     } catch {
-      return reject(socket, 400, { code: 400, msg: 'bad request' }, ctx.now());
+      return writeRawResponse(socket, 400, { code: 400, msg: 'bad request' }, ctx.now());
     }
-    if (url.pathname !== VOICE_CHAT_PATH) return reject(socket, 404, { code: 404, msg: 'not found' }, ctx.now());
+    if (url.pathname !== VOICE_CHAT_PATH) return writeRawResponse(socket, 404, { code: 404, msg: 'not found' }, ctx.now());
     const refusal = ctx.faults.wsRefusal;
-    if (refusal?.form === 'handshake') return reject(socket, 400, wsFailureBody(refusal.msg), ctx.now());
+    if (refusal?.form === 'handshake') return writeRawResponse(socket, 400, wsFailureBody(refusal.msg), ctx.now());
     if (refusal) return this.#wss.handleUpgrade(req, socket, head, (ws) => this.#refuseInBand(ws, refusal.msg, refusal.form));
     const botId = url.searchParams.get('botId');
-    if (!botId || !ctx.store.botExists(botId)) return reject(socket, 400, wsFailureBody(WsMessage.BOT_INVALID), ctx.now());
+    if (!botId || !ctx.store.botExists(botId)) return writeRawResponse(socket, 400, wsFailureBody(WsMessage.BOT_INVALID), ctx.now());
     const token = bearerAccess(ctx, req.headers.authorization);
     if (!token || !sameIdentity(token.identity, { kind: 'bot', id: botId })) {
-      return reject(socket, 400, wsFailureBody(WsMessage.UNAUTHORIZED), ctx.now());
+      return writeRawResponse(socket, 400, wsFailureBody(WsMessage.UNAUTHORIZED), ctx.now());
     }
     this.#wss.handleUpgrade(req, socket, head, (ws) => this.#accept(ws, botId));
   }
@@ -136,17 +137,4 @@ export class VoiceChatEndpoint {
       session.ws.ping();
     }
   }
-}
-
-/** Answers a refused handshake with a plain HTTP response, then closes the socket. */
-function reject(socket: Duplex, status: number, body: string | object, nowMs: number): void {
-  const payload = typeof body === 'string' ? body : JSON.stringify(body);
-  const head = [
-    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}`,
-    `Date: ${new Date(nowMs).toUTCString()}`,
-    'Content-Type: application/json; charset=utf-8',
-    `Content-Length: ${Buffer.byteLength(payload)}`,
-    'Connection: close',
-  ].join('\r\n');
-  socket.end(`${head}\r\n\r\n${payload}`, () => socket.destroy());
 }

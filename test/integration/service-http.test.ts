@@ -74,9 +74,11 @@ describe('HTTP hygiene', () => {
     expect(await res.body.json()).toMatchObject({ code: 1001 });
   });
 
-  it('a client that never finishes its headers is cut off', async () => {
+  it('a client that never finishes its headers is cut off with a 408 carrying Date and JSON', async () => {
     const { response, ms } = await raw('POST /auth/getToken HTTP/1.1\r\nHost: x\r\n');
     expect(response).toMatch(/^HTTP\/1\.1 408/);
+    expect(response).toMatch(/\r\nDate: .+ GMT\r\n/);
+    expect(response).toMatch(/\r\n\r\n\{"code":408,"msg":"Request Timeout"\}$/);
     expect(ms).toBeLessThan(5000);
   });
 
@@ -86,9 +88,16 @@ describe('HTTP hygiene', () => {
     expect(ms).toBeLessThan(5000);
   });
 
-  it('a malformed request line gets a 400, not a crash', async () => {
+  it('a malformed request line gets a JSON 400, not a crash', async () => {
     const { response } = await raw('NOT HTTP AT ALL\r\n\r\n');
     expect(response).toMatch(/^HTTP\/1\.1 400/);
+    expect(response).toMatch(/\{"code":400,"msg":"Bad Request"\}$/);
+    expect((await getToken()).json?.['code']).toBe(0);
+  });
+
+  it('oversized headers get a 431', async () => {
+    const { response } = await raw(`POST /auth/getToken HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
+    expect(response).toMatch(/^HTTP\/1\.1 431/);
     expect((await getToken()).json?.['code']).toBe(0);
   });
 
