@@ -8,7 +8,7 @@ import { register } from './routes/register.js';
 import type { StatsRecorder } from './stats.js';
 import { VOICE_CHAT_PATH } from './ws.js';
 
-export const BODY_LIMIT = 16 * 1024;
+const BODY_LIMIT = 16 * 1024;
 
 const ROUTES: ReadonlyMap<string, Route> = new Map([
   ['/auth/getToken', getToken],
@@ -106,7 +106,7 @@ function parseJson(body: Buffer): JsonInput {
 }
 
 /** Date is set from the service clock, not node's: the agent reads it as the server's time. */
-export function sendJson(res: ServerResponse, status: number, body: unknown, nowMs: number, headers: Record<string, string> = {}): void {
+function sendJson(res: ServerResponse, status: number, body: unknown, nowMs: number, headers: Record<string, string> = {}): void {
   const payload = JSON.stringify(body);
   res.writeHead(status, {
     ...headers,

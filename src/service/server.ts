@@ -5,7 +5,7 @@ import type { ServiceContext } from './context.js';
 import { FaultState, type BrokenResponse, type WsRefusal, type WsRefusalForm } from './faults.js';
 import { createRequestListener } from './http.js';
 import { answerClientError } from './raw-response.js';
-import { DEFAULT_SEED, type Seed } from './seed.js';
+import { DEFAULT_SEED, parseSeed, type Seed } from './seed.js';
 import { StatsRecorder, type ServiceStats } from './stats.js';
 import { ServiceStore } from './store.js';
 import { VOICE_CHAT_PATH, VoiceChatEndpoint } from './ws.js';
@@ -29,7 +29,7 @@ export interface ReferenceServiceOptions {
 export interface ServiceFaults {
   /** The next n getToken calls that would succeed answer 1006 instead. */
   failNextGetToken(n: number): void;
-  /** Delays every HTTP answer by ms. */
+  /** Delays every HTTP answer by ms, WebSocket handshakes included. */
   setLatencyMs(ms: number): void;
   /** Sets (not adds to) the offset of the service clock: expiries, the timestamp window and Date. */
   shiftClockMs(ms: number): void;
@@ -73,6 +73,17 @@ export async function createReferenceService(opts: ReferenceServiceOptions = {})
   const delays = new Set<NodeJS.Timeout>();
   let closing = false;
 
+  const delay = (ms: number): Promise<void> =>
+    new Promise((resolve) => {
+      if (closing) return; // never settles: the socket is being destroyed anyway
+      if (ms <= 0) return resolve();
+      const timer = setTimeout(() => {
+        delays.delete(timer);
+        resolve();
+      }, ms);
+      delays.add(timer);
+    });
+
   const requestTimeoutMs = opts.requestTimeoutMs ?? 10_000;
   const server = createServer(
     {
@@ -84,26 +95,17 @@ export async function createReferenceService(opts: ReferenceServiceOptions = {})
     createRequestListener({
       ctx,
       stats: recorder,
-      delay: (ms) =>
-        new Promise((resolve) => {
-          if (closing) return; // never settles: the socket is being destroyed anyway
-          if (ms <= 0) return resolve();
-          const timer = setTimeout(() => {
-            delays.delete(timer);
-            resolve();
-          }, ms);
-          delays.add(timer);
-        }),
+      delay,
       onInternalError: (err) => events.emit('internal-error', err),
     }),
   );
-  const endpoint = new VoiceChatEndpoint({ ctx, stats: recorder, events, pingIntervalMs: opts.pingIntervalMs ?? 30_000 });
+  const endpoint = new VoiceChatEndpoint({ ctx, stats: recorder, events, delay, pingIntervalMs: opts.pingIntervalMs ?? 30_000 });
   server.on('upgrade', (req, socket, head: Buffer) => endpoint.upgrade(req, socket, head));
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket, ctx.now()));
   const purger = setInterval(() => store.purgeExpired(ctx.now()), 10_000).unref();
 
   try {
-    store.applySeed(opts.seed ?? DEFAULT_SEED);
+    store.applySeed(parseSeed(opts.seed ?? DEFAULT_SEED));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(opts.port ?? 0, host, () => {

@@ -29,6 +29,8 @@ export interface EndpointDeps {
   stats: StatsRecorder;
   events: EventEmitter;
   pingIntervalMs: number;
+  /** Waits out the latency fault; never settles once the service is closing. */
+  delay(ms: number): Promise<void>;
 }
 
 /** WebSocket /soulmate/voiceChat/v1: Bearer-authenticated, one session per botId, text echo, pings. */
@@ -41,6 +43,8 @@ export class VoiceChatEndpoint {
   readonly #open = new Set<Session>();
   /** Sockets accepted only to be refused in-band. */
   readonly #refused = new Set<WebSocket>();
+  /** Upgrade requests waiting out the latency fault; node no longer tracks them. */
+  readonly #waiting = new Set<Duplex>();
   readonly #pinger: NodeJS.Timeout;
 
   constructor(deps: EndpointDeps) {
@@ -53,6 +57,14 @@ export class VoiceChatEndpoint {
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     // A peer that resets mid-handshake must not take the service down.
     socket.on('error', () => socket.destroy());
+    this.#waiting.add(socket);
+    void this.#deps.delay(this.#deps.ctx.faults.latencyMs).then(() => {
+      this.#waiting.delete(socket);
+      this.#handshake(req, socket, head);
+    });
+  }
+
+  #handshake(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     const { ctx } = this.#deps;
     let url: URL;
     try {
@@ -81,6 +93,7 @@ export class VoiceChatEndpoint {
 
   close(): void {
     clearInterval(this.#pinger);
+    for (const socket of this.#waiting) socket.destroy();
     this.dropAll();
     this.#wss.close();
   }

@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SeedError } from '../../src/service/seed.js';
 import { createReferenceService } from '../../src/service/server.js';
 import { connectWs, getTokens, post, signedGetTokenBody, type WsAttempt } from '../helpers/service-client.js';
 
@@ -105,6 +106,21 @@ describe('restart', () => {
     expect(await hanging).toBeInstanceOf(Error);
     const second = await createReferenceService({ port: first.port });
     await second.close();
+  });
+
+  it('close() does not wait for a handshake held by the latency fault', async () => {
+    const service = await createReferenceService();
+    const tokens = await getTokens(service.url);
+    service.faults.setLatencyMs(60_000);
+    const held = connectWs(service.wsUrl, 'bot-1', tokens.accessToken).catch((err: unknown) => err);
+    await new Promise((r) => setTimeout(r, 50));
+    await service.close();
+    expect(await held).toBeInstanceOf(Error);
+  });
+
+  it('a malformed programmatic seed is refused before listening', async () => {
+    const seed = { accounts: [{ accessKeyId: 'A', secretKey: 'S', vendors: [{ vendorId: 'V', bots: ['b', 'b'] }] }] };
+    await expect(createReferenceService({ seed })).rejects.toThrow(SeedError);
   });
 
   it('close() can be called twice', async () => {

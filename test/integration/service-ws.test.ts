@@ -217,6 +217,13 @@ describe('WebSocket fault knobs', () => {
     expect(parseWsFailure(reason)).toBe('Unauthorized');
   });
 
+  it('setLatencyMs delays the handshake answer too', async () => {
+    service.faults.setLatencyMs(300);
+    const started = Date.now();
+    await open('bot-1', bot1.accessToken);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(290);
+  });
+
   it('reset() stops refusing', async () => {
     service.faults.refuseWebSockets('Unauthorized');
     service.faults.reset();
