@@ -13,7 +13,7 @@ function failure(code: Exclude<KnownCode, 0>, detail?: string): Record<string, u
   return { code, msg: detail === undefined ? msg : `${msg}: ${detail}` };
 }
 
-/** POST /auth/getToken, DESIGN §1.2, checked in the order of its table. */
+/** POST /auth/getToken, DESIGN §1.2: 1001, 1002, 1003, then the signature (1005) before the identity (1004). */
 export const getToken: Route = (ctx, { input }) => {
   if (!input.ok) return failure(Code.ILLEGAL_PARAMETERS, input.reason);
   let req: GetTokenRequest;
