@@ -75,7 +75,7 @@ interface Rig {
   start(): void;
 }
 
-/** One agent wired like the daemon, with short client timeouts, fast backoffs and an injectable resolver. */
+/** One agent wired like the daemon, with fast backoffs, an injectable resolver and (when asked) a short client timeout. */
 async function rig(o: { service?: Partial<ReferenceServiceOptions>; viaDns?: boolean; timeoutMs?: number } = {}): Promise<Rig> {
   const dir = mkdtempSync(join(tmpdir(), 'botlink-faults-'));
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
