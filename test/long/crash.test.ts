@@ -1,0 +1,286 @@
+import Database from 'better-sqlite3';
+import { spawn } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { buildBundle } from '../../scripts/build.mjs';
+import { tokenHash } from '../../src/service/credentials.js';
+import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
+import { cleanEnv, DAEMON_SECRET, DaemonProc, DeviceDir } from '../helpers/daemon-proc.js';
+
+/**
+ * Suite 2 of issue 6: the real daemon (built bundle) SIGKILLed at random moments while it renews a
+ * 2 s access token (refresh at ~1.5 s) and a 6 s refresh token (re-sign at ~5.5 s); after every kill
+ * the database is sound and holds one whole pair, and every restart gets back to `connected`.
+ */
+
+const CYCLES = Number(process.env.CRASH_CYCLES ?? 300);
+const SEED = Number(process.env.CRASH_SEED ?? Math.floor(Math.random() * 2 ** 32));
+const ACCESS_TTL_S = 2;
+const REFRESH_TTL_S = 6;
+const MIN_RUN_MS = 200;
+const MAX_RUN_MS = 2500;
+/** Share of cycles whose kill is aimed at a renewal: a random 0–40 ms after the service receives one. */
+const AIMED_SHARE = 0.35;
+const AIM_SPREAD_MS = 40;
+/** Share of restarts that boot with no time source (the sandbox's own verdict) instead of a synced chrony. */
+const UNKNOWN_CLOCK_SHARE = 0.25;
+/** `chronyc -c tracking` of a synced machine: 14 fields, offset 12 µs, leap status Normal. */
+const CHRONY_SYNCED = 'A29FC87B,ntp.example,3,1732233600.123,0.000012,0.000003,0.000020,-12.345,0.001,0.020,0.010,0.001,64.5,Normal';
+/** A restart that has not connected by then is a failure, not slowness. */
+const CONNECT_TIMEOUT_MS = 20_000;
+const SLOW_RESTART_MS = 3000;
+const BOT = 'bot-1';
+const SEED_FILE = { accounts: [{ accessKeyId: 'AK', secretKey: DAEMON_SECRET, vendors: [{ vendorId: 'V1', bots: [BOT] }] }] };
+
+/** mulberry32: small, seedable, good enough to place kills. */
+function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+interface PairRow {
+  base_url: string | null;
+  access_key_id: string | null;
+  kind: string | null;
+  identity_id: string | null;
+  access_token: string | null;
+  access_expires_at: number | null;
+  refresh_token: string | null;
+  refresh_expires_at: number | null;
+  issued_at: number | null;
+  access_issued_at: number | null;
+}
+
+interface DbCheck {
+  integrity: string;
+  rows: PairRow[];
+  columns: string[];
+}
+
+/** Reads the file the killed daemon left, read-only, and closes it before the next daemon starts. */
+function inspectAgentDb(path: string): DbCheck {
+  const db = new Database(path, { readonly: true, fileMustExist: true });
+  try {
+    const integrity = (db.pragma('integrity_check', { simple: false }) as { integrity_check: string }[]).map((r) => r.integrity_check).join('\n');
+    const rows = db.prepare<[], PairRow>('SELECT * FROM token_pair').all();
+    const columns = (db.pragma('table_info(token_pair)', { simple: false }) as { name: string }[]).map((c) => c.name);
+    return { integrity, rows, columns };
+  } finally {
+    db.close();
+  }
+}
+
+/** Hash of the newest access token the service issued (it stores hashes only), if not purged yet. */
+function newestIssuedAccess(serviceDb: string): string | undefined {
+  const db = new Database(serviceDb, { readonly: true, fileMustExist: true });
+  try {
+    const row = db.prepare<[], { hash: string }>("SELECT hash FROM tokens WHERE kind = 'access' ORDER BY expires_at DESC LIMIT 1").get();
+    return row?.hash;
+  } finally {
+    db.close();
+  }
+}
+
+type Aim = { kind: 'time'; runMs: number } | { kind: 'renewal'; delayMs: number };
+
+interface Cycle {
+  aim: Aim['kind'];
+  synced: boolean;
+  /** Spawn → status.json says connected for this pid; undefined when killed during start-up. */
+  connectedMs: number | undefined;
+  killedAtMs: number;
+  /** The service had issued an access token the killed daemon had not stored yet. */
+  lostRenewal: boolean | undefined;
+}
+
+let svc: ReferenceService;
+let device: DeviceDir;
+let serviceDb: string;
+let syncedEnv: NodeJS.ProcessEnv;
+let bundleDir: string;
+let bundle: string;
+
+beforeAll(async () => {
+  // A private build: dist/botlink.mjs is rewritten in place by every other test run in this checkout.
+  bundleDir = mkdtempSync(join(resolve(import.meta.dirname, '..', '..'), 'node_modules', '.cache', 'crash-bundle-'));
+  bundle = await buildBundle(join(bundleDir, 'botlink.mjs'));
+  device = new DeviceDir({ baseUrl: 'http://127.0.0.1:9' });
+  // A file-backed service, so the test can see which access token it issued last.
+  serviceDb = join(device.dir, 'service.db');
+  svc = await createReferenceService({ seed: SEED_FILE, accessTtlS: ACCESS_TTL_S, refreshTtlS: REFRESH_TTL_S, dbFile: serviceDb });
+  device.writeConfig({ baseUrl: svc.url, botId: BOT });
+  // The sandbox has no time source; a chronyc on the child's PATH makes its (correct) wall clock trusted.
+  const bin = join(device.dir, 'bin');
+  mkdirSync(bin);
+  writeFileSync(join(bin, 'chronyc'), `#!/bin/sh\necho '${CHRONY_SYNCED}'\n`);
+  chmodSync(join(bin, 'chronyc'), 0o755);
+  syncedEnv = cleanEnv({ PATH: `${bin}:${process.env.PATH ?? ''}` });
+});
+
+afterAll(async () => {
+  await svc?.close();
+  device?.remove();
+  if (bundleDir) rmSync(bundleDir, { recursive: true, force: true });
+});
+
+/** `botlink run` from the private bundle, as startDaemon does from dist/. */
+function spawnDaemon(env: NodeJS.ProcessEnv): DaemonProc {
+  return new DaemonProc(spawn(process.execPath, [bundle, 'run', '--config', device.configFile], { env, stdio: ['ignore', 'pipe', 'pipe'] }));
+}
+
+function renewalRequests(): number {
+  return svc.stats.getToken.total + svc.stats.refreshToken.total;
+}
+
+function connectedAs(pid: number | undefined): boolean {
+  const s = device.status();
+  return s !== undefined && s.pid === pid && s.link.state === 'connected';
+}
+
+function describeFailure(proc: DaemonProc, what: string): Error {
+  const log = device.log().split('\n').slice(-25).join('\n');
+  return new Error(`${what}\n--- stderr ---\n${proc.stderr.slice(-2000)}\n--- log tail ---\n${log}`);
+}
+
+/**
+ * Starts the daemon and SIGKILLs it as `aim` says. With `mustConnect` the kill (and the aiming) waits
+ * for `connected` first, so the restart after a kill during start-up always proves recovery.
+ */
+async function runOnce(aim: Aim, mustConnect: boolean, synced: boolean): Promise<Omit<Cycle, 'lostRenewal'>> {
+  const started = performance.now();
+  const proc = spawnDaemon(synced ? syncedEnv : cleanEnv());
+  const pid = proc.child.pid;
+  let connectedMs: number | undefined;
+  let armedAt: number | undefined;
+  let killAt = aim.kind === 'time' ? aim.runMs : undefined;
+  for (;;) {
+    const elapsed = performance.now() - started;
+    if (connectedMs === undefined && connectedAs(pid)) connectedMs = elapsed;
+    if (proc.child.exitCode !== null || proc.child.signalCode !== null) {
+      throw describeFailure(proc, `daemon exited on its own (code ${proc.child.exitCode}, signal ${proc.child.signalCode})`);
+    }
+    const mayKill = connectedMs !== undefined || !mustConnect;
+    if (aim.kind === 'renewal' && mayKill && killAt === undefined) {
+      armedAt ??= renewalRequests();
+      if (renewalRequests() > armedAt) killAt = elapsed + aim.delayMs;
+      else if (elapsed >= MAX_RUN_MS) killAt = elapsed;
+    }
+    if (mayKill && killAt !== undefined && elapsed >= killAt) break;
+    if (connectedMs === undefined && elapsed > CONNECT_TIMEOUT_MS) {
+      proc.child.kill('SIGKILL');
+      throw describeFailure(proc, `restart did not reach connected within ${CONNECT_TIMEOUT_MS} ms`);
+    }
+    // Fine steps while waiting for a renewal to aim at or for a kill moment that is near.
+    const near = killAt === undefined ? aim.kind === 'renewal' : killAt - elapsed < 10;
+    await sleep(near ? 1 : 5);
+  }
+  proc.child.kill('SIGKILL');
+  const killedAtMs = performance.now() - started;
+  const exit = await proc.exited;
+  expect(exit).toEqual({ code: null, signal: 'SIGKILL' });
+  return { aim: aim.kind, synced, connectedMs, killedAtMs };
+}
+
+/** Every property the next start relies on; `previous` is the pair seen after the last kill. */
+function checkPair(row: PairRow | undefined, previous: PairRow | undefined, startedAt: number): void {
+  expect(row).toBeDefined();
+  const r = row!;
+  for (const [column, value] of Object.entries(r)) expect(value, `column ${column}`).not.toBeNull();
+  expect(r).toMatchObject({ base_url: svc.url, access_key_id: 'AK', kind: 'bot', identity_id: BOT });
+  expect(r.access_token).toMatch(/^\S{16,}$/);
+  expect(r.refresh_token).toMatch(/^\S{16,}$/);
+  expect(r.access_token).not.toBe(r.refresh_token);
+  // Expiries are issue time + the lifetime the service granted, on the server's clock (here the real one).
+  expect(r.access_expires_at! - r.access_issued_at!).toBe(ACCESS_TTL_S * 1000);
+  expect(r.refresh_expires_at! - r.issued_at!).toBe(REFRESH_TTL_S * 1000);
+  expect(r.access_issued_at!).toBeGreaterThanOrEqual(r.issued_at!);
+  expect(r.issued_at!).toBeGreaterThan(startedAt - 2000);
+  expect(r.access_issued_at!).toBeLessThan(Date.now() + 2000);
+  // A kill may lose the newest renewal, never bring back an older pair.
+  if (previous) {
+    expect(r.issued_at!).toBeGreaterThanOrEqual(previous.issued_at!);
+    expect(r.access_issued_at!).toBeGreaterThanOrEqual(previous.access_issued_at!);
+  }
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
+}
+
+function recoveryLine(list: Cycle[]): string {
+  const ms = list.map((c) => c.connectedMs).filter((x): x is number => x !== undefined).sort((a, b) => a - b);
+  const f = (x: number) => x.toFixed(0);
+  return `${ms.length} restarts, median ${f(percentile(ms, 50))} ms, p95 ${f(percentile(ms, 95))} ms, max ${f(ms.at(-1) ?? NaN)} ms`;
+}
+
+it(`keeps a sound database with one whole pair and reconnects after each of ${CYCLES} SIGKILLs`, async () => {
+  console.log(`crash suite: seed ${SEED} (rerun with CRASH_SEED=${SEED}), ${CYCLES} cycles`);
+  const random = seededRandom(SEED);
+  const internalErrors: unknown[] = [];
+  svc.events.on('internal-error', (err) => internalErrors.push(err));
+  const dbPath = join(device.stateDir, 'botlink.db');
+  const startedAt = Date.now();
+  const t0 = performance.now();
+  const cycles: Cycle[] = [];
+  let previous: PairRow | undefined;
+
+  for (let i = 0; i < CYCLES; i++) {
+    // Log-uniform run times: dense around start-up and connect, still reaching the 1.5 s refresh and 5.5 s re-sign points.
+    const aim: Aim =
+      random() < AIMED_SHARE
+        ? { kind: 'renewal', delayMs: random() * AIM_SPREAD_MS }
+        : { kind: 'time', runMs: MIN_RUN_MS * (MAX_RUN_MS / MIN_RUN_MS) ** random() };
+    const synced = random() >= UNKNOWN_CLOCK_SHARE;
+    const last = cycles.at(-1);
+    const ran = await runOnce(aim, last === undefined || last.connectedMs === undefined, synced);
+
+    const db = inspectAgentDb(dbPath);
+    expect(db.integrity, `cycle ${i}: integrity_check`).toBe('ok');
+    expect(db.columns).toContain('access_issued_at');
+    expect(db.rows, `cycle ${i}: exactly one pair`).toHaveLength(1);
+    checkPair(db.rows[0], previous, startedAt);
+    previous = db.rows[0];
+    const newest = newestIssuedAccess(serviceDb);
+    cycles.push({ ...ran, lostRenewal: newest === undefined ? undefined : newest !== tokenHash(db.rows[0]!.access_token!) });
+  }
+  // The last kill's restart: it too must come back.
+  const final = { ...(await runOnce({ kind: 'time', runMs: 0 }, true, true)), lostRenewal: undefined };
+
+  const totalS = (performance.now() - t0) / 1000;
+  const all = [...cycles, final];
+  const startupKills = cycles.filter((c) => c.connectedMs === undefined).length;
+  const aimed = cycles.filter((c) => c.aim === 'renewal').length;
+  const lost = cycles.filter((c) => c.lostRenewal === true).length;
+  const slow = all
+    .map((c, i) => ({ i, ms: c.connectedMs }))
+    .filter((c): c is { i: number; ms: number } => c.ms !== undefined && c.ms > SLOW_RESTART_MS);
+  console.log(
+    [
+      `crash suite: ${CYCLES} SIGKILLs in ${totalS.toFixed(1)} s (seed ${SEED})`,
+      `  kills aimed at a renewal: ${aimed}; during start-up (before connected): ${startupKills}; ` +
+        `after the service issued a token the daemon had not stored: ${lost}`,
+      `  renewals the service answered: ${svc.stats.refreshToken.ok} refreshes, ${svc.stats.getToken.ok} signs; getToken codes ${JSON.stringify(svc.stats.getToken.byCode)}`,
+      `  restart → connected, all: ${recoveryLine(all)}`,
+      `  restart → connected, chrony synced: ${recoveryLine(all.filter((c) => c.synced))}`,
+      `  restart → connected, no time source: ${recoveryLine(all.filter((c) => !c.synced))}`,
+      `  restarts slower than ${SLOW_RESTART_MS} ms: ${slow.length ? slow.map((s) => `#${s.i} ${s.ms.toFixed(0)} ms`).join(', ') : 'none'}`,
+    ].join('\n'),
+  );
+  expect(readdirSync(device.stateDir).filter((f) => f.includes('corrupt'))).toEqual([]);
+  expect(device.log()).not.toContain('token database was corrupt');
+  expect(internalErrors).toEqual([]);
+  expect(Object.keys(svc.stats.getToken.byCode).filter((code) => code !== '0')).toEqual([]);
+  // The kills must have hit what this suite is about: start-up, and the gap between issue and commit.
+  expect(svc.stats.refreshToken.ok).toBeGreaterThan(CYCLES / 4);
+  expect(svc.stats.getToken.ok).toBeGreaterThan(CYCLES / 20);
+  expect(startupKills).toBeGreaterThan(0);
+  expect(lost).toBeGreaterThan(0);
+});
