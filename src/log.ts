@@ -92,9 +92,14 @@ export function createLogger(opts: LoggerOptions): BotlinkLogger {
       },
       hooks: {
         // Objects interpolated into the message (`%o`, `%j`) bypass formatters.log.
-        logMethod(args, method) {
+        logMethod(args, method, level) {
           const safe = args.map((arg, i) => (i > 0 && typeof arg === 'object' ? redact(arg) : arg));
           method.apply(this, safe as Parameters<LogFn>);
+          // pino writes a fatal line with flushSync, which emits no 'write': count what it wrote.
+          if (level >= pino.levels.values['fatal']!) {
+            written = queued;
+            settle();
+          }
         },
         // The one place every line passes: child bindings and the message reach no formatter.
         streamWrite: (line) => {

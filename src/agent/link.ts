@@ -151,13 +151,21 @@ export class LinkSupervisor extends EventEmitter {
     if (this.#stopped) return;
     const url = new URL(this.#o.wsUrl);
     url.searchParams.set('botId', this.#o.botId);
-    const ws = new WebSocket(url, {
-      headers: { Authorization: `Bearer ${token}` },
-      handshakeTimeout: this.#o.connectTimeoutMs ?? 10_000,
-      perMessageDeflate: false,
-      followRedirects: false,
-      ...(this.#o.lookup && { lookup: this.#o.lookup }),
-    });
+    let ws: WebSocket;
+    try {
+      ws = new WebSocket(url, {
+        headers: { Authorization: `Bearer ${token}` },
+        handshakeTimeout: this.#o.connectTimeoutMs ?? 10_000,
+        perMessageDeflate: false,
+        followRedirects: false,
+        ...(this.#o.lookup && { lookup: this.#o.lookup }),
+      });
+    } catch (err) {
+      // The request could not even be built (a bad URL or token): renew, and retry with backoff.
+      this.#o.tokens.invalidate(token);
+      this.#retry(this.#o.backoff ?? LINK_BACKOFF, `cannot open the WebSocket: ${err instanceof Error ? err.message : String(err)}`);
+      return;
+    }
     this.#ws = ws;
     this.#token = token;
     this.#ending = undefined;
@@ -202,7 +210,7 @@ export class LinkSupervisor extends EventEmitter {
     if (ws !== this.#ws) return;
     const size = Array.isArray(data) ? data.reduce((n, b) => n + b.length, 0) : data.byteLength;
     if (!isBinary && size <= MAX_ERROR_BODY) {
-      const failure = parseWsFailure(data.toString());
+      const failure = parseWsFailure(data.toString(), { bare: false });
       if (failure) {
         this.#ending = { kind: 'failure', failure };
         ws.close(1000);

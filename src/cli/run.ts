@@ -7,6 +7,7 @@ import { Exit } from './exit.js';
 const USAGE = 'usage: botlink run [--config FILE]';
 /** systemd's default stop timeout is 90 s; we promise to be gone well within 5 s. */
 const STOP_DEADLINE_MS = 4500;
+const FLUSH_DEADLINE_MS = 1000;
 
 /** `botlink run`: the daemon in the foreground until SIGTERM/SIGINT. */
 export async function run(argv: string[]): Promise<number> {
@@ -28,7 +29,8 @@ export async function run(argv: string[]): Promise<number> {
   const daemon = new Daemon(config, { log: logger, env: process.env });
 
   const exit = async (code: number): Promise<never> => {
-    await logging.flush();
+    // A log that cannot drain (disk full, hung SD card) must not keep a crashed daemon alive.
+    await Promise.race([logging.flush(), new Promise((resolve) => setTimeout(resolve, FLUSH_DEADLINE_MS).unref())]);
     logging.close();
     process.exit(code);
   };

@@ -83,6 +83,15 @@ function optionalText(o: Obj, key: string): string | undefined {
   return v;
 }
 
+/** Tokens travel in an HTTP header: visible ASCII only, bounded, or the header cannot be built. */
+const TOKEN_SHAPE = /^[\x21-\x7e]{1,4096}$/;
+
+function token(o: Obj, key: string): string {
+  const v = text(o, key);
+  if (!TOKEN_SHAPE.test(v)) throw new WireError(key, 'must be 1–4096 visible ASCII characters');
+  return v;
+}
+
 function integer(o: Obj, key: string, min: number): number {
   const v = o[key];
   if (v === undefined || v === null) throw new WireError(key, 'is required');
@@ -176,9 +185,9 @@ export function parseGetTokenResponse(value: unknown): Answer<GetTokenSuccess> {
   if (failure) return failure;
   return {
     ok: true,
-    accessToken: text(o, 'accessToken'),
+    accessToken: token(o, 'accessToken'),
     expireIn: integer(o, 'expireIn', 1),
-    refreshToken: text(o, 'refreshToken'),
+    refreshToken: token(o, 'refreshToken'),
     refreshExpireIn: integer(o, 'refreshExpireIn', 1),
   };
 }
@@ -187,7 +196,7 @@ export function parseRefreshTokenResponse(value: unknown): Answer<RefreshTokenSu
   const o = object(value);
   const failure = codeOf(o);
   if (failure) return failure;
-  return { ok: true, accessToken: text(o, 'accessToken'), expireIn: integer(o, 'expireIn', 1) };
+  return { ok: true, accessToken: token(o, 'accessToken'), expireIn: integer(o, 'expireIn', 1) };
 }
 
 export function parseRegisterDeviceResponse(value: unknown): RegisterAnswer {
@@ -206,11 +215,12 @@ export function parseRegisterDeviceResponse(value: unknown): RegisterAnswer {
 
 /**
  * Recognises a WebSocket failure in any of its carriers: a JSON `{code: 400, msg}` (handshake body
- * or text frame) or the bare message (close reason). Anything else is not a failure.
+ * or text frame) or the bare message (close reason, handshake body). A text frame must be the JSON
+ * form (`bare: false`): a chat line that merely says "Unauthorized" is not a failure.
  */
-export function parseWsFailure(payload: string): WsFailure | undefined {
+export function parseWsFailure(payload: string, opts: { bare?: boolean } = {}): WsFailure | undefined {
   const trimmed = payload.trim();
-  if (isWsFailure(trimmed)) return trimmed;
+  if (isWsFailure(trimmed)) return opts.bare === false ? undefined : trimmed;
   if (!trimmed.startsWith('{')) return undefined;
   let parsed: unknown;
   try {

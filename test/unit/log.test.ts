@@ -162,3 +162,14 @@ describe('createLogger', () => {
     expect(out[1]).toMatch(/^\d\d:\d\d:\d\d\.\d{3} ERROR link: handshake failed err="Unauthorized" accessToken=\[redacted\]$/);
   });
 });
+
+// Found by the agent fuzz: pino's fatal() writes with flushSync, which emits no 'write' event.
+it('flush() settles after a fatal line logged while earlier lines are still being written', async () => {
+  const logging = createLogger({ file: join(mkdtempSync(join(tmpdir(), 'botlink-log-')), 'x.log'), level: 'debug' });
+  logging.logger.info('starting');
+  await logging.flush();
+  for (let i = 0; i < 20; i++) logging.logger.info({ i }, 'busy');
+  logging.logger.fatal('unexpected error: exiting so systemd restarts botlink');
+  const settled = await Promise.race([logging.flush().then(() => 'settled'), new Promise((r) => setTimeout(() => r('pending'), 2000))]);
+  expect(settled).toBe('settled');
+});
