@@ -172,6 +172,24 @@ export function cpuTicks(pid: number): number {
   return Number(fields[11]) + Number(fields[12]);
 }
 
+/**
+ * CPU time of a live process in ms at nanosecond resolution: the sum over its threads of
+ * /proc/<pid>/task/<tid>/schedstat, since an idle minute is often less than one 10 ms tick.
+ * Falls back to ticks on kernels without schedstat.
+ */
+export function cpuMs(pid: number): number {
+  if (!existsSync(`/proc/${pid}/schedstat`)) return (cpuTicks(pid) * 1000) / CLOCK_TICKS_PER_S;
+  let ns = 0;
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+    } catch {
+      // the thread ended since the listing
+    }
+  }
+  return ns / 1e6;
+}
+
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -57,18 +57,51 @@ export class LinkFixture {
   }
 }
 
+/** Where an agent boot spends its time, per run, from its log: the three stretches sum to the boot. */
+export interface BootPhases {
+  /** spawn → 'botlink starting': node, the bundle, config, logger, store, instance lock. */
+  load: number[];
+  /** 'botlink starting' → 'link connecting': identity, token manager, link set up. */
+  setUp: number[];
+  /** 'link connecting' → the service sees the socket: time-sync check, token, WebSocket handshake. */
+  connect: number[];
+}
+
 /** Boot → connected with a cached token: the agent and the minimal client, alternating. */
-export async function bootCached(fx: LinkFixture, n: number): Promise<{ agent: number[]; floor: number[] }> {
-  const once = (start: () => ReturnType<Workspace['agent']>) => async (): Promise<number> => {
+export async function bootCached(fx: LinkFixture, n: number): Promise<{ agent: number[]; floor: number[]; phases: BootPhases }> {
+  const phases: BootPhases = { load: [], setUp: [], connect: [] };
+  const once = (start: () => ReturnType<Workspace['agent']>, agent: boolean) => async (): Promise<number> => {
+    const spawnedAt = Date.now();
     const { ms: took, child } = await timeToConnected(fx.svc, BOT, start);
     await disconnect(fx.svc, BOT, child);
+    if (agent) {
+      const at = logTimes(fx.device.log(), child.pid);
+      const starting = at.get('botlink starting') ?? NaN;
+      const connecting = at.get('link connecting') ?? NaN;
+      phases.load.push(starting - spawnedAt);
+      phases.setUp.push(connecting - starting);
+      phases.connect.push(spawnedAt + took - connecting);
+    }
     return took;
   };
   const [agent = [], floor = []] = await alternate(n, [
-    once(() => fx.ws.agent(fx.device)),
-    once(() => fx.ws.client(fx.svc, BOT, fx.token)),
+    once(() => fx.ws.agent(fx.device), true),
+    once(() => fx.ws.client(fx.svc, BOT, fx.token), false),
   ]);
-  return { agent, floor };
+  // alternate() discards its warm-up round; so do the phases.
+  for (const xs of Object.values(phases)) xs.splice(0, xs.length - agent.length);
+  return { agent, floor, phases };
+}
+
+/** The first time each message was logged by process `pid`, wall-clock ms. */
+function logTimes(log: string, pid: number): Map<string, number> {
+  const at = new Map<string, number>();
+  for (const line of log.split('\n')) {
+    if (!line.startsWith('{')) continue;
+    const entry = JSON.parse(line) as { time: string; msg: string; pid: number };
+    if (entry.pid === pid && !at.has(entry.msg)) at.set(entry.msg, Date.parse(entry.time));
+  }
+  return at;
 }
 
 /**
@@ -129,6 +162,11 @@ async function main(): Promise<void> {
         ],
         ['service down 5 s → reconnected (from listen)', ms(median(outage)), '—', '—', 'info', '', spread(outage).toFixed(2)],
       ],
+    );
+    const { phases } = boot;
+    console.log(
+      `\nagent boot, medians from its log: spawn → 'botlink starting' ${ms(median(phases.load))}` +
+        ` · → 'link connecting' ${ms(median(phases.setUp))} · → socket open at the service ${ms(median(phases.connect))}`,
     );
     const list = (xs: number[]): string => xs.map((x) => x.toFixed(0)).join(' ');
     console.log(`\nsamples (ms): agent ${list(boot.agent)} | client ${list(boot.floor)}`);
