@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Runs the fast test suite (vitest run, as `npm test`) on several Node majors: 20, 22 and 24 by default,
+# or the majors given as arguments. The machine's own node serves its major; the others come from
+# the npm registry's node-linux-<arch> packages (binary and headers, nothing downloaded elsewhere).
+# Each runtime gets its own copy of the committed tree (git archive HEAD) and its own `npm ci`, so
+# the native addons are compiled against that runtime and the checkout's node_modules stays as it is.
+# Prints `node vX: N passed, M failed` per runtime, then the sum; exits nonzero if anything failed.
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cache="$root/node_modules/.cache/runtimes"
+majors=("$@")
+[ ${#majors[@]} -gt 0 ] || majors=(20 22 24)
+
+case "$(uname -m)" in
+  x86_64) arch=x64 ;;
+  aarch64 | arm64) arch=arm64 ;;
+  armv7l) arch=armv7l ;;
+  *) echo "test-runtimes: no node-linux package for $(uname -m)" >&2; exit 2 ;;
+esac
+pkg="node-linux-$arch"
+commit=$(git -C "$root" rev-parse --short HEAD) || exit 2
+mkdir -p "$cache"
+
+# Installs $pkg@$1 under the cache (once) and prints its package directory.
+install_node() {
+  local version=$1 dir="$cache/pkg-$1"
+  local pkgdir="$dir/node_modules/$pkg"
+  if [ ! -x "$pkgdir/bin/node" ] || [ ! -f "$pkgdir/include/node/node.h" ]; then
+    rm -rf "$dir" && mkdir -p "$dir"
+    npm install --no-save --no-audit --no-fund --ignore-scripts --prefix "$dir" "$pkg@$version" >&2 || return 1
+  fi
+  echo "$pkgdir"
+}
+
+# The newest published version of major $1 of $pkg.
+newest_version() {
+  npm view "$pkg" versions --json | node -e '
+    const major = process.argv[1];
+    const all = JSON.parse(require("fs").readFileSync(0, "utf8")).filter((v) => /^\d+\.\d+\.\d+$/.test(v) && v.split(".")[0] === major);
+    const num = (v) => v.split(".").map(Number);
+    all.sort((a, b) => { const [x, y] = [num(a), num(b)]; return x[0] - y[0] || x[1] - y[1] || x[2] - y[2]; });
+    if (!all.length) process.exit(1);
+    console.log(all.at(-1));
+  ' "$1"
+}
+
+seconds() { echo $(($(date +%s) - $1)); }
+
+total_passed=0
+total_failed=0
+exit_code=0
+summary=()
+
+for major in "${majors[@]}"; do
+  echo "::: node $major"
+  t0=$(date +%s)
+  system_node=$(command -v node)
+  if [ "$("$system_node" -p 'process.versions.node.split(".")[0]')" = "$major" ]; then
+    bin_dir=$(dirname "$system_node")
+    version=$("$system_node" -p 'process.versions.node')
+    prefix=$(dirname "$(dirname "$(readlink -f "$system_node")")")
+    # The machine's headers if it has them, else those of the same version from the registry.
+    if [ -f "$prefix/include/node/node.h" ]; then nodedir=$prefix; else nodedir=$(install_node "$version") || nodedir=; fi
+  else
+    version=$(newest_version "$major") || version=
+    pkgdir=
+    [ -n "$version" ] && pkgdir=$(install_node "$version")
+    bin_dir="$pkgdir/bin"
+    nodedir=$pkgdir
+  fi
+  if [ -z "$version" ] || [ -z "$nodedir" ] || [ ! -x "$bin_dir/node" ]; then
+    echo "node $major: could not obtain $pkg for major $major"
+    summary+=("node $major: 0 passed, 1 failed (runtime unavailable)")
+    total_failed=$((total_failed + 1))
+    exit_code=1
+    continue
+  fi
+  t_node=$(seconds "$t0")
+
+  # A persistent copy per major: the sources are replaced every run, node_modules only when the
+  # lockfile or the runtime changed (compiling better-sqlite3 is most of the install time).
+  work="$cache/repo-$major"
+  mkdir -p "$work"
+  find "$work" -mindepth 1 -maxdepth 1 ! -name node_modules ! -name .runtime-stamp -exec rm -rf {} +
+  git -C "$root" archive HEAD | tar -x -C "$work"
+  stamp="$version $(sha256sum "$work/package-lock.json" | cut -d' ' -f1)"
+  t1=$(date +%s)
+  log="$cache/test-node-$major.log"
+  report="$cache/test-node-$major.json"
+  rm -f "$report"
+  export_env=(PATH="$bin_dir:$PATH" npm_config_nodedir="$nodedir" npm_config_build_from_source=true)
+  if [ "$(cat "$work/.runtime-stamp" 2>/dev/null)" != "$stamp" ]; then
+    rm -f "$work/.runtime-stamp"
+    if ! (cd "$work" && env "${export_env[@]}" npm ci --no-audit --no-fund >"$log" 2>&1); then
+      tail -n 40 "$log"
+      echo "node v$version: npm ci failed (log: $log)"
+      summary+=("node v$version: 0 passed, 1 failed (npm ci)")
+      total_failed=$((total_failed + 1))
+      exit_code=1
+      continue
+    fi
+    echo "$stamp" >"$work/.runtime-stamp"
+  fi
+  t_ci=$(seconds "$t1")
+
+  t2=$(date +%s)
+  (cd "$work" && env "${export_env[@]}" npx vitest run --reporter=default --reporter=json --outputFile.json="$report" >"$log" 2>&1)
+  rc=$?
+  t_test=$(seconds "$t2")
+  if [ -s "$report" ]; then
+    read -r passed failed < <(node -e '
+      const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+      console.log(r.numPassedTests, r.numFailedTests + (r.numRuntimeErrorTestSuites ?? 0));
+    ' "$report")
+  else
+    passed=0 failed=0
+  fi
+  # A run that failed with every test green (an unhandled error, no report) counts as one failure.
+  if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
+  if [ "$failed" -gt 0 ]; then
+    grep -E "FAIL|✗|×|Error" "$log" | head -n 40
+    echo "(full output: $log)"
+    exit_code=1
+  fi
+  ran=$(cd "$work" && PATH="$bin_dir:$PATH" node --version)
+  echo "$ran: node ${t_node} s, npm ci ${t_ci} s, tests ${t_test} s ($commit)"
+  line="$ran: $passed passed, $failed failed"
+  echo "$line"
+  summary+=("$line")
+  total_passed=$((total_passed + passed))
+  total_failed=$((total_failed + failed))
+done
+
+echo "::: summary"
+printf '%s\n' "${summary[@]}"
+echo "$total_passed passed, $total_failed failed"
+exit "$exit_code"
