@@ -249,6 +249,8 @@ type Expected = { ok: true; value: unknown } | { ok: false; code: string | RegEx
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const goodText = (v: unknown): v is string => typeof v === 'string' && v !== '';
+// Tokens ride in an HTTP header: visible ASCII only (src/protocol/wire.ts).
+const goodToken = (v: unknown): v is string => typeof v === 'string' && /^[\x21-\x7e]{1,4096}$/.test(v);
 const goodCount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 1;
 
 /**
@@ -284,9 +286,9 @@ function expected(c: HttpCase): Expected {
   if (typeof code !== 'number' || !Number.isSafeInteger(code)) return { ok: false, code: 'ERR_BAD_RESPONSE' };
   if (code !== 0) return { ok: false, code: c.method === 'getToken' ? `ERR_CLOUD_${code}` : 'ERR_REFRESH_REFUSED' };
   const { accessToken, expireIn, refreshToken, refreshExpireIn } = json;
-  if (!goodText(accessToken) || !goodCount(expireIn)) return { ok: false, code: 'ERR_BAD_RESPONSE' };
+  if (!goodToken(accessToken) || !goodCount(expireIn)) return { ok: false, code: 'ERR_BAD_RESPONSE' };
   if (c.method === 'refreshToken') return { ok: true, value: { accessToken, expireIn } };
-  if (!goodText(refreshToken) || !goodCount(refreshExpireIn)) return { ok: false, code: 'ERR_BAD_RESPONSE' };
+  if (!goodToken(refreshToken) || !goodCount(refreshExpireIn)) return { ok: false, code: 'ERR_BAD_RESPONSE' };
   return { ok: true, value: { accessToken, expireIn, refreshToken, refreshExpireIn } };
 }
 
@@ -396,9 +398,10 @@ describe(`CloudClient under generated answers (seed ${SEED})`, () => {
 // ---------------------------------------------------------------------------------------------
 
 /** What the DESIGN §1.4 carriers say: a failure, none, or a form the contract leaves open. */
-function carrierMeaning(payload: string): { failure: Failure | undefined; ambiguous: boolean } {
+/** `bare`: whether the carrier may hold the bare message (handshake body, close reason) or only JSON (a frame). */
+function carrierMeaning(payload: string, bare = true): { failure: Failure | undefined; ambiguous: boolean } {
   const exact = (p: string): Failure | undefined => {
-    if ((FAILURES as readonly string[]).includes(p)) return p as Failure;
+    if ((FAILURES as readonly string[]).includes(p)) return bare ? (p as Failure) : undefined;
     let v: unknown;
     try {
       v = JSON.parse(p);
@@ -423,8 +426,8 @@ function carrierMeaning(payload: string): { failure: Failure | undefined; ambigu
 const NEAR_MESSAGES = ['unauthorized', 'UNAUTHORIZED', 'Unauthorized.', 'Un authorized', 'Unauthorised', 'Unauthorized\u0000', 'REPEAT_CLIENT_SESSIONS', 'repeat_client_session', 'REPEAT-CLIENT-SESSION', 'botId not found', 'botId not found or invalid!', 'botid not found or invalid', 'code 400', '400', ''];
 const NEAR_CODES: readonly unknown[] = [200, 500, 4000, 40, -400, 400.5, null, 'x', true, [400], 0];
 
-function canonicalCarrier(rng: Rng, failure: Failure): string {
-  switch (int(rng, 5)) {
+function canonicalCarrier(rng: Rng, failure: Failure, bare = true): string {
+  switch (bare ? int(rng, 5) : 1 + int(rng, 4)) {
     case 0:
       return failure;
     case 1:
@@ -534,7 +537,7 @@ function openScenario(rng: Rng): WsScenario {
   const carrierAt = carrier === 'frame' ? int(rng, frames + 1) : -1;
   for (let i = 0; i <= frames; i++) {
     if (i === carrierAt && failure) {
-      const text = Buffer.from(canonicalCarrier(rng, failure));
+      const text = Buffer.from(canonicalCarrier(rng, failure, false));
       if (chance(rng, 0.3) && text.length > 2) {
         const cut = 1 + int(rng, text.length - 1);
         parts.push(frame(0x1, text.subarray(0, cut), { fin: false }), frame(0x0, text.subarray(cut)));
@@ -549,7 +552,7 @@ function openScenario(rng: Rng): WsScenario {
     const kind = int(rng, 7);
     if (kind <= 1) {
       const text = nearMissCarrier(rng);
-      ambiguous ||= carrierMeaning(text).ambiguous || carrierMeaning(text).failure !== undefined;
+      ambiguous ||= carrierMeaning(text, false).ambiguous || carrierMeaning(text, false).failure !== undefined;
       parts.push(frame(0x1, Buffer.from(text)));
       messages++;
       desc.push(`text ${JSON.stringify(text.slice(0, 40))}`);
