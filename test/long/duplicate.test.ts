@@ -12,6 +12,8 @@ const WINDOW_MS = 3 * 60_000;
 const HANDOVER_MS = 1000;
 /** Between the log line of 'displaced' and the one of the next 'connecting': timer and logging latency. */
 const LOG_SLACK_MS = 1000;
+/** A timer is armed on libuv's cached loop time, which can trail the log line's Date.now() by a little. */
+const TIMER_EARLY_MS = 50;
 const SHARED_BOT_ERROR = `two devices share botId ${BOT}`;
 
 const cleanups: (() => Promise<unknown> | void)[] = [];
@@ -131,7 +133,7 @@ describe('duplicate identity: two devices configured with one botId', () => {
       a.waits.forEach((w, j) => {
         if (w.retriedAt === undefined) return;
         const waited = w.retriedAt - w.at;
-        expect(waited, `${a.name} wait ${j + 1}`).toBeGreaterThanOrEqual(backoffFloor(j, DISPLACED_BACKOFF));
+        expect(waited, `${a.name} wait ${j + 1}`).toBeGreaterThanOrEqual(backoffFloor(j, DISPLACED_BACKOFF) - TIMER_EARLY_MS);
         expect(waited, `${a.name} wait ${j + 1}`).toBeLessThan(backoffCeiling(j, DISPLACED_BACKOFF) + LOG_SLACK_MS);
       });
       // The error line comes with the third displacement in 10 min, never before.

@@ -95,6 +95,7 @@ describe('fleet: 200 agents, one service stopped for 10 s and restarted on the s
     const bootMs = performance.now() - bootAt;
     expect(svc.stats.ws.open).toBe(AGENTS);
     const signedAtBoot = svc.stats.getToken.ok;
+    const fdsAtBoot = fdBreakdown(port);
     // Idle keep-alive HTTP sockets linger for the service's keep-alive timeout; count the steady state.
     await sleep(6000);
     const fdsConnected = fdBreakdown(port);
@@ -124,6 +125,7 @@ describe('fleet: 200 agents, one service stopped for 10 s and restarted on the s
       agents: AGENTS,
       bootToAllConnectedMs: Math.round(bootMs),
       getTokenAtBoot: signedAtBoot,
+      fdsPerAgentAtBoot: perAgent(fdsBefore, fdsAtBoot),
       fdsPerAgent: perAgent(fdsBefore, fdsConnected),
       fdsTotalConnected: fdsConnected.total,
       outageMs: Math.round(restartedAt - outageAt),
