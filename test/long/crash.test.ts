@@ -99,6 +99,8 @@ interface Cycle {
   killedAtMs: number;
   /** The service had issued an access token the killed daemon had not stored yet. */
   lostRenewal: boolean | undefined;
+  /** The daemon's own log of a slow restart (ms after spawn, message), to say where the time went. */
+  trace?: string;
 }
 
 let svc: ReferenceService;
@@ -156,6 +158,7 @@ function describeFailure(proc: DaemonProc, what: string): Error {
  */
 async function runOnce(aim: Aim, mustConnect: boolean, synced: boolean): Promise<Omit<Cycle, 'lostRenewal'>> {
   const started = performance.now();
+  const spawnedAt = Date.now();
   const proc = spawnDaemon(synced ? syncedEnv : cleanEnv());
   const pid = proc.child.pid;
   let connectedMs: number | undefined;
@@ -186,7 +189,19 @@ async function runOnce(aim: Aim, mustConnect: boolean, synced: boolean): Promise
   const killedAtMs = performance.now() - started;
   const exit = await proc.exited;
   expect(exit).toEqual({ code: null, signal: 'SIGKILL' });
-  return { aim: aim.kind, synced, connectedMs, killedAtMs };
+  const slow = connectedMs !== undefined && connectedMs > SLOW_RESTART_MS;
+  return { aim: aim.kind, synced, connectedMs, killedAtMs, ...(slow && { trace: traceOf(pid, spawnedAt) }) };
+}
+
+/** One line of `pid`'s log messages with their time after the spawn (`spawnedAt`, wall ms). */
+function traceOf(pid: number | undefined, spawnedAt: number): string {
+  return device
+    .log()
+    .split('\n')
+    .filter((l) => l.includes(`"pid":${pid},`))
+    .map((l) => JSON.parse(l) as { time: string; msg: string; reason?: string })
+    .map((l) => `${Date.parse(l.time) - spawnedAt}:${l.msg}${l.reason ? ` (${l.reason})` : ''}`)
+    .join(' | ');
 }
 
 /** Every property the next start relies on; `previous` is the pair seen after the last kill. */
@@ -259,9 +274,7 @@ it(`keeps a sound database with one whole pair and reconnects after each of ${CY
   const startupKills = cycles.filter((c) => c.connectedMs === undefined).length;
   const aimed = cycles.filter((c) => c.aim === 'renewal').length;
   const lost = cycles.filter((c) => c.lostRenewal === true).length;
-  const slow = all
-    .map((c, i) => ({ i, ms: c.connectedMs }))
-    .filter((c): c is { i: number; ms: number } => c.ms !== undefined && c.ms > SLOW_RESTART_MS);
+  const slow = all.map((c, i) => ({ ...c, i })).filter((c) => c.trace !== undefined);
   console.log(
     [
       `crash suite: ${CYCLES} SIGKILLs in ${totalS.toFixed(1)} s (seed ${SEED})`,
@@ -271,7 +284,8 @@ it(`keeps a sound database with one whole pair and reconnects after each of ${CY
       `  restart → connected, all: ${recoveryLine(all)}`,
       `  restart → connected, chrony synced: ${recoveryLine(all.filter((c) => c.synced))}`,
       `  restart → connected, no time source: ${recoveryLine(all.filter((c) => !c.synced))}`,
-      `  restarts slower than ${SLOW_RESTART_MS} ms: ${slow.length ? slow.map((s) => `#${s.i} ${s.ms.toFixed(0)} ms`).join(', ') : 'none'}`,
+      `  restarts slower than ${SLOW_RESTART_MS} ms: ${slow.length || 'none'}`,
+      ...slow.map((c) => `    #${c.i} ${c.connectedMs!.toFixed(0)} ms (${c.synced ? 'synced' : 'no time source'}): ${c.trace}`),
     ].join('\n'),
   );
   expect(readdirSync(device.stateDir).filter((f) => f.includes('corrupt'))).toEqual([]);
