@@ -20,7 +20,7 @@ describe('tokens that cannot be a header value', () => {
     const kit = new AgentKit({ url: server.url, manager: { backoff: { baseMs: 20, capMs: 100 } } });
     try {
       kit.tokens.start();
-      await waitFor(() => kit.tokens.snapshot().lastError !== undefined, 3000, 'a token error');
+      await waitFor(() => kit.tokens.snapshot().lastError !== undefined, 10_000, 'a token error');
       expect(kit.tokens.snapshot().lastError?.code).toBe('ERR_BAD_RESPONSE');
       expect(kit.store.peekPair()).toBeUndefined();
       expect(unexpected.map(String)).toEqual([]);
@@ -39,7 +39,7 @@ describe('tokens that cannot be a header value', () => {
     link.on('backoff', (b: { reason: string }) => reasons.push(b.reason));
     link.start();
     try {
-      await waitFor(() => reasons.length > 0, 3000, 'a backoff');
+      await waitFor(() => reasons.length > 0, 10_000, 'a backoff');
       expect(reasons[0]).toContain('cannot open the WebSocket');
       expect(link.status.state).toBe('backoff');
       expect(invalidated).toEqual([bad]);
