@@ -96,7 +96,6 @@ interface Cycle {
   synced: boolean;
   /** Spawn → status.json says connected for this pid; undefined when killed during start-up. */
   connectedMs: number | undefined;
-  killedAtMs: number;
   /** The service had issued an access token the killed daemon had not stored yet. */
   lostRenewal: boolean | undefined;
   /** The daemon's own log of a slow restart (ms after spawn, message), to say where the time went. */
@@ -186,11 +185,10 @@ async function runOnce(aim: Aim, mustConnect: boolean, synced: boolean): Promise
     await sleep(near ? 1 : 5);
   }
   proc.child.kill('SIGKILL');
-  const killedAtMs = performance.now() - started;
   const exit = await proc.exited;
   expect(exit).toEqual({ code: null, signal: 'SIGKILL' });
   const slow = connectedMs !== undefined && connectedMs > SLOW_RESTART_MS;
-  return { aim: aim.kind, synced, connectedMs, killedAtMs, ...(slow && { trace: traceOf(pid, spawnedAt) }) };
+  return { aim: aim.kind, synced, connectedMs, ...(slow && { trace: traceOf(pid, spawnedAt) }) };
 }
 
 /** One line of `pid`'s log messages with their time after the spawn (`spawnedAt`, wall ms). */
