@@ -1,6 +1,6 @@
 // Bundles the CLI into one ESM file; the native addons (better-sqlite3, unix-dgram) stay external.
 import { build } from 'esbuild';
-import { chmod } from 'node:fs/promises';
+import { chmod, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -9,9 +9,11 @@ export const BUNDLE = join(root, 'dist', 'botlink.mjs');
 
 /** Builds the bundle; the tests' global setup calls this too, so tests always run current code. */
 export async function buildBundle(outfile = BUNDLE) {
+  // Written aside and renamed: a daemon spawned meanwhile never reads a half-written bundle.
+  const partial = `${outfile}.${process.pid}.partial`;
   await build({
     entryPoints: [join(root, 'src', 'cli', 'botlink.ts')],
-    outfile,
+    outfile: partial,
     bundle: true,
     platform: 'node',
     format: 'esm',
@@ -25,7 +27,8 @@ export async function buildBundle(outfile = BUNDLE) {
     legalComments: 'none',
     logLevel: 'warning',
   });
-  await chmod(outfile, 0o755);
+  await chmod(partial, 0o755);
+  await rename(partial, outfile);
   return outfile;
 }
 

@@ -6,7 +6,7 @@ import { systemClock, type Clock } from './clock.js';
 import type { AgentConfig } from './config.js';
 import { DEFAULT_POLICY } from './policy.js';
 import { ServerTime } from './servertime.js';
-import { TokenStore } from './store.js';
+import { LAST_SERVER_TIME_KEY, TokenStore } from './store.js';
 import { checkTimeSync, type TimeSyncOptions, type TimeSyncResult } from './timesync.js';
 import { TokenManager } from './tokens.js';
 
@@ -30,8 +30,6 @@ export interface RuntimeOptions {
   /** Overrides for the time-sync sources (tests, demo). */
   timeSync?: Partial<Omit<TimeSyncOptions, 'clock' | 'floorMs'>>;
 }
-
-export const LAST_SERVER_TIME_KEY = 'lastServerTimeMs';
 
 export function openRuntime(config: AgentConfig, opts: RuntimeOptions): AgentRuntime {
   const clock = opts.clock ?? systemClock;

@@ -50,6 +50,9 @@ export interface TokenStoreOptions {
   leaseClock?: () => number;
 }
 
+/** Meta key of the last time the server confirmed (wall ms): the clock floor after a reboot. */
+export const LAST_SERVER_TIME_KEY = 'lastServerTimeMs';
+
 /** The token store cannot be used: the message names the path and the fix. */
 export class StoreError extends BotlinkError {}
 

@@ -8,7 +8,7 @@ import { accessUsableFor, decideNextAction, DEFAULT_POLICY, type PolicySettings,
 import type { ServerTime } from './servertime.js';
 import { signedGetToken } from './signflow.js';
 import { chooseSigningTime, FRESH_SAMPLE_MS, needsSample } from './signingtime.js';
-import type { StoreIdentity, TokenPair, TokenStore } from './store.js';
+import { LAST_SERVER_TIME_KEY, type StoreIdentity, type TokenPair, type TokenStore } from './store.js';
 import type { TimeSyncResult } from './timesync.js';
 
 export interface TokenManagerOptions {
@@ -223,12 +223,14 @@ export class TokenManager {
     if (!pair) return;
     try {
       const res = await this.#o.api.refreshToken(this.#o.identity, pair.refreshToken);
-      const base = this.#serverNow(await this.#timeVerdict()) ?? this.#o.clock.wallNow();
+      // Refresh works without trusted time; then the expiry is only a best guess on the local clock.
+      const trusted = this.#serverNow(await this.#timeVerdict());
+      const base = trusted ?? this.#o.clock.wallNow();
       const accessExpiresAt = base + res.expireIn * 1000;
       this.#o.store.updateAccess(this.#storeIdentity, res.accessToken, accessExpiresAt, base);
       this.#pair = { ...pair, accessToken: res.accessToken, accessExpiresAt, accessIssuedAt: base };
       this.#renewals.refreshed++;
-      this.#succeeded('refreshed', base);
+      this.#succeeded('refreshed', trusted);
     } catch (err) {
       if (err instanceof CloudError && err.code === 'ERR_REFRESH_REFUSED') {
         this.#o.log.warn({ code: err.serviceCode }, 'refresh token refused; signing again');
@@ -241,7 +243,8 @@ export class TokenManager {
 
   async #sign(): Promise<void> {
     const res = await signedGetToken(this.#o, this.#o.identity, await this.#timeVerdict());
-    const base = this.#serverNow(await this.#timeVerdict()) ?? this.#o.clock.wallNow();
+    const trusted = this.#serverNow(await this.#timeVerdict());
+    const base = trusted ?? this.#o.clock.wallNow();
     const pair: TokenPair = {
       accessToken: res.accessToken,
       accessExpiresAt: base + res.expireIn * 1000,
@@ -255,15 +258,16 @@ export class TokenManager {
     this.#facts.refreshFailed = false;
     this.#facts.jitter = this.#random() * 2 - 1;
     this.#renewals.signed++;
-    this.#succeeded('signed', base);
+    this.#succeeded('signed', trusted);
   }
 
-  #succeeded(what: string, serverNow: number): void {
+  /** `serverNow` is undefined when no trusted time was known: an untrusted clock must never become the floor. */
+  #succeeded(what: string, serverNow: number | undefined): void {
     this.#facts.accessRejected = false;
     this.#facts.retryAtMono = undefined;
     this.#backoff = resetBackoff();
     this.#lastError = undefined;
-    this.#o.store.setMeta('lastServerTimeMs', String(Math.round(serverNow)));
+    if (serverNow !== undefined) this.#o.store.setMeta(LAST_SERVER_TIME_KEY, String(Math.round(serverNow)));
     this.#o.log.info({ accessExpiresAt: this.#pair?.accessExpiresAt, refreshExpiresAt: this.#pair?.refreshExpiresAt }, `token ${what}`);
     this.#o.onChange?.();
   }

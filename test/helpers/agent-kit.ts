@@ -21,6 +21,8 @@ export interface AgentKitOptions {
   accessKeyId?: string;
   clock?: Clock;
   verdict?: TimeSyncResult;
+  /** Server time samples slower than this are dropped (default 5 s). */
+  maxRttMs?: number;
   manager?: Partial<TokenManagerOptions>;
 }
 
@@ -42,7 +44,7 @@ export class AgentKit {
     this.log = pino({ level: 'debug' }, pino.destination({ dest: this.logFile, sync: true, append: true }));
     const clock = o.clock ?? systemClock;
     this.store = TokenStore.open(this.stateDir);
-    this.serverTime = new ServerTime(clock);
+    this.serverTime = new ServerTime(clock, o.maxRttMs === undefined ? {} : { maxRttMs: o.maxRttMs });
     this.api = new CloudClient({
       baseUrl: o.url,
       accessKeyId: o.accessKeyId ?? 'AK',

@@ -133,6 +133,26 @@ describe('TokenManager against the reference service', () => {
     for (const ts of svc.stats.getToken.timestamps) expect(Math.abs(Number(ts) - Date.now())).toBeLessThan(60_000);
   });
 
+  it('a refresh without trusted time never makes the untrusted clock the floor', async () => {
+    const svc = await service();
+    const stateDir = tempDir();
+    const good = kit(svc, { stateDir });
+    good.tokens.start();
+    await good.tokens.current();
+    const floor = good.store.getMeta('lastServerTimeMs');
+    await good.close();
+    // A clock two days ahead, no time source, and every server time sample too slow to count.
+    const ahead: Clock = { wallNow: () => Date.now() + 2 * 86_400_000, monoNow: () => performance.now() };
+    svc.faults.setLatencyMs(60);
+    const k = kit(svc, { stateDir, clock: ahead, verdict: UNKNOWN, maxRttMs: 20 });
+    k.tokens.start();
+    const cached = await k.tokens.current();
+    k.tokens.invalidate(cached);
+    await waitFor(() => k.tokens.snapshot().renewals.refreshed === 1, 5000, 'the refresh');
+    expect(k.serverTime.now()).toBeUndefined();
+    expect(k.store.getMeta('lastServerTimeMs')).toBe(floor);
+  });
+
   it('single-flight: concurrent callers share one signed request', async () => {
     const svc = await service();
     svc.faults.setLatencyMs(100);
