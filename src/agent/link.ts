@@ -60,6 +60,8 @@ const DUPLICATE_COUNT = 3;
 /** The displaced backoff only starts over after a connection held this long. */
 const DISPLACED_RESET_MS = 10 * 60_000;
 const MAX_ERROR_BODY = 4096;
+/** The backoff attempt a dropped, established connection retries from (see #onClose). */
+export const DROPPED_FIRST_ATTEMPT = 2;
 const STOP_GRACE_MS = 2000;
 
 type Ending = { kind: 'failure'; failure: WsFailure } | { kind: 'drop'; reason: string };
@@ -239,7 +241,12 @@ export class LinkSupervisor extends EventEmitter {
       this.#onFailure(ending.failure);
       return;
     }
-    if (upMs > 0) this.#unauthorizedStreak = 0;
+    if (upMs > 0) {
+      this.#unauthorizedStreak = 0;
+      // An established socket that drops has usually dropped for the whole fleet (a cloud restart):
+      // spread the first retry over the window of attempt 2 (4 × base) so the fleet does not return at once.
+      this.#backoff = { attempt: Math.max(this.#backoff.attempt, DROPPED_FIRST_ATTEMPT) };
+    }
     this.#retry(this.#o.backoff ?? LINK_BACKOFF, ending.reason);
   }
 

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { backoffCeiling, LINK_BACKOFF, shouldReset } from '../../src/agent/backoff.js';
+import { DROPPED_FIRST_ATTEMPT } from '../../src/agent/link.js';
 import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
 import { waitFor } from '../helpers/agent-kit.js';
 import { busiestWindow, fdBreakdown, FleetAgent, median, sleep, type FdBreakdown } from '../helpers/fleet.js';
@@ -50,6 +51,8 @@ function checkSchedule(agent: FleetAgent, name: string): ScheduleCheck {
     }
     if (e.kind === 'backoff') {
       if (connectedAt !== undefined && shouldReset(e.t - connectedAt)) attempt = 0;
+      // A drop of an established connection retries from attempt 2's window (src/agent/link.ts).
+      if (connectedAt !== undefined) attempt = Math.max(attempt, DROPPED_FIRST_ATTEMPT);
       connectedAt = undefined;
       const ceiling = backoffCeiling(attempt, LINK_BACKOFF);
       if (!(e.delayMs >= 0 && e.delayMs <= ceiling)) violations.push(`${name}: delay ${e.delayMs} ms above the ceiling ${ceiling} ms of attempt ${attempt}`);
