@@ -39,3 +39,15 @@ export function exitFor(err: unknown): number {
       return Exit.UNAVAILABLE;
   }
 }
+
+/** The opening of a command taking --config and --json: --help prints usage (0), a bad config exits 78. */
+export function configAndJson(argv: string[], usage: string): { config: AgentConfig; json: boolean } | number {
+  const { values } = parseFlags(argv, { config: { type: 'string' }, json: { type: 'boolean' } }, usage);
+  if (values.help) {
+    process.stdout.write(`${usage}\n`);
+    return Exit.OK;
+  }
+  const config = loadCommandConfig(values.config);
+  if (typeof config === 'number') return config;
+  return { config, json: values.json === true };
+}

@@ -10,7 +10,7 @@ import { openRuntime } from '../agent/runtime.js';
 import { readStatusFile, type StatusDoc } from '../agent/status.js';
 import { checkTimeSync, type TimeSyncResult } from '../agent/timesync.js';
 import { BUILD_TIME_MS } from '../version.js';
-import { exitFor, loadCommandConfig, parseFlags } from './common.js';
+import { configAndJson, exitFor } from './common.js';
 import { Exit } from './exit.js';
 import { formatAgo, formatDuration, formatLeft, formatOffset, formatTime } from './format.js';
 
@@ -37,13 +37,9 @@ export interface StatusReport {
 
 /** `botlink status`: a short summary, or `--json`; never a token in either. */
 export async function status(argv: string[]): Promise<number> {
-  const { values } = parseFlags(argv, { config: { type: 'string' }, json: { type: 'boolean' } }, USAGE);
-  if (values.help) {
-    process.stdout.write(`${USAGE}\n`);
-    return Exit.OK;
-  }
-  const config = loadCommandConfig(values.config);
-  if (typeof config === 'number') return config;
+  const opened = configAndJson(argv, USAGE);
+  if (typeof opened === 'number') return opened;
+  const { config, json } = opened;
   let report: StatusReport;
   try {
     report = await gather(config);
@@ -51,7 +47,7 @@ export async function status(argv: string[]): Promise<number> {
     process.stderr.write(`botlink status: ${err instanceof Error ? err.message : String(err)}\n`);
     return exitFor(err);
   }
-  process.stdout.write(values.json ? `${JSON.stringify(report)}\n` : summary(report, Date.now()));
+  process.stdout.write(json ? `${JSON.stringify(report)}\n` : summary(report, Date.now()));
   return Exit.OK;
 }
 

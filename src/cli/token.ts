@@ -5,7 +5,7 @@ import { openRuntime, type AgentRuntime } from '../agent/runtime.js';
 import { createLogger, type BotlinkLogger } from '../log.js';
 import { BotlinkError } from '../protocol/errors.js';
 import type { Identity } from '../protocol/wire.js';
-import { exitFor, loadCommandConfig, parseFlags } from './common.js';
+import { configAndJson, exitFor } from './common.js';
 import { Exit } from './exit.js';
 import { explainFailure } from './format.js';
 
@@ -24,13 +24,9 @@ const MIN_LEFT_MS = 60_000;
 
 /** `botlink token`: a valid access token on stdout; failures with their fix on stderr. */
 export async function token(argv: string[]): Promise<number> {
-  const { values } = parseFlags(argv, { config: { type: 'string' }, json: { type: 'boolean' } }, USAGE);
-  if (values.help) {
-    process.stdout.write(`${USAGE}\n`);
-    return Exit.OK;
-  }
-  const config = loadCommandConfig(values.config);
-  if (typeof config === 'number') return config;
+  const opened = configAndJson(argv, USAGE);
+  if (typeof opened === 'number') return opened;
+  const { config, json } = opened;
   const logging = openCommandLog(config, 'token');
   let rt: AgentRuntime | undefined;
   let identity: Identity | undefined;
@@ -49,7 +45,7 @@ export async function token(argv: string[]): Promise<number> {
     const access = await withDeadline(rt, DEADLINE_MS, 'botlink token', (r, signal) =>
       r.tokensFor(bot).current({ failFast: true, minLeftMs: MIN_LEFT_MS, signal }),
     );
-    if (!values.json) {
+    if (!json) {
       process.stdout.write(`${access}\n`);
       return Exit.OK;
     }
