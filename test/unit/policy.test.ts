@@ -9,6 +9,7 @@ import {
   type PolicySettings,
   type TokenFacts,
 } from '../../src/agent/policy.js';
+import { prng } from '../helpers/fuzz.js';
 
 const S = 1_000;
 const MIN = 60 * S;
@@ -232,20 +233,8 @@ describe('accessUsableFor', () => {
 });
 
 describe('property: wakes are finite and positive', () => {
-  /** mulberry32, so a failure reproduces. */
-  function seeded(seed: number): () => number {
-    let a = seed >>> 0;
-    return () => {
-      a = (a + 0x6d2b79f5) >>> 0;
-      let t = a;
-      t = Math.imul(t ^ (t >>> 15), t | 1);
-      t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-    };
-  }
-
   it('over 20 000 seeded fact sets', () => {
-    const random = seeded(0x7013);
+    const random = prng(0x7013);
     const pick = <V>(values: V[]): V => values[Math.floor(random() * values.length)] as V;
     const bad: string[] = [];
     for (let i = 0; i < 20_000; i++) {
