@@ -98,9 +98,9 @@ export function runCli(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutM
   });
 }
 
-/** Starts `botlink run` as a child process. */
-export function startDaemon(device: DeviceDir, env: NodeJS.ProcessEnv = cleanEnv()): DaemonProc {
-  const child = spawn(process.execPath, [BUNDLE, 'run', '--config', device.configFile], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+/** Starts `botlink run` as a child process, from dist/ or from a private `bundle`. */
+export function startDaemon(device: DeviceDir, env: NodeJS.ProcessEnv = cleanEnv(), bundle: string = BUNDLE): DaemonProc {
+  const child = spawn(process.execPath, [bundle, 'run', '--config', device.configFile], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   return new DaemonProc(child);
 }
 

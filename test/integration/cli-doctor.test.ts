@@ -1,29 +1,13 @@
 import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { TokenStore } from '../../src/agent/store.js';
-import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
-import { cleanEnv, DAEMON_SECRET, DeviceDir, runCli, startDaemon, type CliRun } from '../helpers/daemon-proc.js';
+import { cleanEnv, DAEMON_SECRET, runCli, type CliRun, type DeviceDir } from '../helpers/daemon-proc.js';
+import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 
-const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: DAEMON_SECRET, vendors: [{ vendorId: 'V1', bots: ['bot-1'] }] }] };
 const CHECKS = ['config', 'secret file', 'state dir', 'runtime dir', 'clock', 'dns', 'tcp', 'tls', 'server time', 'getToken', 'websocket', 'database'];
-const cleanups: (() => Promise<unknown> | void)[] = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
-
-async function service(): Promise<ReferenceService> {
-  const svc = await createReferenceService({ seed: SEED });
-  cleanups.push(() => svc.close());
-  return svc;
-}
-
-function device(baseUrl: string, config: Record<string, unknown> = { botId: 'bot-1' }, secret?: string): DeviceDir {
-  const d = new DeviceDir({ baseUrl, ...config }, secret);
-  cleanups.push(() => d.remove());
-  return d;
-}
+const { service, device, daemon } = useHarness();
 
 /** Runs doctor and splits its output into the check lines (by name) and the summary. */
 async function doctor(d: DeviceDir, env?: NodeJS.ProcessEnv): Promise<CliRun & { lines: Map<string, string>; summary: string; ms: number }> {
@@ -54,7 +38,7 @@ async function closedPort(): Promise<number> {
 
 describe('botlink doctor (the built bundle as a child process)', () => {
   it('passes every check on a good device, with exit 0, and stores no token', async () => {
-    const svc = await service();
+    const svc = await service(DAEMON_SEED);
     const d = device(svc.url);
     const r = await doctor(d);
     expect(r.code).toBe(0);
@@ -71,7 +55,7 @@ describe('botlink doctor (the built bundle as a child process)', () => {
   });
 
   it('names secret-key when the signature is refused (1005) and skips the WebSocket', async () => {
-    const svc = await service();
+    const svc = await service(DAEMON_SEED);
     const r = await doctor(device(svc.url, { botId: 'bot-1' }, 'not-the-secret'));
     expect(r.code).toBe(1);
     expect(line(r.lines, 'getToken')).toMatch(/^FAIL {2}getToken: .*code 1005.* — fix: .*secret-key/);
@@ -80,14 +64,14 @@ describe('botlink doctor (the built bundle as a child process)', () => {
   });
 
   it('names botlink provision for an unknown botId (1004)', async () => {
-    const svc = await service();
+    const svc = await service(DAEMON_SEED);
     const r = await doctor(device(svc.url, { botId: 'bot-unknown' }));
     expect(r.code).toBe(1);
     expect(line(r.lines, 'getToken')).toMatch(/^FAIL {2}getToken: .*code 1004.* — fix: .*botlink provision/);
   });
 
   it('fails a secret file open to others with chmod 600, exit 78, without printing it', async () => {
-    const svc = await service();
+    const svc = await service(DAEMON_SEED);
     const d = device(svc.url);
     chmodSync(join(d.dir, 'secret-key'), 0o644);
     const r = await doctor(d);
@@ -118,7 +102,7 @@ describe('botlink doctor (the built bundle as a child process)', () => {
   });
 
   it('fails the server time check when NTP says synced but the service is 10 min ahead', async () => {
-    const svc = await service();
+    const svc = await service(DAEMON_SEED);
     svc.faults.shiftClockMs(10 * 60_000);
     const d = device(svc.url);
     // A timedatectl that reports NTPSynchronized=yes: a synced-looking clock that is wrong.
@@ -134,13 +118,12 @@ describe('botlink doctor (the built bundle as a child process)', () => {
   });
 
   it("reports a running daemon's link from status.json without displacing it", async () => {
-    const svc = await service();
+    const svc = await service(DAEMON_SEED);
     const d = device(svc.url);
-    const daemon = startDaemon(d);
-    cleanups.push(() => daemon.stop('SIGKILL'));
+    const p = daemon(d);
     await d.waitForLink('connected');
     const r = await doctor(d);
-    expect(line(r.lines, 'websocket')).toMatch(new RegExp(`^ok {4}websocket: daemon pid ${daemon.child.pid} is connected`));
+    expect(line(r.lines, 'websocket')).toMatch(new RegExp(`^ok {4}websocket: daemon pid ${p.child.pid} is connected`));
     expect(r.code).toBe(0);
     expect(svc.stats.ws.displaced).toBe(0);
     expect(svc.stats.ws.total).toBe(1);
@@ -148,7 +131,7 @@ describe('botlink doctor (the built bundle as a child process)', () => {
   });
 
   it('fails the database check for a corrupt file (moved aside) and for one open to others', async () => {
-    const svc = await service();
+    const svc = await service(DAEMON_SEED);
     const d = device(svc.url);
     mkdirSync(d.stateDir);
     writeFileSync(join(d.stateDir, 'botlink.db'), 'not a database at all, just bytes'.repeat(200));

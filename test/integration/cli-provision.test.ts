@@ -1,24 +1,8 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
-import { DAEMON_SECRET, DeviceDir, runCli, startDaemon } from '../helpers/daemon-proc.js';
+import { describe, expect, it } from 'vitest';
+import { DAEMON_SECRET, runCli, type DeviceDir } from '../helpers/daemon-proc.js';
+import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 
-const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: DAEMON_SECRET, vendors: [{ vendorId: 'V1', bots: ['bot-1'] }] }] };
-const cleanups: (() => Promise<unknown> | void)[] = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
-
-async function service(): Promise<ReferenceService> {
-  const svc = await createReferenceService({ seed: SEED });
-  cleanups.push(() => svc.close());
-  return svc;
-}
-
-function device(config: Record<string, unknown>, secret?: string): DeviceDir {
-  const d = new DeviceDir(config, secret);
-  cleanups.push(() => d.remove());
-  return d;
-}
+const { service, device, daemon } = useHarness();
 
 function provision(d: DeviceDir, ...flags: string[]) {
   return runCli(['provision', '--config', d.configFile, ...flags]);
@@ -30,9 +14,9 @@ function botIdOf(stdout: string): string | undefined {
 
 describe('botlink provision', () => {
   it('registers a fresh device step by step, is idempotent, and registers again with --force', async () => {
-    const svc = await service();
+    const svc = await service(DAEMON_SEED);
     // No botId and no vendorId: normal before provisioning, the flags supply the vendor.
-    const d = device({ baseUrl: svc.url });
+    const d = device(svc, {});
     const first = await provision(d, '--vendor-id', 'V1', '--device-id', 'SN-100', '--name', 'kitchen');
     expect(first.code, first.stderr).toBe(0);
     expect(first.stdout).toMatch(/^vendor token: /m);
@@ -65,28 +49,27 @@ describe('botlink provision', () => {
   });
 
   it('tells that a running daemon with another botId must be restarted', async () => {
-    const svc = await service();
-    const d = device({ baseUrl: svc.url, botId: 'bot-1' });
-    const daemon = startDaemon(d);
-    cleanups.push(() => daemon.stop('SIGKILL'));
+    const svc = await service(DAEMON_SEED);
+    const d = device(svc);
+    const p = daemon(d);
     await d.waitForLink('connected');
     const run = await provision(d, '--vendor-id', 'V1', '--device-id', 'SN-200');
     expect(run.code, run.stderr).toBe(0);
     const botId = botIdOf(run.stdout);
     expect(run.stdout).toContain(`note: with this config the daemon uses botId bot-1, not ${botId}`);
-    expect(run.stdout).toContain(`note: the daemon (pid ${daemon.child.pid}) runs as bot bot-1: restart it`);
+    expect(run.stdout).toContain(`note: the daemon (pid ${p.child.pid}) runs as bot bot-1: restart it`);
   });
 
   it('names the secret-key fix for a wrong secret (exit 78) and the vendor for an unknown one', async () => {
-    const svc = await service();
-    const wrong = device({ baseUrl: svc.url, vendorId: 'V1' }, 'not-the-secret');
+    const svc = await service(DAEMON_SEED);
+    const wrong = device(svc, { vendorId: 'V1' }, 'not-the-secret');
     const run = await provision(wrong, '--vendor-id', 'V1', '--device-id', 'SN-300');
     expect(run.code).toBe(78);
     expect(run.stdout).not.toMatch(/^botId:/m);
     expect(run.stderr).toMatch(/code 1005/);
     expect(run.stderr).toMatch(/fix: check the secret-key file .* and accessKeyId "AK"/);
 
-    const right = device({ baseUrl: svc.url, vendorId: 'V1' });
+    const right = device(svc, { vendorId: 'V1' });
     const unknown = await provision(right, '--vendor-id', 'V9', '--device-id', 'SN-300');
     expect(unknown.code).toBe(78);
     expect(unknown.stderr).toContain('fix: vendorId "V9" not known under this access key');
@@ -94,16 +77,16 @@ describe('botlink provision', () => {
   });
 
   it('says it cannot reach baseUrl when the service is down (exit 69)', async () => {
-    const svc = await service();
+    const svc = await service(DAEMON_SEED);
     await svc.close();
-    const d = device({ baseUrl: svc.url });
+    const d = device(svc, {});
     const run = await provision(d, '--vendor-id', 'V1', '--device-id', 'SN-400');
     expect(run.code).toBe(69);
     expect(run.stderr).toContain(`fix: cannot reach baseUrl ${svc.url}`);
   });
 
   it('exits 64 with usage on missing or bad flags, and 0 with --help', async () => {
-    const d = device({ baseUrl: 'http://127.0.0.1:9' });
+    const d = device('http://127.0.0.1:9', {});
     const missing = await provision(d, '--vendor-id', 'V1');
     expect(missing.code).toBe(64);
     expect(missing.stderr).toContain('--device-id is required');

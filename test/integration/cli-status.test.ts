@@ -1,33 +1,11 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { StatusReport } from '../../src/cli/status.js';
-import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
-import { DAEMON_SECRET, DeviceDir, runCli, startDaemon, type DaemonProc } from '../helpers/daemon-proc.js';
+import { DAEMON_SECRET, runCli, type DeviceDir } from '../helpers/daemon-proc.js';
+import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 
-const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: DAEMON_SECRET, vendors: [{ vendorId: 'V1', bots: ['bot-1'] }] }] };
-const cleanups: (() => Promise<unknown> | void)[] = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
-
-async function service(): Promise<ReferenceService> {
-  const svc = await createReferenceService({ seed: SEED });
-  cleanups.push(() => svc.close());
-  return svc;
-}
-
-function device(config: Record<string, unknown>): DeviceDir {
-  const d = new DeviceDir(config);
-  cleanups.push(() => d.remove());
-  return d;
-}
-
-function daemon(d: DeviceDir): DaemonProc {
-  const p = startDaemon(d);
-  cleanups.push(() => p.stop('SIGKILL'));
-  return p;
-}
+const { service, device, daemon } = useHarness();
 
 /** `botlink status` in both forms; neither may hold a token. */
 async function status(d: DeviceDir, secrets: string[] = []): Promise<{ human: string; json: StatusReport }> {
@@ -48,8 +26,8 @@ async function tokens(d: DeviceDir): Promise<{ accessToken: string; refreshToken
 
 describe('botlink status', () => {
   it('reads the live status.json while the daemon runs, and the database after SIGTERM', async () => {
-    const svc = await service();
-    const d = device({ baseUrl: svc.url, botId: 'bot-1' });
+    const svc = await service(DAEMON_SEED);
+    const d = device(svc);
     const p = daemon(d);
     await d.waitForLink('connected');
     const t = await tokens(d);
@@ -91,8 +69,8 @@ describe('botlink status', () => {
   });
 
   it('does not report the status.json of a SIGKILLed daemon as live', async () => {
-    const svc = await service();
-    const d = device({ baseUrl: svc.url, botId: 'bot-1' });
+    const svc = await service(DAEMON_SEED);
+    const d = device(svc);
     const p = daemon(d);
     await d.waitForLink('connected');
     await p.stop('SIGKILL');
@@ -111,7 +89,7 @@ describe('botlink status', () => {
   });
 
   it('works before anything ran, without creating the database or touching the network', async () => {
-    const d = device({ baseUrl: 'http://127.0.0.1:9', vendorId: 'V1', deviceId: 'SN-1' });
+    const d = device('http://127.0.0.1:9', { vendorId: 'V1', deviceId: 'SN-1' });
     const { human, json } = await status(d);
     expect(json).toMatchObject({
       daemon: { running: false, pid: null },
@@ -128,7 +106,7 @@ describe('botlink status', () => {
   });
 
   it('exits 78 naming the key when the config is bad, and prints usage with --help', async () => {
-    const d = device({ baseUrl: 'ftp://example.com', botId: 'bot-1' });
+    const d = device('ftp://example.com');
     const run = await runCli(['status', '--config', d.configFile]);
     expect(run.code).toBe(78);
     expect(run.stdout).toBe('');

@@ -1,29 +1,13 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
-import { DAEMON_SECRET, DeviceDir, runCli, startDaemon } from '../helpers/daemon-proc.js';
+import { describe, expect, it } from 'vitest';
+import { DAEMON_SECRET, runCli } from '../helpers/daemon-proc.js';
+import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 import { connectWs } from '../helpers/service-client.js';
 
-const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: DAEMON_SECRET, vendors: [{ vendorId: 'V1', bots: ['bot-1'] }] }] };
-const cleanups: (() => Promise<unknown> | void)[] = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
-
-async function service(): Promise<ReferenceService> {
-  const svc = await createReferenceService({ seed: SEED });
-  cleanups.push(() => svc.close());
-  return svc;
-}
-
-function device(url: string, config: Record<string, unknown> = { botId: 'bot-1' }, secret?: string): DeviceDir {
-  const d = new DeviceDir({ baseUrl: url, ...config }, secret);
-  cleanups.push(() => d.remove());
-  return d;
-}
+const { service, device, daemon } = useHarness();
 
 describe('botlink token', () => {
   it('prints a token the service accepts, reuses it on the next call, and shows the refresh token only with --json', async () => {
-    const svc = await service();
+    const svc = await service(DAEMON_SEED);
     const d = device(svc.url);
     const first = await runCli(['token', '--config', d.configFile]);
     expect(first.code).toBe(0);
@@ -50,7 +34,7 @@ describe('botlink token', () => {
   });
 
   it('hands out the cached token while the service is down', async () => {
-    const svc = await service();
+    const svc = await service(DAEMON_SEED);
     const d = device(svc.url);
     const first = await runCli(['token', '--config', d.configFile]);
     expect(first.code, first.stderr).toBe(0);
@@ -60,7 +44,7 @@ describe('botlink token', () => {
   });
 
   it('exits 78 with the secret-key fix when the secret is wrong', async () => {
-    const svc = await service();
+    const svc = await service(DAEMON_SEED);
     const d = device(svc.url, { botId: 'bot-1' }, 'not-the-secret');
     const run = await runCli(['token', '--config', d.configFile]);
     expect(run.code).toBe(78);
@@ -70,7 +54,7 @@ describe('botlink token', () => {
   });
 
   it('exits 69 at once, naming baseUrl, when the service is down', async () => {
-    const svc = await service();
+    const svc = await service(DAEMON_SEED);
     await svc.close();
     const d = device(svc.url);
     const started = performance.now();
@@ -81,7 +65,7 @@ describe('botlink token', () => {
   });
 
   it('asks a vendor-only device to run botlink provision first (exit 78)', async () => {
-    const svc = await service();
+    const svc = await service(DAEMON_SEED);
     const d = device(svc.url, { vendorId: 'V1', deviceId: 'SN-7' });
     const run = await runCli(['token', '--config', d.configFile]);
     expect(run.code).toBe(78);
@@ -90,10 +74,9 @@ describe('botlink token', () => {
   });
 
   it('uses the running daemon\'s token instead of signing again', async () => {
-    const svc = await service();
+    const svc = await service(DAEMON_SEED);
     const d = device(svc.url);
-    const daemon = startDaemon(d);
-    cleanups.push(() => daemon.stop('SIGKILL'));
+    daemon(d);
     await d.waitForLink('connected');
     const refreshed = svc.stats.refreshToken.ok;
     const run = await runCli(['token', '--config', d.configFile]);

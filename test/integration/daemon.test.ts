@@ -1,39 +1,16 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, renameSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { renameSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
+import { describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/agent-kit.js';
-import { cleanEnv, DAEMON_SECRET, DeviceDir, startDaemon, type DaemonProc } from '../helpers/daemon-proc.js';
+import { cleanEnv, DAEMON_SECRET } from '../helpers/daemon-proc.js';
+import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 
-const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: DAEMON_SECRET, vendors: [{ vendorId: 'V1', bots: ['bot-1'] }] }] };
-const cleanups: (() => Promise<unknown> | void)[] = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
-
-async function service(): Promise<ReferenceService> {
-  const svc = await createReferenceService({ seed: SEED });
-  cleanups.push(() => svc.close());
-  return svc;
-}
-
-function device(svc: ReferenceService, config: Record<string, unknown> = { botId: 'bot-1' }): DeviceDir {
-  const d = new DeviceDir({ baseUrl: svc.url, ...config });
-  cleanups.push(() => d.remove());
-  return d;
-}
-
-function daemon(d: DeviceDir, env?: NodeJS.ProcessEnv): DaemonProc {
-  const p = startDaemon(d, env);
-  cleanups.push(() => p.stop('SIGKILL'));
-  return p;
-}
+const { cleanups, service, device, daemon, tempDir } = useHarness();
 
 describe('botlink run (the built bundle as a child process)', () => {
   it('reaches connected, stops on SIGTERM with exit 0 in under 5 s, and restarts without signing', async () => {
-    const svc = await service();
+    const svc = await service(DAEMON_SEED);
     const d = device(svc);
     const first = daemon(d);
     const status = await d.waitForLink('connected');
@@ -54,7 +31,7 @@ describe('botlink run (the built bundle as a child process)', () => {
   });
 
   it('refuses a second instance on the same stateDir with a clear message', async () => {
-    const svc = await service();
+    const svc = await service(DAEMON_SEED);
     const d = device(svc);
     daemon(d);
     await d.waitForLink('connected');
@@ -65,7 +42,7 @@ describe('botlink run (the built bundle as a child process)', () => {
   });
 
   it('reopens its log file on SIGHUP (logrotate renames, then signals)', async () => {
-    const svc = await service();
+    const svc = await service(DAEMON_SEED);
     const d = device(svc);
     const p = daemon(d);
     await d.waitForLink('connected');
@@ -75,7 +52,7 @@ describe('botlink run (the built bundle as a child process)', () => {
   });
 
   it('provisions itself from vendorId and deviceId, stores the botId, then connects as that bot', async () => {
-    const svc = await service();
+    const svc = await service(DAEMON_SEED);
     const d = device(svc, { vendorId: 'V1', deviceId: 'SN-0042' });
     const p = daemon(d);
     const status = await d.waitForLink('connected');
@@ -88,10 +65,9 @@ describe('botlink run (the built bundle as a child process)', () => {
   });
 
   it('speaks sd_notify: READY=1, STATUS and WATCHDOG=1 on a real datagram socket, STOPPING=1 at the end', async () => {
-    const svc = await service();
+    const svc = await service(DAEMON_SEED);
     const d = device(svc);
-    const dir = mkdtempSync(join(tmpdir(), 'botlink-notify-'));
-    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const dir = tempDir('botlink-notify-');
     const socketPath = join(dir, 'notify.sock');
     const listener = spawn('python3', ['-u', '-c', PY_LISTENER, socketPath], { stdio: ['ignore', 'pipe', 'inherit'] });
     cleanups.push(() => void listener.kill('SIGKILL'));
