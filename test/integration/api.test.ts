@@ -1,17 +1,15 @@
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { CloudClient, CloudError } from '../../src/agent/api.js';
 import { systemClock } from '../../src/agent/clock.js';
 import { signV2 } from '../../src/protocol/sign.js';
+import { useHarness } from '../helpers/harness.js';
 import { json, startScriptedServer, type Script } from '../helpers/scripted-server.js';
 
 const SECRET = 'api-test-secret-7f1c';
 const NOW = 1_763_683_200_000;
-const cleanups: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
+const { cleanups } = useHarness();
 
 async function clientFor(script: Script, opts: Partial<ConstructorParameters<typeof CloudClient>[0]> = {}) {
   const server = await startScriptedServer(script);

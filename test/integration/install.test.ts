@@ -1,11 +1,11 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { lstatSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { lstatSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from 'node:fs';
 import { delimiter, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { BUNDLE } from '../../scripts/build.mjs';
 import { waitFor } from '../helpers/agent-kit.js';
+import { useHarness } from '../helpers/harness.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const SCRIPT = join(ROOT, 'scripts', 'install.sh');
@@ -20,16 +20,7 @@ const MUTATORS = ['install', 'cp', 'mv', 'rm', 'ln', 'chmod', 'chown', 'mkdir', 
 const INSTALL_TIMEOUT_MS = 60_000;
 const REAL_NPM = execFileSync('sh', ['-c', 'command -v npm'], { encoding: 'utf8' }).trim();
 
-const cleanups: (() => void)[] = [];
-afterEach(() => {
-  while (cleanups.length) cleanups.pop()!();
-});
-
-function tempDir(prefix: string): string {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
+const { cleanups, tempDir } = useHarness();
 
 /**
  * A PATH folder whose systemctl and npm (other than the read-only `npm ls`) only record that they were

@@ -1,26 +1,16 @@
 import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { WebSocketServer, type WebSocket as ServerSocket } from 'ws';
 import { systemClock } from '../../src/agent/clock.js';
 import { LinkSupervisor, type LinkOptions, type TokenSource } from '../../src/agent/link.js';
 import { WsMessage } from '../../src/protocol/codes.js';
-import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
+import { createReferenceService } from '../../src/service/server.js';
 import { AgentKit, waitFor } from '../helpers/agent-kit.js';
+import { useHarness } from '../helpers/harness.js';
 
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
-
-async function service(opts: Parameters<typeof createReferenceService>[0] = {}): Promise<ReferenceService> {
-  const svc = await createReferenceService(opts);
-  cleanups.push(() => svc.close());
-  return svc;
-}
+const { cleanups, service, tempDir } = useHarness();
 
 interface Backoff {
   delayMs: number;
@@ -94,8 +84,7 @@ describe('LinkSupervisor against the reference service', () => {
   });
 
   it('reconnects when the service comes back on the same port after 5 s', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'botlink-link-'));
-    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const dir = tempDir('botlink-link-');
     const dbFile = join(dir, 'svc.db');
     const first = await createReferenceService({ dbFile });
     const { supervisor } = link(first.url, first.wsUrl, { backoff: { baseMs: 500, capMs: 2000 } });
@@ -103,13 +92,13 @@ describe('LinkSupervisor against the reference service', () => {
     await first.close();
     await waitFor(() => supervisor.status.state === 'backoff', 3000, 'backoff');
     await new Promise((r) => setTimeout(r, 5000));
-    const second = await service({ dbFile, port: first.port });
+    const second = await service(undefined, { dbFile, port: first.port });
     await waitFor(connected(supervisor), 4000, 'reconnected to the restarted service');
     expect(second.stats.getToken.total).toBe(0);
   });
 
   it('renews a token that would expire before connecting', async () => {
-    const svc = await service({ accessTtlS: 2 });
+    const svc = await service(undefined, { accessTtlS: 2 });
     const { supervisor, kit } = link(svc.url, svc.wsUrl, { tokenMarginMs: 300_000 });
     await waitFor(connected(supervisor), 5000, 'connected');
     await new Promise((r) => setTimeout(r, 2200));

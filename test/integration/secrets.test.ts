@@ -1,14 +1,13 @@
-import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { request } from 'undici';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { WsMessage } from '../../src/protocol/codes.js';
-import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
 import { waitFor } from '../helpers/agent-kit.js';
-import { cleanEnv, DeviceDir, startDaemon, type DaemonProc } from '../helpers/daemon-proc.js';
+import { cleanEnv, type DaemonProc } from '../helpers/daemon-proc.js';
+import { useHarness } from '../helpers/harness.js';
 
 /**
  * Suite 5 of issue 6: the daemon (built bundle, child process) goes through a slice of the fault,
@@ -22,16 +21,7 @@ const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: SECRET, vendors: [{ ve
 const TOKEN_PREFIX = 16;
 const DB_FILES = new Set(['botlink.db', 'botlink.db-wal', 'botlink.db-shm']);
 
-const cleanups: (() => Promise<unknown> | void)[] = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
-
-function tempDir(prefix: string): string {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
+const { cleanups, service, device: deviceDir, daemon, tempDir } = useHarness();
 
 /**
  * The agent's side of the wire: a pass-through to the service that keeps every token in the answers
@@ -107,17 +97,16 @@ function occurrences(text: string, needle: string): number {
 
 describe('secrets: the daemon through a sign, refresh, re-sign, faults, a clock correction and a SIGKILL', () => {
   it('leaves the secret and every issued token out of logs, status.json, output, arguments and environment', async () => {
-    const svc: ReferenceService = await createReferenceService({ seed: SEED, accessTtlS: 3, refreshTtlS: 6 });
-    cleanups.push(() => svc.close());
+    const svc = await service(SEED, { accessTtlS: 3, refreshTtlS: 6 });
     const internalErrors: unknown[] = [];
     svc.events.on('internal-error', (err) => internalErrors.push(err));
     // The service runs 10 minutes ahead: the first getToken, signed with the "synced" wall clock, is refused 1003.
     svc.faults.shiftClockMs(10 * 60_000);
     const tap = await tokenTap(svc.url);
     const { binDir, argsLog } = syncedTimedatectl();
-    const device = new DeviceDir(
+    const device = deviceDir(
+      tap.url,
       {
-        baseUrl: tap.url,
         wsUrl: svc.wsUrl,
         botId: 'bot-1',
         tokenBackoffBaseMs: 50,
@@ -127,13 +116,11 @@ describe('secrets: the daemon through a sign, refresh, re-sign, faults, a clock 
       },
       SECRET,
     );
-    cleanups.push(() => device.remove());
     const env = cleanEnv({ PATH: `${binDir}:${process.env['PATH'] ?? ''}` });
     const seen: { name: string; text: string }[] = [];
     const reconnects = (): number => device.status()?.link.reconnects ?? 0;
 
-    const first = startDaemon(device, env);
-    cleanups.push(() => first.stop('SIGKILL'));
+    const first = daemon(device, env);
     await device.waitForLink('connected');
     // Clock correction: refused once for the timestamp, then signed on the server's time.
     expect(svc.stats.getToken.byCode[1003]).toBe(1);
@@ -160,8 +147,7 @@ describe('secrets: the daemon through a sign, refresh, re-sign, faults, a clock 
     seen.push(...procView(first));
 
     await first.stop('SIGKILL');
-    const second = startDaemon(device, env);
-    cleanups.push(() => second.stop('SIGKILL'));
+    const second = daemon(device, env);
     await waitFor(() => device.status()?.pid === second.child.pid && device.status()?.link.state === 'connected', 15_000, 'connected after SIGKILL and restart');
     seen.push(...procView(second));
     expect((await second.stop('SIGTERM')).code).toBe(0);

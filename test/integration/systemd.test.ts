@@ -1,15 +1,15 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { accessSync, chmodSync, constants, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { accessSync, chmodSync, constants, copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { delimiter, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { BUNDLE } from '../../scripts/build.mjs';
 import { DEFAULTS, loadConfig } from '../../src/agent/config.js';
 import { watchdogIntervalMs } from '../../src/agent/notify.js';
 import { Exit } from '../../src/cli/exit.js';
-import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
+import type { ReferenceService } from '../../src/service/server.js';
 import { waitFor } from '../helpers/agent-kit.js';
+import { useHarness } from '../helpers/harness.js';
 import { cleanEnv } from '../helpers/daemon-proc.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -78,16 +78,7 @@ function seconds(span: string): number {
   return Number(m[1]) * factor;
 }
 
-const cleanups: (() => unknown)[] = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
-
-function tempDir(prefix: string): string {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
+const { cleanups, service, tempDir } = useHarness();
 
 describe('systemd/botlink.service: what the daemon needs from it', () => {
   it('is a notify service whose main process (node itself) runs the bundle with the config credential', () => {
@@ -254,8 +245,7 @@ async function notifyListener(dir: string): Promise<{ path: string; received: ()
 }
 
 async function unitRun(): Promise<{ run: UnitRun; notify: () => string }> {
-  const svc = await createReferenceService({ seed: SEED });
-  cleanups.push(() => svc.close());
+  const svc = await service(SEED);
   const dir = tempDir('botlink-unit-run-');
   const listener = await notifyListener(dir);
   const run = new UnitRun(svc, dir, listener.path);

@@ -1,25 +1,16 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Clock } from '../../src/agent/clock.js';
-import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
+import type { ReferenceService } from '../../src/service/server.js';
 import { AgentKit, UNKNOWN, waitFor, type AgentKitOptions } from '../helpers/agent-kit.js';
+import { useHarness } from '../helpers/harness.js';
 
 const SECRET = 'tok3n-test-s3cret-value';
 const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: SECRET, vendors: [{ vendorId: 'V1', bots: ['bot-1', 'bot-2'] }] }] };
 const FAST_BACKOFF = { baseMs: 20, capMs: 200 };
 
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
-
-async function service(opts: Parameters<typeof createReferenceService>[0] = {}): Promise<ReferenceService> {
-  const svc = await createReferenceService({ seed: SEED, ...opts });
-  cleanups.push(() => svc.close());
-  return svc;
-}
+const { cleanups, service, tempDir } = useHarness();
 
 function kit(svc: ReferenceService, opts: Partial<AgentKitOptions> = {}): AgentKit {
   const k = new AgentKit({ url: svc.url, secret: SECRET, ...opts, manager: { backoff: FAST_BACKOFF, ...opts.manager } });
@@ -27,16 +18,10 @@ function kit(svc: ReferenceService, opts: Partial<AgentKitOptions> = {}): AgentK
   return k;
 }
 
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'botlink-tokens-'));
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
-
 describe('TokenManager against the reference service', () => {
   it('signs on first boot; a second boot on the same stateDir makes zero getToken calls', async () => {
-    const svc = await service();
-    const stateDir = tempDir();
+    const svc = await service(SEED);
+    const stateDir = tempDir('botlink-tokens-');
     const first = kit(svc, { stateDir });
     first.tokens.start();
     const token = await first.tokens.current();
@@ -51,7 +36,7 @@ describe('TokenManager against the reference service', () => {
   });
 
   it('refreshes (not signs) when the access token nears expiry, and signs again when the refresh token runs out', async () => {
-    const svc = await service({ accessTtlS: 2, refreshTtlS: 7 });
+    const svc = await service(SEED, { accessTtlS: 2, refreshTtlS: 7 });
     const k = kit(svc);
     k.tokens.start();
     const first = await k.tokens.current();
@@ -63,17 +48,17 @@ describe('TokenManager against the reference service', () => {
   });
 
   it('runs the signed flow when the service refuses the refresh token', async () => {
-    const dir = tempDir();
+    const dir = tempDir('botlink-tokens-');
     const dbFile = join(dir, 'svc.db');
-    let svc = await service({ accessTtlS: 2, dbFile });
-    const stateDir = tempDir();
+    let svc = await service(SEED, { accessTtlS: 2, dbFile });
+    const stateDir = tempDir('botlink-tokens-');
     const k1 = kit(svc, { stateDir });
     k1.tokens.start();
     await k1.tokens.current();
     await k1.close();
     await svc.close();
     // A service on the same address that never issued our tokens: refresh is refused (1007), getToken must follow.
-    svc = await service({ accessTtlS: 2, port: svc.port });
+    svc = await service(SEED, { accessTtlS: 2, port: svc.port });
     const k2 = kit(svc, { stateDir });
     k2.tokens.start();
     await waitFor(() => svc.stats.getToken.ok === 1, 5000, 'the signed flow');
@@ -82,7 +67,7 @@ describe('TokenManager against the reference service', () => {
   });
 
   it('gets a token after three 1006 answers, backing off in between', async () => {
-    const svc = await service();
+    const svc = await service(SEED);
     svc.faults.failNextGetToken(3);
     const k = kit(svc);
     k.tokens.start();
@@ -93,7 +78,7 @@ describe('TokenManager against the reference service', () => {
   });
 
   it('a wrong "synced" clock: 1003, then one retry on server time succeeds', async () => {
-    const svc = await service();
+    const svc = await service(SEED);
     svc.faults.shiftClockMs(10 * 60_000);
     const k = kit(svc);
     k.tokens.start();
@@ -104,7 +89,7 @@ describe('TokenManager against the reference service', () => {
   });
 
   it('no time source at all: takes a server sample first and signs with server time, no 1003', async () => {
-    const svc = await service();
+    const svc = await service(SEED);
     svc.faults.shiftClockMs(10 * 60_000);
     const k = kit(svc, { verdict: UNKNOWN });
     k.tokens.start();
@@ -115,8 +100,8 @@ describe('TokenManager against the reference service', () => {
   });
 
   it('a wall clock in 1970 never reaches the wire; the stored token is offered as it is', async () => {
-    const svc = await service();
-    const stateDir = tempDir();
+    const svc = await service(SEED);
+    const stateDir = tempDir('botlink-tokens-');
     const good = kit(svc, { stateDir });
     good.tokens.start();
     const token = await good.tokens.current();
@@ -134,8 +119,8 @@ describe('TokenManager against the reference service', () => {
   });
 
   it('a refresh without trusted time never makes the untrusted clock the floor', async () => {
-    const svc = await service();
-    const stateDir = tempDir();
+    const svc = await service(SEED);
+    const stateDir = tempDir('botlink-tokens-');
     const good = kit(svc, { stateDir });
     good.tokens.start();
     await good.tokens.current();
@@ -154,7 +139,7 @@ describe('TokenManager against the reference service', () => {
   });
 
   it('single-flight: concurrent callers share one signed request', async () => {
-    const svc = await service();
+    const svc = await service(SEED);
     svc.faults.setLatencyMs(100);
     const k = kit(svc);
     k.tokens.start();
@@ -164,7 +149,7 @@ describe('TokenManager against the reference service', () => {
   });
 
   it('invalidate() renews through refresh first', async () => {
-    const svc = await service();
+    const svc = await service(SEED);
     const k = kit(svc);
     k.tokens.start();
     const first = await k.tokens.current();
@@ -176,8 +161,8 @@ describe('TokenManager against the reference service', () => {
   });
 
   it('a config for another botId discards the cached pair', async () => {
-    const svc = await service();
-    const stateDir = tempDir();
+    const svc = await service(SEED);
+    const stateDir = tempDir('botlink-tokens-');
     const k1 = kit(svc, { stateDir });
     k1.tokens.start();
     await k1.tokens.current();
@@ -190,8 +175,8 @@ describe('TokenManager against the reference service', () => {
   });
 
   it('a corrupt database is moved aside and the agent signs again', async () => {
-    const svc = await service();
-    const stateDir = tempDir();
+    const svc = await service(SEED);
+    const stateDir = tempDir('botlink-tokens-');
     writeFileSync(join(stateDir, 'botlink.db'), 'this is not a database'.repeat(100));
     const k = kit(svc, { stateDir });
     k.tokens.start();
@@ -200,7 +185,7 @@ describe('TokenManager against the reference service', () => {
   });
 
   it('wrong secret: fails fast for a caller who asks, with the fix in the message and no secret anywhere', async () => {
-    const svc = await service();
+    const svc = await service(SEED);
     const k = kit(svc, { secret: 'not-the-secret' });
     k.tokens.start();
     const err = (await k.tokens.current({ failFast: true }).catch((e: unknown) => e)) as Error & { code: string; retry: string };
@@ -211,7 +196,7 @@ describe('TokenManager against the reference service', () => {
   });
 
   it('the secret never reaches the database file, the log or an error', async () => {
-    const svc = await service({ accessTtlS: 2 });
+    const svc = await service(SEED, { accessTtlS: 2 });
     svc.faults.failNextGetToken(1);
     const k = kit(svc);
     k.tokens.start();

@@ -1,10 +1,9 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createServer as createTcpServer, type Server } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer as createTlsServer } from 'node:tls';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { CloudClient } from '../../src/agent/api.js';
 import { systemClock } from '../../src/agent/clock.js';
 import { splitFix } from '../../src/agent/doctor-check.js';
@@ -12,20 +11,12 @@ import { runDoctor } from '../../src/agent/doctor.js';
 import { checkDns, checkTls, checkWsHandshake, endpointOf } from '../../src/agent/doctor-net.js';
 import { Secret } from '../../src/agent/secret.js';
 import { WsMessage } from '../../src/protocol/codes.js';
-import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
-import { cleanEnv, DeviceDir } from '../helpers/daemon-proc.js';
+import type { ReferenceService } from '../../src/service/server.js';
+import { cleanEnv } from '../helpers/daemon-proc.js';
+import { useHarness } from '../helpers/harness.js';
 
 const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: 'SK', vendors: [{ vendorId: 'V1', bots: ['bot-1'] }] }] };
-const cleanups: (() => Promise<unknown> | void)[] = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
-
-async function service(): Promise<ReferenceService> {
-  const svc = await createReferenceService({ seed: SEED });
-  cleanups.push(() => svc.close());
-  return svc;
-}
+const { cleanups, service, device, tempDir } = useHarness();
 
 async function listen(server: Server): Promise<number> {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -69,8 +60,7 @@ describe('endpointOf and checkDns', () => {
 
 describe('checkTls', () => {
   it('reports a self-signed certificate by its code with a CA fix', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'botlink-tls-'));
-    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const dir = tempDir('botlink-tls-');
     execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2',
       '-subj', '/CN=localhost', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' });
     const server = createTlsServer({ key: readFileSync(join(dir, 'key.pem')), cert: readFileSync(join(dir, 'cert.pem')) }, (s) => s.end());
@@ -96,7 +86,7 @@ describe('checkTls', () => {
 
 describe('checkWsHandshake', () => {
   it('opens with a valid token and closes with 1000', async () => {
-    const svc = await service();
+    const svc = await service(SEED);
     const token = await botToken(svc);
     const outcome = await checkWsHandshake(svc.wsUrl, 'bot-1', token, signal(), systemClock);
     expect(outcome).toMatchObject({ status: 'ok', detail: expect.stringMatching(/accepted bot bot-1 .*closed with 1000/) });
@@ -104,7 +94,7 @@ describe('checkWsHandshake', () => {
   });
 
   it.each(['handshake', 'frame', 'close-reason'] as const)('recognises Unauthorized carried as a %s', async (form) => {
-    const svc = await service();
+    const svc = await service(SEED);
     const token = await botToken(svc);
     svc.faults.refuseWebSockets(WsMessage.UNAUTHORIZED, form);
     const outcome = await checkWsHandshake(svc.wsUrl, 'bot-1', token, signal(), systemClock);
@@ -112,7 +102,7 @@ describe('checkWsHandshake', () => {
   });
 
   it('names botlink provision for an unknown botId', async () => {
-    const svc = await service();
+    const svc = await service(SEED);
     const outcome = await checkWsHandshake(svc.wsUrl, 'bot-unknown', 'no-token', signal(), systemClock);
     expect(outcome).toMatchObject({ status: 'fail', detail: `refused: ${WsMessage.BOT_INVALID}`, fix: expect.stringMatching(/botlink provision/) });
   });
@@ -120,10 +110,9 @@ describe('checkWsHandshake', () => {
 
 describe('runDoctor', () => {
   it('keeps every check within its time limit when the service answers too slowly', async () => {
-    const svc = await service();
+    const svc = await service(SEED);
     svc.faults.setLatencyMs(3000);
-    const d = new DeviceDir({ baseUrl: svc.url, botId: 'bot-1' }, 'SK');
-    cleanups.push(() => d.remove());
+    const d = device(svc, { botId: 'bot-1' }, 'SK');
     const started = performance.now();
     const report = await runDoctor({ configFile: d.configFile, env: cleanEnv(), timeoutMs: 300 });
     expect(performance.now() - started).toBeLessThan(2500);
