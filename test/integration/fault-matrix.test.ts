@@ -1,9 +1,7 @@
-import { mkdtempSync, rmSync } from 'node:fs';
 import type { LookupAddress } from 'node:dns';
 import type { LookupFunction } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { CloudClient } from '../../src/agent/api.js';
 import { systemClock } from '../../src/agent/clock.js';
@@ -11,9 +9,10 @@ import { LinkSupervisor, type LinkState } from '../../src/agent/link.js';
 import type { TokenPair } from '../../src/agent/store.js';
 import { WsMessage } from '../../src/protocol/codes.js';
 import type { BrokenResponse } from '../../src/service/faults.js';
-import { createReferenceService, type ReferenceService, type ReferenceServiceOptions } from '../../src/service/server.js';
+import type { ReferenceService, ReferenceServiceOptions } from '../../src/service/server.js';
 import { VOICE_CHAT_PATH } from '../../src/service/ws.js';
 import { AgentKit, waitFor } from '../helpers/agent-kit.js';
+import { collectUnexpected, useHarness } from '../helpers/harness.js';
 
 /**
  * Suite 1 of issue 6: every fault kind is injected into a running agent (token manager + link against
@@ -30,33 +29,18 @@ const DNS_HOST = 'botlink-service.test';
 /** Short enough that a refresh falls due within seconds (refresh point: a quarter of the lifetime left). */
 const ACCESS_TTL_S = 3;
 
-const cleanups: (() => Promise<unknown> | void)[] = [];
 const internalErrors: unknown[] = [];
-const unexpected: unknown[] = [];
-const onUnexpected = (err: unknown): void => {
-  unexpected.push(err);
-};
-
-beforeAll(() => {
-  process.on('unhandledRejection', onUnexpected);
-  process.on('uncaughtException', onUnexpected);
-});
-afterAll(() => {
-  process.off('unhandledRejection', onUnexpected);
-  process.off('uncaughtException', onUnexpected);
-});
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-  // Checked after teardown too: a crash while stopping counts.
+const unexpected = collectUnexpected();
+// Checked after teardown too: a crash while stopping counts.
+const { cleanups, service, tempDir } = useHarness(() => {
   expect(unexpected, 'unhandled rejections / uncaught exceptions').toEqual([]);
   expect(internalErrors, "the service's internal-error event").toEqual([]);
   internalErrors.length = 0;
 });
 
 async function startService(dbFile: string, opts: Partial<ReferenceServiceOptions> = {}): Promise<ReferenceService> {
-  const svc = await createReferenceService({ seed: SEED, dbFile, accessTtlS: ACCESS_TTL_S, ...opts });
+  const svc = await service(SEED, { dbFile, accessTtlS: ACCESS_TTL_S, ...opts });
   svc.events.on('internal-error', (err) => internalErrors.push(err));
-  cleanups.push(() => svc.close());
   return svc;
 }
 
@@ -77,8 +61,7 @@ interface Rig {
 
 /** One agent wired like the daemon, with fast backoffs, an injectable resolver and (when asked) a short client timeout. */
 async function rig(o: { service?: Partial<ReferenceServiceOptions>; viaDns?: boolean; timeoutMs?: number } = {}): Promise<Rig> {
-  const dir = mkdtempSync(join(tmpdir(), 'botlink-faults-'));
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir('botlink-faults-');
   const dbFile = join(dir, 'svc.db');
   const svc = await startService(dbFile, o.service);
   const dns = { down: false, failed: 0 };

@@ -1,10 +1,8 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { CloudClient, CloudError } from '../../src/agent/api.js';
 import { systemClock } from '../../src/agent/clock.js';
 import { LinkSupervisor, type LinkState, type TokenSource } from '../../src/agent/link.js';
@@ -31,6 +29,7 @@ import {
   wsAccept,
   wsFrame as frame,
 } from '../helpers/fuzz.js';
+import { collectUnexpected, useHarness } from '../helpers/harness.js';
 import { startScriptedServer } from '../helpers/scripted-server.js';
 
 /**
@@ -50,21 +49,8 @@ const FAILURES = ['botId not found or invalid', 'Unauthorized', 'REPEAT_CLIENT_S
 type Failure = (typeof FAILURES)[number];
 const LINK_STATES: ReadonlySet<string> = new Set<LinkState>(['connecting', 'connected', 'backoff', 'displaced', 'stopped']);
 
-const unexpected: unknown[] = [];
-const onUnexpected = (err: unknown): void => {
-  unexpected.push(err);
-};
-beforeAll(() => {
-  process.on('unhandledRejection', onUnexpected);
-  process.on('uncaughtException', onUnexpected);
-});
-afterAll(() => {
-  process.off('unhandledRejection', onUnexpected);
-  process.off('uncaughtException', onUnexpected);
-});
-const cleanups: (() => Promise<unknown> | void)[] = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
+const unexpected = collectUnexpected();
+const { cleanups, tempDir } = useHarness(() => {
   expect(unexpected.map(String), `unhandled errors (seed ${SEED})`).toEqual([]);
 });
 
@@ -752,8 +738,7 @@ async function runLane(lane: number, logDir: string): Promise<LaneResult> {
 
 describe(`LinkSupervisor under generated WebSocket peers (seed ${SEED})`, () => {
   it(`${WS_LANES * WS_PER_LANE} connection attempts: five states only, exactly the three 400 messages recognised, nothing thrown`, async () => {
-    const logDir = mkdtempSync(join(tmpdir(), 'botlink-fuzz-ws-'));
-    cleanups.push(() => rmSync(logDir, { recursive: true, force: true }));
+    const logDir = tempDir('botlink-fuzz-ws-');
     const lanes = await Promise.all(Array.from({ length: WS_LANES }, (_, lane) => runLane(lane, logDir)));
     const problems = lanes.flatMap((l) => l.problems);
     expect(problems.slice(0, 20), `seed ${SEED}: ${problems.length} problems`).toEqual([]);
