@@ -3,10 +3,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bundleCli, type CliBundle } from '../helpers/bundle.js';
+import { bundleCli, type Bundle } from '../helpers/bundle.js';
 import { getTokens, post, signedGetTokenBody } from '../helpers/service-client.js';
 
-let bundle: CliBundle;
+let bundle: Bundle;
 let dir: string;
 
 beforeAll(async () => {

@@ -1,16 +1,15 @@
-import { build } from 'esbuild';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { TokenStore, type StoreIdentity, type TokenPair } from '../../src/agent/store.js';
+import { bundleChild, type Bundle } from '../helpers/bundle.js';
 
 const KILLS = 30;
-const repo = resolve(import.meta.dirname, '..', '..');
 const identity: StoreIdentity = { baseUrl: 'http://127.0.0.1:9', accessKeyId: 'AK', kind: 'bot', id: 'bot-crash' };
 
 // Generation g writes access-g-0..3 / refresh-g with expiries g*1000+step and g*1000+500, so any mix of
@@ -36,29 +35,15 @@ for (;;) {
 }
 `;
 
-let bundleDir: string;
-let childScript: string;
+let writer: Bundle;
 let dir: string;
 
 beforeAll(async () => {
-  // Inside node_modules so the bundle's bare import of better-sqlite3 resolves.
-  mkdirSync(join(repo, 'node_modules', '.cache'), { recursive: true });
-  bundleDir = mkdtempSync(join(repo, 'node_modules', '.cache', 'store-crash-'));
-  childScript = join(bundleDir, 'child.mjs');
   dir = mkdtempSync(join(tmpdir(), 'botlink-crash-'));
-  await build({
-    stdin: { contents: childSource, resolveDir: repo, loader: 'ts', sourcefile: 'crash-child.ts' },
-    outfile: childScript,
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20.18',
-    packages: 'external',
-    logLevel: 'warning',
-  });
+  writer = await bundleChild(childSource, 'crash-child.ts', 'store-crash-');
 });
 afterAll(() => {
-  rmSync(bundleDir, { recursive: true, force: true });
+  writer?.dispose();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -80,7 +65,7 @@ function generationOf(pair: TokenPair): number {
 
 /** Runs the writer and SIGKILLs it: after its first full cycle (mid-loop) or at a random moment of start-up. */
 async function runAndKill(waitForReady: boolean): Promise<void> {
-  const child = spawn(process.execPath, [childScript, dir], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [writer.file, dir], { stdio: ['ignore', 'pipe', 'inherit'] });
   const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
   if (waitForReady) {
     await once(createInterface({ input: child.stdout }), 'line');

@@ -1,9 +1,8 @@
-import { build } from 'esbuild';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
@@ -14,8 +13,8 @@ import {
   selfIdentity,
 } from '../../src/agent/instance.js';
 import { TokenStore } from '../../src/agent/store.js';
+import { bundleChild, type Bundle } from '../helpers/bundle.js';
 
-const repo = resolve(import.meta.dirname, '..', '..');
 // A real process holding the renew lock through the real module; prints its verdict, then idles.
 const childSource = `
 import { TokenStore } from './src/agent/store.js';
@@ -24,29 +23,15 @@ process.stdout.write(store.tryAcquireRenewLock('child', 60_000) ? 'acquired\\n' 
 setInterval(() => {}, 1e6);
 `;
 
-let bundleDir: string;
-let childScript: string;
+let locker: Bundle;
 let dir: string;
 let children: ChildProcess[];
 let stores: TokenStore[];
 
 beforeAll(async () => {
-  // Inside node_modules so the bundle's bare import of better-sqlite3 resolves.
-  mkdirSync(join(repo, 'node_modules', '.cache'), { recursive: true });
-  bundleDir = mkdtempSync(join(repo, 'node_modules', '.cache', 'store-lock-'));
-  childScript = join(bundleDir, 'child.mjs');
-  await build({
-    stdin: { contents: childSource, resolveDir: repo, loader: 'ts', sourcefile: 'child.ts' },
-    outfile: childScript,
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20.18',
-    packages: 'external',
-    logLevel: 'warning',
-  });
+  locker = await bundleChild(childSource, 'child.ts', 'store-lock-');
 });
-afterAll(() => rmSync(bundleDir, { recursive: true, force: true }));
+afterAll(() => locker?.dispose());
 
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'botlink-lock-'));
@@ -72,7 +57,7 @@ function spawnTracked(args: string[]): ChildProcess {
 }
 
 async function lockChild(): Promise<{ child: ChildProcess; verdict: string }> {
-  const child = spawnTracked([childScript, dir]);
+  const child = spawnTracked([locker.file, dir]);
   const [line] = (await once(createInterface({ input: child.stdout! }), 'line')) as [string];
   return { child, verdict: line };
 }
