@@ -91,7 +91,8 @@ for major in "${majors[@]}"; do
   log="$cache/test-node-$major.log"
   report="$cache/test-node-$major.json"
   rm -f "$report"
-  export_env=(PATH="$bin_dir:$PATH" npm_config_nodedir="$nodedir" npm_config_build_from_source=true)
+  # Native addons from source against this runtime's headers (no prebuilt download), both compile units at once.
+  export_env=(PATH="$bin_dir:$PATH" npm_config_nodedir="$nodedir" npm_config_build_from_source=true npm_config_jobs=max)
   if [ "$(cat "$work/.runtime-stamp" 2>/dev/null)" != "$stamp" ]; then
     rm -f "$work/.runtime-stamp"
     if ! (cd "$work" && env "${export_env[@]}" npm ci --no-audit --no-fund >"$log" 2>&1); then
