@@ -1,13 +1,11 @@
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { buildBundle } from '../../scripts/build.mjs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TokenStore } from '../../src/agent/store.js';
-import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
-import { cleanEnv, DAEMON_SECRET, DaemonProc, DeviceDir } from '../helpers/daemon-proc.js';
+import type { ReferenceService } from '../../src/service/server.js';
+import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
+import { cleanEnv, DAEMON_SECRET, type DaemonProc, type DeviceDir } from '../helpers/daemon-proc.js';
 import { ensureLibfaketime, faketimeEnv, probeNodeClocks, WRONG_CLOCKS, type WrongClock } from '../helpers/faketime.js';
+import { useHarness } from '../helpers/harness.js';
 
 /**
  * Suite 3 of issue 6: the daemon (built bundle) boots with its wall clock at 1970, −2 days or +2 days
@@ -41,23 +39,16 @@ interface Outcome {
 }
 
 const outcomes: Outcome[] = [];
-const cleanups: (() => Promise<unknown> | void)[] = [];
-let bundleDir: string;
-let bundle: string;
+const harness = useHarness();
+let bundle: Bundle;
 
 beforeAll(async () => {
   ensureLibfaketime();
-  // A private build: dist/botlink.mjs is rewritten in place by every other test run in this checkout.
-  bundleDir = mkdtempSync(join(resolve(import.meta.dirname, '..', '..'), 'node_modules', '.cache', 'clocks-bundle-'));
-  bundle = await buildBundle(join(bundleDir, 'botlink.mjs'));
+  bundle = await privateDaemonBundle('clocks-bundle-');
 }, 300_000);
 
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
-
 afterAll(() => {
-  if (bundleDir) rmSync(bundleDir, { recursive: true, force: true });
+  bundle?.dispose();
   if (outcomes.length === 0) return;
   const rows = outcomes.map(
     (o) =>
@@ -68,29 +59,18 @@ afterAll(() => {
   console.log(['clocks suite: wrong wall clocks at boot (requests counted per boot)', ...rows].join('\n'));
 });
 
-async function service(accessTtlS: number, refreshTtlS = 3600): Promise<ReferenceService> {
-  const svc = await createReferenceService({ seed: SEED_FILE, accessTtlS, refreshTtlS });
-  cleanups.push(() => svc.close());
-  return svc;
+function service(accessTtlS: number, refreshTtlS = 3600): Promise<ReferenceService> {
+  return harness.service(SEED_FILE, { accessTtlS, refreshTtlS });
 }
 
 function device(svc: ReferenceService): DeviceDir {
-  const d = new DeviceDir({ baseUrl: svc.url, botId: BOT });
-  cleanups.push(() => d.remove());
-  return d;
-}
-
-/** `botlink run` from the private bundle, as startDaemon does from dist/. */
-function daemon(d: DeviceDir, env: NodeJS.ProcessEnv): DaemonProc {
-  const p = new DaemonProc(spawn(process.execPath, [bundle, 'run', '--config', d.configFile], { env, stdio: ['ignore', 'pipe', 'pipe'] }));
-  cleanups.push(() => p.stop('SIGKILL'));
-  return p;
+  return harness.device(svc, { botId: BOT });
 }
 
 /** Starts the daemon and measures spawn → `connected` as reported in status.json by this very process. */
 async function bootUntilConnected(d: DeviceDir, env: NodeJS.ProcessEnv): Promise<{ proc: DaemonProc; bootMs: number }> {
   const started = performance.now();
-  const proc = daemon(d, env);
+  const proc = harness.daemon(d, env, bundle.file);
   for (;;) {
     const s = d.status();
     if (s !== undefined && s.pid === proc.child.pid && s.link.state === 'connected') return { proc, bootMs: performance.now() - started };

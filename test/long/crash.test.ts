@@ -1,13 +1,13 @@
 import Database from 'better-sqlite3';
-import { spawn } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { chmodSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { buildBundle } from '../../scripts/build.mjs';
 import { tokenHash } from '../../src/service/credentials.js';
 import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
-import { cleanEnv, DAEMON_SECRET, DaemonProc, DeviceDir } from '../helpers/daemon-proc.js';
+import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
+import { cleanEnv, DAEMON_SECRET, DeviceDir, startDaemon, type DaemonProc } from '../helpers/daemon-proc.js';
+import { prng } from '../helpers/fuzz.js';
 
 /**
  * Suite 2 of issue 6: the real daemon (built bundle) SIGKILLed at random moments while it renews a
@@ -33,18 +33,6 @@ const CONNECT_TIMEOUT_MS = 20_000;
 const SLOW_RESTART_MS = 3000;
 const BOT = 'bot-1';
 const SEED_FILE = { accounts: [{ accessKeyId: 'AK', secretKey: DAEMON_SECRET, vendors: [{ vendorId: 'V1', bots: [BOT] }] }] };
-
-/** mulberry32: small, seedable, good enough to place kills. */
-function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface PairRow {
   base_url: string | null;
@@ -106,13 +94,10 @@ let svc: ReferenceService;
 let device: DeviceDir;
 let serviceDb: string;
 let syncedEnv: NodeJS.ProcessEnv;
-let bundleDir: string;
-let bundle: string;
+let bundle: Bundle;
 
 beforeAll(async () => {
-  // A private build: dist/botlink.mjs is rewritten in place by every other test run in this checkout.
-  bundleDir = mkdtempSync(join(resolve(import.meta.dirname, '..', '..'), 'node_modules', '.cache', 'crash-bundle-'));
-  bundle = await buildBundle(join(bundleDir, 'botlink.mjs'));
+  bundle = await privateDaemonBundle('crash-bundle-');
   device = new DeviceDir({ baseUrl: 'http://127.0.0.1:9' });
   // A file-backed service, so the test can see which access token it issued last.
   serviceDb = join(device.dir, 'service.db');
@@ -129,13 +114,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await svc?.close();
   device?.remove();
-  if (bundleDir) rmSync(bundleDir, { recursive: true, force: true });
+  bundle?.dispose();
 });
-
-/** `botlink run` from the private bundle, as startDaemon does from dist/. */
-function spawnDaemon(env: NodeJS.ProcessEnv): DaemonProc {
-  return new DaemonProc(spawn(process.execPath, [bundle, 'run', '--config', device.configFile], { env, stdio: ['ignore', 'pipe', 'pipe'] }));
-}
 
 function renewalRequests(): number {
   return svc.stats.getToken.total + svc.stats.refreshToken.total;
@@ -158,7 +138,7 @@ function describeFailure(proc: DaemonProc, what: string): Error {
 async function runOnce(aim: Aim, mustConnect: boolean, synced: boolean): Promise<Omit<Cycle, 'lostRenewal'>> {
   const started = performance.now();
   const spawnedAt = Date.now();
-  const proc = spawnDaemon(synced ? syncedEnv : cleanEnv());
+  const proc = startDaemon(device, synced ? syncedEnv : cleanEnv(), bundle.file);
   const pid = proc.child.pid;
   let connectedMs: number | undefined;
   let armedAt: number | undefined;
@@ -236,7 +216,7 @@ function recoveryLine(list: Cycle[]): string {
 
 it(`keeps a sound database with one whole pair and reconnects after each of ${CYCLES} SIGKILLs`, async () => {
   console.log(`crash suite: seed ${SEED} (rerun with CRASH_SEED=${SEED}), ${CYCLES} cycles`);
-  const random = seededRandom(SEED);
+  const random = prng(SEED);
   const internalErrors: unknown[] = [];
   svc.events.on('internal-error', (err) => internalErrors.push(err));
   const dbPath = join(device.stateDir, 'botlink.db');

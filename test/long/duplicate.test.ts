@@ -1,9 +1,9 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { backoffCeiling, backoffFloor, DISPLACED_BACKOFF, type BackoffSettings } from '../../src/agent/backoff.js';
-import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
 import { waitFor } from '../helpers/agent-kit.js';
-import { DAEMON_SECRET, DeviceDir, startDaemon, type DaemonProc } from '../helpers/daemon-proc.js';
+import { DAEMON_SECRET, type DaemonProc } from '../helpers/daemon-proc.js';
 import { FleetAgent, SocketTimeline, sleep } from '../helpers/fleet.js';
+import { useHarness } from '../helpers/harness.js';
 
 const BOT = 'bot-1';
 const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: DAEMON_SECRET, vendors: [{ vendorId: 'V1', bots: [BOT] }] }] };
@@ -16,10 +16,7 @@ const LOG_SLACK_MS = 1000;
 const TIMER_EARLY_MS = 50;
 const SHARED_BOT_ERROR = `two devices share botId ${BOT}`;
 
-const cleanups: (() => Promise<unknown> | void)[] = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
+const { cleanups, service, device, daemon } = useHarness();
 
 interface LogLine {
   /** 50 = error. */
@@ -59,15 +56,13 @@ function displacedWaits(lines: LogLine[]): { at: number; retriedAt: number | und
 
 describe('duplicate identity: two devices configured with one botId', () => {
   it('two daemons for 3 minutes: ≤ 6 displacements on the displaced schedule, both report it, one socket but for the handover', async () => {
-    const svc = await createReferenceService({ seed: SEED });
-    cleanups.push(() => svc.close());
+    const svc = await service(SEED);
     const timeline = new SocketTimeline(svc, BOT);
     const displacedAt: number[] = [];
     svc.events.on('displaced', ({ botId }: { botId: string }) => {
       if (botId === BOT) displacedAt.push(performance.now());
     });
-    const devices = ['first', 'second'].map(() => new DeviceDir({ baseUrl: svc.url, botId: BOT }));
-    for (const d of devices) cleanups.push(() => d.remove());
+    const devices = ['first', 'second'].map(() => device(svc, { botId: BOT }));
     const procs: DaemonProc[] = [];
     const seen = devices.map(() => new Set<string>());
     const poller = setInterval(() => {
@@ -79,13 +74,11 @@ describe('duplicate identity: two devices configured with one botId', () => {
     cleanups.push(() => clearInterval(poller));
 
     // The first device holds the botId; the second boots into it, as a cloned SD card would.
-    procs.push(startDaemon(devices[0]!));
-    cleanups.push(() => procs[0]!.stop('SIGKILL'));
+    procs.push(daemon(devices[0]!));
     await devices[0]!.waitForLink('connected', 15_000);
     const startedAt = performance.now();
     const startedWall = Date.now();
-    procs.push(startDaemon(devices[1]!));
-    cleanups.push(() => procs[1]!.stop('SIGKILL'));
+    procs.push(daemon(devices[1]!));
     await sleep(WINDOW_MS);
     const endedAt = performance.now();
     const displacements = displacedAt.filter((t) => t >= startedAt && t <= endedAt).length;
@@ -142,8 +135,7 @@ describe('duplicate identity: two devices configured with one botId', () => {
   });
 
   it('on a 30× faster displaced schedule both agents reach 3 displacements and log that two devices share the botId', async () => {
-    const svc = await createReferenceService();
-    cleanups.push(() => svc.close());
+    const svc = await service();
     // The production schedule divided by 30: the same code path, seconds instead of minutes.
     const fast: BackoffSettings = { baseMs: DISPLACED_BACKOFF.baseMs / 30, capMs: DISPLACED_BACKOFF.capMs / 30, jitter: 'equal' };
     const agents = [0, 1].map(() => new FleetAgent({ url: svc.url, wsUrl: svc.wsUrl, botId: BOT, link: { displacedBackoff: fast } }));

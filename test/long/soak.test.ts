@@ -1,7 +1,7 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { createReferenceService } from '../../src/service/server.js';
-import { DAEMON_SECRET, DeviceDir, startDaemon } from '../helpers/daemon-proc.js';
+import { describe, expect, it } from 'vitest';
+import { DAEMON_SECRET } from '../helpers/daemon-proc.js';
 import { fdTargets, median, rssKiB, SocketTimeline, sleep } from '../helpers/fleet.js';
+import { useHarness } from '../helpers/harness.js';
 
 const BOT = 'bot-1';
 const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: DAEMON_SECRET, vendors: [{ vendorId: 'V1', bots: [BOT] }] }] };
@@ -11,10 +11,7 @@ const STATUS_EVERY_MS = 100;
 const SAMPLES = 11;
 const SAMPLE_EVERY_MS = 2000;
 
-const cleanups: (() => Promise<unknown> | void)[] = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
+const harness = useHarness();
 
 interface ProcSample {
   rssKiB: number;
@@ -47,13 +44,10 @@ function fdKinds(fds: string[], deviceDir: string): Record<string, number> {
 
 describe('soak: the daemon for 5 minutes with 5 s access and 30 s refresh tokens', () => {
   it('renews all the time, keeps the link up ≥ 99 %, and grows neither RSS (< 10 %) nor descriptors', async () => {
-    const svc = await createReferenceService({ seed: SEED, accessTtlS: 5, refreshTtlS: 30 });
-    cleanups.push(() => svc.close());
+    const svc = await harness.service(SEED, { accessTtlS: 5, refreshTtlS: 30 });
     const timeline = new SocketTimeline(svc, BOT);
-    const device = new DeviceDir({ baseUrl: svc.url, botId: BOT });
-    cleanups.push(() => device.remove());
-    const daemon = startDaemon(device);
-    cleanups.push(() => daemon.stop('SIGKILL'));
+    const device = harness.device(svc, { botId: BOT });
+    const daemon = harness.daemon(device);
     const pid = daemon.child.pid!;
     const startedAt = performance.now();
 
@@ -62,7 +56,7 @@ describe('soak: the daemon for 5 minutes with 5 s access and 30 s refresh tokens
       const link = device.status()?.link;
       if (link) states.push({ t: performance.now(), state: link.state });
     }, STATUS_EVERY_MS);
-    cleanups.push(() => clearInterval(poller));
+    harness.cleanups.push(() => clearInterval(poller));
 
     const at = (ms: number) => sleep(startedAt + ms - performance.now());
     const half = ((SAMPLES - 1) * SAMPLE_EVERY_MS) / 2;
