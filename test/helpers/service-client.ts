@@ -26,13 +26,16 @@ export async function post(
     body: raw,
   });
   const text = await res.body.text();
-  let json: Record<string, unknown> | undefined;
+  return { status: res.statusCode, headers: res.headers, text, json: jsonOrUndefined(text) };
+}
+
+/** The body parsed as JSON; undefined when it is not JSON. */
+export function jsonOrUndefined(text: string): Record<string, unknown> | undefined {
   try {
-    json = JSON.parse(text) as Record<string, unknown>;
+    return JSON.parse(text) as Record<string, unknown>;
   } catch {
-    json = undefined;
+    return undefined;
   }
-  return { status: res.statusCode, headers: res.headers, text, json };
 }
 
 export interface SignOptions {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Pool } from 'undici';
 import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
 import { fuzzSeed, INVALID_UTF8, int, pick, prng, type Rng } from '../helpers/fuzz.js';
-import { getTokens, post, signedGetTokenBody } from '../helpers/service-client.js';
+import { getTokens, jsonOrUndefined, post, signedGetTokenBody } from '../helpers/service-client.js';
 
 // FUZZ_SEED=n reproduces a failing run; the seed is printed in every assertion message.
 const SEED = fuzzSeed(20261121);
@@ -154,12 +154,7 @@ describe(`generated malformed bodies (seed ${SEED})`, () => {
         const authorization = path === '/device/register' && index % 2 === 0 ? { authorization: `Bearer ${vendorToken}` } : {};
         const res = await pool.request({ path, method: 'POST', headers: { 'content-type': 'application/json', ...authorization }, body });
         const text = await res.body.text();
-        let json: Record<string, unknown> | undefined;
-        try {
-          json = JSON.parse(text) as Record<string, unknown>;
-        } catch {
-          json = undefined;
-        }
+        const json = jsonOrUndefined(text);
         const acceptable =
           json !== undefined && res.statusCode < 500 && (res.statusCode >= 400 ? res.statusCode < 500 : !spec.succeeded(json));
         if (!acceptable) failures.push(`#${index} ${res.statusCode} ${text.slice(0, 200)} for ${String(body).slice(0, 120)}`);
