@@ -173,6 +173,11 @@ async function main(): Promise<void> {
   printTable(['figure', 'botlink', 'baseline', 'ratio', 'goal', 'result', 'IQR/median'], rows);
   const met = rows.filter((r) => r[5] === 'PASS').length;
   console.log(`\n${met} of ${rows.length} goals met; whole run ${((performance.now() - began) / 60_000).toFixed(1)} min`);
+  const { phases } = cached;
+  console.log(
+    `agent boot with a cached token, medians from its log: spawn → 'botlink starting' ${ms(median(phases.load))}` +
+      ` · → 'link connecting' ${ms(median(phases.setUp))} · → socket open at the service ${ms(median(phases.connect))}`,
+  );
   console.log(
     `idle CPU from /proc/<pid>/task/*/schedstat; cross-check /proc/<pid>/stat: ${idling.ticks.agent} ticks for the ${PAIRS} agents,` +
       ` ${idling.ticks.floor} for the ${PAIRS} clients (1 tick = ${1000 / CLOCK_TICKS_PER_S} ms)`,

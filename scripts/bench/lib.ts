@@ -29,14 +29,14 @@ export function isMain(bench: string): boolean {
 }
 
 /** A fresh folder under node_modules/.cache, so scripts and bundles written there resolve bare imports. */
-export function scratchDir(prefix: string): string {
+function scratchDir(prefix: string): string {
   const cache = join(ROOT, 'node_modules', '.cache');
   mkdirSync(cache, { recursive: true });
   return mkdtempSync(join(cache, `${prefix}-`));
 }
 
 /** Builds the CLI bundle exactly as scripts/build.mjs does, into our own file: tests rebuilding dist/ cannot race us. */
-export async function buildAgentBundle(dir: string): Promise<string> {
+async function buildAgentBundle(dir: string): Promise<string> {
   const build = (await import(pathToFileURL(join(ROOT, 'scripts', 'build.mjs')).href)) as typeof import('../build.mjs');
   return build.buildBundle(join(dir, 'botlink.mjs'));
 }
@@ -76,7 +76,6 @@ export async function alternate(n: number, variants: readonly (() => Promise<num
 
 export const ms = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(x < 10 ? 1 : 0)} ms` : 'n/a');
 export const times = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(2)}×` : 'n/a');
-export const pct = (x: number): string => (Number.isFinite(x) ? `±${(x * 50).toFixed(0)}%` : 'n/a');
 export const verdict = (ok: boolean): string => (ok ? 'PASS' : 'MISS');
 
 /** Prints rows as aligned columns under a header and a rule. */
@@ -136,7 +135,7 @@ export class Child {
 }
 
 /** Our environment without BOTLINK_* and systemd variables, so a developer's shell cannot steer a run. */
-export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) {
     if (!k.startsWith('BOTLINK_') && !['NOTIFY_SOCKET', 'WATCHDOG_USEC', 'WATCHDOG_PID', 'CREDENTIALS_DIRECTORY'].includes(k)) env[k] = v;
@@ -196,7 +195,7 @@ export function sleep(ms: number): Promise<void> {
 
 // ---------- fixture ----------
 
-export const BENCH_SECRET = 'bench-secret-9f2c';
+const BENCH_SECRET = 'bench-secret-9f2c';
 export const BOTS = Array.from({ length: 24 }, (_, i) => `bot-${i + 1}`);
 const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: BENCH_SECRET, vendors: [{ vendorId: 'V1', bots: BOTS }] }] };
 
