@@ -4,7 +4,8 @@
 # the npm registry's node-linux-<arch> packages (binary and headers, nothing downloaded elsewhere).
 # Each runtime gets its own copy of the committed tree (git archive HEAD) and its own `npm ci`, so
 # the native addons are compiled against that runtime and the checkout's node_modules stays as it is.
-# Prints `node vX: N passed, M failed` per runtime, then the sum; exits nonzero if anything failed.
+# Prints `node vX: N passed, M failed` per runtime, then the sum; exits 1 if anything failed, 2 if it
+# could not start at all. RUNTIMES_REPORT_DIR=<dir> also leaves one runtime-node-<major>.json per runtime.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -54,6 +55,19 @@ total_failed=0
 exit_code=0
 summary=()
 
+# Adds one runtime's result to the summary; with RUNTIMES_REPORT_DIR set, also leaves it there as a
+# small JSON report in vitest's shape, so a CI script can total it with its other suites.
+record() {
+  local major=$1 label=$2 passed=$3 failed=$4 note=${5:-}
+  summary+=("$label: $passed passed, $failed failed${note:+ ($note)}")
+  total_passed=$((total_passed + passed))
+  total_failed=$((total_failed + failed))
+  [ "$failed" -eq 0 ] || exit_code=1
+  if [ -n "${RUNTIMES_REPORT_DIR:-}" ]; then
+    printf '{"runtime":"%s","numPassedTests":%d,"numFailedTests":%d}\n' "$label" "$passed" "$failed" >"$RUNTIMES_REPORT_DIR/runtime-node-$major.json"
+  fi
+}
+
 for major in "${majors[@]}"; do
   echo "::: node $major"
   t0=$(date +%s)
@@ -73,9 +87,7 @@ for major in "${majors[@]}"; do
   fi
   if [ -z "$version" ] || [ -z "$nodedir" ] || [ ! -x "$bin_dir/node" ]; then
     echo "node $major: could not obtain $pkg for major $major"
-    summary+=("node $major: 0 passed, 1 failed (runtime unavailable)")
-    total_failed=$((total_failed + 1))
-    exit_code=1
+    record "$major" "node $major" 0 1 "runtime unavailable"
     continue
   fi
   t_node=$(seconds "$t0")
@@ -98,9 +110,7 @@ for major in "${majors[@]}"; do
     if ! (cd "$work" && env "${export_env[@]}" npm ci --no-audit --no-fund >"$log" 2>&1); then
       tail -n 40 "$log"
       echo "node v$version: npm ci failed (log: $log)"
-      summary+=("node v$version: 0 passed, 1 failed (npm ci)")
-      total_failed=$((total_failed + 1))
-      exit_code=1
+      record "$major" "node v$version" 0 1 "npm ci"
       continue
     fi
     echo "$stamp" >"$work/.runtime-stamp"
@@ -126,15 +136,11 @@ for major in "${majors[@]}"; do
   if [ "$failed" -gt 0 ]; then
     grep -E "FAIL|✗|×|Error" "$log" | head -n 40
     echo "(full output: $log)"
-    exit_code=1
   fi
   ran=$(cd "$work" && PATH="$bin_dir:$PATH" node --version)
   echo "$ran: node ${t_node} s, npm ci ${t_ci} s, tests ${t_test} s ($commit)"
-  line="$ran: $passed passed, $failed failed"
-  echo "$line"
-  summary+=("$line")
-  total_passed=$((total_passed + passed))
-  total_failed=$((total_failed + failed))
+  echo "$ran: $passed passed, $failed failed"
+  record "$major" "$ran" "$passed" "$failed"
 done
 
 echo "::: summary"
