@@ -4,8 +4,8 @@
 # the npm registry's node-linux-<arch> packages (binary and headers, nothing downloaded elsewhere).
 # Each runtime gets its own copy of the committed tree (git archive HEAD) and its own `npm ci`, so
 # the native addons are compiled against that runtime and the checkout's node_modules stays as it is.
-# Prints `node vX: N passed, M failed` per runtime, then the sum; exits 1 if anything failed, 2 if it
-# could not start at all. RUNTIMES_REPORT_DIR=<dir> also leaves one runtime-node-<major>.json per runtime.
+# Prints `node vX: N passed, M failed` per runtime and, last, the sum `N passed, M failed` (.ci/run
+# reads that line); exits 1 if anything failed, 2 if it could not start at all.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -55,17 +55,13 @@ total_failed=0
 exit_code=0
 summary=()
 
-# Adds one runtime's result to the summary; with RUNTIMES_REPORT_DIR set, also leaves it there as a
-# small JSON report in vitest's shape, so a CI script can total it with its other suites.
+# Adds one runtime's result to the summary and the totals.
 record() {
-  local major=$1 label=$2 passed=$3 failed=$4 note=${5:-}
+  local label=$1 passed=$2 failed=$3 note=${4:-}
   summary+=("$label: $passed passed, $failed failed${note:+ ($note)}")
   total_passed=$((total_passed + passed))
   total_failed=$((total_failed + failed))
   [ "$failed" -eq 0 ] || exit_code=1
-  if [ -n "${RUNTIMES_REPORT_DIR:-}" ]; then
-    printf '{"runtime":"%s","numPassedTests":%d,"numFailedTests":%d}\n' "$label" "$passed" "$failed" >"$RUNTIMES_REPORT_DIR/runtime-node-$major.json"
-  fi
 }
 
 for major in "${majors[@]}"; do
@@ -87,7 +83,7 @@ for major in "${majors[@]}"; do
   fi
   if [ -z "$version" ] || [ -z "$nodedir" ] || [ ! -x "$bin_dir/node" ]; then
     echo "node $major: could not obtain $pkg for major $major"
-    record "$major" "node $major" 0 1 "runtime unavailable"
+    record "node $major" 0 1 "runtime unavailable"
     continue
   fi
   t_node=$(seconds "$t0")
@@ -110,7 +106,7 @@ for major in "${majors[@]}"; do
     if ! (cd "$work" && env "${export_env[@]}" npm ci --no-audit --no-fund >"$log" 2>&1); then
       tail -n 40 "$log"
       echo "node v$version: npm ci failed (log: $log)"
-      record "$major" "node v$version" 0 1 "npm ci"
+      record "node v$version" 0 1 "npm ci"
       continue
     fi
     echo "$stamp" >"$work/.runtime-stamp"
@@ -140,7 +136,7 @@ for major in "${majors[@]}"; do
   ran=$(cd "$work" && PATH="$bin_dir:$PATH" node --version)
   echo "$ran: node ${t_node} s, npm ci ${t_ci} s, tests ${t_test} s ($commit)"
   echo "$ran: $passed passed, $failed failed"
-  record "$major" "$ran" "$passed" "$failed"
+  record "$ran" "$passed" "$failed"
 done
 
 echo "::: summary"
