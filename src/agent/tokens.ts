@@ -44,7 +44,11 @@ interface Waiter {
   reject(err: unknown): void;
 }
 
-const VERDICT_TTL_MS = 60_000;
+/**
+ * How long a time-sync verdict holds. Unsynced is re-checked each minute (NTP usually syncs soon after
+ * boot); synced or no source at all rarely change, and each check spawns chronyc and timedatectl.
+ */
+const VERDICT_TTL_MS: Readonly<Record<TimeSyncResult['verdict'], number>> = { unsynced: 60_000, synced: 5 * 60_000, unknown: 10 * 60_000 };
 /** Retry pace for failures a retry cannot fix soon (wrong secret, unknown bot, refused parameters). */
 const SLOW_RETRY_MS = 5 * 60_000;
 const RENEW_LEASE_MS = 30_000;
@@ -362,7 +366,7 @@ export class TokenManager {
 
   async #timeVerdict(): Promise<TimeSyncResult> {
     const mono = this.#o.clock.monoNow();
-    if (!this.#verdict || mono - this.#verdictAtMono >= VERDICT_TTL_MS) {
+    if (!this.#verdict || mono - this.#verdictAtMono >= VERDICT_TTL_MS[this.#verdict.verdict]) {
       this.#verdict = await this.#o.checkTimeSync();
       this.#verdictAtMono = mono;
     }

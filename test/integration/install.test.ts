@@ -156,8 +156,13 @@ describe('scripts/install.sh', () => {
     const root = tempDir('botlink-root-');
     expect(install(['--prefix', root], fakeBin(false)).status).toBe(0);
     const app = join(root, 'opt', 'botlink');
+    // The copied addons were built for the node running this test; the wrapper runs /usr/bin/node, which
+    // is that node except under scripts/test-runtimes.sh: then run the installed bundle on this node.
+    const wrapper = join(root, 'usr/local/bin/botlink');
+    const sameNode = realpathSync(process.execPath) === realpathSync('/usr/bin/node');
+    const [cmd, ...pre] = sameNode ? [wrapper] : [process.execPath, join(app, 'dist', 'botlink.mjs')];
     // The bundle imports better-sqlite3 and unix-dgram statically, so --version loads both.
-    const version = spawnSync(join(root, 'usr/local/bin/botlink'), ['--version'], { encoding: 'utf8', cwd: root });
+    const version = spawnSync(cmd!, [...pre, '--version'], { encoding: 'utf8', cwd: root });
     expect(version.stderr).toBe('');
     expect(version.stdout).toBe(`${PKG.version}\n`);
     const resolved = execFileSync(
@@ -168,7 +173,7 @@ describe('scripts/install.sh', () => {
     for (const path of resolved.trim().split('\n')) expect(path.startsWith(`${app}/node_modules/`)).toBe(true);
 
     // A command that opens a SQLite database through the installed better-sqlite3.
-    const serve = spawn(join(root, 'usr/local/bin/botlink'), ['serve', '--port', '0', '--db', join(root, 'serve.db')], {
+    const serve = spawn(cmd!, [...pre, 'serve', '--port', '0', '--db', join(root, 'serve.db')], {
       cwd: root,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
