@@ -7,13 +7,9 @@ import { fileURLToPath } from 'node:url';
 const root = fileURLToPath(new URL('..', import.meta.url));
 export const BUNDLE = join(root, 'dist', 'botlink.mjs');
 
-/** Builds the bundle; the tests' global setup calls this too, so tests always run current code. */
-export async function buildBundle(outfile = BUNDLE) {
-  // Written aside and renamed: a daemon spawned meanwhile never reads a half-written bundle.
-  const partial = `${outfile}.${process.pid}.partial`;
-  await build({
-    entryPoints: [join(root, 'src', 'cli', 'botlink.ts')],
-    outfile: partial,
+/** The product bundle's esbuild options, shared with the benchmarks that build variants of it. */
+export function bundleOptions() {
+  return {
     bundle: true,
     platform: 'node',
     format: 'esm',
@@ -26,7 +22,14 @@ export async function buildBundle(outfile = BUNDLE) {
     },
     legalComments: 'none',
     logLevel: 'warning',
-  });
+  };
+}
+
+/** Builds the bundle; the tests' global setup calls this too, so tests always run current code. */
+export async function buildBundle(outfile = BUNDLE) {
+  // Written aside and renamed: a daemon spawned meanwhile never reads a half-written bundle.
+  const partial = `${outfile}.${process.pid}.partial`;
+  await build({ ...bundleOptions(), entryPoints: [join(root, 'src', 'cli', 'botlink.ts')], outfile: partial });
   await chmod(partial, 0o755);
   await rename(partial, outfile);
   return outfile;

@@ -42,22 +42,14 @@ async function buildUnbundled(outdir: string): Promise<string> {
 
 /** The bundle as scripts/build.mjs makes it, but with esbuild's code splitting: each command a chunk. */
 async function buildSplit(outdir: string): Promise<string> {
+  // Loaded at run time, not bundled: build.mjs builds dist/ when it is the main module.
+  const { bundleOptions } = (await import(pathToFileURL(join(ROOT, 'scripts', 'build.mjs')).href)) as typeof import('../build.mjs');
   await build({
+    ...bundleOptions(),
     entryPoints: { botlink: join(ROOT, 'src', 'cli', 'botlink.ts') },
     outdir,
     outExtension: { '.js': '.mjs' },
-    bundle: true,
     splitting: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20.18',
-    external: ['better-sqlite3', 'unix-dgram'],
-    define: { __BOTLINK_BUILD_TIME__: String(Date.now()) },
-    banner: {
-      js: "import { createRequire as __botlinkCreateRequire } from 'node:module';\nconst require = __botlinkCreateRequire(import.meta.url);",
-    },
-    legalComments: 'none',
-    logLevel: 'warning',
   });
   return join(outdir, 'botlink.mjs');
 }
