@@ -60,6 +60,8 @@ export interface ConfigValues extends Readonly<Record<TunableKey, number>> {
 export interface ConfigSource {
   readonly file: string | null;
   readonly env: readonly string[];
+  /** The file looked for when none was named. */
+  readonly defaultFile: string;
 }
 
 export interface AgentConfig extends ConfigValues {
@@ -88,7 +90,7 @@ export function envVarFor(key: ConfigKey): string {
 /** One line for `botlink doctor`: which file and which variables made this configuration. */
 export function describeSource(source: ConfigSource): string {
   const env = source.env.length > 0 ? source.env.join(', ') : '';
-  if (source.file === null) return `environment only (${env || 'no variables'}); no file at ${DEFAULT_CONFIG_FILE}`;
+  if (source.file === null) return `environment only (${env || 'no variables'}); no file at ${source.defaultFile}`;
   return env ? `${source.file}, overridden by ${env}` : source.file;
 }
 
@@ -114,10 +116,11 @@ interface Raw {
 }
 
 /** Reads, merges and validates the agent configuration and its secret (DESIGN §3.2). */
-export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv } = {}): AgentConfig {
+export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; defaultFile?: string } = {}): AgentConfig {
   const env = opts.env ?? process.env;
+  const defaultFile = opts.defaultFile ?? DEFAULT_CONFIG_FILE;
   const by = opts.file !== undefined ? '--config' : env.BOTLINK_CONFIG !== undefined ? 'BOTLINK_CONFIG' : null;
-  const named = opts.file ?? env.BOTLINK_CONFIG ?? DEFAULT_CONFIG_FILE;
+  const named = opts.file ?? env.BOTLINK_CONFIG ?? defaultFile;
   if (named === '') throw new ConfigError('config', `${by} is empty: give the path of the config file`);
   const path = resolve(named);
   const fileValues = readConfigFile(path, by);
@@ -178,7 +181,7 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv } = {}
     if (err instanceof SecretFileError) throw new ConfigError('secretKeyFile', err.message, { cause: err });
     throw err;
   }
-  const config = { ...values, secretKey: Object.freeze(secretKey), source: Object.freeze({ file, env: Object.freeze(used.sort()) }) };
+  const config = { ...values, secretKey: Object.freeze(secretKey), source: Object.freeze({ file, env: Object.freeze(used.sort()), defaultFile }) };
   Object.defineProperty(config, 'toJSON', { value: () => values, enumerable: false });
   return Object.freeze(config) as AgentConfig;
 }

@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inspect } from 'node:util';
@@ -59,7 +59,7 @@ describe('loadConfig: values and defaults', () => {
     expect(c.secretKey.reveal()).toBe(SECRET);
     expect([c.botId, c.vendorId, c.deviceId]).toEqual(['bot-1', undefined, undefined]);
     for (const [key, value] of Object.entries(DEFAULTS)) expect(c[key as keyof typeof DEFAULTS]).toBe(value);
-    expect(c.source).toEqual({ file: join(dir, 'config.json'), env: [] });
+    expect(c.source).toEqual({ file: join(dir, 'config.json'), env: [], defaultFile: DEFAULT_CONFIG_FILE });
   });
 
   it.each([
@@ -194,12 +194,14 @@ describe('loadConfig: environment', () => {
     expect(loadConfig({ env: { BOTLINK_CONFIG: file } }).source.file).toBe(file);
   });
 
-  it.skipIf(existsSync(DEFAULT_CONFIG_FILE))('without any file, runs from the environment alone', () => {
+  it('without any file, runs from the environment alone', () => {
+    const absent = join(dir, 'etc-botlink-config.json');
     const c = loadConfig({
+      defaultFile: absent,
       env: { BOTLINK_BASE_URL: 'https://a.example', BOTLINK_ACCESS_KEY_ID: 'AK', BOTLINK_SECRET_KEY_FILE: secretPath, BOTLINK_VENDOR_ID: 'V' },
     });
     expect(c.source.file).toBeNull();
-    expect(describeSource(c.source)).toMatch(/^environment only \(BOTLINK_ACCESS_KEY_ID, .*\); no file at \/etc\/botlink\/config.json$/);
+    expect(describeSource(c.source)).toBe(`environment only (BOTLINK_ACCESS_KEY_ID, BOTLINK_BASE_URL, BOTLINK_SECRET_KEY_FILE, BOTLINK_VENDOR_ID); no file at ${absent}`);
   });
 });
 
