@@ -3,6 +3,8 @@
  * and nothing here reads a clock or a random source.
  */
 
+import type { RetryClass } from '../protocol/errors.js';
+
 export interface BackoffSettings {
   readonly baseMs: number;
   readonly capMs: number;
@@ -83,6 +85,24 @@ export function nextBackoff(
     // Held at MAX_EXPONENT: beyond it every delay is already capped, and the counter cannot overflow.
     state: Object.freeze({ attempt: Math.min(attempt + 1, MAX_EXPONENT) }),
   };
+}
+
+/** Failures a retry cannot fix soon (wrong secret, unknown identity, refused parameters) wait this long. */
+export const SLOW_RETRY_MS = 5 * 60_000;
+
+/** Whether failures of this class are retried on the backoff schedule rather than slowly. */
+export function retriesOnSchedule(retry: RetryClass): boolean {
+  return retry === 'retry-backoff' || retry === 'retry-soon' || retry === 'needs-clock';
+}
+
+/** The wait before retrying a failure: the backoff schedule for transient classes, SLOW_RETRY_MS for the rest. */
+export function retryAfter(
+  retry: RetryClass,
+  state: BackoffState,
+  settings: BackoffSettings,
+  random: number,
+): { delayMs: number; state: BackoffState } {
+  return retriesOnSchedule(retry) ? nextBackoff(state, settings, random) : { delayMs: SLOW_RETRY_MS, state };
 }
 
 /** Whether an up-time of `upMs` earns a reset of the streak (default threshold 60 s). */

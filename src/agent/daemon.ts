@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
-import { BotlinkError } from '../protocol/errors.js';
+import { BotlinkError, toBotlinkError } from '../protocol/errors.js';
 import { VERSION } from '../version.js';
-import { nextBackoff, resetBackoff, TOKEN_BACKOFF } from './backoff.js';
+import { resetBackoff, retryAfter } from './backoff.js';
 import type { AgentConfig } from './config.js';
 import { claimInstance, releaseInstance, selfIdentity } from './instance.js';
 import { LinkSupervisor } from './link.js';
@@ -125,10 +125,11 @@ export class Daemon {
         return botId;
       } catch (err) {
         if (this.#abort.signal.aborted) return undefined;
-        const error = err instanceof BotlinkError ? err : new BotlinkError('ERR_PROVISION', String(err), 'retry-backoff', { cause: err });
-        const next = nextBackoff(backoff, TOKEN_BACKOFF, Math.random());
+        const error = toBotlinkError(err, 'ERR_PROVISION');
+        const settings = { baseMs: this.#config.tokenBackoffBaseMs, capMs: this.#config.tokenBackoffCapMs };
+        const next = retryAfter(error.retry, backoff, settings, Math.random());
         backoff = next.state;
-        const waitMs = error.retry === 'retry-backoff' || error.retry === 'retry-soon' ? next.delayMs : 300_000;
+        const waitMs = next.delayMs;
         this.#log.error({ code: error.code, retryInMs: Math.round(waitMs) }, `provisioning failed: ${error.message}`);
         this.#markReady(`waiting to provision: ${error.message}`);
         await sleep(waitMs, this.#abort.signal);

@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
-import { BotlinkError } from '../protocol/errors.js';
+import { BotlinkError, toBotlinkError } from '../protocol/errors.js';
 import type { Identity } from '../protocol/wire.js';
 import { CloudError, type CloudClient } from './api.js';
-import { nextBackoff, resetBackoff, TOKEN_BACKOFF, type BackoffSettings, type BackoffState } from './backoff.js';
+import { resetBackoff, retriesOnSchedule, retryAfter, TOKEN_BACKOFF, type BackoffSettings, type BackoffState } from './backoff.js';
 import type { Clock } from './clock.js';
 import { accessUsableFor, decideNextAction, DEFAULT_POLICY, type PolicySettings, type TokenFacts } from './policy.js';
 import type { ServerTime } from './servertime.js';
@@ -49,8 +49,6 @@ interface Waiter {
  * boot); synced or no source at all rarely change, and each check spawns chronyc and timedatectl.
  */
 const VERDICT_TTL_MS: Readonly<Record<TimeSyncResult['verdict'], number>> = { unsynced: 60_000, synced: 5 * 60_000, unknown: 10 * 60_000 };
-/** Retry pace for failures a retry cannot fix soon (wrong secret, unknown bot, refused parameters). */
-const SLOW_RETRY_MS = 5 * 60_000;
 const RENEW_LEASE_MS = 30_000;
 /** Pace of server time samples while they fail (network down). */
 const SAMPLE_RETRY_MS = 30_000;
@@ -277,15 +275,11 @@ export class TokenManager {
   }
 
   #fail(err: unknown): void {
-    const error =
-      err instanceof BotlinkError ? err : new BotlinkError('ERR_INTERNAL', err instanceof Error ? err.message : String(err), 'retry-backoff', { cause: err });
-    let waitMs: number;
-    if (error.retry === 'retry-backoff' || error.retry === 'retry-soon' || error.retry === 'needs-clock') {
-      const next = nextBackoff(this.#backoff, this.#o.backoff ?? TOKEN_BACKOFF, this.#random());
-      this.#backoff = next.state;
-      waitMs = next.delayMs;
-    } else {
-      waitMs = SLOW_RETRY_MS;
+    const error = toBotlinkError(err, 'ERR_INTERNAL');
+    const next = retryAfter(error.retry, this.#backoff, this.#o.backoff ?? TOKEN_BACKOFF, this.#random());
+    this.#backoff = next.state;
+    const waitMs = next.delayMs;
+    if (!retriesOnSchedule(error.retry)) {
       for (const w of this.#waiters.filter((x) => x.failFast)) w.reject(error);
       this.#waiters = this.#waiters.filter((x) => !x.failFast);
     }

@@ -30,3 +30,9 @@ export class WireError extends BotlinkError {
     this.field = field;
   }
 }
+
+/** Any thrown value as a BotlinkError: ours pass through, anything else becomes `code`, retried with backoff. */
+export function toBotlinkError(err: unknown, code: string): BotlinkError {
+  if (err instanceof BotlinkError) return err;
+  return new BotlinkError(code, err instanceof Error ? err.message : String(err), 'retry-backoff', { cause: err });
+}

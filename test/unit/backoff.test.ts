@@ -12,6 +12,9 @@ import {
   shouldReset,
   type BackoffSettings,
   type BackoffState,
+  retriesOnSchedule,
+  retryAfter,
+  SLOW_RETRY_MS,
 } from '../../src/agent/backoff.js';
 import { prng } from '../helpers/fuzz.js';
 
@@ -239,5 +242,30 @@ describe('property: every delay lies in [floor, ceiling)', () => {
       }
     }
     expect(outside).toEqual([]);
+  });
+});
+
+describe('retryAfter: which failures wait on the schedule and which wait slowly', () => {
+  const settings = { baseMs: 1000, capMs: 300_000 };
+  it.each([
+    ['retry-soon', true],
+    ['retry-backoff', true],
+    ['needs-clock', true],
+    ['needs-config', false],
+    ['needs-provisioning', false],
+    ['fatal', false],
+  ] as const)('%s → on schedule: %s', (retry, onSchedule) => {
+    expect(retriesOnSchedule(retry)).toBe(onSchedule);
+    const state = { attempt: 3 };
+    const next = retryAfter(retry, state, settings, 0.5);
+    if (onSchedule) {
+      expect(next).toEqual(nextBackoff(state, settings, 0.5));
+    } else {
+      expect(next.delayMs).toBe(SLOW_RETRY_MS);
+      expect(next.state).toBe(state);
+    }
+  });
+  it('waits 5 minutes for what a retry cannot fix soon', () => {
+    expect(SLOW_RETRY_MS).toBe(300_000);
   });
 });
