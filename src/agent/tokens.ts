@@ -133,14 +133,15 @@ export class TokenManager {
 
   snapshot(): TokenSnapshot {
     const v = this.#verdict;
-    const trusted = chooseSigningTime(v ?? PENDING, this.#o.serverTime, this.#o.clock).ok;
+    // The source is whatever signing would use now: the synced local source, or the server.
+    const chosen = chooseSigningTime(v ?? PENDING, this.#o.serverTime, this.#o.clock);
     return {
       accessExpiresAt: this.#pair?.accessExpiresAt,
       refreshExpiresAt: this.#pair?.refreshExpiresAt,
       clock: {
-        trusted,
+        trusted: chosen.ok,
         verdict: v ? v.verdict : 'pending',
-        source: v?.verdict === 'synced' ? v.source : this.#o.serverTime.now() !== undefined ? 'server' : (v?.source ?? 'none'),
+        source: chosen.ok && chosen.source === 'server' ? 'server' : (v?.source ?? 'none'),
         offsetMs: this.#o.serverTime.offsetMs(),
       },
       lastError: this.#lastError && { code: this.#lastError.code, retry: this.#lastError.retry, message: this.#lastError.message },
