@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import type { LookupFunction } from 'node:net';
-import { Pool } from 'undici';
 import { describeCode } from '../protocol/codes.js';
 import { BotlinkError, WireError, type RetryClass } from '../protocol/errors.js';
 import { signV2, SIGNATURE_VERSION } from '../protocol/sign.js';
@@ -15,6 +14,7 @@ import {
   type RegisterDeviceRequest,
 } from '../protocol/wire.js';
 import type { Clock } from './clock.js';
+import { createPool, type HttpPool } from './http.js';
 
 /** Why a cloud call failed; `serviceCode` is the protocol's `code` when the service answered one. */
 export class CloudError extends BotlinkError {
@@ -56,21 +56,17 @@ export function newNonce(): string {
 /** The cloud token service over HTTP (undici, keep-alive pool, no redirects). */
 export class CloudClient {
   readonly #opts: CloudClientOptions;
-  readonly #pool: Pool;
+  /** Created at the first request: a device with a valid cached token never loads undici. */
+  #pool: Promise<HttpPool> | undefined;
+  #closed = false;
+  readonly #origin: string;
   readonly #basePath: string;
 
   constructor(opts: CloudClientOptions) {
     this.#opts = opts;
     const url = new URL(opts.baseUrl);
     this.#basePath = url.pathname.replace(/\/+$/, '');
-    this.#pool = new Pool(url.origin, {
-      connections: 4,
-      connectTimeout: opts.connectTimeoutMs ?? DEFAULT_TIMEOUT_MS,
-      headersTimeout: opts.headersTimeoutMs ?? DEFAULT_TIMEOUT_MS,
-      bodyTimeout: opts.bodyTimeoutMs ?? DEFAULT_TIMEOUT_MS,
-      maxResponseSize: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
-      ...(opts.lookup && { connect: { lookup: opts.lookup } }),
-    });
+    this.#origin = url.origin;
   }
 
   /** The signed flow (DESIGN §1.2); `timestampMs` must come from a trusted clock or server time. */
@@ -118,16 +114,32 @@ export class CloudClient {
   }
 
   async close(): Promise<void> {
-    if (!this.#pool.closed && !this.#pool.destroyed) await this.#pool.close();
+    this.#closed = true;
+    if (this.#pool) await (await this.#pool).close();
+  }
+
+  #getPool(): Promise<HttpPool> {
+    const opts = this.#opts;
+    this.#pool ??= createPool(this.#origin, {
+      connections: 4,
+      connectTimeout: opts.connectTimeoutMs ?? DEFAULT_TIMEOUT_MS,
+      headersTimeout: opts.headersTimeoutMs ?? DEFAULT_TIMEOUT_MS,
+      bodyTimeout: opts.bodyTimeoutMs ?? DEFAULT_TIMEOUT_MS,
+      maxResponseSize: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
+      ...(opts.lookup && { connect: { lookup: opts.lookup } }),
+    });
+    return this.#pool;
   }
 
   async #post(route: string, body: unknown, bearer?: string): Promise<unknown> {
     const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
     if (bearer !== undefined) headers['authorization'] = `Bearer ${bearer}`;
     const monoSent = this.#opts.clock.monoNow();
+    if (this.#closed) throw new CloudError('ERR_NETWORK', `${route}: the cloud client is closed`, 'retry-backoff');
+    const pool = await this.#getPool();
     let res;
     try {
-      res = await this.#pool.request({ path: this.#basePath + route, method: 'POST', headers, body: JSON.stringify(body) });
+      res = await pool.request({ path: this.#basePath + route, method: 'POST', headers, body: JSON.stringify(body) });
     } catch (err) {
       throw networkError(route, err);
     }

@@ -38,6 +38,27 @@ async function failure(promise: Promise<unknown>): Promise<CloudError> {
 
 const tokenOk = { accessToken: 'at', expireIn: 7200, refreshToken: 'rt', refreshExpireIn: 604800, code: 0, msg: '' };
 
+describe('CloudClient.close', () => {
+  it('closes a client that never sent anything, and refuses requests after close with a network-class error', async () => {
+    const { client, server } = await clientFor((_req, res) => json(res, tokenOk));
+    await client.close();
+    const err = await failure(client.getToken({ kind: 'bot', id: 'bot-1' }, NOW));
+    expect(err).toMatchObject({ code: 'ERR_NETWORK', retry: 'retry-backoff' });
+    expect(server.requests).toHaveLength(0);
+  });
+
+  it('lets requests in flight finish and then refuses new ones', async () => {
+    const { client, server } = await clientFor((_req, res) => setTimeout(() => json(res, tokenOk), 50));
+    const inFlight = client.getToken({ kind: 'bot', id: 'bot-1' }, NOW);
+    await new Promise((r) => setTimeout(r, 10));
+    const closed = client.close();
+    await expect(inFlight).resolves.toMatchObject({ accessToken: 'at' });
+    await closed;
+    expect((await failure(client.getToken({ kind: 'bot', id: 'bot-1' }, NOW))).code).toBe('ERR_NETWORK');
+    expect(server.requests).toHaveLength(1);
+  });
+});
+
 describe('CloudClient.getToken', () => {
   it('sends a V2-signed body the service can verify, with a fresh 32-hex nonce', async () => {
     const { client, server, samples } = await clientFor((_req, res) => json(res, tokenOk));

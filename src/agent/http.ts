@@ -1,0 +1,41 @@
+import type { Dispatcher, Pool } from 'undici';
+
+/** undici's keep-alive pool with its `request` bound: all the cloud client uses of undici. */
+export interface HttpPool {
+  request(opts: Dispatcher.RequestOptions): Promise<Dispatcher.ResponseData>;
+  close(): Promise<void>;
+}
+
+interface UndiciParts {
+  Pool: typeof Pool;
+  request: (this: Dispatcher, opts: Dispatcher.RequestOptions) => Promise<Dispatcher.ResponseData>;
+}
+
+let loading: Promise<UndiciParts> | undefined;
+
+/**
+ * undici's index loads fetch, WebSocket, caches, mocks and proxies: about 1 MB of code, 20 MiB of RSS
+ * and 60–100 ms at start on this class of board. The agent needs only a Pool and the `request` API,
+ * and not at all while its cached token is valid. So both come from the two undici modules that
+ * define them, at the first request (the bundle evaluates a dynamic import's module only then).
+ * test/unit/http.test.ts checks they are what undici's index exports, so an upgrade that moves
+ * them fails there and not on a device.
+ */
+export function undiciParts(): Promise<UndiciParts> {
+  loading ??= Promise.all([import('undici/lib/dispatcher/pool.js'), import('undici/lib/api/api-request.js')]).then(
+    ([pool, request]) => ({ Pool: pool.default, request: request.default }),
+  );
+  return loading;
+}
+
+/** A Pool for `origin` whose `request` works without undici's index having been loaded. */
+export async function createPool(origin: string, options: Pool.Options): Promise<HttpPool> {
+  const { Pool: PoolClass, request } = await undiciParts();
+  const pool = new PoolClass(origin, options);
+  return {
+    request: (opts) => request.call(pool, opts),
+    close: async () => {
+      if (!pool.closed && !pool.destroyed) await pool.close();
+    },
+  };
+}
