@@ -50,6 +50,19 @@ newest_version() {
 
 seconds() { echo $(($(date +%s) - $1)); }
 
+# The Node version whose headers the native addons are compiled against on runtime $1: its own,
+# except on 24.19 and later 24.x. Those headers make node::ObjectWrap's destructor remove an
+# environment cleanup hook, which aborts the process ("Assertion failed: (env) != nullptr") when V8
+# collects a wrapped object outside a context, e.g. on an idle GC (nodejs/node#65446, open).
+# better-sqlite3 12 wraps its Database and Statement objects that way; its fix (13, node-addon-api)
+# needs Node >= 22. Built against 24.18.1 headers (same ABI, 137) the addon runs cleanly on every
+# 24.x runtime, so that is what runs here, and what README tells users of those runtimes to do.
+headers_version() {
+  local maj minor
+  IFS=. read -r maj minor _ <<<"$1"
+  if [ "$maj" = 24 ] && [ "$minor" -ge 19 ]; then echo 24.18.1; else echo "$1"; fi
+}
+
 total_passed=0
 total_failed=0
 exit_code=0
@@ -86,6 +99,14 @@ for major in "${majors[@]}"; do
     record "node $major" 0 1 "runtime unavailable"
     continue
   fi
+  headers=$(headers_version "$version")
+  if [ "$headers" != "$version" ]; then
+    if ! nodedir=$(install_node "$headers"); then
+      record "node v$version" 0 1 "headers $headers unavailable"
+      continue
+    fi
+    echo "node v$version: native addons built against the v$headers headers (nodejs/node#65446)"
+  fi
   t_node=$(seconds "$t0")
 
   # A persistent copy per major: the sources are replaced every run, node_modules only when the
@@ -94,7 +115,7 @@ for major in "${majors[@]}"; do
   mkdir -p "$work"
   find "$work" -mindepth 1 -maxdepth 1 ! -name node_modules ! -name .runtime-stamp -exec rm -rf {} +
   git -C "$root" archive HEAD | tar -x -C "$work"
-  stamp="$version $(sha256sum "$work/package-lock.json" | cut -d' ' -f1)"
+  stamp="$version $headers $(sha256sum "$work/package-lock.json" | cut -d' ' -f1)"
   t1=$(date +%s)
   log="$cache/test-node-$major.log"
   report="$cache/test-node-$major.json"
