@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { createSocket } from 'unix-dgram';
+import { unixDgram } from '../native.js';
 
 /** sd_notify(3) for a Type=notify unit; every method is a no-op when NOTIFY_SOCKET is unset. */
 export interface Notifier {
@@ -16,7 +16,7 @@ export interface Notifier {
 export function createNotifier(env: NodeJS.ProcessEnv, log: Logger): Notifier {
   const path = socketPath(env['NOTIFY_SOCKET']);
   if (path === undefined) return { ready() {}, status() {}, stopping() {}, close() {} };
-  const socket = createSocket('unix_dgram');
+  const socket = unixDgram().createSocket('unix_dgram');
   socket.on('error', (err: Error) => log.warn({ err: err.message }, 'sd_notify failed'));
   const send = (message: string): void => {
     const buf = Buffer.from(message);

@@ -1,9 +1,10 @@
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { BotlinkError } from '../protocol/errors.js';
 import { systemClock, type Clock } from './clock.js';
 import { bootMonoNow, isAlive, selfIdentity, systemProcPaths, type ProcessIdentity, type ProcPaths } from './instance.js';
+import { sqlite } from '../native.js';
 
 export interface StoreIdentity {
   baseUrl: string;
@@ -148,7 +149,7 @@ function prepareStatements(db: Database.Database) {
 
 /** Errors that mean the file's contents are unusable (as opposed to the file being unreachable). */
 function isCorruption(error: unknown): boolean {
-  if (!(error instanceof Database.SqliteError)) return false;
+  if (!(error instanceof sqlite().SqliteError)) return false;
   return error.code === 'SQLITE_NOTADB' || error.code.startsWith('SQLITE_CORRUPT') || error.code === 'SQLITE_ERROR';
 }
 
@@ -204,12 +205,12 @@ export class TokenStore {
     // Created before SQLite sees it so the tokens are never readable by others, even for a moment.
     closeSync(openSync(path, 'a', 0o600));
     chmodSync(path, 0o600);
-    this.db = new Database(path);
+    this.db = new (sqlite())(path);
     try {
       this.db.pragma('busy_timeout = 5000');
       this.db.pragma('synchronous = FULL');
       const check = this.db.pragma('quick_check', { simple: true });
-      if (check !== 'ok') throw new Database.SqliteError(`quick_check: ${String(check)}`, 'SQLITE_CORRUPT');
+      if (check !== 'ok') throw new (sqlite().SqliteError)(`quick_check: ${String(check)}`, 'SQLITE_CORRUPT');
       migrate(this.db, MIGRATIONS);
       // Preparing every statement proves the tables have the columns this release uses.
       this.stmt = prepareStatements(this.db);

@@ -1,7 +1,8 @@
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import { BotlinkError } from '../protocol/errors.js';
 import type { Identity, RegisterDeviceRequest } from '../protocol/wire.js';
 import type { Seed } from './seed.js';
+import { sqlite } from '../native.js';
 
 export type TokenKind = 'access' | 'refresh';
 
@@ -46,7 +47,7 @@ const CHECKPOINT_MS = 1000;
 function open(file: string): Database.Database {
   let db: Database.Database | undefined;
   try {
-    db = new Database(file);
+    db = new (sqlite())(file);
     if (file !== ':memory:') {
       db.pragma('journal_mode = WAL');
       // A reference service may lose the last commits on power loss; it must not be slow.

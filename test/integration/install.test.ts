@@ -1,5 +1,5 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { lstatSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from 'node:fs';
 import { delimiter, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -152,7 +152,7 @@ describe('scripts/install.sh', () => {
     expect(realpathSync(command)).toBe(realpathSync(join(app, 'bin', 'botlink')));
   });
 
-  it('the installed command runs from the prefix alone, loading both native addons from it', { timeout: INSTALL_TIMEOUT_MS }, async () => {
+  it('the installed command runs from the prefix alone and loads its native addons from it, each only when used', { timeout: INSTALL_TIMEOUT_MS }, async () => {
     const root = tempDir('botlink-root-');
     expect(install(['--prefix', root], fakeBin(false)).status).toBe(0);
     const app = join(root, 'opt', 'botlink');
@@ -161,10 +161,20 @@ describe('scripts/install.sh', () => {
     const wrapper = join(root, 'usr/local/bin/botlink');
     const sameNode = realpathSync(process.execPath) === realpathSync('/usr/bin/node');
     const [cmd, ...pre] = sameNode ? [wrapper] : [process.execPath, join(app, 'dist', 'botlink.mjs')];
-    // The bundle imports better-sqlite3 and unix-dgram statically, so --version loads both.
-    const version = spawnSync(cmd!, [...pre, '--version'], { encoding: 'utf8', cwd: root });
+    // Every native addon the process loads, by file: the addons load at first use, so --version loads none.
+    const probe = tempDir('botlink-dlopen-');
+    const dlopenLog = join(probe, 'dlopen.log');
+    writeFileSync(
+      join(probe, 'probe.cjs'),
+      "const { appendFileSync } = require('node:fs'); const dlopen = process.dlopen;\n" +
+        'process.dlopen = function (m, file, ...rest) { appendFileSync(process.env.DLOPEN_LOG, file + "\\n"); return dlopen.call(this, m, file, ...rest); };\n',
+    );
+    const env = { ...process.env, NODE_OPTIONS: `--require ${join(probe, 'probe.cjs')}`, DLOPEN_LOG: dlopenLog };
+    const loaded = (): string[] => (existsSync(dlopenLog) ? readFileSync(dlopenLog, 'utf8').trim().split('\n') : []);
+    const version = spawnSync(cmd!, [...pre, '--version'], { encoding: 'utf8', cwd: root, env });
     expect(version.stderr).toBe('');
     expect(version.stdout).toBe(`${PKG.version}\n`);
+    expect(loaded()).toEqual([]);
     const resolved = execFileSync(
       process.execPath,
       ['-e', "const r = require('node:module').createRequire(process.argv[1]); console.log(r.resolve('better-sqlite3') + '\\n' + r.resolve('unix-dgram'))", join(app, 'dist', 'botlink.mjs')],
@@ -175,6 +185,7 @@ describe('scripts/install.sh', () => {
     // A command that opens a SQLite database through the installed better-sqlite3.
     const serve = spawn(cmd!, [...pre, 'serve', '--port', '0', '--db', join(root, 'serve.db')], {
       cwd: root,
+      env,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     cleanups.push(() => serve.kill('SIGKILL'));
@@ -184,6 +195,7 @@ describe('scripts/install.sh', () => {
     serve.kill('SIGTERM');
     const code = await new Promise<number | null>((resolve) => serve.once('exit', (c) => resolve(c)));
     expect(code).toBe(0);
+    expect(loaded()).toEqual([join(realpathSync(app), 'node_modules/better-sqlite3/build/Release/better_sqlite3.node')]);
   });
 
   it('is idempotent: a second run upgrades the program, keeps an edited config and leaves the same tree', { timeout: 2 * INSTALL_TIMEOUT_MS }, () => {
