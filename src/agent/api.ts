@@ -115,7 +115,9 @@ export class CloudClient {
 
   async close(): Promise<void> {
     this.#closed = true;
-    if (this.#pool) await (await this.#pool).close();
+    // A pool that failed to come up has nothing to close; its requests already reported why.
+    const pool = await this.#pool?.catch(() => undefined);
+    await pool?.close();
   }
 
   #getPool(): Promise<HttpPool> {
