@@ -15,11 +15,11 @@ let loading: Promise<UndiciParts> | undefined;
 
 /**
  * undici's index loads fetch, WebSocket, caches, mocks and proxies: about 1 MB of code, 20 MiB of RSS
- * and 60–100 ms at start on this class of board. The agent needs only a Pool and the `request` API,
- * and not at all while its cached token is valid. So both come from the two undici modules that
- * define them, at the first request (the bundle evaluates a dynamic import's module only then).
- * test/unit/http.test.ts checks they are what undici's index exports, so an upgrade that moves
- * them fails there and not on a device.
+ * and 60–100 ms of start-up (measured on a 2-core x86 VM). The agent needs only a Pool and the
+ * `request` API, and neither while a synced clock and a valid cached token call for no request.
+ * So both come from the two undici modules that define them, at the first request (the bundle
+ * evaluates a dynamic import's module only then). test/unit/http.test.ts checks they are what
+ * undici's index exports, so an upgrade that moves them fails there and not on a device.
  */
 export function undiciParts(): Promise<UndiciParts> {
   loading ??= Promise.all([import('undici/lib/dispatcher/pool.js'), import('undici/lib/api/api-request.js')]).then(
