@@ -2,4 +2,5 @@ import type { BuildOptions } from 'esbuild';
 
 export declare const BUNDLE: string;
 export declare function bundleOptions(): BuildOptions;
+export declare function scriptOptions(): BuildOptions;
 export declare function buildBundle(outfile?: string): Promise<string>;

@@ -25,6 +25,14 @@ export function bundleOptions() {
   };
 }
 
+/**
+ * esbuild options for running one of this repo's TypeScript files (a benchmark, a test's child
+ * process) with plain node: bundled, its packages left external so they resolve to node_modules.
+ */
+export function scriptOptions() {
+  return { bundle: true, platform: 'node', format: 'esm', target: 'node20.18', packages: 'external', logLevel: 'warning' };
+}
+
 /** Builds the bundle; the tests' global setup calls this too, so tests always run current code. */
 export async function buildBundle(outfile = BUNDLE) {
   // Written aside and renamed: a daemon spawned meanwhile never reads a half-written bundle.

@@ -5,6 +5,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { scriptOptions } from '../build.mjs';
 
 const [name, ...args] = process.argv.slice(2);
 if (!name) {
@@ -18,16 +19,7 @@ mkdirSync(cache, { recursive: true });
 const dir = mkdtempSync(join(cache, 'bench-'));
 const outfile = join(dir, `${name}.mjs`);
 try {
-  await build({
-    entryPoints: [join(here, `${name}.ts`)],
-    outfile,
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20.18',
-    packages: 'external',
-    logLevel: 'warning',
-  });
+  await build({ ...scriptOptions(), entryPoints: [join(here, `${name}.ts`)], outfile });
   const result = spawnSync(process.execPath, [outfile, ...args], { stdio: 'inherit', cwd: process.cwd() });
   process.exitCode = result.status ?? 1;
 } finally {

@@ -7,8 +7,8 @@ export interface HttpPool {
 }
 
 interface UndiciParts {
-  Pool: typeof Pool;
-  request: (this: Dispatcher, opts: Dispatcher.RequestOptions) => Promise<Dispatcher.ResponseData>;
+  Pool: typeof import('undici/lib/dispatcher/pool.js');
+  request: typeof import('undici/lib/api/api-request.js');
 }
 
 let loading: Promise<UndiciParts> | undefined;

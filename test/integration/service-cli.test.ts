@@ -3,14 +3,14 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bundleCli, type Bundle } from '../helpers/bundle.js';
+import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
 import { getTokens, post, signedGetTokenBody } from '../helpers/service-client.js';
 
 let bundle: Bundle;
 let dir: string;
 
 beforeAll(async () => {
-  bundle = await bundleCli();
+  bundle = await privateDaemonBundle('test-cli-');
   dir = mkdtempSync(join(tmpdir(), 'botlink-serve-'));
 });
 afterAll(() => {
