@@ -34,15 +34,19 @@ describe('tokens that cannot be a header value', () => {
     const invalidated: (string | undefined)[] = [];
     const tokens: TokenSource = { current: async () => bad, invalidate: (t) => void invalidated.push(t) };
     const kit = new AgentKit({ url: 'http://127.0.0.1:9' });
-    const link = new LinkSupervisor({ wsUrl: 'ws://127.0.0.1:9/soulmate/voiceChat/v1', botId: 'bot-1', tokens, clock: systemClock, log: kit.log });
-    const reasons: string[] = [];
-    link.on('backoff', (b: { reason: string }) => reasons.push(b.reason));
+    const link = new LinkSupervisor({ wsUrl: 'ws://127.0.0.1:9/soulmate/voiceChat/v1', botId: 'bot-1', tokens, clock: systemClock, log: kit.log, random: () => 0 });
+    // random 0 makes every backoff delay 0 ms, the worst case for this check: the link retries before
+    // the test looks again (full jitter did that on CI). So record what it had done at each backoff.
+    const backoffs: { reason: string; state: string; invalidated: (string | undefined)[] }[] = [];
+    link.on('backoff', (b: { reason: string }) =>
+      backoffs.push({ reason: b.reason, state: link.status.state, invalidated: [...invalidated] }),
+    );
     link.start();
     try {
-      await waitFor(() => reasons.length > 0, 10_000, 'a backoff');
-      expect(reasons[0]).toContain('cannot open the WebSocket');
-      expect(link.status.state).toBe('backoff');
-      expect(invalidated).toEqual([bad]);
+      await waitFor(() => backoffs.length > 0, 10_000, 'a backoff');
+      expect(backoffs[0]?.reason).toContain('cannot open the WebSocket');
+      expect(backoffs[0]?.state).toBe('backoff');
+      expect(backoffs[0]?.invalidated).toEqual([bad]);
       expect(unexpected.map(String)).toEqual([]);
     } finally {
       await link.stop();
