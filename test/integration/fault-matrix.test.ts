@@ -238,12 +238,14 @@ const KINDS: [string, () => Promise<void>][] = [
   [
     'connection refused: the service stops, then comes back on the same port with the same database',
     async () => {
-      const r = await rig();
+      // A longer life than the other kinds: the link's first reconnects must still find a token with
+      // half its life left (so they reach the closed port), even on a machine that stalls for a second.
+      const r = await rig({ service: { accessTtlS: 2 * ACCESS_TTL_S } });
       const { before, signed, failures, reconnects } = await firstConnect(r);
       const port = r.svc.port;
       await r.svc.close();
       // The retrying link soon wants a token with more life left: that renewal meets the closed port too.
-      await waitFor(() => r.tokenFailures.slice(failures).some((f) => f.code === 'ERR_NETWORK'), 6000, 'a refused refresh');
+      await waitFor(() => r.tokenFailures.slice(failures).some((f) => f.code === 'ERR_NETWORK'), 10_000, 'a refused refresh');
       await waitFor(() => r.backoffs.some((b) => b.reason.includes('ECONNREFUSED')), 3000, 'a refused reconnect');
       r.svc = await startService(r.dbFile, { port });
       await expectRecovered(r, reconnects + 1, 'the restart');
@@ -317,7 +319,8 @@ const KINDS: [string, () => Promise<void>][] = [
   [
     'DNS failure (ENOTFOUND), then the name resolves again',
     async () => {
-      const r = await rig({ viaDns: true });
+      // A longer life, as for connection refused: the reconnects must not wait on a renewal first.
+      const r = await rig({ viaDns: true, service: { accessTtlS: 2 * ACCESS_TTL_S } });
       r.dns.down = true;
       r.start();
       // First boot: signing needs the HTTP connection, which needs the name.

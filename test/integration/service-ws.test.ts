@@ -15,7 +15,8 @@ let bot1: Tokens;
 const sockets: WebSocket[] = [];
 
 beforeEach(async () => {
-  service = await createReferenceService({ seed, pingIntervalMs: 100 });
+  // Short enough for the ping tests, long enough that a loaded machine's pauses do not cost a pong.
+  service = await createReferenceService({ seed, pingIntervalMs: 300 });
   bot1 = await getTokens(service.url, { botId: 'bot-1' });
 });
 afterEach(async () => {
@@ -172,7 +173,10 @@ describe('pings', () => {
     const ws = await open('bot-1', bot1.accessToken);
     let pings = 0;
     ws.on('ping', () => (pings += 1));
-    while (pings < 4) await once(ws, 'ping');
+    const terminated = closed(ws).then(({ code }) => {
+      throw new Error(`terminated (${code}) after ${pings} pings`);
+    });
+    while (pings < 4) await Promise.race([once(ws, 'ping'), terminated]);
     expect(ws.readyState).toBe(WebSocket.OPEN);
   });
 });

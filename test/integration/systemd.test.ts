@@ -285,7 +285,8 @@ describe('the unit ExecStart, run as systemd would run it', () => {
     const { code } = await run.exited;
     expect(code, run.stderr).toBe(0);
     expect(performance.now() - started).toBeLessThan(seconds(required('Service', 'TimeoutStopSec')) * 1000);
-    expect(notify()).toContain('STOPPING=1');
+    // The daemon may exit before the python listener has printed its last datagram.
+    await waitFor(() => notify().includes('STOPPING=1'), 3000, 'STOPPING=1');
   });
 });
 

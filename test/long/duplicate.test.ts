@@ -82,13 +82,16 @@ describe('duplicate identity: two devices configured with one botId', () => {
     await sleep(WINDOW_MS);
     const endedAt = performance.now();
     const displacements = displacedAt.filter((t) => t >= startedAt && t <= endedAt).length;
+    // One instant for every service-side figure: the daemons may still displace each other while they stop.
     const socketsOpened = svc.stats.ws.total;
+    const displacedTotal = svc.stats.ws.displaced;
     const overlaps = timeline.overlaps(endedAt);
     for (const p of procs) expect((await p.stop('SIGTERM')).code).toBe(0);
     clearInterval(poller);
 
     const agents = devices.map((d, i) => {
-      const lines = logLines(d.log()).filter((l) => l.time <= startedWall + WINDOW_MS);
+      // The window the service was watched for, as measured (the sleep may have overrun WINDOW_MS).
+      const lines = logLines(d.log()).filter((l) => l.time <= startedWall + (endedAt - startedAt));
       const waits = displacedWaits(lines);
       const errors = lines.filter((l) => l.level === 50 && l.msg.includes(SHARED_BOT_ERROR));
       return { name: i === 0 ? 'first' : 'second', waits, errors, seen: [...seen[i]!] };
@@ -112,9 +115,9 @@ describe('duplicate identity: two devices configured with one botId', () => {
     expect(displacements).toBeLessThanOrEqual(6);
     expect(displacements).toBeGreaterThanOrEqual(3);
     // Nobody fought: every socket after the first displaced exactly the one holder.
-    expect(socketsOpened).toBe(svc.stats.ws.displaced + 1);
+    expect(socketsOpened).toBe(displacedTotal + 1);
     expect(timeline.maxOpen()).toBeLessThanOrEqual(2);
-    expect(overlaps).toHaveLength(svc.stats.ws.displaced);
+    expect(overlaps).toHaveLength(displacedTotal);
     for (const ms of overlaps) expect(ms).toBeLessThan(HANDOVER_MS);
 
     expect(agents[0]!.waits.length + agents[1]!.waits.length).toBe(displacements);

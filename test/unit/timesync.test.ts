@@ -203,7 +203,8 @@ describe('runCommand and checkTimeSync with real child processes', () => {
     expect(failing).toMatchObject({ verdict: 'unsynced', source: 'timedated' });
     const hung = await checkTimeSync(
       opts({
-        timeoutMs: 1500,
+        // Each source gets the whole timeout: timedatectl (a fresh node) must start within it on a busy machine.
+        timeoutMs: 3000,
         chronyc: nodeScript('setTimeout(() => {}, 30000)'),
         timedatectl: nodeScript('console.log("yes")'),
       }),
