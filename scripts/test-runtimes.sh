@@ -6,10 +6,14 @@
 # the native addons are compiled against that runtime and the checkout's node_modules stays as it is.
 # Prints `node vX: N passed, M failed` per runtime and, last, the sum `N passed, M failed` (.ci/run
 # reads that line); exits 1 if anything failed, 2 if it could not start at all.
+# With --prepare first it only obtains the runtimes and installs each copy (the slow part: compiling
+# better-sqlite3), so that a later run goes straight to the tests; .ci/run does that in the background.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache="$root/node_modules/.cache/runtimes"
+prepare=0
+if [ "${1:-}" = --prepare ]; then prepare=1; shift; fi
 majors=("$@")
 [ ${#majors[@]} -gt 0 ] || majors=(20 22 24)
 
@@ -133,6 +137,10 @@ for major in "${majors[@]}"; do
     echo "$stamp" >"$work/.runtime-stamp"
   fi
   t_ci=$(seconds "$t1")
+  if [ $prepare = 1 ]; then
+    echo "node v$version: ready (node ${t_node} s, npm ci ${t_ci} s)"
+    continue
+  fi
 
   t2=$(date +%s)
   (cd "$work" && env "${export_env[@]}" npx vitest run --reporter=default --reporter=json --outputFile.json="$report" >"$log" 2>&1)
@@ -160,6 +168,7 @@ for major in "${majors[@]}"; do
   record "$ran" "$passed" "$failed"
 done
 
+[ $prepare = 1 ] && exit "$exit_code"
 echo "::: summary"
 printf '%s\n' "${summary[@]}"
 echo "$total_passed passed, $total_failed failed"
