@@ -136,9 +136,11 @@ export class CloudClient {
   async #post(route: string, body: unknown, bearer?: string): Promise<unknown> {
     const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
     if (bearer !== undefined) headers['authorization'] = `Bearer ${bearer}`;
-    const monoSent = this.#opts.clock.monoNow();
     if (this.#closed) throw new CloudError('ERR_NETWORK', `${route}: the cloud client is closed`, 'retry-backoff');
     const pool = await this.#getPool();
+    // Taken once the pool exists: the first request loads undici, which is no part of the round trip
+    // that bounds the server-time sample.
+    const monoSent = this.#opts.clock.monoNow();
     let res;
     try {
       res = await pool.request({ path: this.#basePath + route, method: 'POST', headers, body: JSON.stringify(body) });
