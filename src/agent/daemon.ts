@@ -11,6 +11,9 @@ import { openRuntime, type AgentRuntime, type RuntimeOptions } from './runtime.j
 import { writeStatusFile, type StatusDoc } from './status.js';
 import type { TokenManager } from './tokens.js';
 
+/** The longest delay a Node timer takes: the keepalive interval only needs to exist, not to fire. */
+const KEEPALIVE_MS = 2 ** 31 - 1;
+
 export interface DaemonOptions extends Omit<RuntimeOptions, 'log'> {
   log: Logger;
   env: NodeJS.ProcessEnv;
@@ -31,6 +34,8 @@ export class Daemon {
   #self = selfIdentity();
   #ready = false;
   #stopping: Promise<void> | undefined;
+  /** Holds the event loop from start() to stop(): while offline every other timer may be unref'd or idle. */
+  #alive: NodeJS.Timeout | undefined;
 
   constructor(config: AgentConfig, opts: DaemonOptions) {
     this.#config = config;
@@ -42,6 +47,8 @@ export class Daemon {
 
   /** Resolves once the link is started (or stop() was called first). */
   async start(): Promise<void> {
+    if (this.#stopping) return;
+    this.#alive ??= setInterval(() => undefined, KEEPALIVE_MS);
     const rt = openRuntime(this.#config, this.#o);
     this.#rt = rt;
     const claim = claimInstance(rt.store, this.#self);
@@ -102,6 +109,7 @@ export class Daemon {
       await rt.close();
     }
     this.#notify.close();
+    clearInterval(this.#alive);
     this.#log.info('botlink stopped');
   }
 

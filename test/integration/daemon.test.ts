@@ -1,10 +1,12 @@
 import { spawn } from 'node:child_process';
 import { renameSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/agent-kit.js';
 import { cleanEnv, DAEMON_SECRET } from '../helpers/daemon-proc.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
+import { requireTool } from '../helpers/tools.js';
 
 const { cleanups, service, device, daemon, tempDir } = useHarness();
 
@@ -64,12 +66,29 @@ describe('botlink run (the built bundle as a child process)', () => {
     expect(svc.stats.register.total).toBe(1);
   });
 
+  it('stays up with the cloud unreachable and no NOTIFY_SOCKET, retries, and connects once the cloud appears', async () => {
+    const port = await closedPort();
+    const d = device(`http://127.0.0.1:${port}`, { botId: 'bot-1', tokenBackoffBaseMs: 100, tokenBackoffCapMs: 400 });
+    const p = daemon(d);
+    // Three failed attempts: the first retry and one after it, each a line that names its next wait.
+    const retries = () => (d.log().match(/"retryInMs"/g) ?? []).length;
+    await Promise.race([
+      waitFor(() => retries() >= 3, 15_000, 'three failed attempts in the log'),
+      p.exited.then(({ code, signal }) => {
+        throw new Error(`the daemon exited (code ${code}, signal ${signal}) while the cloud was away:\n${d.log()}`);
+      }),
+    ]);
+    await service(DAEMON_SEED, { port });
+    const status = await d.waitForLink('connected', 15_000);
+    expect(status.pid).toBe(p.child.pid);
+  });
+
   it('speaks sd_notify: READY=1, STATUS and WATCHDOG=1 on a real datagram socket, STOPPING=1 at the end', async () => {
     const svc = await service(DAEMON_SEED);
     const d = device(svc);
     const dir = tempDir('botlink-notify-');
     const socketPath = join(dir, 'notify.sock');
-    const listener = spawn('python3', ['-u', '-c', PY_LISTENER, socketPath], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const listener = spawn(requireTool('python3'), ['-u', '-c', PY_LISTENER, socketPath], { stdio: ['ignore', 'pipe', 'inherit'] });
     cleanups.push(() => void listener.kill('SIGKILL'));
     let received = '';
     listener.stdout.on('data', (b: Buffer) => (received += b.toString()));
@@ -82,6 +101,15 @@ describe('botlink run (the built bundle as a child process)', () => {
     await waitFor(() => received.includes('STOPPING=1'), 3000, 'STOPPING=1');
   });
 });
+
+/** A loopback port nothing listens on: bound by the kernel's choice, then released. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
 
 const PY_LISTENER = `
 import socket, sys

@@ -78,6 +78,20 @@ function seconds(span: string): number {
   return Number(m[1]) * factor;
 }
 
+/** A systemd byte size ("192M", "1G", "65536"): K, M, G are powers of 1024. */
+function bytes(size: string): number {
+  const m = /^(\d+)([KMG])?$/.exec(size.trim());
+  if (!m) throw new Error(`unsupported byte size: ${size}`);
+  return Number(m[1]) * 1024 ** ' KMG'.indexOf(m[2] ?? ' ');
+}
+
+/** Resident memory of a running process, from /proc/<pid>/status. */
+function rssBytes(pid: number): number {
+  const kb = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+  if (kb === undefined) throw new Error(`no VmRSS for pid ${pid}`);
+  return Number(kb) * 1024;
+}
+
 const { cleanups, service, tempDir } = useHarness();
 
 describe('systemd/botlink.service: what the daemon needs from it', () => {
@@ -103,15 +117,17 @@ describe('systemd/botlink.service: what the daemon needs from it', () => {
     expect(required('Service', 'UMask')).toBe('0077');
   });
 
-  it('restarts on failure without giving up, except on usage and config errors, and waits long enough to stop', () => {
-    expect(required('Service', 'Restart')).toBe('on-failure');
+  it('restarts after any exit without giving up, except on a usage error, and waits long enough to stop', () => {
+    // A daemon that exits 0 on its own is as down as one that crashed.
+    expect(required('Service', 'Restart')).toBe('always');
     const restartS = seconds(required('Service', 'RestartSec'));
     const intervalS = seconds(required('Unit', 'StartLimitIntervalSec'));
     const burst = Number(required('Unit', 'StartLimitBurst'));
     // Automatic restarts RestartSec apart must never reach the start limit.
     expect(Math.floor(intervalS / restartS) + 1).toBeLessThanOrEqual(burst);
     const noRestart = required('Service', 'RestartPreventExitStatus').split(/\s+/).map(Number);
-    expect(noRestart.sort()).toEqual([Exit.USAGE, Exit.CONFIG].sort());
+    // Every start reloads the credentials, so a config fixed in /etc/botlink heals on the next restart.
+    expect(noRestart).toEqual([Exit.USAGE]);
     expect(seconds(required('Service', 'TimeoutStopSec'))).toBeGreaterThanOrEqual(10);
     // Before READY: time-source checks, then vendor token, registration and bot token, each one HTTP timeout at most.
     expect(seconds(required('Service', 'TimeoutStartSec'))).toBeGreaterThanOrEqual((4 * DEFAULTS.httpTimeoutMs) / 1000);
@@ -274,6 +290,8 @@ describe('the unit ExecStart, run as systemd would run it', () => {
     expect(notify()).toContain(`MAINPID=${run.child.pid}`);
     expect(notify()).toContain('WATCHDOG=1');
     await waitFor(() => run.log().includes('"link connected"'), 10_000, 'link connected in the log');
+    // MemoryMax must leave the connected daemon at least twice its RSS: GC slack plus a few maximal cloud messages.
+    expect(bytes(required('Service', 'MemoryMax'))).toBeGreaterThanOrEqual(2 * rssBytes(run.child.pid!));
 
     const signal = /^\/bin\/kill -(\w+) \$MAINPID$/.exec(required('Service', 'ExecReload'))![1]!;
     renameSync(run.logFile, `${run.logFile}.1`);
