@@ -1,5 +1,6 @@
 /** Plain counters tests read; mutated only by the service. */
 export interface ServiceStats {
+  /** timestamps: the newest well-formed (13-digit) accessTimestamps received, at most 20,000. */
   getToken: { total: number; ok: number; byCode: Record<number, number>; timestamps: string[] };
   refreshToken: { total: number; ok: number };
   register: { total: number; ok: number };
@@ -8,6 +9,8 @@ export interface ServiceStats {
 
 // A long-running `botlink serve` must not grow without bound; tests see far fewer than this.
 const TIMESTAMPS_KEPT = 10_000;
+// Only a timestamp getToken could accept is kept: anyone may send 16 KiB of anything, no credentials needed.
+const THIRTEEN_DIGITS = /^[0-9]{13}$/;
 
 /** Owns the stats object and the bookkeeping behind it. */
 export class StatsRecorder {
@@ -26,7 +29,7 @@ export class StatsRecorder {
         const { getToken } = this.stats;
         getToken.total += 1;
         const ts = isObject(body) ? body['accessTimestamp'] : undefined;
-        if (typeof ts === 'string') {
+        if (typeof ts === 'string' && THIRTEEN_DIGITS.test(ts)) {
           getToken.timestamps.push(ts);
           if (getToken.timestamps.length > 2 * TIMESTAMPS_KEPT) getToken.timestamps.splice(0, TIMESTAMPS_KEPT);
         }

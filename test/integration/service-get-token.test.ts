@@ -248,3 +248,16 @@ describe('getToken stats', () => {
     expect(now.timestamps.slice(-2)).toEqual([stamp(-7), stamp(-8)]);
   });
 });
+
+describe('getToken stats under an unauthenticated flood', () => {
+  it('counts 16 KB accessTimestamps but keeps none of them: only 13-digit ones are held', async () => {
+    const before = structuredClone({ ...service.stats.getToken });
+    const junk = 'x'.repeat(16_000);
+    const replies = await Promise.all(Array.from({ length: 200 }, () => call({ ...signedGetTokenBody({ timestamp: stamp() }), accessTimestamp: junk })));
+    expect(replies.every((r) => r.json?.['code'] === 1003)).toBe(true);
+    const now = service.stats.getToken;
+    expect(now.total).toBe(before.total + 200);
+    expect(now.timestamps).toEqual(before.timestamps);
+    expect(now.timestamps.every((ts) => /^\d{13}$/.test(ts))).toBe(true);
+  });
+});

@@ -43,7 +43,7 @@ describe('FaultState', () => {
 describe('StatsRecorder', () => {
   it('counts per route and per code', () => {
     const recorder = new StatsRecorder();
-    recorder.received('/auth/getToken', { accessTimestamp: '1' });
+    recorder.received('/auth/getToken', { accessTimestamp: '1700000000000' });
     recorder.answered('/auth/getToken', { code: 0 });
     recorder.received('/auth/getToken', undefined);
     recorder.answered('/auth/getToken', { code: 1001, msg: '' });
@@ -52,18 +52,31 @@ describe('StatsRecorder', () => {
     recorder.received('/device/register', {});
     recorder.answered('/device/register', { state: 'SUCCESS' });
     const { stats } = recorder;
-    expect(stats.getToken).toEqual({ total: 2, ok: 1, byCode: { 0: 1, 1001: 1 }, timestamps: ['1'] });
+    expect(stats.getToken).toEqual({ total: 2, ok: 1, byCode: { 0: 1, 1001: 1 }, timestamps: ['1700000000000'] });
     expect(stats.refreshToken).toEqual({ total: 1, ok: 0 });
     expect(stats.register).toEqual({ total: 1, ok: 1 });
   });
 
   it('keeps a bounded tail of timestamps', () => {
     const recorder = new StatsRecorder();
-    for (let i = 0; i < 25_000; i++) recorder.received('/auth/getToken', { accessTimestamp: String(i) });
+    for (let i = 0; i < 25_000; i++) recorder.received('/auth/getToken', { accessTimestamp: String(1_700_000_000_000 + i) });
     const { timestamps } = recorder.stats.getToken;
     expect(timestamps.length).toBeLessThanOrEqual(20_000);
-    expect(timestamps.at(-1)).toBe('24999');
+    expect(timestamps.at(-1)).toBe('1700000024999');
     expect(recorder.stats.getToken.total).toBe(25_000);
+  });
+
+  it.each([
+    ['16 KB of text', 'x'.repeat(16_000)],
+    ['16 KB of digits', '1'.repeat(16_000)],
+    ['12 digits', '170000000000'],
+    ['14 digits', '17000000000000'],
+    ['a signed number', '-700000000000'],
+    ['digits and a newline', '1700000000000\n'],
+  ])('counts but does not keep a timestamp that is %s', (_name, accessTimestamp) => {
+    const recorder = new StatsRecorder();
+    recorder.received('/auth/getToken', { accessTimestamp });
+    expect(recorder.stats.getToken).toMatchObject({ total: 1, timestamps: [] });
   });
 
   it('tracks open sockets per bot and the highest concurrency seen', () => {
