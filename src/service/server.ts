@@ -8,7 +8,9 @@ import { answerClientError } from './raw-response.js';
 import { DEFAULT_SEED, parseSeed, type Seed } from './seed.js';
 import { StatsRecorder, type ServiceStats } from './stats.js';
 import { ServiceStore } from './store.js';
-import { VOICE_CHAT_PATH, VoiceChatEndpoint } from './ws.js';
+import { VOICE_CHAT_PATH, VoiceChatEndpoint, type DisplacementMarker } from './ws.js';
+
+export { DISPLACEMENT_MARKERS, type DisplacementMarker } from './ws.js';
 
 export interface ReferenceServiceOptions {
   host?: string;
@@ -24,6 +26,8 @@ export interface ReferenceServiceOptions {
   requestTimeoutMs?: number;
   /** The service's wall clock; tests may inject one. */
   now?: () => number;
+  /** How a displaced WebSocket is told (DESIGN §1.4): the code-400 frame (default) or the public guide's EVENT frame. */
+  displacementMarker?: DisplacementMarker;
 }
 
 export interface ServiceFaults {
@@ -51,7 +55,10 @@ export interface ReferenceService {
   close(): Promise<void>;
   faults: ServiceFaults;
   stats: ServiceStats;
-  /** 'ws-open', 'ws-close', 'displaced' with {botId}; 'internal-error' with the error (a bug). */
+  /**
+   * 'ws-open', 'ws-close', 'displaced' with {botId}; 'not-reading' with {botId, limitBytes} when a session is
+   * closed for leaving too much unread; 'internal-error' with the error (a bug).
+   */
   events: EventEmitter;
 }
 
@@ -99,7 +106,14 @@ export async function createReferenceService(opts: ReferenceServiceOptions = {})
       onInternalError: (err) => events.emit('internal-error', err),
     }),
   );
-  const endpoint = new VoiceChatEndpoint({ ctx, stats: recorder, events, delay, pingIntervalMs: opts.pingIntervalMs ?? 30_000 });
+  const endpoint = new VoiceChatEndpoint({
+    ctx,
+    stats: recorder,
+    events,
+    delay,
+    pingIntervalMs: opts.pingIntervalMs ?? 30_000,
+    displacementMarker: opts.displacementMarker ?? 'code400',
+  });
   server.on('upgrade', (req, socket, head: Buffer) => endpoint.upgrade(req, socket, head));
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket, ctx.now()));
   const purger = setInterval(() => store.purgeExpired(ctx.now()), 10_000).unref();

@@ -80,7 +80,6 @@ function prepareStatements(db: Database.Database) {
       'SELECT 1 FROM bots JOIN vendors USING (vendor_id) WHERE bots.bot_id = ? AND vendors.access_key_id = ?',
     ),
     ownsVendor: db.prepare<[string, string], unknown>('SELECT 1 FROM vendors WHERE vendor_id = ? AND access_key_id = ?'),
-    botExists: db.prepare<[string], unknown>('SELECT 1 FROM bots WHERE bot_id = ?'),
     claimNonce: db.prepare('INSERT OR IGNORE INTO nonces (access_key_id, nonce, expires_at) VALUES (?, ?, ?)'),
     saveToken: db.prepare(
       'INSERT INTO tokens (hash, kind, access_key_id, identity_kind, identity_id, expires_at) VALUES (?, ?, ?, ?, ?, ?)',
@@ -204,10 +203,6 @@ export class ServiceStore {
   owns(accessKeyId: string, identity: Identity): boolean {
     const stmt = identity.kind === 'bot' ? this.#stmt.ownsBot : this.#stmt.ownsVendor;
     return stmt.get(identity.id, accessKeyId) !== undefined;
-  }
-
-  botExists(botId: string): boolean {
-    return this.#stmt.botExists.get(botId) !== undefined;
   }
 
   /** Records a nonce until expiresAt; false when it was already used. Call inside transaction(). */

@@ -1,7 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import type { EventEmitter } from 'node:events';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { WebSocketServer, type WebSocket } from 'ws';
+import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import { WsMessage } from '../protocol/codes.js';
 import { wsFailureBody } from '../protocol/wire.js';
 import type { ServiceContext } from './context.js';
@@ -9,6 +10,7 @@ import { writeRawResponse } from './raw-response.js';
 import type { WsRefusal, WsRefusalForm } from './faults.js';
 import type { StatsRecorder } from './stats.js';
 import { bearerAccess, sameIdentity } from './tokens.js';
+import { MAX_UNREAD_BYTES, sendBounded } from './ws-send.js';
 
 export const VOICE_CHAT_PATH = '/soulmate/voiceChat/v1';
 
@@ -17,9 +19,18 @@ export const DISPLACED_CLOSE_CODE = 4000;
 /** Close code of an in-band refusal (fault knob): policy violation. */
 const REFUSED_CLOSE_CODE = 1008;
 
+/**
+ * How a displaced session is told (DESIGN §1.4): 'code400' sends `{code:400,msg:"REPEAT_CLIENT_SESSION"}` and
+ * closes with that reason; 'event' sends the public guide's EVENT frame and closes without a reason.
+ */
+export type DisplacementMarker = 'code400' | 'event';
+export const DISPLACEMENT_MARKERS: readonly DisplacementMarker[] = ['code400', 'event'];
+
 interface Session {
   ws: WebSocket;
   botId: string;
+  /** The connection's requestId parameter (DESIGN §1.7), echoed in the frames the service sends. */
+  requestId: string;
   /** Answered the last ping. */
   alive: boolean;
 }
@@ -29,6 +40,7 @@ export interface EndpointDeps {
   stats: StatsRecorder;
   events: EventEmitter;
   pingIntervalMs: number;
+  displacementMarker: DisplacementMarker;
   /** Waits out the latency fault; never settles once the service is closing. */
   delay(ms: number): Promise<void>;
 }
@@ -76,13 +88,17 @@ export class VoiceChatEndpoint {
     const refusal = ctx.faults.wsRefusal;
     if (refusal?.form === 'handshake') return writeRawResponse(socket, 400, wsFailureBody(refusal.msg), ctx.now());
     if (refusal) return this.#wss.handleUpgrade(req, socket, head, (ws) => this.#refuseInBand(ws, refusal.msg, refusal.form));
-    const botId = url.searchParams.get('botId');
-    if (!botId || !ctx.store.botExists(botId)) return writeRawResponse(socket, 400, wsFailureBody(WsMessage.BOT_INVALID), ctx.now());
+    // The token comes first, so nobody without one learns which botIds exist.
     const token = bearerAccess(ctx, req.headers.authorization);
-    if (!token || !sameIdentity(token.identity, { kind: 'bot', id: botId })) {
+    if (!token) return writeRawResponse(socket, 400, wsFailureBody(WsMessage.UNAUTHORIZED), ctx.now());
+    const botId = url.searchParams.get('botId');
+    if (!botId) return writeRawResponse(socket, 400, wsFailureBody(WsMessage.BOT_INVALID), ctx.now());
+    // A token of another bot or of a vendor gets the same answer whether that botId exists or not.
+    if (!sameIdentity(token.identity, { kind: 'bot', id: botId })) {
       return writeRawResponse(socket, 400, wsFailureBody(WsMessage.UNAUTHORIZED), ctx.now());
     }
-    this.#wss.handleUpgrade(req, socket, head, (ws) => this.#accept(ws, botId));
+    const requestId = url.searchParams.get('requestId') || randomUUID();
+    this.#wss.handleUpgrade(req, socket, head, (ws) => this.#accept(ws, botId, requestId));
   }
 
   /** Terminates every socket without a close frame. */
@@ -98,9 +114,9 @@ export class VoiceChatEndpoint {
     this.#wss.close();
   }
 
-  #accept(ws: WebSocket, botId: string): void {
+  #accept(ws: WebSocket, botId: string, requestId: string): void {
     const { stats, events } = this.#deps;
-    const session: Session = { ws, botId, alive: true };
+    const session: Session = { ws, botId, requestId, alive: true };
     const previous = this.#current.get(botId);
     this.#open.add(session);
     this.#current.set(botId, session);
@@ -108,7 +124,7 @@ export class VoiceChatEndpoint {
     ws.on('pong', () => {
       session.alive = true;
     });
-    ws.on('message', (data, isBinary) => ws.send(data, { binary: isBinary }));
+    ws.on('message', (data, isBinary) => this.#send(session, data, isBinary));
     // Protocol errors from the peer: ws closes the socket itself, and 'close' does the bookkeeping.
     ws.on('error', () => undefined);
     ws.on('close', () => {
@@ -121,11 +137,23 @@ export class VoiceChatEndpoint {
     events.emit('ws-open', { botId });
   }
 
+  /** Every frame to a session goes through here, so a peer that stops reading is closed at MAX_UNREAD_BYTES. */
+  #send(session: Session, data: RawData | string, binary = false): void {
+    if (sendBounded(session.ws, data, binary) !== 'overflow') return;
+    this.#deps.events.emit('not-reading', { botId: session.botId, limitBytes: MAX_UNREAD_BYTES });
+  }
+
   #displace(session: Session): void {
-    this.#deps.stats.wsDisplaced();
-    this.#deps.events.emit('displaced', { botId: session.botId });
-    session.ws.send(wsFailureBody(WsMessage.REPEAT_SESSION));
-    session.ws.close(DISPLACED_CLOSE_CODE, WsMessage.REPEAT_SESSION);
+    const { stats, events, ctx, displacementMarker } = this.#deps;
+    stats.wsDisplaced();
+    events.emit('displaced', { botId: session.botId });
+    if (displacementMarker === 'event') {
+      this.#send(session, displacementEvent(session.requestId, ctx.now()));
+      session.ws.close(DISPLACED_CLOSE_CODE);
+    } else {
+      this.#send(session, wsFailureBody(WsMessage.REPEAT_SESSION));
+      session.ws.close(DISPLACED_CLOSE_CODE, WsMessage.REPEAT_SESSION);
+    }
   }
 
   #refuseInBand(ws: WebSocket, msg: WsRefusal, form: WsRefusalForm): void {
@@ -150,4 +178,17 @@ export class VoiceChatEndpoint {
       session.ws.ping();
     }
   }
+}
+
+/** The public guide's displacement marker: an EVENT frame in the down envelope of DESIGN §1.7. */
+function displacementEvent(requestId: string, nowMs: number): string {
+  return JSON.stringify({
+    code: 200,
+    msg: 'success',
+    requestId,
+    mid: randomUUID(),
+    contentType: 'EVENT',
+    content: { eventType: WsMessage.REPEAT_SESSION, eventData: {} },
+    t: nowMs,
+  });
 }

@@ -55,8 +55,7 @@ describe('handshake refusals: HTTP 400 with a JSON body', () => {
   it.each([
     ['no botId', undefined],
     ['an empty botId', ''],
-    ['an unknown botId', 'bot-404'],
-  ])('%s → botId not found or invalid', async (_name, botId) => {
+  ])('a valid token with %s → botId not found or invalid', async (_name, botId) => {
     expect(await refusal(botId, bot1.accessToken)).toEqual({ status: 400, body: BOT_INVALID });
   });
 
@@ -87,13 +86,41 @@ describe('handshake refusals: HTTP 400 with a JSON body', () => {
   });
 
   it('bodies are recognised by the protocol parser', async () => {
-    expect(parseWsFailure((await refusal(undefined, undefined)).body)).toBe('botId not found or invalid');
+    expect(parseWsFailure((await refusal(undefined, bot1.accessToken)).body)).toBe('botId not found or invalid');
     expect(parseWsFailure((await refusal('bot-1', undefined)).body)).toBe('Unauthorized');
   });
 
   it('another path → 404', async () => {
     const attempt = await connectWs(service.wsUrl.replace('/v1', '/v2'), 'bot-1', bot1.accessToken);
     expect(attempt.ok ? 0 : attempt.status).toBe(404);
+  });
+});
+
+describe('no probing: the token is checked before the botId', () => {
+  const tokens: Record<string, () => Promise<string | undefined>> = {
+    'no token': () => Promise.resolve(undefined),
+    'a made-up token': () => Promise.resolve('made-up'),
+    'a refresh token': () => Promise.resolve(bot1.refreshToken),
+    'a valid token of another bot': () => Promise.resolve(bot1.accessToken),
+    'a valid vendor token': async () => (await getTokens(service.url, { vendorId: 'V1' })).accessToken,
+  };
+
+  it.each(Object.keys(tokens))('%s gets the same answer for an existing and an unknown botId, asked in either order', async (name) => {
+    const token = await tokens[name]!();
+    const existingFirst = [await refusal('bot-2', token), await refusal('bot-nope', token)];
+    const unknownFirst = [await refusal('bot-nope', token), await refusal('bot-2', token)];
+    for (const answer of [...existingFirst, ...unknownFirst]) expect(answer).toEqual({ status: 400, body: UNAUTHORIZED });
+  });
+
+  it('an expired token gets the same answer for an existing and an unknown botId', async () => {
+    service.faults.shiftClockMs(7200 * 1000);
+    expect(await refusal('bot-1', bot1.accessToken)).toEqual({ status: 400, body: UNAUTHORIZED });
+    expect(await refusal('bot-nope', bot1.accessToken)).toEqual({ status: 400, body: UNAUTHORIZED });
+  });
+
+  it('without a valid token, no botId at all is Unauthorized too', async () => {
+    expect(await refusal(undefined, undefined)).toEqual({ status: 400, body: UNAUTHORIZED });
+    expect(await refusal('', 'made-up')).toEqual({ status: 400, body: UNAUTHORIZED });
   });
 });
 
@@ -130,6 +157,41 @@ describe('a session', () => {
 
     second.send('still here');
     expect(String((await once(second, 'message'))[0])).toBe('still here');
+  });
+
+  it("displacementMarker 'event': the displaced socket gets the guide's EVENT frame, then a close 4000 without a reason", async () => {
+    const svc = await createReferenceService({ seed, displacementMarker: 'event' });
+    try {
+      const tokens = await getTokens(svc.url, { botId: 'bot-1' });
+      const headers = { authorization: `Bearer ${tokens.accessToken}` };
+      const first = new WebSocket(`${svc.wsUrl}?botId=bot-1&requestId=req-7`, { headers });
+      sockets.push(first);
+      const frames: string[] = [];
+      first.on('message', (data) => frames.push(String(data)));
+      const firstClosed = closed(first);
+      await once(first, 'open');
+      const t0 = Date.now();
+      const second = new WebSocket(`${svc.wsUrl}?botId=bot-1`, { headers });
+      sockets.push(second);
+      await once(second, 'open');
+      expect(await firstClosed).toEqual({ code: 4000, reason: '' });
+      expect(frames).toHaveLength(1);
+      const frame = JSON.parse(frames[0]!) as Record<string, unknown>;
+      expect(frame).toEqual({
+        code: 200,
+        msg: 'success',
+        requestId: 'req-7',
+        mid: expect.stringMatching(/^\S+$/),
+        contentType: 'EVENT',
+        content: { eventType: 'REPEAT_CLIENT_SESSION', eventData: {} },
+        t: expect.any(Number),
+      });
+      expect(Math.abs((frame['t'] as number) - t0)).toBeLessThan(60_000);
+      expect(Object.keys(frame)).toEqual(['code', 'msg', 'requestId', 'mid', 'contentType', 'content', 't']);
+      expect(svc.stats.ws.displaced).toBe(1);
+    } finally {
+      await svc.close();
+    }
   });
 
   it('sessions of different bots do not displace each other', async () => {

@@ -34,8 +34,6 @@ describe('ServiceStore', () => {
     expect(store.owns('AK', { kind: 'vendor', id: 'V1' })).toBe(true);
     expect(store.owns('AK', { kind: 'bot', id: 'bot-2' })).toBe(false);
     expect(store.owns('AK', { kind: 'vendor', id: 'V2' })).toBe(false);
-    expect(store.botExists('bot-2')).toBe(true);
-    expect(store.botExists('bot-3')).toBe(false);
   });
 
   it('re-applying a seed updates secrets and keeps the rest', () => {
