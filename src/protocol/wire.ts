@@ -1,5 +1,5 @@
 import { WireError } from './errors.js';
-import { isWsFailure, WS_FAILURE_CODE, type WsFailure } from './codes.js';
+import { isWsFailure, WS_FAILURE_CODE, WsMessage, type WsFailure } from './codes.js';
 
 // ---- shapes (DESIGN §1.2–1.5) ----
 
@@ -215,8 +215,9 @@ export function parseRegisterDeviceResponse(value: unknown): RegisterAnswer {
 
 /**
  * Recognises a WebSocket failure in any of its carriers: a JSON `{code: 400, msg}` (handshake body
- * or text frame) or the bare message (close reason, handshake body). A text frame must be the JSON
- * form (`bare: false`): a chat line that merely says "Unauthorized" is not a failure.
+ * or text frame), the guide's displacement event (below), or the bare message (close reason,
+ * handshake body). A text frame must be a JSON form (`bare: false`): a chat line that merely says
+ * "Unauthorized" is not a failure.
  */
 export function parseWsFailure(payload: string, opts: { bare?: boolean } = {}): WsFailure | undefined {
   const trimmed = payload.trim();
@@ -229,11 +230,24 @@ export function parseWsFailure(payload: string, opts: { bare?: boolean } = {}): 
     return undefined;
   }
   if (typeof parsed !== 'object' || parsed === null) return undefined;
+  if (isDisplacementEvent(parsed as Obj)) return WsMessage.REPEAT_SESSION;
   const { code, msg } = parsed as Obj;
   if ((code === WS_FAILURE_CODE || code === String(WS_FAILURE_CODE) || code === 401) && typeof msg === 'string' && isWsFailure(msg)) {
     return msg;
   }
   return undefined;
+}
+
+/**
+ * The public guide's displacement marker (DESIGN §1.4): an `EVENT` envelope of §1.7 whose
+ * `content.eventType` is REPEAT_CLIENT_SESSION, whatever its `code`. The eventType is the marker, so
+ * an absent contentType still counts; another contentType is conversation, never a marker.
+ */
+function isDisplacementEvent(o: Obj): boolean {
+  const { contentType, content } = o;
+  if (contentType !== undefined && contentType !== 'EVENT') return false;
+  if (typeof content !== 'object' || content === null) return false;
+  return (content as Obj)['eventType'] === WsMessage.REPEAT_SESSION;
 }
 
 export function wsFailureBody(msg: WsFailure): string {

@@ -158,6 +158,40 @@ describe('WebSocket failures', () => {
   );
 });
 
+describe('the guide\'s displacement event (DESIGN §1.4)', () => {
+  const event = (envelope: Record<string, unknown>) => JSON.stringify(envelope);
+  const displaced = { eventType: 'REPEAT_CLIENT_SESSION', eventData: {} };
+  it.each([
+    ['the guide\'s example, code 200', event({ code: 200, msg: 'success', contentType: 'EVENT', content: displaced })],
+    ['code 400', event({ code: 400, msg: 'REPEAT_CLIENT_SESSION', contentType: 'EVENT', content: displaced })],
+    ['any other code', event({ code: 4001, msg: 'kicked', contentType: 'EVENT', content: displaced })],
+    ['no code or msg at all', event({ contentType: 'EVENT', content: { eventType: 'REPEAT_CLIENT_SESSION' } })],
+    ['no contentType', event({ code: 200, content: displaced })],
+    ['the full down envelope', event({ code: 200, msg: '', requestId: 'r', mid: 'm', contentType: 'EVENT', content: displaced, t: 1 })],
+    ['surrounding whitespace', ` ${event({ code: 200, contentType: 'EVENT', content: displaced })}\n`],
+  ])('recognises %s as REPEAT_CLIENT_SESSION in every carrier', (_name, payload) => {
+    expect(parseWsFailure(payload)).toBe(WsMessage.REPEAT_SESSION);
+    // A text frame only takes JSON forms; the event is one.
+    expect(parseWsFailure(payload, { bare: false })).toBe(WsMessage.REPEAT_SESSION);
+  });
+  it('fits a close reason (123 bytes) in the guide\'s shape', () => {
+    const reason = event({ code: 200, msg: 'success', contentType: 'EVENT', content: displaced });
+    expect(Buffer.byteLength(reason)).toBeLessThanOrEqual(123);
+  });
+  it.each([
+    ['another event', event({ code: 200, contentType: 'EVENT', content: { eventType: 'CFG_BOT_EVENT', eventData: {} } })],
+    ['the marker in a chat reply', event({ code: 200, contentType: 'AGENT', content: displaced })],
+    ['the marker as eventData', event({ code: 200, contentType: 'EVENT', content: { eventType: 'COMPLETE', eventData: { eventType: 'REPEAT_CLIENT_SESSION' } } })],
+    ['the marker as text content', event({ code: 200, contentType: 'EVENT', content: 'REPEAT_CLIENT_SESSION' })],
+    ['content null', event({ code: 200, contentType: 'EVENT', content: null })],
+    ['content an array', event({ code: 200, contentType: 'EVENT', content: ['REPEAT_CLIENT_SESSION'] })],
+    ['a lower-case eventType', event({ code: 200, contentType: 'EVENT', content: { eventType: 'repeat_client_session' } })],
+    ['a truncated envelope', event({ code: 200, contentType: 'EVENT', content: displaced }).slice(0, -2)],
+  ])('does not mistake %s for a displacement', (_name, payload) => {
+    expect(parseWsFailure(payload)).toBeUndefined();
+  });
+});
+
 describe('code table', () => {
   it('covers 0 and 1001–1006 with a retry class and a fix', () => {
     expect(Object.keys(CODE_TABLE).map(Number).sort()).toEqual([0, 1001, 1002, 1003, 1004, 1005, 1006]);
