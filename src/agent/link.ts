@@ -46,6 +46,7 @@ export interface LinkOptions {
   botInvalidRetryMs?: number;
   heartbeatIntervalMs?: number;
   heartbeatTimeoutMs?: number;
+  /** The whole handshake (connect, upgrade, any refusal body) gets this long in total (default 10 s). */
   connectTimeoutMs?: number;
   /** A connection up this long resets the reconnect backoff (default 60 s). */
   stableAfterMs?: number;
@@ -62,7 +63,10 @@ const DISPLACED_RESET_MS = 10 * 60_000;
 const MAX_ERROR_BODY = 4096;
 /** The backoff attempt a dropped, established connection retries from (see #onClose). */
 export const DROPPED_FIRST_ATTEMPT = 2;
-const STOP_GRACE_MS = 2000;
+/** A closing handshake the peer leaves unfinished is cut after this (ws would wait 30 s). */
+const CLOSE_GRACE_MS = 2000;
+/** 300 ms of 48 kHz 16-bit stereo PCM is 57,600 B (76,800 in base64 JSON): 1 MiB is ~13× that, as the relay's app limit (§3.5). */
+export const MAX_CLOUD_MESSAGE_BYTES = 1024 * 1024;
 
 type Ending = { kind: 'failure'; failure: WsFailure } | { kind: 'drop'; reason: string };
 
@@ -118,7 +122,7 @@ export class LinkSupervisor extends EventEmitter {
         const force = setTimeout(() => {
           ws.terminate();
           resolve();
-        }, STOP_GRACE_MS);
+        }, CLOSE_GRACE_MS);
         ws.once('close', () => {
           clearTimeout(force);
           resolve();
@@ -157,9 +161,10 @@ export class LinkSupervisor extends EventEmitter {
     try {
       ws = new WebSocket(url, {
         headers: { Authorization: `Bearer ${token}` },
-        handshakeTimeout: this.#o.connectTimeoutMs ?? 10_000,
         perMessageDeflate: false,
         followRedirects: false,
+        maxPayload: MAX_CLOUD_MESSAGE_BYTES,
+        closeTimeout: CLOSE_GRACE_MS,
         ...(this.#o.lookup && { lookup: this.#o.lookup }),
       });
     } catch (err) {
@@ -171,17 +176,34 @@ export class LinkSupervisor extends EventEmitter {
     this.#ws = ws;
     this.#token = token;
     this.#ending = undefined;
+    const handshake = this.#handshakeDeadline(ws);
     ws.on('unexpected-response', (_req, res) => this.#onRejected(ws, res));
-    ws.on('open', () => this.#onOpen(ws));
+    ws.on('open', () => {
+      clearTimeout(handshake);
+      this.#onOpen(ws);
+    });
     ws.on('message', (data, isBinary) => this.#onMessage(ws, data, isBinary));
     ws.on('pong', () => {
       clearTimeout(this.#pongTimer);
       this.#unauthorizedStreak = 0;
     });
     ws.on('error', (err) => {
-      if (ws === this.#ws && !this.#ending) this.#ending = { kind: 'drop', reason: err.message };
+      if (ws === this.#ws && !this.#ending) this.#ending = { kind: 'drop', reason: describeSocketError(err) };
     });
-    ws.on('close', (code, reason) => this.#onClose(ws, code, reason.toString('utf8')));
+    ws.on('close', (code, reason) => {
+      clearTimeout(handshake);
+      this.#onClose(ws, code, reason.toString('utf8'));
+    });
+  }
+
+  /** ws's handshakeTimeout restarts on every byte: bound connect, upgrade and any refusal body in total. */
+  #handshakeDeadline(ws: WebSocket): NodeJS.Timeout {
+    const timeoutMs = this.#o.connectTimeoutMs ?? 10_000;
+    return setTimeout(() => {
+      if (ws !== this.#ws || ws.readyState !== WebSocket.CONNECTING) return;
+      this.#ending = { kind: 'drop', reason: `WebSocket handshake not complete within ${timeoutMs} ms` };
+      ws.terminate();
+    }, timeoutMs);
   }
 
   #onOpen(ws: WebSocket): void {
@@ -333,4 +355,12 @@ export class LinkSupervisor extends EventEmitter {
   #random(): number {
     return (this.#o.random ?? Math.random)();
   }
+}
+
+/** ws closes the socket itself (1009, 1002, …) after these; the oversized message deserves its own words. */
+function describeSocketError(err: Error): string {
+  if ((err as NodeJS.ErrnoException).code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') {
+    return `the cloud sent a message over ${MAX_CLOUD_MESSAGE_BYTES} bytes: closed with 1009`;
+  }
+  return err.message;
 }

@@ -1,11 +1,12 @@
 import { createServer, type IncomingMessage } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer as createTcpServer, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { WebSocketServer, type WebSocket as ServerSocket } from 'ws';
 import { systemClock } from '../../src/agent/clock.js';
-import { LinkSupervisor, type LinkOptions, type TokenSource } from '../../src/agent/link.js';
+import { LinkSupervisor, MAX_CLOUD_MESSAGE_BYTES, type LinkOptions, type TokenSource } from '../../src/agent/link.js';
 import { WsMessage } from '../../src/protocol/codes.js';
+import { wsFailureBody } from '../../src/protocol/wire.js';
 import { createReferenceService } from '../../src/service/server.js';
 import { AgentKit, waitFor } from '../helpers/agent-kit.js';
 import { useHarness } from '../helpers/harness.js';
@@ -166,7 +167,7 @@ describe('the three 400 answers', () => {
   });
 
   it.each(['handshake', 'close-reason'] as const)('REPEAT_CLIENT_SESSION (%s) is recognised too', async (form) => {
-    const { url, wss, close } = await rawWsServer((req) => (form === 'handshake' ? WsMessage.REPEAT_SESSION : undefined));
+    const { url, wss, close } = await rawWsServer(() => (form === 'handshake' ? wsFailureBody(WsMessage.REPEAT_SESSION) : undefined));
     cleanups.push(close);
     wss.on('connection', (s) => s.close(4000, WsMessage.REPEAT_SESSION));
     const svc = await service();
@@ -177,14 +178,121 @@ describe('the three 400 answers', () => {
   });
 });
 
-/** A bare ws server that never answers pings; optionally refuses handshakes with an HTTP 400 JSON body. */
+describe("the guide's displacement event: EVENT REPEAT_CLIENT_SESSION, whatever its code", () => {
+  const EVENT = JSON.stringify({ code: 200, msg: 'displaced', contentType: 'EVENT', content: { eventType: 'REPEAT_CLIENT_SESSION', eventData: {} } });
+
+  it.each(['frame', 'close-reason', 'handshake'] as const)('as a %s: displaced, with the same anti-flap backoff as code 400', async (form) => {
+    const { url, wss, close } = await rawWsServer(() => (form === 'handshake' ? EVENT : undefined));
+    cleanups.push(close);
+    const closes: number[] = [];
+    wss.on('connection', (s) => {
+      s.on('close', (code) => closes.push(code));
+      if (form === 'frame') s.send(EVENT);
+      else s.close(4000, EVENT);
+    });
+    const svc = await service();
+    const { supervisor, backoffs } = link(svc.url, url);
+    const displaced = new Promise((resolve) => supervisor.once('displaced', resolve));
+    await waitFor(() => backoffs.length > 0, 5000, 'a backoff');
+    expect(supervisor.status.state).toBe('displaced');
+    expect(supervisor.status.lastError).toContain('REPEAT_CLIENT_SESSION');
+    expect(backoffs[0]!.delayMs).toBeGreaterThanOrEqual(30_000);
+    expect(await displaced).toEqual({ count: 1 });
+    // A frame is not passed on as conversation: the link closes the displaced socket itself.
+    if (form === 'frame') await waitFor(() => closes.includes(1000), 5000, 'the link closing the socket with 1000');
+  });
+
+  it('passes a conversation EVENT through as a message', async () => {
+    const { url, wss, close } = await rawWsServer();
+    cleanups.push(close);
+    const greeting = JSON.stringify({ code: 200, msg: '', contentType: 'EVENT', content: { eventType: 'CFG_BOT_EVENT', eventData: {} } });
+    wss.on('connection', (s) => s.send(greeting));
+    const svc = await service();
+    const { supervisor } = link(svc.url, url);
+    const got = await new Promise<string>((resolve) => supervisor.once('message', (d: Buffer) => resolve(d.toString())));
+    expect(got).toBe(greeting);
+    expect(supervisor.status.state).toBe('connected');
+  });
+});
+
+describe('bounds a hostile or broken cloud', () => {
+  it('gives the handshake connectTimeoutMs in total, even while a 401 body trickles in, then backs off', async () => {
+    const trickle = await tricklingRefusal();
+    cleanups.push(trickle.close);
+    const svc = await service();
+    const { supervisor, backoffs } = link(svc.url, trickle.url, { connectTimeoutMs: 500 });
+    await waitFor(() => backoffs.length > 0, 10_000, 'a backoff while the body still trickles');
+    expect(backoffs[0]!.reason).toContain('WebSocket handshake not complete within 500 ms');
+    expect(supervisor.status.state).toBe('backoff');
+    await trickle.hungUp;
+    expect(trickle.bodyBytesSent()).toBeLessThan(trickle.bodyLength);
+  });
+
+  it('closes a socket whose cloud sends a message over the limit with 1009 and reconnects with backoff', async () => {
+    const { url, wss, close } = await rawWsServer();
+    cleanups.push(close);
+    const closes: number[] = [];
+    let connections = 0;
+    wss.on('connection', (s) => {
+      s.on('close', (code) => closes.push(code));
+      // The first connection gets one byte too many; the second a message exactly at the limit.
+      s.send(Buffer.alloc(connections++ === 0 ? MAX_CLOUD_MESSAGE_BYTES + 1 : MAX_CLOUD_MESSAGE_BYTES));
+    });
+    const svc = await service();
+    const { supervisor, backoffs } = link(svc.url, url);
+    const atLimit = new Promise<number>((resolve) => supervisor.once('message', (d: Buffer) => resolve(d.length)));
+    expect(await atLimit).toBe(MAX_CLOUD_MESSAGE_BYTES);
+    expect(closes).toEqual([1009]);
+    expect(backoffs).toHaveLength(1);
+    expect(backoffs[0]!.reason).toBe(`the cloud sent a message over ${MAX_CLOUD_MESSAGE_BYTES} bytes: closed with 1009`);
+    expect(supervisor.status).toMatchObject({ state: 'connected', reconnects: 1 });
+  });
+});
+
+/**
+ * A loopback server that refuses every upgrade with HTTP 401 and a JSON body announced in full but
+ * sent one byte every 50 ms (a minute in all), as a broken proxy or a hostile cloud might.
+ */
+async function tricklingRefusal() {
+  const body = Buffer.from(wsFailureBody(WsMessage.UNAUTHORIZED).padEnd(1200, ' '));
+  let sent = 0;
+  let hangUp: () => void;
+  const hungUp = new Promise<void>((resolve) => (hangUp = resolve));
+  const sockets = new Set<Socket>();
+  const server = createTcpServer((socket) => {
+    sockets.add(socket);
+    socket.once('data', () => {
+      socket.write(`HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`);
+      const timer = setInterval(() => sent < body.length && socket.write(body.subarray(sent, ++sent)), 50);
+      socket.on('close', () => {
+        clearInterval(timer);
+        hangUp();
+      });
+    });
+    socket.on('error', () => undefined);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `ws://127.0.0.1:${port}/soulmate/voiceChat/v1`,
+    bodyLength: body.length,
+    bodyBytesSent: () => sent,
+    hungUp,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** A bare ws server that never answers pings; `refuse` may answer a handshake with HTTP 400 and a body. */
 async function rawWsServer(refuse?: (req: IncomingMessage) => string | undefined) {
   const server = createServer();
   const wss = new WebSocketServer({ noServer: true, autoPong: false });
   server.on('upgrade', (req, socket, head) => {
-    const msg = refuse?.(req);
-    if (msg) {
-      const body = JSON.stringify({ code: 400, msg });
+    const body = refuse?.(req);
+    if (body) {
       socket.end(`HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
       return;
     }
