@@ -1,8 +1,5 @@
-import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
-
-/** Debian's `faketime` package (via libfaketime) puts the preload library here on amd64. */
-export const LIBFAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
+import { execFileSync } from 'node:child_process';
+import { requireTool } from './tools.js';
 
 /** A wrong wall clock at boot: a name for reports and the FAKETIME spec that makes it. */
 export interface WrongClock {
@@ -21,21 +18,9 @@ export const WRONG_CLOCKS: readonly WrongClock[] = [
   { name: '+2d', spec: '+2d', approxOffsetMs: () => 2 * DAY_MS },
 ];
 
-/** Installs the `faketime` package when the library is missing (CI should have done it up front). */
-export function ensureLibfaketime(): void {
-  if (existsSync(LIBFAKETIME)) return;
-  const install = (): boolean => spawnSync('apt-get', ['install', '-y', '--no-install-recommends', 'faketime'], { stdio: 'ignore', timeout: 120_000 }).status === 0;
-  // The package lists may be missing or stale in a fresh container: refresh them only when needed.
-  if (!install()) {
-    execFileSync('apt-get', ['update'], { stdio: 'ignore', timeout: 180_000 });
-    if (!install()) throw new Error('cannot install faketime: run `apt-get install -y faketime` as root');
-  }
-  if (!existsSync(LIBFAKETIME)) throw new Error(`faketime installed but ${LIBFAKETIME} is missing`);
-}
-
-/** Environment variables that give a child process `spec` as its wall clock and leave CLOCK_MONOTONIC real. */
+/** Environment variables that give a child process `spec` as its wall clock and leave CLOCK_MONOTONIC real; fails naming the fix without libfaketime. */
 export function faketimeEnv(spec: string): Record<string, string> {
-  return { LD_PRELOAD: LIBFAKETIME, FAKETIME: spec, FAKETIME_DONT_FAKE_MONOTONIC: '1' };
+  return { LD_PRELOAD: requireTool('libfaketime'), FAKETIME: spec, FAKETIME_DONT_FAKE_MONOTONIC: '1' };
 }
 
 export interface ClockProbe {

@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { accessSync, chmodSync, constants, copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { delimiter, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -11,6 +11,7 @@ import type { ReferenceService } from '../../src/service/server.js';
 import { waitFor } from '../helpers/agent-kit.js';
 import { useHarness } from '../helpers/harness.js';
 import { cleanEnv } from '../helpers/daemon-proc.js';
+import { requireTool } from '../helpers/tools.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const UNIT_FILE = join(ROOT, 'systemd', 'botlink.service');
@@ -18,23 +19,6 @@ const LOGROTATE_FILE = join(ROOT, 'systemd', 'botlink.logrotate');
 const CONFIG_TEMPLATE = join(ROOT, 'systemd', 'config.example.json');
 const SECRET = 'unit-test-secret-7f3a';
 const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: SECRET, vendors: [{ vendorId: 'V1', bots: ['bot-1'] }] }] };
-
-/** An executable on PATH or in the sbin folders a non-root PATH may lack; undefined when absent. */
-function findTool(name: string): string | undefined {
-  const dirs = [...(process.env.PATH ?? '').split(delimiter), '/usr/sbin', '/sbin', '/usr/bin', '/bin'];
-  for (const dir of dirs.filter(Boolean)) {
-    try {
-      accessSync(join(dir, name), constants.X_OK);
-      return join(dir, name);
-    } catch {
-      // not in this folder
-    }
-  }
-  return undefined;
-}
-// Missing tools make these tests fail (ENOENT), never skip: .ci/run installs systemd and logrotate.
-const ANALYZE = findTool('systemd-analyze') ?? 'systemd-analyze';
-const LOGROTATE = findTool('logrotate') ?? 'logrotate';
 
 type Unit = Map<string, Map<string, string[]>>;
 
@@ -155,7 +139,7 @@ describe('systemd/botlink.service: what the daemon needs from it', () => {
 
 describe(`systemd-analyze on the unit (.ci/run installs systemd)`, () => {
   function security(file: string) {
-    const r = spawnSync(ANALYZE, ['security', '--offline=yes', '--threshold=20', '--no-pager', file], { encoding: 'utf8' });
+    const r = spawnSync(requireTool('systemd-analyze'), ['security', '--offline=yes', '--threshold=20', '--no-pager', file], { encoding: 'utf8' });
     const m = /Overall exposure level for \S+: (\d+(?:\.\d+)?)/.exec(r.stdout);
     return { status: r.status, exposure: m ? Number(m[1]) : undefined, output: r.stdout + r.stderr };
   }
@@ -181,7 +165,7 @@ describe(`systemd-analyze on the unit (.ci/run installs systemd)`, () => {
     const dir = tempDir('botlink-verify-');
     const file = join(dir, 'botlink.service');
     writeFileSync(file, existsSync('/usr/bin/node') ? text : text.replaceAll('/usr/bin/node', process.execPath));
-    const r = spawnSync(ANALYZE, ['verify', '--man=no', file], { encoding: 'utf8', env: { ...process.env, SYSTEMD_LOG_COLOR: '0' } });
+    const r = spawnSync(requireTool('systemd-analyze'), ['verify', '--man=no', file], { encoding: 'utf8', env: { ...process.env, SYSTEMD_LOG_COLOR: '0' } });
     return { status: r.status, output: (r.stdout + r.stderr).trim() };
   }
 
@@ -252,7 +236,7 @@ class UnitRun {
 async function notifyListener(dir: string): Promise<{ path: string; received: () => string }> {
   const path = join(dir, 'notify.sock');
   const py = 'import socket,sys\ns=socket.socket(socket.AF_UNIX,socket.SOCK_DGRAM)\ns.bind(sys.argv[1])\nprint("LISTENING",flush=True)\nwhile True: print(s.recv(4096).decode().replace("\\n"," | "),flush=True)\n';
-  const listener = spawn('python3', ['-u', '-c', py, path], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const listener = spawn(requireTool('python3'), ['-u', '-c', py, path], { stdio: ['ignore', 'pipe', 'inherit'] });
   cleanups.push(() => listener.kill('SIGKILL'));
   let received = '';
   listener.stdout.on('data', (b: Buffer) => (received += b.toString()));
@@ -328,7 +312,7 @@ describe('systemd/botlink.logrotate', () => {
 
     it('accepts the snippet in debug mode, which changes nothing', () => {
       const dir = tempDir('botlink-logrotate-');
-      const r = spawnSync(LOGROTATE, ['-d', '-s', join(dir, 'logrotate.state'), copyFor(dir, snippet)], { encoding: 'utf8' });
+      const r = spawnSync(requireTool('logrotate'), ['-d', '-s', join(dir, 'logrotate.state'), copyFor(dir, snippet)], { encoding: 'utf8' });
       const output = r.stdout + r.stderr;
       expect(r.status, output).toBe(0);
       expect(output).toContain(`rotating pattern: ${dirname(DEFAULTS.logFile)}/*.log`);
@@ -336,6 +320,7 @@ describe('systemd/botlink.logrotate', () => {
     });
 
     it('rotates a running daemon log: rename, postrotate HUP to the main pid, the daemon writes a new file', async () => {
+      const logrotate = requireTool('logrotate');
       const { run } = await unitRun();
       await waitFor(() => run.log().includes('"link connected"'), 10_000, 'link connected in the log');
       const bin = join(run.dir, 'bin');
@@ -349,7 +334,7 @@ describe('systemd/botlink.logrotate', () => {
       );
       const conf = copyFor(run.dir, snippet.replace(`${dirname(DEFAULTS.logFile)}/*.log`, `${dirname(run.logFile)}/*.log`));
       const rotate = () =>
-        spawnSync(LOGROTATE, ['-f', '-s', join(run.dir, 'logrotate.state'), conf], {
+        spawnSync(logrotate, ['-f', '-s', join(run.dir, 'logrotate.state'), conf], {
           encoding: 'utf8',
           env: { ...process.env, PATH: `${bin}${delimiter}${process.env.PATH ?? ''}` },
         });

@@ -4,7 +4,7 @@ import { TokenStore } from '../../src/agent/store.js';
 import type { ReferenceService } from '../../src/service/server.js';
 import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
 import { cleanEnv, DAEMON_SECRET, type DaemonProc, type DeviceDir } from '../helpers/daemon-proc.js';
-import { ensureLibfaketime, faketimeEnv, probeNodeClocks, WRONG_CLOCKS, type WrongClock } from '../helpers/faketime.js';
+import { faketimeEnv, probeNodeClocks, WRONG_CLOCKS, type WrongClock } from '../helpers/faketime.js';
 import { useHarness } from '../helpers/harness.js';
 
 /**
@@ -43,7 +43,6 @@ const harness = useHarness();
 let bundle: Bundle;
 
 beforeAll(async () => {
-  ensureLibfaketime();
   bundle = await privateDaemonBundle('clocks-bundle-');
 }, 300_000);
 

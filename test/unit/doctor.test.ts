@@ -14,6 +14,7 @@ import { WsMessage } from '../../src/protocol/codes.js';
 import type { ReferenceService } from '../../src/service/server.js';
 import { cleanEnv } from '../helpers/daemon-proc.js';
 import { useHarness } from '../helpers/harness.js';
+import { requireTool } from '../helpers/tools.js';
 
 const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: 'SK', vendors: [{ vendorId: 'V1', bots: ['bot-1'] }] }] };
 const { cleanups, service, device, tempDir } = useHarness();
@@ -61,7 +62,7 @@ describe('endpointOf and checkDns', () => {
 describe('checkTls', () => {
   it('reports a self-signed certificate by its code with a CA fix', async () => {
     const dir = tempDir('botlink-tls-');
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2',
+    execFileSync(requireTool('openssl'), ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2',
       '-subj', '/CN=localhost', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' });
     const server = createTlsServer({ key: readFileSync(join(dir, 'key.pem')), cert: readFileSync(join(dir, 'cert.pem')) }, (s) => s.end());
     const port = await listen(server);

@@ -1,0 +1,51 @@
+import { accessSync, constants, existsSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
+
+/**
+ * The system tools tests drive for real, each with the Debian package that provides it; scripts/test-tools.sh
+ * installs the same list (`scripts/test-tools.sh --list`, compared by test/unit/test-tools.test.ts).
+ */
+export const TEST_TOOLS = {
+  logrotate: 'logrotate',
+  'systemd-analyze': 'systemd',
+  python3: 'python3',
+  openssl: 'openssl',
+  setpriv: 'util-linux',
+  flock: 'util-linux',
+  libfaketime: 'faketime',
+} as const;
+export type TestTool = keyof typeof TEST_TOOLS;
+
+/** Debian's multiarch folders for the faketime package's preload library (amd64, arm64, armhf). */
+const LIBFAKETIME_PATHS = ['x86_64-linux-gnu', 'aarch64-linux-gnu', 'arm-linux-gnueabihf'].map((triplet) => `/usr/lib/${triplet}/faketime/libfaketime.so.1`);
+
+/** PATH plus the sbin folders a non-root PATH lacks (logrotate lives in /usr/sbin). */
+function searchPath(): string[] {
+  return [...(process.env.PATH ?? '').split(delimiter), '/usr/local/sbin', '/usr/sbin', '/sbin', '/usr/bin', '/bin'].filter(Boolean);
+}
+
+/** Where `tool` is on this machine, or undefined. */
+export function findTool(tool: TestTool): string | undefined {
+  if (tool === 'libfaketime') return LIBFAKETIME_PATHS.find((path) => existsSync(path));
+  for (const dir of searchPath()) {
+    try {
+      accessSync(join(dir, tool), constants.X_OK);
+      return join(dir, tool);
+    } catch {
+      // not in this folder
+    }
+  }
+  return undefined;
+}
+
+/** What a test says when `tool` is missing: the tool, then the two ways to get it. */
+export function missingToolMessage(tool: TestTool): string {
+  return `${tool} not found: run scripts/test-tools.sh or apt-get install ${TEST_TOOLS[tool]}`;
+}
+
+/** The absolute path of `tool`; a test that needs it fails (never skips) with missingToolMessage when it is absent. */
+export function requireTool(tool: TestTool): string {
+  const path = findTool(tool);
+  if (path === undefined) throw new Error(missingToolMessage(tool));
+  return path;
+}
