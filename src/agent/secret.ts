@@ -45,8 +45,9 @@ export class SecretFileError extends BotlinkError {
 const CREATE_HINT = 'create it holding only the SecretKey and run `chmod 600';
 
 /**
- * Reads the SecretKey from `path`: a regular file, not readable by group or others, non-empty;
- * trailing newlines are trimmed. Mode is checked on the opened descriptor so a swap cannot slip by.
+ * Reads the SecretKey from `path`: a regular file owned by this user or root, not readable by group or
+ * others, non-empty; trailing newlines are trimmed. Owner and mode are checked on the opened descriptor
+ * so a swap cannot slip by.
  */
 export function readSecretFile(path: string): Secret {
   let fd: number;
@@ -67,6 +68,15 @@ export function readSecretFile(path: string): Secret {
     const st = fstatSync(fd);
     if (!st.isFile()) {
       throw new SecretFileError(path, `secret key file ${path} is not a regular file: ${CREATE_HINT} ${path}\``);
+    }
+    // Its owner can read or rewrite the key whatever the mode says: only this user or root may own it.
+    const uid = process.getuid?.();
+    if (uid !== undefined && st.uid !== uid && st.uid !== 0) {
+      throw new SecretFileError(
+        path,
+        `secret key file ${path} is owned by uid ${st.uid}, which is neither this user (uid ${uid}) nor root; ` +
+          `refusing to use it: run \`sudo chown ${uid === 0 ? 'root:' : uid} ${path}\``,
+      );
     }
     if ((st.mode & 0o077) !== 0) {
       const mode = (st.mode & 0o777).toString(8).padStart(4, '0');

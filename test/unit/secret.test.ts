@@ -1,0 +1,94 @@
+import { spawnSync } from 'node:child_process';
+import { chmodSync, chownSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readSecretFile, SecretFileError } from '../../src/agent/secret.js';
+import { bundleChild, type Bundle } from '../helpers/bundle.js';
+import { useHarness } from '../helpers/harness.js';
+import { requireTool } from '../helpers/tools.js';
+
+const SECRET = 'owner-test-secret-51c2';
+const OTHER_UID = 4242;
+const AGENT_UID = 4243;
+
+const { tempDir } = useHarness();
+
+/** A 0600 secret file owned by `uid`, in a folder every uid can traverse. */
+function secretOwnedBy(uid: number): string {
+  const dir = tempDir('botlink-secret-owner-');
+  chmodSync(dir, 0o755);
+  const path = join(dir, 'secret-key');
+  writeFileSync(path, `${SECRET}\n`, { mode: 0o600 });
+  chownSync(path, uid, uid);
+  return path;
+}
+
+function refusal(path: string): SecretFileError {
+  try {
+    readSecretFile(path);
+  } catch (err) {
+    expect(err).toBeInstanceOf(SecretFileError);
+    return err as SecretFileError;
+  }
+  throw new Error(`${path} was accepted`);
+}
+
+describe('readSecretFile: the owner (these tests run as root and chown for real)', () => {
+  it('runs as root, which it needs to chown', () => {
+    expect(process.getuid?.(), 'the owner tests chown files to other uids: run them as root').toBe(0);
+  });
+
+  it('refuses a 0600 file owned by another non-root user, naming the file, the owner and the fix', () => {
+    const path = secretOwnedBy(OTHER_UID);
+    const e = refusal(path);
+    expect(e.path).toBe(path);
+    expect(e.message).toBe(
+      `secret key file ${path} is owned by uid ${OTHER_UID}, which is neither this user (uid 0) nor root; ` +
+        `refusing to use it: run \`sudo chown root: ${path}\``,
+    );
+    expect(e.message).not.toContain(SECRET);
+  });
+
+  it('accepts a 0600 file owned by root', () => {
+    expect(readSecretFile(secretOwnedBy(0)).reveal()).toBe(SECRET);
+  });
+});
+
+describe('readSecretFile as a non-root agent user (setpriv)', () => {
+  let child: Bundle;
+  beforeAll(async () => {
+    child = await bundleChild(
+      "import { readSecretFile } from './src/agent/secret.ts';\n" +
+        'try { process.stdout.write(`ok ${readSecretFile(process.argv[2]!).reveal()}`); } catch (e) { process.stdout.write(`refused ${(e as Error).message}`); }\n',
+      'secret-child.ts',
+      'secret-owner-',
+    );
+    chmodSync(dirname(child.file), 0o755);
+  });
+  afterAll(() => child?.dispose());
+
+  /** Reads `path` as uid/gid 4243 with no groups; `readAnything` grants CAP_DAC_READ_SEARCH, so only the owner rule can refuse. */
+  function readAs(path: string, readAnything: boolean): string {
+    const caps = readAnything ? ['--inh-caps', '+dac_read_search', '--ambient-caps', '+dac_read_search'] : [];
+    const args = ['--reuid', String(AGENT_UID), '--regid', String(AGENT_UID), '--clear-groups', ...caps, process.execPath, child.file, path];
+    const r = spawnSync(requireTool('setpriv'), args, { encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(0);
+    return r.stdout;
+  }
+
+  it('accepts a file the agent user owns', () => {
+    expect(readAs(secretOwnedBy(AGENT_UID), false)).toBe(`ok ${SECRET}`);
+  });
+
+  it('accepts a root-owned file it is allowed to read', () => {
+    expect(readAs(secretOwnedBy(0), true)).toBe(`ok ${SECRET}`);
+  });
+
+  it('refuses a file owned by another non-root user even when it can read it', () => {
+    const path = secretOwnedBy(OTHER_UID);
+    expect(readAs(path, true)).toBe(
+      `refused secret key file ${path} is owned by uid ${OTHER_UID}, which is neither this user (uid ${AGENT_UID}) nor root; ` +
+        `refusing to use it: run \`sudo chown ${AGENT_UID} ${path}\``,
+    );
+  });
+});
