@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { BotlinkError } from '../protocol/errors.js';
 import type { DeviceType, Identity } from '../protocol/wire.js';
@@ -9,12 +10,38 @@ export interface BoardPaths {
 }
 export const SYSTEM_BOARD_PATHS: BoardPaths = { cpuinfo: '/proc/cpuinfo', machineId: '/etc/machine-id' };
 
-/** The board's serial: the Raspberry Pi's `Serial` line in /proc/cpuinfo, else /etc/machine-id. */
-export function boardSerial(paths: BoardPaths = SYSTEM_BOARD_PATHS): string | undefined {
+/** botlink's application id (`systemd-id128 new`): the key of its machine-id-derived deviceId, fixed forever. */
+export const BOTLINK_APP_ID = '5319b15d9e2a4da8b7f8db5d3031bb61';
+
+/**
+ * sd_id128_get_machine_app_specific(3): HMAC-SHA256 keyed by the 16-byte machine id over the 16-byte app
+ * id, first half, marked as a v4 UUID, as 32 lowercase hex; `systemd-id128 machine-id -a APP` prints the same.
+ */
+export function machineAppSpecificId(machineId: string, appId: string = BOTLINK_APP_ID): string {
+  const id = createHmac('sha256', Buffer.from(machineId, 'hex')).update(Buffer.from(appId, 'hex')).digest().subarray(0, 16);
+  id[6] = (id[6]! & 0x0f) | 0x40;
+  id[8] = (id[8]! & 0x3f) | 0x80;
+  return id.toString('hex');
+}
+
+export interface BoardSerial {
+  /** The deviceId this board registers with. */
+  serial: string;
+  /** The raw machine id, which earlier versions registered with: a botId stored under it is still this board's. */
+  legacy?: string;
+}
+
+/**
+ * The board's serial: the Raspberry Pi's `Serial` line in /proc/cpuinfo, else an app-specific hash of
+ * /etc/machine-id, which machine-id(5) asks never to expose; undefined when neither is usable.
+ */
+export function boardSerial(paths: BoardPaths = SYSTEM_BOARD_PATHS): BoardSerial | undefined {
   const cpu = readOptional(paths.cpuinfo)?.match(/^Serial\s*:\s*([0-9a-fA-F]+)\s*$/m)?.[1];
-  if (cpu && !/^0+$/.test(cpu)) return cpu.toLowerCase();
-  const machineId = readOptional(paths.machineId)?.trim();
-  return machineId ? machineId : undefined;
+  if (cpu && !/^0+$/.test(cpu)) return { serial: cpu.toLowerCase() };
+  const raw = readOptional(paths.machineId)?.trim();
+  // Empty, "uninitialized" (first boot) or all zeros is no machine id (sd_id128_get_machine refuses them too).
+  if (!raw || !/^[0-9a-fA-F]{32}$/.test(raw) || /^0+$/.test(raw)) return undefined;
+  return { serial: machineAppSpecificId(raw.toLowerCase()), legacy: raw };
 }
 
 function readOptional(path: string): string | undefined {
@@ -32,19 +59,29 @@ export type ResolvedIdentity =
 
 export class ProvisioningError extends BotlinkError {}
 
-/** botId from the config, else one this device was provisioned with, else the vendor that provisions it. */
-export function resolveIdentity(rt: AgentRuntime, board: BoardPaths = SYSTEM_BOARD_PATHS): ResolvedIdentity {
+/**
+ * botId from the config, else one this device was provisioned with, else the vendor that provisions it.
+ * A board provisioned under its raw machine id keeps that botId: registering the hashed id would make a new bot.
+ */
+export function resolveIdentity(rt: Pick<AgentRuntime, 'config' | 'store'>, board: BoardPaths = SYSTEM_BOARD_PATHS): ResolvedIdentity {
   const { config } = rt;
   if (config.botId) return { kind: 'bot', id: config.botId, provisioned: false };
   const vendorId = config.vendorId;
   if (!vendorId) {
     throw new ProvisioningError('ERR_NO_IDENTITY', 'neither botId nor vendorId is configured: set botId, or vendorId to let the device register itself', 'needs-config');
   }
-  const deviceId = config.deviceId ?? boardSerial(board);
+  const serial = config.deviceId === undefined ? boardSerial(board) : undefined;
+  const deviceId = config.deviceId ?? serial?.serial;
   if (!deviceId) {
-    throw new ProvisioningError('ERR_NO_DEVICE_ID', 'no deviceId configured and no board serial found (/proc/cpuinfo, /etc/machine-id): set deviceId', 'needs-config');
+    throw new ProvisioningError(
+      'ERR_NO_DEVICE_ID',
+      `no deviceId configured and no board serial found (no Serial in ${board.cpuinfo}, no valid ${board.machineId}): set deviceId`,
+      'needs-config',
+    );
   }
-  const botId = rt.store.getProvisionedBotId({ baseUrl: config.baseUrl, accessKeyId: config.accessKeyId, vendorId, deviceId });
+  const key = { baseUrl: config.baseUrl, accessKeyId: config.accessKeyId, vendorId };
+  const legacy = serial?.legacy === undefined ? undefined : { ...key, deviceId: serial.legacy };
+  const botId = rt.store.getProvisionedBotId({ ...key, deviceId }) ?? (legacy && rt.store.getProvisionedBotId(legacy));
   return botId ? { kind: 'bot', id: botId, provisioned: true } : { kind: 'vendor', id: vendorId, deviceId };
 }
 
