@@ -40,6 +40,10 @@ CREATE TABLE IF NOT EXISTS nonces (
   PRIMARY KEY (access_key_id, nonce)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS nonces_by_expiry ON nonces (expires_at);
+CREATE TABLE IF NOT EXISTS refreshed (
+  refresh_hash TEXT PRIMARY KEY, newest_hash TEXT NOT NULL, older_hash TEXT, expires_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS refreshed_by_expiry ON refreshed (expires_at);
 `;
 
 const CHECKPOINT_MS = 1000;
@@ -84,6 +88,14 @@ function prepareStatements(db: Database.Database) {
     saveToken: db.prepare(
       'INSERT INTO tokens (hash, kind, access_key_id, identity_kind, identity_id, expires_at) VALUES (?, ?, ?, ?, ?, ?)',
     ),
+    deleteToken: db.prepare('DELETE FROM tokens WHERE hash = ?'),
+    refreshedBy: db.prepare<[string], { newest_hash: string; older_hash: string | null }>(
+      'SELECT newest_hash, older_hash FROM refreshed WHERE refresh_hash = ?',
+    ),
+    setRefreshed: db.prepare(
+      'INSERT INTO refreshed (refresh_hash, newest_hash, older_hash, expires_at) VALUES (?, ?, ?, ?) ' +
+        'ON CONFLICT (refresh_hash) DO UPDATE SET newest_hash = excluded.newest_hash, older_hash = excluded.older_hash',
+    ),
     findToken: db.prepare<[string], TokenRow>(
       'SELECT kind, access_key_id, identity_kind, identity_id, expires_at FROM tokens WHERE hash = ?',
     ),
@@ -95,6 +107,7 @@ function prepareStatements(db: Database.Database) {
     ),
     purgeNonces: db.prepare('DELETE FROM nonces WHERE expires_at < ?'),
     purgeTokens: db.prepare('DELETE FROM tokens WHERE expires_at < ?'),
+    purgeRefreshed: db.prepare('DELETE FROM refreshed WHERE expires_at < ?'),
   };
 }
 
@@ -112,7 +125,8 @@ interface Batch {
 }
 
 /**
- * The reference service's state in SQLite: accounts, vendors, bots, token hashes and used nonces.
+ * The reference service's state in SQLite: accounts, vendors, bots, token hashes, used nonces, and which
+ * access tokens each refresh token issued.
  * Writes are group-committed: every transaction() of one event-loop turn shares one COMMIT, so pages
  * touched by many requests are written once; callers answer only after committed() resolves.
  */
@@ -216,6 +230,17 @@ export class ServiceStore {
     this.#stmt.saveToken.run(hash, kind, accessKeyId, identity.kind, identity.id, expiresAt);
   }
 
+  /**
+   * Saves an access token issued by a refresh and forgets the one issued two refreshes ago: a refresh
+   * token has at most two refreshed access tokens alive, however often it is used. Call inside transaction().
+   */
+  saveRefreshedToken(refreshHash: string, refreshExpiresAt: number, hash: string, record: TokenRecord): void {
+    const before = this.#stmt.refreshedBy.get(refreshHash);
+    if (before?.older_hash) this.#stmt.deleteToken.run(before.older_hash);
+    this.saveToken(hash, record);
+    this.#stmt.setRefreshed.run(refreshHash, hash, before?.newest_hash ?? null, refreshExpiresAt);
+  }
+
   findToken(hash: string): TokenRecord | undefined {
     const row = this.#stmt.findToken.get(hash);
     if (!row) return undefined;
@@ -242,6 +267,7 @@ export class ServiceStore {
     this.transaction(() => {
       this.#stmt.purgeNonces.run(now);
       this.#stmt.purgeTokens.run(now);
+      this.#stmt.purgeRefreshed.run(now);
     });
   }
 

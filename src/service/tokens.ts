@@ -10,6 +10,14 @@ export function issueToken(ctx: ServiceContext, kind: TokenKind, accessKeyId: st
   return token;
 }
 
+/** An access token issued by a refresh; it replaces the one that refresh token issued two refreshes ago. */
+export function issueRefreshedToken(ctx: ServiceContext, refreshToken: string, refresh: TokenRecord): string {
+  const token = newToken();
+  const record: TokenRecord = { ...refresh, kind: 'access', expiresAt: ctx.now() + ctx.accessTtlS * 1000 };
+  ctx.store.saveRefreshedToken(tokenHash(refreshToken), refresh.expiresAt, tokenHash(token), record);
+  return token;
+}
+
 /** The stored record of a token of this kind that has not expired on the service clock. */
 export function liveToken(ctx: ServiceContext, token: string, kind: TokenKind): TokenRecord | undefined {
   const record = ctx.store.findToken(tokenHash(token));

@@ -1,3 +1,7 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseRegisterDeviceResponse } from '../../src/protocol/wire.js';
 import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
@@ -39,6 +43,42 @@ describe('refreshToken', () => {
     expect(fresh).not.toBe(first.accessToken);
     expect(await wsWorks('bot-1', fresh)).toBe(true);
     expect(await wsWorks('bot-1', first.accessToken)).toBe(true);
+  });
+
+  it('a refresh replaces the access token it issued two refreshes ago; the getToken one stays until it expires', async () => {
+    const first = await getTokens(service.url);
+    const refreshed: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const reply = await refresh({ accessKeyId: 'AK', refreshToken: first.refreshToken, botId: 'bot-1' });
+      refreshed.push(reply.json!['accessToken'] as string);
+    }
+    expect(await wsWorks('bot-1', first.accessToken)).toBe(true);
+    expect(await wsWorks('bot-1', refreshed[0]!)).toBe(false);
+    expect(await wsWorks('bot-1', refreshed[1]!)).toBe(true);
+    expect(await wsWorks('bot-1', refreshed[2]!)).toBe(true);
+  });
+
+  it('1,000 refreshes of one refresh token leave the database no bigger than two', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'botlink-refresh-'));
+    const svc = await createReferenceService({ seed, dbFile: join(dir, 'service.db') });
+    const reader = new Database(join(dir, 'service.db'), { readonly: true });
+    try {
+      const rows = (): number => (reader.prepare('SELECT count(*) AS n FROM tokens').get() as { n: number }).n;
+      const { refreshToken } = await getTokens(svc.url);
+      const body = { accessKeyId: 'AK', refreshToken, botId: 'bot-1' };
+      for (let i = 0; i < 2; i++) expect((await post(svc.url, '/auth/refreshToken', body)).json?.['code']).toBe(0);
+      const afterTwo = rows();
+      for (let batch = 0; batch < 20; batch++) {
+        const replies = await Promise.all(Array.from({ length: 50 }, () => post(svc.url, '/auth/refreshToken', body)));
+        expect(replies.every((r) => r.json?.['code'] === 0)).toBe(true);
+      }
+      expect(svc.stats.refreshToken.ok).toBe(1002);
+      expect(rows()).toBe(afterTwo);
+    } finally {
+      reader.close();
+      await svc.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('can be used more than once', async () => {

@@ -64,6 +64,26 @@ describe('ServiceStore', () => {
     expect(store.findToken('h-new')).toEqual({ kind: 'refresh', accessKeyId: 'AK', identity: { kind: 'vendor', id: 'V1' }, expiresAt: 3000 });
   });
 
+  it('a refresh token keeps only its two newest refreshed access tokens, however often it is used', async () => {
+    const access = { kind: 'access' as const, accessKeyId: 'AK', identity: { kind: 'bot' as const, id: 'bot-1' }, expiresAt: 9000 };
+    for (let i = 1; i <= 500; i++) store.transaction(() => store.saveRefreshedToken('r', 20_000, `a${i}`, access));
+    store.transaction(() => store.saveRefreshedToken('other', 20_000, 'b1', access));
+    await store.committed();
+    expect(['a498', 'a499', 'a500', 'b1'].map((h) => store.findToken(h) !== undefined)).toEqual([false, true, true, true]);
+    const reader = new Database(file, { readonly: true });
+    try {
+      const count = (table: string): number => (reader.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
+      expect(count('tokens')).toBe(3);
+      expect(count('refreshed')).toBe(2);
+      store.purgeExpired(25_000);
+      await store.committed();
+      expect(count('tokens')).toBe(0);
+      expect(count('refreshed')).toBe(0);
+    } finally {
+      reader.close();
+    }
+  });
+
   it('registers a device once per (vendorId, deviceId), under that vendor', () => {
     expect(store.registerDevice(device, 'bot-a')).toBe('bot-a');
     expect(store.registerDevice({ ...device, name: 'other' }, 'bot-b')).toBe('bot-a');

@@ -2,7 +2,7 @@ import { Code, CODE_TABLE } from '../../protocol/codes.js';
 import { WireError } from '../../protocol/errors.js';
 import { identityOf, parseRefreshTokenRequest, type RefreshTokenRequest } from '../../protocol/wire.js';
 import type { Route } from '../context.js';
-import { issueToken, liveToken, sameIdentity } from '../tokens.js';
+import { issueRefreshedToken, liveToken, sameIdentity } from '../tokens.js';
 
 /**
  * Our answer to an unknown, expired or mismatched refresh token. The specification leaves the code open;
@@ -26,6 +26,6 @@ export const refreshToken: Route = (ctx, { input }) => {
   if (!record || record.accessKeyId !== req.accessKeyId || !sameIdentity(record.identity, identity)) {
     return { ...INVALID_REFRESH_TOKEN };
   }
-  const accessToken = ctx.store.transaction(() => issueToken(ctx, 'access', req.accessKeyId, identity, ctx.accessTtlS));
+  const accessToken = ctx.store.transaction(() => issueRefreshedToken(ctx, req.refreshToken, record));
   return { accessToken, expireIn: ctx.accessTtlS, code: Code.OK, msg: '' };
 };
