@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs botlink on this device, or into a root directory with --prefix: the bundle and its production
-# node_modules in /opt/botlink, the `botlink` command, the systemd unit, the logrotate snippet and a
-# config template. Safe to run again: it upgrades the program and never touches an existing config.
+# node_modules in /opt/botlink, the `botlink` command, the systemd unit, the logrotate snippet with its
+# hourly size-check timer and a config template. Safe to run again: it upgrades the program and never
+# touches an existing config.
 set -euo pipefail
 
 usage() {
@@ -13,9 +14,11 @@ Installs botlink from this checkout (run `npm ci` first; the bundle is built whe
   /usr/local/bin/botlink           the botlink command (-> /opt/botlink/bin/botlink)
   /etc/systemd/system/botlink.service
   /etc/logrotate.d/botlink
+  /etc/systemd/system/botlink-logrotate.{service,timer}   hourly size check of the log
   /etc/botlink/config.json         from the template, only when there is none (mode 0600)
-Then reloads systemd and enables botlink.service; it starts (or restarts, to upgrade) the service
-once /etc/botlink/secret-key exists and config.json is no longer the bare template.
+Then reloads systemd, enables botlink.service and starts botlink-logrotate.timer; it starts (or
+restarts, to upgrade) the service once /etc/botlink/secret-key exists and config.json is no longer
+the bare template.
 
   --prefix DIR   install below DIR as if it were / (an image or a test); systemctl is not run
   --dry-run      print every action and change nothing
@@ -153,6 +156,10 @@ act install -d -m 0755 "$ROOT/usr/local/bin"
 act ln -sfn ../../../opt/botlink/bin/botlink "$ROOT/usr/local/bin/botlink"
 act install -D -m 0644 "$SRC/systemd/botlink.service" "$ROOT/etc/systemd/system/botlink.service"
 act install -D -m 0644 "$SRC/systemd/botlink.logrotate" "$ROOT/etc/logrotate.d/botlink"
+# logrotate.timer runs daily: this timer looks at the snippet's maxsize every hour.
+for unit in botlink-logrotate.service botlink-logrotate.timer; do
+  act install -D -m 0644 "$SRC/systemd/$unit" "$ROOT/etc/systemd/system/$unit"
+done
 
 act install -d -m 0755 "$ETC"
 if [ -e "$ETC/config.json" ]; then
@@ -181,6 +188,7 @@ if [ "$PREFIXED" = 1 ]; then
 fi
 act systemctl daemon-reload
 act systemctl enable botlink.service
+act systemctl enable --now botlink-logrotate.timer
 if [ "$configured" = 1 ]; then
   act systemctl restart botlink.service
   note "botlink.service (re)started: check it with \`botlink status\` and \`botlink doctor\`"

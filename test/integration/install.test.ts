@@ -96,6 +96,8 @@ describe('scripts/install.sh', () => {
       `+ ln -sfn ../../../opt/botlink/bin/botlink ${root}/usr/local/bin/botlink`,
       `+ install -D -m 0644 ${ROOT}systemd/botlink.service ${root}/etc/systemd/system/botlink.service`,
       `+ install -D -m 0644 ${ROOT}systemd/botlink.logrotate ${root}/etc/logrotate.d/botlink`,
+      `+ install -D -m 0644 ${ROOT}systemd/botlink-logrotate.service ${root}/etc/systemd/system/botlink-logrotate.service`,
+      `+ install -D -m 0644 ${ROOT}systemd/botlink-logrotate.timer ${root}/etc/systemd/system/botlink-logrotate.timer`,
       `+ install -m 0600 ${ROOT}systemd/config.example.json ${root}/etc/botlink/config.json`,
     ]) {
       expect(r.stdout.split('\n')).toContain(line);
@@ -113,6 +115,7 @@ describe('scripts/install.sh', () => {
     expect(lines).toContain('+ install -D -m 0644 ' + ROOT + 'systemd/botlink.service /etc/systemd/system/botlink.service');
     expect(lines).toContain('+ systemctl daemon-reload');
     expect(lines).toContain('+ systemctl enable botlink.service');
+    expect(lines).toContain('+ systemctl enable --now botlink-logrotate.timer');
   });
 
   it('installs a working tree into a prefix: program, command, unit, logrotate, config 0600, no secret, no systemctl', { timeout: INSTALL_TIMEOUT_MS }, () => {
@@ -131,6 +134,11 @@ describe('scripts/install.sh', () => {
     expect(mode(join(root, 'etc/systemd/system/botlink.service'))).toBe('0644');
     expect(readFileSync(join(root, 'etc/logrotate.d/botlink'), 'utf8')).toBe(readFileSync(join(ROOT, 'systemd/botlink.logrotate'), 'utf8'));
     expect(mode(join(root, 'etc/logrotate.d/botlink'))).toBe('0644');
+    // logrotate.timer runs daily; this pair makes the snippet's maxsize count every hour.
+    for (const unit of ['botlink-logrotate.service', 'botlink-logrotate.timer']) {
+      expect(readFileSync(join(root, 'etc/systemd/system', unit), 'utf8')).toBe(readFileSync(join(ROOT, 'systemd', unit), 'utf8'));
+      expect(mode(join(root, 'etc/systemd/system', unit))).toBe('0644');
+    }
     expect(mode(join(root, 'etc/botlink'))).toBe('0755');
     expect(readFileSync(join(root, 'etc/botlink/config.json'), 'utf8')).toBe(readFileSync(join(ROOT, 'systemd/config.example.json'), 'utf8'));
     expect(mode(join(root, 'etc/botlink/config.json'))).toBe('0600');
