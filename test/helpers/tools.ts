@@ -49,3 +49,9 @@ export function requireTool(tool: TestTool): string {
   if (path === undefined) throw new Error(missingToolMessage(tool));
   return path;
 }
+
+/** Tests that chown files to other users or switch uid need root: they fail (never skip) saying so. */
+export function requireRoot(why: string): void {
+  const uid = process.getuid?.();
+  if (uid !== 0) throw new Error(`${why}: run npm test as root (uid ${uid} now), as CI does: sudo npm test, or in a container`);
+}

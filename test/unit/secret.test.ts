@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readSecretFile, SecretFileError } from '../../src/agent/secret.js';
 import { bundleChild, type Bundle } from '../helpers/bundle.js';
 import { useHarness } from '../helpers/harness.js';
-import { requireTool } from '../helpers/tools.js';
+import { requireRoot, requireTool } from '../helpers/tools.js';
 
 const SECRET = 'owner-test-secret-51c2';
 const OTHER_UID = 4242;
@@ -15,6 +15,7 @@ const { tempDir } = useHarness();
 
 /** A 0600 secret file owned by `uid`, in a folder every uid can traverse. */
 function secretOwnedBy(uid: number): string {
+  requireRoot(`this test chowns a secret file to uid ${uid}`);
   const dir = tempDir('botlink-secret-owner-');
   chmodSync(dir, 0o755);
   const path = join(dir, 'secret-key');
@@ -34,10 +35,6 @@ function refusal(path: string): SecretFileError {
 }
 
 describe('readSecretFile: the owner (these tests run as root and chown for real)', () => {
-  it('runs as root, which it needs to chown', () => {
-    expect(process.getuid?.(), 'the owner tests chown files to other uids: run them as root').toBe(0);
-  });
-
   it('refuses a 0600 file owned by another non-root user, naming the file, the owner and the fix', () => {
     const path = secretOwnedBy(OTHER_UID);
     const e = refusal(path);
