@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { BotlinkError } from '../protocol/errors.js';
+import { locateJsonError } from './json-position.js';
 
 /** Who the reference service knows (DESIGN §3.3). */
 export interface SeedVendor {
@@ -106,8 +107,11 @@ export function loadSeedFile(file: string): Seed {
   let value: unknown;
   try {
     value = JSON.parse(text);
-  } catch (err) {
-    throw new SeedError(`seed file ${file} is not valid JSON: ${(err as Error).message}`, { cause: err });
+  } catch {
+    // Neither JSON.parse's message nor its error goes further: they quote the text, and the secrets are in it.
+    const where = locateJsonError(text);
+    const at = where ? `: line ${where.line}, column ${where.column} (offset ${where.offset}): ${where.problem}` : '';
+    throw new SeedError(`seed file ${file} is not valid JSON${at}`);
   }
   try {
     return parseSeed(value);

@@ -1,3 +1,4 @@
+import { chmodSync, closeSync, existsSync, openSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import { BotlinkError } from '../protocol/errors.js';
 import type { Identity, RegisterDeviceRequest } from '../protocol/wire.js';
@@ -49,10 +50,16 @@ CREATE INDEX IF NOT EXISTS refreshed_by_expiry ON refreshed (expires_at);
 const CHECKPOINT_MS = 1000;
 
 function open(file: string): Database.Database {
+  const onDisk = file !== ':memory:';
   let db: Database.Database | undefined;
   try {
+    // The account secrets are in it in plain text: created 0600 before SQLite sees it, and an older 0644 file is fixed.
+    if (onDisk) {
+      closeSync(openSync(file, 'a', 0o600));
+      chmodSync(file, 0o600);
+    }
     db = new (sqlite())(file);
-    if (file !== ':memory:') {
+    if (onDisk) {
       db.pragma('journal_mode = WAL');
       // A reference service may lose the last commits on power loss; it must not be slow.
       db.pragma('synchronous = NORMAL');
@@ -61,6 +68,8 @@ function open(file: string): Database.Database {
     }
     db.pragma('busy_timeout = 2000');
     db.exec(SCHEMA);
+    // SQLite gives its side files the database's mode; these may predate the chmod above.
+    for (const side of ['-wal', '-shm']) if (onDisk && existsSync(file + side)) chmodSync(file + side, 0o600);
     return db;
   } catch (err) {
     db?.close();

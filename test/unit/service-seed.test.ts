@@ -98,6 +98,27 @@ describe('loadSeedFile', () => {
     expect(() => loadSeedFile(file)).toThrow(/seed file .*broken\.json is not valid JSON/);
   });
 
+  it.each([
+    ['a missing comma after the secret', '{"accounts":[{"accessKeyId":"AK",\n "secretKey":"SUPERSECRET123" "vendors":[]}]}', 'line 2, column 31 (offset 64)'],
+    ['an unquoted secret', '{"accounts":[{"accessKeyId":"AK",\n "secretKey":SUPERSECRET123,"vendors":[]}]}', 'line 2, column 14 (offset 47)'],
+    ['an unterminated secret', '{"accounts":[{"accessKeyId":"AK","secretKey":"SUPERSECRET123', 'line 1, column 61 (offset 60)'],
+    ['a control character in the secret', '{"accounts":[{"accessKeyId":"AK","secretKey":"SUPERSECRET\u0007123"}]}', 'line 1, column 58 (offset 57)'],
+  ])('names the position of %s, never the text', (_name, text, position) => {
+    const file = join(dir, 'secret.json');
+    writeFileSync(file, text);
+    let error: unknown;
+    try {
+      loadSeedFile(file);
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(SeedError);
+    const { message, cause } = error as SeedError;
+    expect(message).toContain(`is not valid JSON: ${position}`);
+    expect(message).not.toMatch(/SUPER|SECRET|123/);
+    expect(cause).toBeUndefined();
+  });
+
   it('names the file and the spot when the shape is wrong', () => {
     const file = join(dir, 'shape.json');
     writeFileSync(file, '{"accounts":[{"accessKeyId":"A","secretKey":"S"}]}');

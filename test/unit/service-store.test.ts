@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -137,6 +137,34 @@ describe('ServiceStore', () => {
     store = new ServiceStore(file);
     expect(store.findToken('h')?.expiresAt).toBe(9000);
     expect(store.registerDevice(device, 'bot-z')).toBe('bot-a');
+  });
+
+  it('creates its database 0600 even under umask 0, and its WAL side files follow', () => {
+    const fresh = join(dir, `fresh-${n++}.db`);
+    const umask = process.umask(0);
+    let other: ServiceStore | undefined;
+    try {
+      other = new ServiceStore(fresh);
+      other.transaction(() => other!.claimNonce('AK', 'n', 1000));
+      other.close();
+      other = new ServiceStore(fresh);
+      for (const f of [fresh, `${fresh}-wal`, `${fresh}-shm`]) expect((statSync(f).mode & 0o777).toString(8), f).toBe('600');
+    } finally {
+      other?.close();
+      process.umask(umask);
+    }
+  });
+
+  it('makes an older 0644 database 0600 on open', () => {
+    const older = join(dir, `older-${n++}.db`);
+    new Database(older).close();
+    chmodSync(older, 0o644);
+    const other = new ServiceStore(older);
+    try {
+      for (const f of [older, `${older}-wal`, `${older}-shm`]) expect((statSync(f).mode & 0o777).toString(8), f).toBe('600');
+    } finally {
+      other.close();
+    }
   });
 
   it('an unopenable file is a ServiceDbError naming it', () => {
