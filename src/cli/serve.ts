@@ -1,17 +1,21 @@
 import { parseArgs } from 'node:util';
-import { createReferenceService, type ReferenceService } from '../service/server.js';
+import { createReferenceService, DISPLACEMENT_MARKERS, type DisplacementMarker, type ReferenceService } from '../service/server.js';
 import { DEFAULT_SEED, loadSeedFile, SeedError, type Seed } from '../service/seed.js';
 import { ServiceDbError } from '../service/store.js';
 import { Exit, UsageError } from './exit.js';
 
 const USAGE = `usage: botlink serve [--host H] [--port P] [--db FILE] [--seed FILE] [--access-ttl S] [--refresh-ttl S]
+                    [--displacement-marker code400|event]
 
   --host H         address to listen on (default 127.0.0.1)
   --port P         port, 0 picks a free one (default 0)
-  --db FILE        SQLite file that keeps tokens across restarts (default: in memory)
+  --db FILE        SQLite file that keeps tokens across restarts, created 0600 (default: in memory)
   --seed FILE      accounts, vendors and bots as JSON (default: AK/SK, vendor V1, bot bot-1)
   --access-ttl S   access token lifetime in seconds (default 7200)
-  --refresh-ttl S  refresh token lifetime in seconds (default 604800)`;
+  --refresh-ttl S  refresh token lifetime in seconds (default 604800)
+  --displacement-marker code400|event
+                   how a displaced WebSocket is told: {"code":400,"msg":"REPEAT_CLIENT_SESSION"}
+                   (default) or the public guide's EVENT frame with eventType REPEAT_CLIENT_SESSION`;
 
 const LISTEN_ERRORS = new Set(['EADDRINUSE', 'EADDRNOTAVAIL', 'EACCES', 'ENOTFOUND', 'EAI_AGAIN']);
 
@@ -20,6 +24,13 @@ function integer(flag: string, raw: string | undefined, min: number, max: number
   const n = /^[0-9]{1,10}$/.test(raw) ? Number(raw) : NaN;
   if (!(n >= min && n <= max)) throw new UsageError(`--${flag} must be an integer from ${min} to ${max}, got '${raw}'`);
   return n;
+}
+
+function marker(raw: string | undefined): DisplacementMarker | undefined {
+  if (raw === undefined) return undefined;
+  const known = DISPLACEMENT_MARKERS.find((m) => m === raw);
+  if (!known) throw new UsageError(`--displacement-marker must be one of ${DISPLACEMENT_MARKERS.join(', ')}, got '${raw}'`);
+  return known;
 }
 
 function note(line: string): void {
@@ -41,6 +52,7 @@ export async function serve(argv: string[]): Promise<number> {
         seed: { type: 'string' },
         'access-ttl': { type: 'string' },
         'refresh-ttl': { type: 'string' },
+        'displacement-marker': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     }));
@@ -55,6 +67,7 @@ export async function serve(argv: string[]): Promise<number> {
   const accessTtlS = integer('access-ttl', values['access-ttl'], 1, 2 ** 31);
   const refreshTtlS = integer('refresh-ttl', values['refresh-ttl'], 1, 2 ** 31);
   if (values.host === '') throw new UsageError('--host must not be empty');
+  const displacementMarker = marker(values['displacement-marker']);
 
   let seed: Seed = DEFAULT_SEED;
   if (values.seed === undefined) {
@@ -78,6 +91,7 @@ export async function serve(argv: string[]): Promise<number> {
       ...(values.db !== undefined && { dbFile: values.db }),
       ...(accessTtlS !== undefined && { accessTtlS }),
       ...(refreshTtlS !== undefined && { refreshTtlS }),
+      ...(displacementMarker !== undefined && { displacementMarker }),
     });
   } catch (err) {
     const e = err as NodeJS.ErrnoException;

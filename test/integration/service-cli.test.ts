@@ -1,10 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
-import { getTokens, post, signedGetTokenBody } from '../helpers/service-client.js';
+import { connectWs, getTokens, post, signedGetTokenBody } from '../helpers/service-client.js';
 
 let bundle: Bundle;
 let dir: string;
@@ -37,17 +37,21 @@ function start(args: string[]): Run {
   return { child, stdout: () => out, stderr: () => err, exit };
 }
 
-/** Waits for the listening line and returns its URL. */
-async function listening(run: Run): Promise<string> {
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const match = /^listening on (http:\/\/\S+)\n/.exec(run.stdout());
-    if (match) return match[1]!;
-    if (run.child.exitCode !== null || Date.now() > deadline) {
-      throw new Error(`no listening line; stdout=${run.stdout()} stderr=${run.stderr()}`);
-    }
-    await new Promise((r) => setTimeout(r, 20));
-  }
+/** Waits for the listening line and returns its URL; fails if the process ends first. */
+function listening(run: Run): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const check = (): void => {
+      const match = /^listening on (http:\/\/\S+)\n/.exec(run.stdout());
+      if (!match) return;
+      run.child.stdout!.off('data', check);
+      run.child.off('close', ended);
+      resolve(match[1]!);
+    };
+    const ended = (): void => reject(new Error(`no listening line; stdout=${run.stdout()} stderr=${run.stderr()}`));
+    run.child.stdout!.on('data', check);
+    run.child.once('close', ended);
+    check();
+  });
 }
 
 describe('botlink serve', () => {
@@ -88,6 +92,7 @@ describe('botlink serve', () => {
     [['--access-ttl', '0']],
     [['--refresh-ttl', '-5']],
     [['extra-positional']],
+    [['--displacement-marker', 'frame']],
   ])('refuses %j with exit 64 and nothing on stdout', async (args) => {
     const run = start(args);
     expect((await run.exit).code).toBe(64);
@@ -108,6 +113,43 @@ describe('botlink serve', () => {
     expect((await run.exit).code).toBe(65);
     expect(run.stderr()).toMatch(message);
     expect(run.stdout()).toBe('');
+  });
+
+  it('a seed file that is not JSON is named by position, never by the text around the error', async () => {
+    const file = join(dir, 'leaky.json');
+    writeFileSync(file, '{"accounts":[{"accessKeyId":"AK",\n  "secretKey":SUPERSECRET-42,"vendors":[]}]}');
+    const run = start(['--seed', file]);
+    expect((await run.exit).code).toBe(65);
+    expect(run.stderr()).toMatch(/leaky\.json is not valid JSON: line 2, column 15 \(offset 48\): unexpected character/);
+    expect(run.stderr()).not.toMatch(/SUPER|SECRET|42/);
+  });
+
+  it('--db creates the database and its side files 0600', async () => {
+    const db = join(dir, 'private.db');
+    const run = start(['--db', db]);
+    const url = await listening(run);
+    await getTokens(url);
+    for (const f of [db, `${db}-wal`, `${db}-shm`]) expect((statSync(f).mode & 0o777).toString(8), f).toBe('600');
+    run.child.kill('SIGTERM');
+    expect((await run.exit).code).toBe(0);
+  });
+
+  it('--displacement-marker event: a displaced socket gets the EVENT frame, not the code-400 one', async () => {
+    const run = start(['--displacement-marker', 'event']);
+    const url = await listening(run);
+    const { accessToken } = await getTokens(url);
+    const wsUrl = `${url.replace(/^http/, 'ws')}/soulmate/voiceChat/v1`;
+    const first = await connectWs(wsUrl, 'bot-1', accessToken);
+    if (!first.ok) throw new Error(`refused: ${first.body}`);
+    const second = await connectWs(wsUrl, 'bot-1', accessToken);
+    if (!second.ok) throw new Error(`refused: ${second.body}`);
+    expect(await first.closed).toEqual({ code: 4000, reason: '' });
+    expect(first.messages.map((m) => JSON.parse(m) as unknown)).toEqual([
+      expect.objectContaining({ code: 200, contentType: 'EVENT', content: { eventType: 'REPEAT_CLIENT_SESSION', eventData: {} } }),
+    ]);
+    second.ws.terminate();
+    run.child.kill('SIGTERM');
+    expect((await run.exit).code).toBe(0);
   });
 
   it('an unopenable --db exits 65 naming the file', async () => {
