@@ -117,6 +117,29 @@ describe('HTTP hygiene', () => {
   });
 });
 
+describe('HEAD of the base URL: the agent samples server time with it', () => {
+  it.each(['/', '/auth/getToken', '/soulmate/voiceChat/v1', '/anything'])(
+    'HEAD %s → an answer with Date from the shifted service clock and no body',
+    async (path) => {
+      service.faults.shiftClockMs(-86_400_000);
+      const res = await request(`${service.url}${path}`, { method: 'HEAD' });
+      expect([404, 405, 426]).toContain(res.statusCode);
+      expect(Math.abs(Date.parse(res.headers['date'] as string) - (Date.now() - 86_400_000))).toBeLessThan(5000);
+      expect(await res.body.text()).toBe('');
+    },
+  );
+
+  it('sends no body bytes on the wire, counts nothing, and leaves queued broken answers for the routes', async () => {
+    service.faults.nextResponses('http-500-html', 1);
+    const before = JSON.stringify(service.stats);
+    const { response } = await raw('HEAD / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    expect(response).toMatch(/^HTTP\/1\.1 404 [^\r]*\r\n(?:[^\r]+\r\n)*Date: [^\r]+\r\n/);
+    expect(response.endsWith('\r\n\r\n')).toBe(true);
+    expect(JSON.stringify(service.stats)).toBe(before);
+    expect((await getToken()).status).toBe(500);
+  });
+});
+
 describe('clock and latency knobs', () => {
   it('shiftClockMs moves the timestamp window', async () => {
     service.faults.shiftClockMs(4 * 60_000);
