@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { LookupFunction } from 'node:net';
+import type { Dispatcher } from 'undici';
 import { describeCode } from '../protocol/codes.js';
 import { BotlinkError, WireError, type RetryClass } from '../protocol/errors.js';
 import { signV2, SIGNATURE_VERSION } from '../protocol/sign.js';
@@ -36,7 +37,10 @@ export interface CloudClientOptions {
   onDateSample?: (date: string | undefined, monoSent: number, monoReceived: number) => void;
   connectTimeoutMs?: number;
   headersTimeoutMs?: number;
+  /** Longest silence between two body chunks: undici restarts it on every byte, so it bounds no call. */
   bodyTimeoutMs?: number;
+  /** Total time one call may take, connect to last byte; default the longest of the three timeouts above. */
+  deadlineMs?: number;
   maxResponseBytes?: number;
   /** Resolves the service host; default the system resolver (tests inject failures and recovery). */
   lookup?: LookupFunction;
@@ -59,6 +63,9 @@ export class CloudClient {
   /** Created at the first request: a device with a valid cached token never loads undici. */
   #pool: Promise<HttpPool> | undefined;
   #closed = false;
+  /** Each call in flight and its route: close() aborts them so their promises reject at once. */
+  readonly #calls = new Map<AbortController, string>();
+  readonly #deadlineMs: number;
   readonly #origin: string;
   readonly #basePath: string;
 
@@ -67,6 +74,8 @@ export class CloudClient {
     const url = new URL(opts.baseUrl);
     this.#basePath = url.pathname.replace(/\/+$/, '');
     this.#origin = url.origin;
+    this.#deadlineMs =
+      opts.deadlineMs ?? Math.max(opts.connectTimeoutMs ?? DEFAULT_TIMEOUT_MS, opts.headersTimeoutMs ?? DEFAULT_TIMEOUT_MS, opts.bodyTimeoutMs ?? DEFAULT_TIMEOUT_MS);
   }
 
   /** The signed flow (DESIGN §1.2); `timestampMs` must come from a trusted clock or server time. */
@@ -113,11 +122,13 @@ export class CloudClient {
     await this.#post('/auth/refreshToken', {});
   }
 
+  /** Refuses new calls and ends those in flight at once: their promises reject with a network-class error. */
   async close(): Promise<void> {
     this.#closed = true;
-    // A pool that failed to come up has nothing to close; its requests already reported why.
+    for (const [call, route] of this.#calls) call.abort(closedError(route));
+    // A pool that failed to come up has nothing to destroy; its requests already reported why.
     const pool = await this.#pool?.catch(() => undefined);
-    await pool?.close();
+    await pool?.destroy();
   }
 
   #getPool(): Promise<HttpPool> {
@@ -136,32 +147,70 @@ export class CloudClient {
   async #post(route: string, body: unknown, bearer?: string): Promise<unknown> {
     const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
     if (bearer !== undefined) headers['authorization'] = `Bearer ${bearer}`;
-    if (this.#closed) throw new CloudError('ERR_NETWORK', `${route}: the cloud client is closed`, 'retry-backoff');
-    const pool = await this.#getPool();
-    // Taken once the pool exists: the first request loads undici, which is no part of the round trip
-    // that bounds the server-time sample.
-    const monoSent = this.#opts.clock.monoNow();
-    let res;
-    try {
-      res = await pool.request({ path: this.#basePath + route, method: 'POST', headers, body: JSON.stringify(body) });
-    } catch (err) {
-      throw networkError(route, err);
-    }
-    const date = res.headers['date'];
-    this.#opts.onDateSample?.(typeof date === 'string' ? date : undefined, monoSent, this.#opts.clock.monoNow());
-    let text: string;
-    try {
-      text = await res.body.text();
-    } catch (err) {
-      throw networkError(route, err);
-    }
+    const res = await this.#call(route, { path: this.#basePath + route, method: 'POST', headers, body: JSON.stringify(body) });
     if (res.statusCode !== 200) throw statusError(route, res.statusCode);
     try {
-      return JSON.parse(text) as unknown;
+      return JSON.parse(res.text) as unknown;
     } catch (err) {
       throw new CloudError('ERR_BAD_RESPONSE', `${route}: the service answered with malformed JSON`, 'retry-backoff', { cause: err });
     }
   }
+
+  /**
+   * One request within the total deadline: undici's own timeouts bound each phase, but its body timeout
+   * restarts on every byte, so a server trickling bytes would otherwise hold the call for as long as it likes.
+   */
+  async #call(route: string, request: Dispatcher.RequestOptions): Promise<Exchange> {
+    if (this.#closed) throw closedError(route);
+    const call = new AbortController();
+    const seconds = this.#deadlineMs / 1000;
+    const timer = setTimeout(
+      () => call.abort(new CloudError('ERR_TIMEOUT', `${route}: the cloud did not answer within ${seconds} s`, 'retry-backoff')),
+      this.#deadlineMs,
+    );
+    this.#calls.set(call, route);
+    try {
+      return await untilAborted(this.#exchange(route, { ...request, signal: call.signal }), call.signal);
+    } finally {
+      clearTimeout(timer);
+      this.#calls.delete(call);
+    }
+  }
+
+  async #exchange(route: string, request: Dispatcher.RequestOptions): Promise<Exchange> {
+    const pool = await this.#getPool();
+    // Taken once the pool exists: the first request loads undici, which is no part of the round trip
+    // that bounds the server-time sample.
+    const monoSent = this.#opts.clock.monoNow();
+    try {
+      const res = await pool.request(request);
+      const date = res.headers['date'];
+      this.#opts.onDateSample?.(typeof date === 'string' ? date : undefined, monoSent, this.#opts.clock.monoNow());
+      return { statusCode: res.statusCode, date: typeof date === 'string' ? date : undefined, text: await res.body.text() };
+    } catch (err) {
+      throw err instanceof CloudError ? err : networkError(route, err);
+    }
+  }
+}
+
+/** What a call brought back: the status, the Date header (one, as a string) and the body. */
+interface Exchange {
+  statusCode: number;
+  date: string | undefined;
+  text: string;
+}
+
+/** `work`'s outcome, or the signal's reason the moment it aborts: undici cannot abort a request still waiting for its socket. */
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
+
+function closedError(route: string): CloudError {
+  return new CloudError('ERR_NETWORK', `${route}: the cloud client is closed`, 'retry-backoff');
 }
 
 function parseOr<T>(parse: (value: unknown) => T, value: unknown): T {

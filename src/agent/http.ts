@@ -3,7 +3,8 @@ import type { Dispatcher, Pool } from 'undici';
 /** undici's keep-alive pool with its `request` bound: all the cloud client uses of undici. */
 export interface HttpPool {
   request(opts: Dispatcher.RequestOptions): Promise<Dispatcher.ResponseData>;
-  close(): Promise<void>;
+  /** Ends every socket and request in flight at once; a graceful close would wait on a trickling server. */
+  destroy(): Promise<void>;
 }
 
 interface UndiciParts {
@@ -34,8 +35,8 @@ export async function createPool(origin: string, options: Pool.Options): Promise
   const pool = new PoolClass(origin, options);
   return {
     request: (opts) => request.call(pool, opts),
-    close: async () => {
-      if (!pool.closed && !pool.destroyed) await pool.close();
+    destroy: async () => {
+      if (!pool.destroyed) await pool.destroy();
     },
   };
 }

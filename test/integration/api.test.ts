@@ -47,13 +47,15 @@ describe('CloudClient.close', () => {
     expect(server.requests).toHaveLength(0);
   });
 
-  it('lets requests in flight finish and then refuses new ones', async () => {
-    const { client, server } = await clientFor((_req, res) => setTimeout(() => json(res, tokenOk), 50));
-    const inFlight = client.getToken({ kind: 'bot', id: 'bot-1' }, NOW);
-    await new Promise((r) => setTimeout(r, 10));
-    const closed = client.close();
-    await expect(inFlight).resolves.toMatchObject({ accessToken: 'at' });
-    await closed;
+  it('ends requests in flight at once and then refuses new ones', async () => {
+    let answered!: () => void;
+    const arrived = new Promise<void>((resolve) => (answered = resolve));
+    // The answer never comes: only close() can end the call.
+    const { client, server } = await clientFor(() => answered());
+    const inFlight = failure(client.getToken({ kind: 'bot', id: 'bot-1' }, NOW));
+    await arrived;
+    await client.close();
+    expect(await inFlight).toMatchObject({ code: 'ERR_NETWORK', retry: 'retry-backoff' });
     expect((await failure(client.getToken({ kind: 'bot', id: 'bot-1' }, NOW))).code).toBe('ERR_NETWORK');
     expect(server.requests).toHaveLength(1);
   });
