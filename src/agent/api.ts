@@ -117,9 +117,17 @@ export class CloudClient {
     throw new CloudError('ERR_REGISTER_REFUSED', `device registration refused (code ${answer.code}${answer.msg ? `: ${answer.msg}` : ''})`, retry);
   }
 
-  /** A cheap call whose only use is the Date header it brings back (a server time sample). */
+  /**
+   * A server time sample: a HEAD of the base URL, which no one reads as a failed authentication. Any
+   * status will do; only the Date header and the round trip count, so an answer without a Date fails.
+   */
   async sampleServerTime(): Promise<void> {
-    await this.#post('/auth/refreshToken', {});
+    const path = `${this.#basePath}/`;
+    const route = `HEAD ${path}`;
+    const { date } = await this.#call(route, { path, method: 'HEAD' });
+    if (date === undefined || !Number.isFinite(Date.parse(date))) {
+      throw new CloudError('ERR_BAD_RESPONSE', `${route}: the answer carried no valid Date header, so it gives no server time`, 'retry-backoff');
+    }
   }
 
   /** Refuses new calls and ends those in flight at once: their promises reject with a network-class error. */

@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
@@ -150,6 +151,44 @@ describe('CloudClient failures are typed', () => {
     const err = await failure(client.getToken({ kind: 'bot', id: 'b' }, NOW));
     expect(err.code).toBe('ERR_NETWORK');
     expect(err.message).toContain('ECONNREFUSED');
+  });
+});
+
+describe('CloudClient.sampleServerTime', () => {
+  it('takes the Date from a HEAD of the base URL, whatever its status, and posts nothing', async () => {
+    const server = await startScriptedServer((_req, res) => {
+      res.writeHead(404);
+      res.end();
+    });
+    const dates: (string | undefined)[] = [];
+    const client = new CloudClient({
+      baseUrl: `${server.url}/api/`,
+      accessKeyId: 'AK',
+      secretKey: { reveal: () => SECRET },
+      clock: systemClock,
+      onDateSample: (date) => dates.push(date),
+    });
+    cleanups.push(() => server.close(), () => client.close());
+    await client.sampleServerTime();
+    expect(server.requests.map((r) => [r.method, r.url, r.body])).toEqual([['HEAD', '/api/', '']]);
+    expect(server.requests[0]!.headers['authorization']).toBeUndefined();
+    expect(dates).toHaveLength(1);
+    expect(Math.abs(Date.parse(dates[0]!) - Date.now())).toBeLessThan(60_000);
+  });
+
+  it.each([
+    ['no Date header', (res: ServerResponse) => res.removeHeader('date')],
+    ['a Date no one can read', (res: ServerResponse) => res.setHeader('date', 'yesterday')],
+  ])('fails on an answer with %s: it gives no server time', async (_name, mangle) => {
+    const { client } = await clientFor((_req, res) => {
+      res.sendDate = false;
+      mangle(res);
+      res.writeHead(200);
+      res.end();
+    });
+    const err = await failure(client.sampleServerTime());
+    expect(err).toMatchObject({ code: 'ERR_BAD_RESPONSE', retry: 'retry-backoff' });
+    expect(err.message).toContain('HEAD /: the answer carried no valid Date header');
   });
 });
 

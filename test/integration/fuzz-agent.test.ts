@@ -64,7 +64,7 @@ const ROUTE: Record<Method, string> = {
   getToken: '/auth/getToken',
   refreshToken: '/auth/refreshToken',
   registerDevice: '/device/register',
-  sampleServerTime: '/auth/refreshToken',
+  sampleServerTime: '/',
 };
 
 /** How the bytes reach the client: only `whole` and `chunked` deliver an intact answer. */
@@ -185,8 +185,9 @@ function httpCase(rng: Rng, index: number): HttpCase {
   const t = rng();
   let transport: Transport =
     t < 0.82 ? 'whole' : t < 0.9 ? 'chunked' : t < 0.925 ? 'reset-before-headers' : t < 0.95 ? 'reset-mid-body' : t < 0.953 ? 'stall-headers' : t < 0.956 ? 'stall-body' : 'raw';
-  // A 204, a 304 or an empty body is complete once the headers are in: there is no body left to break.
-  if ((status === 204 || status === 304 || body.length === 0) && ['chunked', 'reset-mid-body', 'stall-body'].includes(transport)) transport = 'whole';
+  // A 204, a 304, an empty body or the answer to a HEAD is complete once the headers are in: there is no body left to break.
+  const bodiless = status === 204 || status === 304 || body.length === 0 || method === 'sampleServerTime';
+  if (bodiless && ['chunked', 'reset-mid-body', 'stall-body'].includes(transport)) transport = 'whole';
   const raw = chance(rng, 0.2) ? randomBytes(rng, 300) : Buffer.from(pick(rng, RAW_ANSWERS));
   return { index, method, status, headers, body, transport, raw, shape };
 }
@@ -245,7 +246,15 @@ const goodCount = (v: unknown): v is number => typeof v === 'number' && Number.i
  */
 function expected(c: HttpCase): Expected {
   if (c.transport === 'stall-headers') return { ok: false, code: 'ERR_TIMEOUT' };
-  if (c.transport === 'reset-before-headers' || c.transport === 'raw') return { ok: false, code: /^ERR_(NETWORK|TIMEOUT)$/ };
+  if (c.transport === 'reset-before-headers' || c.transport === 'raw') {
+    // No raw answer carries a Date: a HEAD one that happens to parse gives no server time.
+    return { ok: false, code: c.method === 'sampleServerTime' ? /^ERR_(NETWORK|TIMEOUT|BAD_RESPONSE)$/ : /^ERR_(NETWORK|TIMEOUT)$/ };
+  }
+  // A server time sample takes any status and no body; only a Date that can be read counts.
+  if (c.method === 'sampleServerTime') {
+    const date = c.headers['date'];
+    return typeof date === 'string' && Number.isFinite(Date.parse(date)) ? { ok: true, value: undefined } : { ok: false, code: 'ERR_BAD_RESPONSE' };
+  }
   const noBody = c.status === 204 || c.status === 304;
   const oversize = !noBody && c.body.length > MAX_RESPONSE_BYTES;
   // The limit is enforced on the bytes received: a body cut short may end before it is reached.
@@ -262,7 +271,6 @@ function expected(c: HttpCase): Expected {
   } catch {
     return { ok: false, code: 'ERR_BAD_RESPONSE' };
   }
-  if (c.method === 'sampleServerTime') return { ok: true, value: undefined };
   if (!isObject(json)) return { ok: false, code: 'ERR_BAD_RESPONSE' };
   if (c.method === 'registerDevice') {
     if (json['state'] === 'SUCCESS') return goodText(json['data']) ? { ok: true, value: json['data'] } : { ok: false, code: 'ERR_BAD_RESPONSE' };
