@@ -5,28 +5,36 @@ import { openRuntime, type AgentRuntime } from '../agent/runtime.js';
 import { createLogger, type BotlinkLogger } from '../log.js';
 import { BotlinkError } from '../protocol/errors.js';
 import type { Identity } from '../protocol/wire.js';
-import { configAndJson, exitFor } from './common.js';
-import { Exit } from './exit.js';
+import { exitFor, loadCommandConfig, parseFlags } from './common.js';
+import { Exit, UsageError } from './exit.js';
 import { explainFailure } from './format.js';
 
-const USAGE = `usage: botlink token [--config FILE] [--json]
+const USAGE = `usage: botlink token [--config FILE] [--json] [--timeout S]
 
 Prints a valid access token and a newline, for local scripts. Uses the cached token when it is
 valid (the daemon keeps it fresh); otherwise renews it under the token store's lock.
 
   --config FILE  agent configuration (default: $BOTLINK_CONFIG, else /etc/botlink/config.json)
-  --json         {"accessToken", "accessExpiresAt", "refreshToken", "refreshExpiresAt"} instead`;
+  --json         {"accessToken", "accessExpiresAt", "refreshExpiresAt"} instead (never the refresh token)
+  --timeout S    give up after S seconds without a token (default: 30); exit 69`;
 
 /** A script asking for a token must get an answer, not wait for the service to come back. */
-const DEADLINE_MS = 30_000;
+const DEFAULT_TIMEOUT_S = 30;
 /** A token about to expire is useless to the script that asked for it. */
 const MIN_LEFT_MS = 60_000;
 
 /** `botlink token`: a valid access token on stdout; failures with their fix on stderr. */
 export async function token(argv: string[]): Promise<number> {
-  const opened = configAndJson(argv, USAGE);
-  if (typeof opened === 'number') return opened;
-  const { config, json } = opened;
+  const { values } = parseFlags(argv, { config: { type: 'string' }, json: { type: 'boolean' }, timeout: { type: 'string' } }, USAGE);
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return Exit.OK;
+  }
+  const timeoutS = values.timeout === undefined ? DEFAULT_TIMEOUT_S : Number(values.timeout);
+  if (!(Number.isFinite(timeoutS) && timeoutS > 0)) throw new UsageError(`--timeout must be a positive number of seconds, got '${values.timeout}'\n${USAGE}`);
+  const config = loadCommandConfig(values.config);
+  if (typeof config === 'number') return config;
+  const json = values.json === true;
   const logging = openCommandLog(config, 'token');
   let rt: AgentRuntime | undefined;
   let identity: Identity | undefined;
@@ -42,7 +50,7 @@ export async function token(argv: string[]): Promise<number> {
     }
     const bot: Identity = { kind: 'bot', id: resolved.id };
     identity = bot;
-    const access = await withDeadline(rt, DEADLINE_MS, 'botlink token', (r, signal) =>
+    const access = await withDeadline(rt, timeoutS * 1000, 'botlink token', (r, signal) =>
       r.tokensFor(bot).current({ failFast: true, minLeftMs: MIN_LEFT_MS, signal }),
     );
     if (!json) {
@@ -53,8 +61,9 @@ export async function token(argv: string[]): Promise<number> {
     const stored = rt.store.peekPair();
     const same = stored && stored.identity.kind === 'bot' && stored.identity.id === bot.id && stored.identity.baseUrl === config.baseUrl;
     if (!same) throw new BotlinkError('ERR_STORE_CHANGED', 'the cached token changed identity while it was read: run botlink token again', 'retry-soon');
-    const { accessToken, accessExpiresAt, refreshToken, refreshExpiresAt } = stored.pair;
-    process.stdout.write(`${JSON.stringify({ accessToken, accessExpiresAt, refreshToken, refreshExpiresAt })}\n`);
+    // Never the refresh token: it mints access tokens for days, and a script needs only this one.
+    const { accessToken, accessExpiresAt, refreshExpiresAt } = stored.pair;
+    process.stdout.write(`${JSON.stringify({ accessToken, accessExpiresAt, refreshExpiresAt })}\n`);
     return Exit.OK;
   } catch (err) {
     reportFailure('botlink token', err, config, identity ?? { kind: 'bot', id: config.botId ?? '' });

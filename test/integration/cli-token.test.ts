@@ -1,12 +1,14 @@
 import { describe, expect, it } from 'vitest';
+import { TokenStore } from '../../src/agent/store.js';
 import { DAEMON_SECRET, runCli } from '../helpers/daemon-proc.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
+import { startScriptedServer, trickleBody, type Script } from '../helpers/scripted-server.js';
 import { connectWs } from '../helpers/service-client.js';
 
-const { service, device, daemon } = useHarness();
+const { service, device, daemon, cleanups } = useHarness();
 
 describe('botlink token', () => {
-  it('prints a token the service accepts, reuses it on the next call, and shows the refresh token only with --json', async () => {
+  it('prints a token the service accepts, reuses it on the next call, and never shows the refresh token, --json included', async () => {
     const svc = await service(DAEMON_SEED);
     const d = device(svc.url);
     const first = await runCli(['token', '--config', d.configFile]);
@@ -24,13 +26,18 @@ describe('botlink token', () => {
     const json = await runCli(['token', '--config', d.configFile, '--json']);
     expect(json.code).toBe(0);
     const doc = JSON.parse(json.stdout) as Record<string, unknown>;
-    expect(Object.keys(doc).sort()).toEqual(['accessExpiresAt', 'accessToken', 'refreshExpiresAt', 'refreshToken']);
+    expect(Object.keys(doc).sort()).toEqual(['accessExpiresAt', 'accessToken', 'refreshExpiresAt']);
     expect(doc.accessToken).toBe(access);
     expect(doc.accessExpiresAt).toBeGreaterThan(Date.now());
-    expect(first.stdout + second.stdout).not.toContain(String(doc.refreshToken));
+    expect(doc.refreshExpiresAt).toBeGreaterThan(Number(doc.accessExpiresAt));
+    const store = TokenStore.open(d.stateDir);
+    const refreshToken = store.peekPair()?.pair.refreshToken;
+    store.close();
+    expect(refreshToken).toMatch(/\S/);
+    expect(first.stdout + second.stdout + json.stdout + json.stderr).not.toContain(refreshToken);
     const log = d.log();
     expect(log).toContain('"command":"token"');
-    for (const secret of [access, String(doc.refreshToken), DAEMON_SECRET]) expect(log).not.toContain(secret);
+    for (const secret of [access, refreshToken!, DAEMON_SECRET]) expect(log).not.toContain(secret);
   });
 
   it('hands out the cached token while the service is down', async () => {
@@ -64,6 +71,22 @@ describe('botlink token', () => {
     expect(run.stderr).toContain(`cannot reach baseUrl ${svc.url}`);
   });
 
+  it.each([
+    ['trickles its answer a byte at a time', trickleBody(100, 100_000, { bytes: 0 })],
+    ['never answers', (() => undefined) as Script],
+  ])('gives up at --timeout against a cloud that %s, and exits 69 at once', async (_name, script) => {
+    const server = await startScriptedServer(script);
+    cleanups.push(() => server.close());
+    // Each request may take a minute: it is still in flight when the wait ends, and must not hold the exit.
+    const d = device(server.url, { botId: 'bot-1', httpTimeoutMs: 60_000 });
+    const run = await runCli(['token', '--config', d.configFile, '--timeout', '1'], { timeoutMs: 15_000 });
+    expect(run.signal, 'killed: it hung after giving up').toBeNull();
+    expect(run.code).toBe(69);
+    expect(run.stdout).toBe('');
+    expect(run.stderr).toContain('no token within 1 s');
+    expect(server.requests.length).toBeGreaterThan(0);
+  });
+
   it('asks a vendor-only device to run botlink provision first (exit 78)', async () => {
     const svc = await service(DAEMON_SEED);
     const d = device(svc.url, { vendorId: 'V1', deviceId: 'SN-7' });
@@ -94,5 +117,8 @@ describe('botlink token', () => {
     expect(help.stdout).toContain('usage: botlink token');
     const bad = await runCli(['token', '--refresh']);
     expect(bad.code).toBe(64);
+    const badTimeout = await runCli(['token', '--timeout', '0']);
+    expect(badTimeout.code).toBe(64);
+    expect(badTimeout.stderr).toContain('--timeout must be a positive number of seconds');
   });
 });
