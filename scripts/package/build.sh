@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# Builds the Debian packages dist/deb/botlink_<version>_<arch>.deb for amd64 and arm64, or for the
+# architectures given: the bundle, the native addons compiled from source for that architecture, the
+# botlink command, every systemd unit in systemd/, the logrotate snippet and the config template.
+# scripts/install.sh's program tree /opt/botlink sits at /usr/lib/botlink, the command in /usr/bin and
+# the units in /lib/systemd/system, as Debian policy wants (README: "Install from the package").
+# Needs `npm ci` first and the Debian tools of scripts/package/tools.sh.
+#   scripts/package/build.sh [amd64] [arm64]
+#   scripts/package/build.sh --node-dir ARCH   fetch the Node.js that ARCH's addons are built against; print its folder
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+here=$root/scripts/package
+out=$root/dist/deb
+cache=$root/node_modules/.cache/package
+# The addons are compiled against the oldest Node.js the package accepts: Node 20's ABI (115) and
+# nothing a later 20.x added. The arm64 smoke test runs this same version.
+NODE_VERSION=20.18.0
+
+die() {
+  echo "package: $*" >&2
+  exit 1
+}
+seconds() { echo $(($(date +%s) - $1)); }
+
+node_arch() {
+  case $1 in
+    amd64) echo x64 ;;
+    arm64) echo arm64 ;;
+    *) die "no Node.js build for architecture '$1': amd64 or arm64" ;;
+  esac
+}
+triplet() {
+  case $1 in
+    amd64) echo x86_64-linux-gnu ;;
+    arm64) echo aarch64-linux-gnu ;;
+  esac
+}
+
+# The npm registry's node-linux-<arch> package (the official binary and its headers), fetched once
+# into the checkout's cache; prints its folder.
+node_dir() {
+  local pkg dir
+  pkg=node-linux-$(node_arch "$1")
+  dir=$cache/$pkg-$NODE_VERSION
+  if [ ! -f "$dir/include/node/node.h" ] || [ ! -x "$dir/bin/node" ]; then
+    rm -rf "$dir" "$dir.tmp" && mkdir -p "$dir.tmp"
+    (cd "$dir.tmp" && npm pack --silent "$pkg@$NODE_VERSION" >/dev/null) || die "could not fetch $pkg@$NODE_VERSION from the npm registry"
+    tar -xzf "$dir.tmp"/*.tgz -C "$dir.tmp"
+    mv "$dir.tmp/package" "$dir"
+    rm -rf "$dir.tmp"
+  fi
+  echo "$dir"
+}
+
+if [ "${1:-}" = --node-dir ]; then
+  [ $# = 2 ] || die "usage: scripts/package/build.sh --node-dir amd64|arm64"
+  mkdir -p "$cache"
+  node_dir "$2"
+  exit 0
+fi
+
+arches=("$@")
+[ ${#arches[@]} -gt 0 ] || arches=(amd64 arm64)
+missing=()
+for tool in dpkg-deb dpkg-shlibdeps dpkg-buildflags; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+for arch in "${arches[@]}"; do
+  node_arch "$arch" >/dev/null
+  for tool in g++ gcc ar strip; do command -v "$(triplet "$arch")-$tool" >/dev/null || missing+=("$(triplet "$arch")-$tool"); done
+  # dpkg-shlibdeps reads the Depends of the addons' libraries from the installed libraries of that architecture.
+  dpkg-query -W "libc6:$arch" "libstdc++6:$arch" >/dev/null 2>&1 || missing+=("libc6:$arch libstdc++6:$arch")
+done
+[ ${#missing[@]} = 0 ] || die "missing ${missing[*]}: run scripts/package/tools.sh (as root) to install the packaging tools"
+[ -d "$root/node_modules" ] || die "$root/node_modules is missing: run \`npm ci\` first"
+gyp=$(dirname "$(readlink -f "$(command -v npm)")")/../node_modules/node-gyp/bin/node-gyp.js
+[ -f "$gyp" ] || die "npm's node-gyp is not at $gyp"
+
+started=$(date +%s)
+mkdir -p "$cache" "$out"
+(cd "$root" && node scripts/build.mjs)
+version=$(node -p 'require(process.argv[1]).version' "$root/package.json")
+commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$root" log -1 --format=%ct 2>/dev/null || date +%s)}
+maintainer="${DEBFULLNAME:-botlink maintainers} <${DEBEMAIL:-maintainers@botlink.invalid}>"
+mapfile -t runtime_modules < <(node "$here/modules.mjs" runtime)
+mapfile -t build_modules < <(node "$here/modules.mjs" build)
+
+# Every unit in systemd/; those with an [Install] section are enabled (and started) by postinst.
+units=()
+enabled=()
+for file in "$root"/systemd/*.service "$root"/systemd/*.socket "$root"/systemd/*.timer "$root"/systemd/*.path; do
+  [ -f "$file" ] || continue
+  units+=("${file##*/}")
+  grep -q '^\[Install\]' "$file" && enabled+=("${file##*/}")
+done
+[[ " ${units[*]} " == *" botlink.service "* ]] || die "systemd/botlink.service is missing"
+
+# Compiles the addons of a copy of the build modules for $1, with Debian's hardening flags for that
+# architecture but the addons' own optimisation level.
+compile_addons() {
+  local arch=$1 t nodedir work flags dir
+  t=$(triplet "$arch")
+  nodedir=$(node_dir "$arch")
+  work=$cache/build-$arch
+  rm -rf "$work" && mkdir -p "$work/node_modules"
+  for m in "${build_modules[@]}"; do
+    cp -a "$root/node_modules/$m" "$work/node_modules/$m"
+    rm -rf "$work/node_modules/$m/build"
+  done
+  flags() { DEB_HOST_ARCH=$arch DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get "$1" | tr ' ' '\n' | grep -v -e '^-O' -e '^-g$' -e '^-ffile-prefix-map' | tr '\n' ' '; }
+  for dir in "$work"/node_modules/*/; do
+    [ -f "$dir/binding.gyp" ] || continue
+    (cd "$dir" && env CC="$t-gcc" CXX="$t-g++" AR="$t-ar" LINK="$t-g++" \
+      CPPFLAGS="$(flags CPPFLAGS)" CFLAGS="$(flags CFLAGS)" CXXFLAGS="$(flags CXXFLAGS)" LDFLAGS="$(flags LDFLAGS)" \
+      node "$gyp" rebuild --release --arch="$(node_arch "$arch")" --nodedir="$nodedir" --jobs=max)
+  done
+}
+
+# Lays out the package tree for $1 in $cache/root-$1 and builds the .deb from it.
+assemble() {
+  local arch=$1 t pkg app work from to entry shlibs
+  t=$(triplet "$arch")
+  pkg=$cache/root-$arch
+  app=$pkg/usr/lib/botlink
+  work=$cache/build-$arch
+  rm -rf "$pkg"
+  install -d "$app/dist" "$app/bin" "$app/node_modules" "$pkg/usr/bin" "$pkg/lib/systemd/system" "$pkg/etc/logrotate.d" \
+    "$pkg/usr/share/doc/botlink" "$pkg/usr/share/man/man1" "$pkg/DEBIAN"
+  install -m 0755 "$root/dist/botlink.mjs" "$app/dist/botlink.mjs"
+  install -m 0644 "$root/package.json" "$app/package.json"
+  install -m 0644 "$root/systemd/config.example.json" "$app/config.example.json"
+  install -m 0755 "$here/botlink.sh" "$app/bin/botlink"
+  ln -s ../lib/botlink/bin/botlink "$pkg/usr/bin/botlink"
+  # install.sh's copy of each module, less what only its developers use: an addon keeps its compiled
+  # .node files (not build objects, C sources or better-sqlite3's test extension), and no module its
+  # docs, type declarations or dotfiles (lintian: package-contains-npm-ignore-file); the licence texts
+  # are all in /usr/share/doc/botlink/copyright.
+  for m in "${runtime_modules[@]}"; do
+    from=$work/node_modules/$m
+    to=$app/node_modules/$m
+    [[ $m != @*/* ]] || mkdir -p "${to%/*}"
+    cp -a "$from" "$to"
+    if [ -f "$from/binding.gyp" ]; then
+      rm -rf "$to/build" "$to/deps" "$to/src" "$to/binding.gyp"
+      mkdir -p "$to/build/Release"
+      find "$from/build/Release" -maxdepth 1 -name '*.node' ! -name 'test_extension.node' -exec cp -a {} "$to/build/Release/" \;
+    fi
+    find "$to" \( -name '.*' -o -iname 'README*' -o -iname 'LICEN[CS]E*' -o -iname 'History*' -o -iname 'CHANGELOG*' -o -name '*.d.ts' \) -prune -exec rm -rf {} +
+  done
+  find "$app/node_modules" -name '*.node' -exec "$t-strip" --strip-unneeded --remove-section=.comment --remove-section=.note {} +
+  for unit in "${units[@]}"; do
+    sed 's#/opt/botlink/#/usr/lib/botlink/#g' "$root/systemd/$unit" >"$pkg/lib/systemd/system/$unit"
+  done
+  grep -q '^ExecStart=/usr/bin/node /usr/lib/botlink/dist/botlink.mjs ' "$pkg/lib/systemd/system/botlink.service" ||
+    die "systemd/botlink.service's ExecStart no longer runs /usr/bin/node /opt/botlink/dist/botlink.mjs: update the path mapping here"
+  install -m 0644 "$root/systemd/botlink.logrotate" "$pkg/etc/logrotate.d/botlink"
+  gzip -9n <"$here/botlink.1" >"$pkg/usr/share/man/man1/botlink.1.gz"
+  {
+    printf 'botlink (%s) unstable; urgency=medium\n\n' "$version"
+    printf '  * Built from commit %s of the botlink repository.\n\n' "$commit"
+    printf ' -- %s  %s\n' "$maintainer" "$(date -R -u -d "@$SOURCE_DATE_EPOCH")"
+  } | gzip -9n >"$pkg/usr/share/doc/botlink/changelog.gz"
+  {
+    printf 'botlink %s: device authentication agent for the conversation cloud.\n\n' "$version"
+    printf 'Copyright: the botlink authors. License: UNLICENSED (package.json): no licence is granted to\n'
+    printf 'copy, modify or redistribute botlink beyond the organisation that builds this package.\n\n'
+    printf 'Third-party code in this package, bundled into /usr/lib/botlink/dist/botlink.mjs or shipped in\n'
+    printf '/usr/lib/botlink/node_modules, under the licences below.\n\n'
+    printf -- '--- SQLite (public domain), compiled into better_sqlite3.node ---\n\n'
+    printf 'The author disclaims copyright to this source code. In place of a legal notice, here is a blessing:\n'
+    printf '  May you do good and not evil.\n  May you find forgiveness for yourself and forgive others.\n'
+    printf '  May you share freely, never taking more than you give.\n'
+    node "$here/modules.mjs" copyright
+  } >"$pkg/usr/share/doc/botlink/copyright"
+  chmod -R u+rwX,go+rX,go-w "$pkg"
+  find "$pkg" -type f -name '*.node' -exec chmod 0644 {} +
+
+  # Depends of the compiled addons, from the libraries' symbols files (dpkg-shlibdeps wants a debian/control beside it).
+  mkdir -p "$cache/shlibs-$arch/debian"
+  printf 'Source: botlink\n\nPackage: botlink\nArchitecture: any\n' >"$cache/shlibs-$arch/debian/control"
+  shlibs=$(cd "$cache/shlibs-$arch" && DEB_HOST_ARCH=$arch dpkg-shlibdeps --warnings=0 -O $(find "$app" -name '*.node' -printf '-e%p ') | sed -n 's/^shlibs:Depends=//p')
+  [ -n "$shlibs" ] || die "dpkg-shlibdeps found no library dependencies for the $arch addons"
+
+  sed -e "s/@VERSION@/$version/" -e "s/@ARCH@/$arch/" -e "s/@MAINTAINER@/$maintainer/" -e "s/@SHLIBS@/$shlibs/" \
+    -e "s/@INSTALLED_SIZE@/$(du -sk --apparent-size "$pkg" | cut -f1)/" "$here/debian/control" >"$pkg/DEBIAN/control"
+  (cd "$pkg" && find etc -type f -printf '/%p\n' | sort) >"$pkg/DEBIAN/conffiles"
+  for script in postinst prerm postrm; do
+    sed -e "s/@UNITS@/${units[*]}/" -e "s/@ENABLED@/${enabled[*]}/" "$here/debian/$script" >"$pkg/DEBIAN/$script"
+    chmod 0755 "$pkg/DEBIAN/$script"
+  done
+  (cd "$pkg" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) >"$pkg/DEBIAN/md5sums"
+  chmod 0644 "$pkg/DEBIAN/control" "$pkg/DEBIAN/conffiles" "$pkg/DEBIAN/md5sums"
+  find "$pkg" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
+  dpkg-deb --root-owner-group -Zxz --build "$pkg" "$out/botlink_${version}_${arch}.deb" >/dev/null
+}
+
+# Compiled addons are reused while the lockfile, the Node.js version and the recipe above are unchanged.
+stamp_of() { printf '%s %s %s\n' "$1" "$NODE_VERSION" "$(cat "$root/package-lock.json" <(declare -f compile_addons) | sha256sum | cut -c1-16)"; }
+# Both architectures compile at once (better-sqlite3's SQLite is one large C file: one core each).
+pids=()
+compiling=()
+for arch in "${arches[@]}"; do
+  node_dir "$arch" >/dev/null
+  [ "$(cat "$cache/build-$arch.stamp" 2>/dev/null)" != "$(stamp_of "$arch")" ] || continue
+  rm -f "$cache/build-$arch.stamp"
+  compile_addons "$arch" >"$cache/compile-$arch.log" 2>&1 &
+  pids+=($!)
+  compiling+=("$arch")
+done
+for i in "${!compiling[@]}"; do
+  arch=${compiling[$i]}
+  if ! wait "${pids[$i]}"; then
+    tail -n 30 "$cache/compile-$arch.log" >&2
+    die "compiling the $arch addons failed (log: $cache/compile-$arch.log)"
+  fi
+  stamp_of "$arch" >"$cache/build-$arch.stamp"
+done
+if [ ${#compiling[@]} -gt 0 ]; then
+  echo "package: addons compiled for ${compiling[*]} against Node.js $NODE_VERSION in $(seconds "$started") s"
+fi
+for arch in "${arches[@]}"; do
+  assemble "$arch"
+  deb=$out/botlink_${version}_${arch}.deb
+  echo "package: $deb ($(stat -c %s "$deb") bytes, $(du -sk --apparent-size "$cache/root-$arch" | cut -f1) KiB installed)"
+done
+echo "package: done in $(seconds "$started") s"

@@ -1,0 +1,229 @@
+import { spawn } from 'node:child_process';
+import { copyFileSync, mkdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { cleanEnv, DaemonProc } from '../helpers/daemon-proc.js';
+import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
+import { ARCHES, debFile, elfMachine, exec, extract, field, files, ROOT, ScratchRoot, VERSION, type Arch } from './deb.js';
+
+const { cleanups, service, device, tempDir } = useHarness();
+const extracted = new Map<Arch, string>();
+afterAll(() => extracted.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
+
+/** The package's files, unpacked once per file. */
+function unpacked(arch: Arch): string {
+  if (!extracted.has(arch)) extracted.set(arch, extract(arch));
+  return extracted.get(arch)!;
+}
+
+/** The unit files of systemd/ and, for those with an [Install] section, the target that wants them. */
+function units(): { name: string; wantedBy: string | undefined }[] {
+  return files(join(ROOT, 'systemd'))
+    .filter((name) => /\.(service|socket|timer|path)$/.test(name))
+    .map((name) => ({ name, wantedBy: /^WantedBy=(\S+)/m.exec(readFileSync(join(ROOT, 'systemd', name), 'utf8'))?.[1] }));
+}
+
+describe.each(ARCHES)('the %s package', (arch) => {
+  it('declares what it needs at run time and ships the units, the logrotate snippet and no config', () => {
+    const depends = field(arch, 'Depends');
+    expect(field(arch, 'Package')).toBe('botlink');
+    expect(field(arch, 'Version')).toBe(VERSION);
+    expect(field(arch, 'Architecture')).toBe(arch);
+    // The addons are built for Node 20's ABI: a newer major could not load them.
+    expect(depends).toContain('nodejs (>= 20.18), nodejs (<< 21)');
+    expect(depends).toMatch(/\badduser\b/);
+    expect(depends).toMatch(/\blibc6 \(>= [\d.]+\)/);
+    expect(depends).toMatch(/\blibstdc\+\+6 \(>= [\d.]+\)/);
+    expect(field(arch, 'Recommends')).toBe('logrotate');
+
+    const dir = unpacked(arch);
+    const all = files(dir);
+    expect(all.filter((f) => f.startsWith('etc/'))).toEqual(['etc/logrotate.d/botlink']);
+    for (const { name } of units()) {
+      const unit = readFileSync(join(dir, 'lib/systemd/system', name), 'utf8');
+      expect(unit).toBe(readFileSync(join(ROOT, 'systemd', name), 'utf8').replaceAll('/opt/botlink/', '/usr/lib/botlink/'));
+    }
+    expect(readFileSync(join(dir, 'lib/systemd/system/botlink.service'), 'utf8')).toMatch(/^ExecStart=\/usr\/bin\/node \/usr\/lib\/botlink\/dist\/botlink\.mjs run /m);
+    expect(readlinkSync(join(dir, 'usr/bin/botlink'))).toBe('../lib/botlink/bin/botlink');
+
+    const addons = all.filter((f) => f.endsWith('.node'));
+    expect(addons.map((f) => f.split('/').at(-1)).sort()).toEqual(['better_sqlite3.node', 'unix_dgram.node']);
+    for (const addon of addons) expect(elfMachine(join(dir, addon)), addon).toBe(arch === 'amd64' ? 'x86-64' : 'aarch64');
+  });
+
+  it('passes lintian with no error, and every warning it keeps is explained in the README', async () => {
+    const r = await exec('lintian', ['--no-cfg', '--display-info', debFile(arch)], { timeoutMs: 120_000 });
+    console.log(`lintian ${arch}:\n${r.stdout.trim() || '(nothing)'}`);
+    const tags = [...r.stdout.matchAll(/^([EWI]): botlink[^:]*: (\S+)/gm)].map(([, level, tag]) => ({ level, tag }));
+    expect(tags.filter((t) => t.level === 'E'), r.stdout).toEqual([]);
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    for (const { tag } of tags.filter((t) => t.level === 'W')) expect(readme, `lintian warning ${tag} is not explained in README.md`).toContain(tag);
+    expect(r.code, r.stderr).toBe(0);
+  });
+});
+
+/** systemctl verbs that act on a running systemd. */
+const RUNTIME_VERBS = ['start', 'stop', 'restart', 'try-restart', 'reload', 'daemon-reload', 'is-active'];
+/** The calls of the recording systemctl (see scratchRoot) that needed a running systemd. */
+const runtimeCalls = (calls: string): string[] => calls.split('\n').filter((l) => l.split(' ').some((w) => RUNTIME_VERBS.includes(w)));
+
+describe('the amd64 package', () => {
+  it("installs scripts/install.sh's layout, at Debian's paths", async () => {
+    const prefix = tempDir('botlink-install-sh-');
+    const r = await exec('bash', [join(ROOT, 'scripts/install.sh'), '--prefix', prefix], { timeoutMs: 120_000 });
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    // install.sh's path -> the package's (undefined: postinst creates it, see the scratch-root test).
+    const toPackage = (p: string): string | undefined =>
+      p === 'etc/botlink/config.json'
+        ? undefined
+        : p
+            .replace(/^opt\/botlink\//, 'usr/lib/botlink/')
+            .replace(/^usr\/local\/bin\//, 'usr/bin/')
+            .replace(/^etc\/systemd\/system\//, 'lib/systemd/system/');
+    const fromScript = files(prefix)
+      .map(toPackage)
+      .filter((p): p is string => p !== undefined)
+      .sort();
+    const dir = unpacked('amd64');
+    const fromPackage = files(dir).filter((p) => !p.startsWith('usr/share/'));
+    const modules = (list: string[]) => list.filter((p) => p.startsWith('usr/lib/botlink/node_modules/'));
+    const rest = (list: string[]) => list.filter((p) => !p.startsWith('usr/lib/botlink/node_modules/'));
+    expect(rest(fromPackage)).toEqual(rest(fromScript));
+    // The package ships only the modules the bundle loads at run time, and not their docs or sources.
+    expect(modules(fromScript)).toEqual(expect.arrayContaining(modules(fromPackage)));
+    for (const same of ['usr/lib/botlink/bin/botlink', 'usr/lib/botlink/config.example.json', 'etc/logrotate.d/botlink']) {
+      const scriptPath = same.replace('usr/lib/botlink/', 'opt/botlink/');
+      expect(readFileSync(join(dir, same), 'utf8'), same).toBe(readFileSync(join(prefix, scriptPath), 'utf8'));
+    }
+  });
+
+  it('runs from its installed files: --version, then `run` reaches connected, `status` and `token` answer, SIGTERM stops it', async () => {
+    const dir = unpacked('amd64');
+    const bin = join(dir, 'usr/bin/botlink');
+    // No NODE_PATH: the installed tree must hold every module the bundle loads.
+    const env = cleanEnv({ NODE_PATH: '' });
+    const version = await exec(bin, ['--version'], { env });
+    expect(version.stdout.trim(), version.stderr).toBe(VERSION);
+
+    const svc = await service(DAEMON_SEED);
+    const d = device(svc);
+    const p = new DaemonProc(spawn(bin, ['run', '--config', d.configFile], { env, stdio: ['ignore', 'pipe', 'pipe'] }));
+    cleanups.push(() => p.stop('SIGKILL'));
+    await d.waitForLink('connected', 30_000);
+    // The addons the daemon loaded are the package's, compiled for this machine.
+    const maps = readFileSync(`/proc/${p.child.pid}/maps`, 'utf8');
+    expect(maps).toContain(join(dir, 'usr/lib/botlink/node_modules/better-sqlite3/build/Release/better_sqlite3.node'));
+
+    const status = await exec(bin, ['status', '--config', d.configFile, '--json'], { env });
+    expect(status.code, status.stderr).toBe(0);
+    expect(JSON.parse(status.stdout)).toMatchObject({ daemon: { running: true, pid: p.child.pid }, link: { state: 'connected' } });
+    const token = await exec(bin, ['token', '--config', d.configFile], { env });
+    expect(token.code, token.stderr).toBe(0);
+    expect(token.stdout.trim().length).toBeGreaterThan(10);
+    expect(svc.stats.getToken.ok).toBe(1);
+
+    const stopped = await p.stop('SIGTERM');
+    expect(stopped.code, p.stderr).toBe(0);
+  });
+
+  /**
+   * A scratch root holding the package as /tmp/botlink.deb, and a systemctl that records every call and
+   * hands the unit-file verbs (preset, enable, is-enabled, …) to the real one, offline (--root=/), but
+   * only pretends the runtime ones (start, restart, stop, daemon-reload, is-active): no systemd runs here.
+   */
+  function scratchRoot(): ScratchRoot {
+    const root = new ScratchRoot();
+    cleanups.push(() => root.remove());
+    for (const sub of ['tmp', 'usr/local/sbin']) mkdirSync(join(root.dir, 'u', sub), { recursive: true });
+    copyFileSync(debFile('amd64'), join(root.dir, 'u/tmp/botlink.deb'));
+    const stub = `#!/bin/sh
+echo "$*" >> /var/log/systemctl.calls
+for a; do case $a in ${RUNTIME_VERBS.join('|')}) exit 0 ;; esac; done
+exec /usr/bin/systemctl --root=/ "$@"
+`;
+    writeFileSync(join(root.dir, 'u/usr/local/sbin/systemctl'), stub, { mode: 0o755 });
+    return root;
+  }
+
+  it('maintainer scripts, as in an image build (no systemd running): group, config made once, units enabled; remove keeps the config, purge removes config, state and logs', async () => {
+    const root = scratchRoot();
+    const install = await root.sh('dpkg -i /tmp/botlink.deb');
+    expect(install.code, install.stdout + install.stderr).toBe(0);
+
+    const facts = await root.sh(`
+      getent group botlink
+      stat -c '%a %U' /etc/botlink/config.json
+      cmp /etc/botlink/config.json /usr/lib/botlink/config.example.json && echo template
+      botlink --version
+      ${units()
+        .filter((u) => u.wantedBy)
+        .map((u) => `readlink /etc/systemd/system/${u.wantedBy}.wants/${u.name}`)
+        .join('\n')}
+      echo ---
+      cat /var/log/systemctl.calls`);
+    expect(facts.code, facts.stdout + facts.stderr).toBe(0);
+    const [found = '', calls = ''] = facts.stdout.split('---\n');
+    const lines = found.trim().split('\n');
+    expect(lines[0]).toMatch(/^botlink:x:\d+:$/);
+    expect(lines.slice(1, 4)).toEqual(['600 root', 'template', VERSION]);
+    expect(lines.slice(4)).toEqual(units().filter((u) => u.wantedBy).map((u) => `/lib/systemd/system/${u.name}`));
+    // Enabled through `systemctl preset` on the unit files; nothing asked a systemd that is not running.
+    expect(calls).toMatch(/ preset botlink\.service$/m);
+    expect(runtimeCalls(calls)).toEqual([]);
+
+    // The operator's edits survive an upgrade (here: the same version installed again).
+    const upgrade = await root.sh(`
+      echo '{"edited": true}' > /etc/botlink/config.json
+      (umask 077 && echo secret > /etc/botlink/secret-key)
+      dpkg -i /tmp/botlink.deb >/dev/null
+      cat /etc/botlink/config.json
+      dpkg -r botlink >/dev/null
+      cat /etc/botlink/config.json /etc/botlink/secret-key /etc/logrotate.d/botlink >/dev/null && echo kept
+      readlink /etc/systemd/system/botlink.service
+      test ! -e /usr/bin/botlink && test ! -e /usr/lib/botlink && echo 'program gone'`);
+    expect(upgrade.code, upgrade.stderr).toBe(0);
+    expect(upgrade.stdout.trim().split('\n')).toEqual(['{"edited": true}', 'kept', '/dev/null', 'program gone']);
+
+    // What the service leaves behind under DynamicUser=, then purge.
+    const purge = await root.sh(`
+      for d in lib log; do
+        mkdir -p /var/$d/private/botlink && touch /var/$d/private/botlink/file && ln -s private/botlink /var/$d/botlink
+      done
+      dpkg --purge botlink >/dev/null
+      for p in /etc/botlink /etc/logrotate.d/botlink /var/lib/botlink /var/lib/private/botlink /var/log/botlink /var/log/private/botlink \\
+        /etc/systemd/system/botlink.service /etc/systemd/system/multi-user.target.wants/botlink.service; do
+        if [ -e "$p" ] || [ -L "$p" ]; then echo "left: $p"; fi
+      done
+      dpkg-query -W botlink >/dev/null 2>&1 || echo 'not installed'
+      getent group botlink >/dev/null && echo 'group kept'`);
+    expect(purge.code, purge.stderr).toBe(0);
+    expect(purge.stdout.trim().split('\n')).toEqual(['not installed', 'group kept']);
+  });
+
+  it('maintainer scripts, with systemd running: a timer starts at once, the agent only once configured, an upgrade restarts, remove stops', async () => {
+    const root = scratchRoot();
+    const others = units().filter((u) => u.wantedBy && u.name !== 'botlink.service');
+    // A running systemd, and no policy-rc.d that forbids starting services (container images have one).
+    const first = await root.sh('mkdir -p /run/systemd/system && rm -f /usr/sbin/policy-rc.d && dpkg -i /tmp/botlink.deb && cat /var/log/systemctl.calls');
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stdout).toContain('daemon-reload');
+    for (const u of others) expect(first.stdout).toContain(`--quiet --system start ${u.name}`);
+    expect(first.stdout).not.toMatch(/(start|restart) botlink\.service/);
+    expect(first.stdout).toContain('edit /etc/botlink/config.json and store /etc/botlink/secret-key');
+
+    const upgrade = await root.sh(`
+      echo '{"edited": true}' > /etc/botlink/config.json
+      (umask 077 && echo secret > /etc/botlink/secret-key)
+      rm /var/log/systemctl.calls
+      dpkg -i /tmp/botlink.deb >/dev/null
+      cat /var/log/systemctl.calls`);
+    expect(upgrade.code, upgrade.stderr).toBe(0);
+    expect(upgrade.stdout).toContain('--quiet --system restart botlink.service');
+    for (const u of others) expect(upgrade.stdout).toContain(`--quiet --system restart ${u.name}`);
+
+    const remove = await root.sh('rm /var/log/systemctl.calls && dpkg -r botlink >/dev/null && cat /var/log/systemctl.calls');
+    expect(remove.code, remove.stderr).toBe(0);
+    const stop = remove.stdout.split('\n').find((l) => l.startsWith('stop '));
+    expect(stop?.split(' ').slice(1).sort()).toEqual(units().map((u) => u.name).sort());
+  });
+});

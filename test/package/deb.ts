@@ -1,0 +1,111 @@
+import { execFileSync, spawn } from 'node:child_process';
+import { closeSync, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { CliRun } from '../helpers/daemon-proc.js';
+
+export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+export const BUILD_SCRIPT = join(ROOT, 'scripts', 'package', 'build.sh');
+export const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+
+export type Arch = 'amd64' | 'arm64';
+export const ARCHES: Arch[] = ['amd64', 'arm64'];
+
+/** The package `npm run package` built for `arch`; a test fails with what to run when it is missing. */
+export function debFile(arch: Arch): string {
+  const file = join(ROOT, 'dist', 'deb', `botlink_${VERSION}_${arch}.deb`);
+  if (!existsSync(file)) throw new Error(`${file} is missing: run \`npm run package\` first (scripts/package/tools.sh installs its tools)`);
+  return file;
+}
+
+/** The package's files unpacked into a fresh temp dir (dpkg-deb -x), as dpkg would place them below /. */
+export function extract(arch: Arch): string {
+  const dir = mkdtempSync(join(tmpdir(), `botlink-deb-${arch}-`));
+  execFileSync('dpkg-deb', ['-x', debFile(arch), dir]);
+  return dir;
+}
+
+/** One control field of the package. */
+export function field(arch: Arch, name: string): string {
+  return execFileSync('dpkg-deb', ['-f', debFile(arch), name], { encoding: 'utf8' }).trim();
+}
+
+/** Every file and symlink below `dir`, relative to it, sorted. */
+export function files(dir: string): string[] {
+  const out: string[] = [];
+  const walk = (d: string): void => {
+    for (const name of readdirSync(d)) {
+      const p = join(d, name);
+      if (lstatSync(p).isDirectory()) walk(p);
+      else out.push(relative(dir, p));
+    }
+  };
+  walk(dir);
+  return out.sort();
+}
+
+/** The ELF machine of a compiled file: 'x86-64', 'aarch64' or the raw number. */
+export function elfMachine(file: string): string {
+  const header = Buffer.alloc(20);
+  const fd = openSync(file, 'r');
+  try {
+    readSync(fd, header, 0, 20, 0);
+  } finally {
+    closeSync(fd);
+  }
+  if (header.toString('latin1', 0, 4) !== '\x7fELF') return 'not ELF';
+  const machine = header.readUInt16LE(18);
+  return ({ 62: 'x86-64', 183: 'aarch64' } as Record<number, string>)[machine] ?? String(machine);
+}
+
+/** Runs a command to completion, never throwing on its exit code; killed after `timeoutMs`. */
+export function exec(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; cwd?: string } = {}): Promise<CliRun> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { env: opts.env ?? process.env, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 60_000);
+    child.on('error', reject);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}
+
+// Mounts an overlay of / (writes land in $1/u) with /dev and /proc, then runs the script $2 chrooted in it.
+const ENTER = `set -e
+d=$1
+mount -t overlay overlay -o lowerdir=/,upperdir="$d/u",workdir="$d/w" "$d/m"
+mount --rbind /dev "$d/m/dev"
+mount -t proc proc "$d/m/proc"
+exec chroot "$d/m" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C.UTF-8 /bin/sh -ec "$2"`;
+
+/**
+ * A scratch root: this machine's / under an overlay in a private mount namespace, so dpkg installs,
+ * runs the maintainer scripts and purges for real while the machine's own files stay untouched.
+ * Each `sh` mounts it afresh over the same upper layer, so changes carry from one call to the next.
+ */
+export class ScratchRoot {
+  readonly dir = mkdtempSync(join(tmpdir(), 'botlink-root-'));
+
+  constructor() {
+    for (const sub of ['u', 'w', 'm']) mkdirSync(join(this.dir, sub));
+  }
+
+  /** Runs `script` with sh -e as root inside the scratch root. */
+  async sh(script: string): Promise<CliRun> {
+    const r = await exec('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', ENTER, 'enter', this.dir, script], { timeoutMs: 120_000 });
+    if (/mount:|unshare:|chroot:/.test(r.stderr) && r.code !== 0) {
+      throw new Error(`the scratch root needs root and an overlay of / in a private mount namespace:\n${r.stderr}`);
+    }
+    return r;
+  }
+
+  remove(): void {
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
