@@ -78,12 +78,14 @@ gyp=$(dirname "$(readlink -f "$(command -v npm)")")/../node_modules/node-gyp/bin
 started=$(date +%s)
 mkdir -p "$cache" "$out"
 (cd "$root" && node scripts/build.mjs)
-version=$(node -p 'require(process.argv[1]).version' "$root/package.json")
+# A prerelease (1.2.0-rc.1) sorts before its release in Debian only with a tilde (1.2.0~rc.1).
+version=$(node -p 'require(process.argv[1]).version.replace("-", "~")' "$root/package.json")
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$root" log -1 --format=%ct 2>/dev/null || date +%s)}
 maintainer="${DEBFULLNAME:-botlink maintainers} <${DEBEMAIL:-maintainers@botlink.invalid}>"
-mapfile -t runtime_modules < <(node "$here/modules.mjs" runtime)
-mapfile -t build_modules < <(node "$here/modules.mjs" build)
+runtime_list=$(node "$here/modules.mjs" runtime) && build_list=$(node "$here/modules.mjs" build) || die "could not list the modules to package"
+mapfile -t runtime_modules <<<"$runtime_list"
+mapfile -t build_modules <<<"$build_list"
 
 # Every unit in systemd/; those with an [Install] section are enabled (and started) by postinst.
 units=()
@@ -95,10 +97,13 @@ for file in "$root"/systemd/*.service "$root"/systemd/*.socket "$root"/systemd/*
 done
 [[ " ${units[*]} " == *" botlink.service "* ]] || die "systemd/botlink.service is missing"
 
-# Compiles the addons of a copy of the build modules for $1, with Debian's hardening flags for that
-# architecture but the addons' own optimisation level.
+# Debian's hardening flags of kind $2 for architecture $1, without its optimisation and debug flags:
+# the addons keep their own.
+flags() { DEB_HOST_ARCH=$1 DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get "$2" | tr ' ' '\n' | grep -v -e '^-O' -e '^-g$' -e '^-ffile-prefix-map' | tr '\n' ' '; }
+
+# Compiles the addons of a copy of the build modules for architecture $1.
 compile_addons() {
-  local arch=$1 t nodedir work flags dir
+  local arch=$1 t nodedir work dir
   t=$(triplet "$arch")
   nodedir=$(node_dir "$arch")
   work=$cache/build-$arch
@@ -107,18 +112,17 @@ compile_addons() {
     cp -a "$root/node_modules/$m" "$work/node_modules/$m"
     rm -rf "$work/node_modules/$m/build"
   done
-  flags() { DEB_HOST_ARCH=$arch DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get "$1" | tr ' ' '\n' | grep -v -e '^-O' -e '^-g$' -e '^-ffile-prefix-map' | tr '\n' ' '; }
   for dir in "$work"/node_modules/*/; do
     [ -f "$dir/binding.gyp" ] || continue
     (cd "$dir" && env CC="$t-gcc" CXX="$t-g++" AR="$t-ar" LINK="$t-g++" \
-      CPPFLAGS="$(flags CPPFLAGS)" CFLAGS="$(flags CFLAGS)" CXXFLAGS="$(flags CXXFLAGS)" LDFLAGS="$(flags LDFLAGS)" \
+      CPPFLAGS="$(flags "$arch" CPPFLAGS)" CFLAGS="$(flags "$arch" CFLAGS)" CXXFLAGS="$(flags "$arch" CXXFLAGS)" LDFLAGS="$(flags "$arch" LDFLAGS)" \
       node "$gyp" rebuild --release --arch="$(node_arch "$arch")" --nodedir="$nodedir" --jobs=max)
   done
 }
 
 # Lays out the package tree for $1 in $cache/root-$1 and builds the .deb from it.
 assemble() {
-  local arch=$1 t pkg app work from to entry shlibs
+  local arch=$1 t pkg app work from to shlibs addons
   t=$(triplet "$arch")
   pkg=$cache/root-$arch
   app=$pkg/usr/lib/botlink
@@ -178,7 +182,8 @@ assemble() {
   # Depends of the compiled addons, from the libraries' symbols files (dpkg-shlibdeps wants a debian/control beside it).
   mkdir -p "$cache/shlibs-$arch/debian"
   printf 'Source: botlink\n\nPackage: botlink\nArchitecture: any\n' >"$cache/shlibs-$arch/debian/control"
-  shlibs=$(cd "$cache/shlibs-$arch" && DEB_HOST_ARCH=$arch dpkg-shlibdeps --warnings=0 -O $(find "$app" -name '*.node' -printf '-e%p ') | sed -n 's/^shlibs:Depends=//p')
+  mapfile -t addons < <(find "$app" -name '*.node' -printf '-e%p\n')
+  shlibs=$(cd "$cache/shlibs-$arch" && DEB_HOST_ARCH=$arch dpkg-shlibdeps --warnings=0 -O "${addons[@]}" | sed -n 's/^shlibs:Depends=//p')
   [ -n "$shlibs" ] || die "dpkg-shlibdeps found no library dependencies for the $arch addons"
 
   sed -e "s/@VERSION@/$version/" -e "s/@ARCH@/$arch/" -e "s/@MAINTAINER@/$maintainer/" -e "s/@SHLIBS@/$shlibs/" \
