@@ -102,9 +102,10 @@ describe('checkWsHandshake', () => {
     expect(outcome).toMatchObject({ status: 'fail', detail: 'refused: Unauthorized', fix: expect.stringMatching(/account configuration/) });
   });
 
-  it('names botlink provision for an unknown botId', async () => {
+  it('names botlink provision when the service says the botId is not found or invalid', async () => {
     const svc = await service(SEED);
-    const outcome = await checkWsHandshake(svc.wsUrl, 'bot-unknown', 'no-token', signal(), systemClock);
+    // The service judges the token first, so only a valid token with no botId draws this answer.
+    const outcome = await checkWsHandshake(svc.wsUrl, '', await botToken(svc), signal(), systemClock);
     expect(outcome).toMatchObject({ status: 'fail', detail: `refused: ${WsMessage.BOT_INVALID}`, fix: expect.stringMatching(/botlink provision/) });
   });
 });
