@@ -1,12 +1,11 @@
-import { spawn } from 'node:child_process';
 import { copyFileSync, mkdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { cleanEnv, DaemonProc } from '../helpers/daemon-proc.js';
+import { DAEMON_SECRET } from '../helpers/daemon-proc.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 import { ARCHES, debFile, elfMachine, exec, extract, field, files, ROOT, ScratchRoot, VERSION, type Arch } from './deb.js';
 
-const { cleanups, service, device, tempDir } = useHarness();
+const { cleanups, service, tempDir } = useHarness();
 const extracted = new Map<Arch, string>();
 afterAll(() => extracted.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
 
@@ -97,35 +96,6 @@ describe('the amd64 package', () => {
     }
   });
 
-  it('runs from its installed files: --version, then `run` reaches connected, `status` and `token` answer, SIGTERM stops it', async () => {
-    const dir = unpacked('amd64');
-    const bin = join(dir, 'usr/bin/botlink');
-    // No NODE_PATH: the installed tree must hold every module the bundle loads.
-    const env = cleanEnv({ NODE_PATH: '' });
-    const version = await exec(bin, ['--version'], { env });
-    expect(version.stdout.trim(), version.stderr).toBe(VERSION);
-
-    const svc = await service(DAEMON_SEED);
-    const d = device(svc);
-    const p = new DaemonProc(spawn(bin, ['run', '--config', d.configFile], { env, stdio: ['ignore', 'pipe', 'pipe'] }));
-    cleanups.push(() => p.stop('SIGKILL'));
-    await d.waitForLink('connected', 30_000);
-    // The addons the daemon loaded are the package's, compiled for this machine.
-    const maps = readFileSync(`/proc/${p.child.pid}/maps`, 'utf8');
-    expect(maps).toContain(join(dir, 'usr/lib/botlink/node_modules/better-sqlite3/build/Release/better_sqlite3.node'));
-
-    const status = await exec(bin, ['status', '--config', d.configFile, '--json'], { env });
-    expect(status.code, status.stderr).toBe(0);
-    expect(JSON.parse(status.stdout)).toMatchObject({ daemon: { running: true, pid: p.child.pid }, link: { state: 'connected' } });
-    const token = await exec(bin, ['token', '--config', d.configFile], { env });
-    expect(token.code, token.stderr).toBe(0);
-    expect(token.stdout.trim().length).toBeGreaterThan(10);
-    expect(svc.stats.getToken.ok).toBe(1);
-
-    const stopped = await p.stop('SIGTERM');
-    expect(stopped.code, p.stderr).toBe(0);
-  });
-
   /**
    * A scratch root holding the package as /tmp/botlink.deb, and a systemctl that records every call and
    * hands the unit-file verbs (preset, enable, is-enabled, …) to the real one, offline (--root=/), but
@@ -144,6 +114,51 @@ exec /usr/bin/systemctl --root=/ "$@"
     writeFileSync(join(root.dir, 'u/usr/local/sbin/systemctl'), stub, { mode: 0o755 });
     return root;
   }
+
+  it('installed with dpkg: --version, then `run` on the installed config reaches connected, `status` and `token` answer, SIGTERM stops it', async () => {
+    const svc = await service(DAEMON_SEED);
+    const root = scratchRoot();
+    const config = { ...JSON.parse(readFileSync(join(ROOT, 'systemd/config.example.json'), 'utf8')), baseUrl: svc.url, accessKeyId: 'AK', botId: 'bot-1' };
+    delete config.vendorId;
+    // The installed command with the installed paths: /etc/botlink, /var/lib/botlink, /run/botlink, /var/log/botlink.
+    const r = await root.sh(`
+      dpkg -i /tmp/botlink.deb >/dev/null
+      echo '${JSON.stringify(config)}' > /etc/botlink/config.json
+      (umask 077 && echo '${DAEMON_SECRET}' > /etc/botlink/secret-key)
+      botlink --version
+      echo ---
+      botlink run 2>/tmp/run.stderr &
+      pid=$!
+      n=0
+      until grep -q '"state": "connected"' /run/botlink/status.json 2>/dev/null; do
+        n=$((n + 1))
+        if [ $n -gt 600 ] || ! kill -0 $pid 2>/dev/null; then
+          echo "not connected after $n tries"; cat /tmp/run.stderr /var/log/botlink/botlink.log; kill $pid; exit 1
+        fi
+        sleep 0.1
+      done
+      grep -o '/[^ ]*[.]node$' /proc/$pid/maps | sort -u
+      echo ---
+      botlink status --json
+      echo ---
+      botlink token
+      echo ---
+      kill -TERM $pid
+      rc=0
+      wait $pid || rc=$?
+      echo "exit $rc"`);
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    const [version = '', maps = '', status = '', token = '', stop = ''] = r.stdout.split('---\n');
+    expect(version.trim()).toBe(VERSION);
+    // Every addon the daemon loaded is the package's (the checkout's node_modules is visible here too).
+    const loaded = maps.trim().split('\n');
+    expect(loaded).toContain('/usr/lib/botlink/node_modules/better-sqlite3/build/Release/better_sqlite3.node');
+    for (const addon of loaded) expect(addon).toMatch(/^\/usr\/lib\/botlink\/node_modules\//);
+    expect(JSON.parse(status)).toMatchObject({ daemon: { running: true }, link: { state: 'connected' }, identity: { id: 'bot-1' } });
+    expect(token.trim().length).toBeGreaterThan(10);
+    expect(stop.trim()).toBe('exit 0');
+    expect(svc.stats.getToken.ok).toBe(1);
+  });
 
   it('maintainer scripts, as in an image build (no systemd running): group, config made once, units enabled; remove keeps the config, purge removes config, state and logs', async () => {
     const root = scratchRoot();
