@@ -40,6 +40,7 @@ async function handle(deps: RequestDeps, req: IncomingMessage, res: ServerRespon
   const { ctx, stats } = deps;
   const path = (req.url ?? '/').split('?', 1)[0] ?? '/';
   const route = ROUTES.get(path);
+  if (req.method === 'HEAD') stats.headReceived();
   if (!route) {
     await deps.delay(ctx.faults.latencyMs);
     if (path === VOICE_CHAT_PATH) return sendJson(res, 426, { code: 426, msg: 'WebSocket upgrade required' }, ctx.now());

@@ -4,6 +4,8 @@ export interface ServiceStats {
   getToken: { total: number; ok: number; byCode: Record<number, number>; timestamps: string[] };
   refreshToken: { total: number; ok: number };
   register: { total: number; ok: number };
+  /** HEAD requests of any path: the agent takes its server-time samples this way (only the Date is read). */
+  head: { total: number };
   ws: { open: number; total: number; maxConcurrentPerBot: number; displaced: number; perBotOpen(botId: string): number };
 }
 
@@ -19,6 +21,7 @@ export class StatsRecorder {
     getToken: { total: 0, ok: 0, byCode: {}, timestamps: [] },
     refreshToken: { total: 0, ok: 0 },
     register: { total: 0, ok: 0 },
+    head: { total: 0 },
     ws: { open: 0, total: 0, maxConcurrentPerBot: 0, displaced: 0, perBotOpen: (botId) => this.#openPerBot.get(botId) ?? 0 },
   };
 
@@ -42,6 +45,10 @@ export class StatsRecorder {
         this.stats.register.total += 1;
         return;
     }
+  }
+
+  headReceived(): void {
+    this.stats.head.total += 1;
   }
 
   /** A route answered with this body (HTTP 200). */

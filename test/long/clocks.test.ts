@@ -29,7 +29,7 @@ interface Outcome {
   agentMs: number | undefined;
   getToken: number;
   refreshOk: number;
-  /** refreshToken calls that were not refreshes: server time samples (an empty body answered with an error). */
+  /** Server time samples: HEAD requests, of which the agent reads only the Date. */
   samples: number;
   verdict: string | undefined;
   source: string | undefined;
@@ -82,7 +82,7 @@ async function bootUntilConnected(d: DeviceDir, env: NodeJS.ProcessEnv): Promise
 
 /** A correctly clocked first boot that leaves a cached pair behind, then stops cleanly; its time is the baseline. */
 async function firstBoot(svc: ReferenceService, d: DeviceDir): Promise<void> {
-  const before = { getToken: svc.stats.getToken.total, refresh: svc.stats.refreshToken.total };
+  const before = { getToken: svc.stats.getToken.total, head: svc.stats.head.total };
   const { proc, bootMs } = await bootUntilConnected(d, cleanEnv());
   const status = d.status()!;
   expect((await proc.stop('SIGTERM')).code).toBe(0);
@@ -93,7 +93,7 @@ async function firstBoot(svc: ReferenceService, d: DeviceDir): Promise<void> {
     agentMs: agentBootMs(d, proc.child.pid),
     getToken: svc.stats.getToken.total - before.getToken,
     refreshOk: 0,
-    samples: svc.stats.refreshToken.total - before.refresh,
+    samples: svc.stats.head.total - before.head,
     verdict: status.clock.verdict,
     source: status.clock.source,
     offsetMs: status.clock.offsetMs,
@@ -134,7 +134,7 @@ function expectTimestampsInWindow(svc: ReferenceService, fromMs: number): void {
 
 /** Boots under `clock`, waits for connected, stops cleanly and records what it took. */
 async function wrongClockBoot(svc: ReferenceService, d: DeviceDir, clock: WrongClock, scenario: string): Promise<Outcome> {
-  const before = { getToken: svc.stats.getToken.total, refresh: svc.stats.refreshToken.total, refreshOk: svc.stats.refreshToken.ok };
+  const before = { getToken: svc.stats.getToken.total, head: svc.stats.head.total, refreshOk: svc.stats.refreshToken.ok };
   const { proc, bootMs } = await bootUntilConnected(d, cleanEnv(faketimeEnv(clock.spec)));
   // A moment connected, so a late request (a sign with the wrong clock, say) would still be counted.
   await sleep(500);
@@ -150,7 +150,7 @@ async function wrongClockBoot(svc: ReferenceService, d: DeviceDir, clock: WrongC
     agentMs: agentBootMs(d, proc.child.pid),
     getToken: svc.stats.getToken.total - before.getToken,
     refreshOk,
-    samples: svc.stats.refreshToken.total - before.refresh - refreshOk,
+    samples: svc.stats.head.total - before.head,
     verdict: status.clock.verdict,
     source: status.clock.source,
     offsetMs: status.clock.offsetMs,

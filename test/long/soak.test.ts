@@ -82,8 +82,8 @@ describe('soak: the daemon for 5 minutes with 5 s access and 30 s refresh tokens
     const report = {
       runS: +((endedAt - startedAt) / 1000).toFixed(1),
       refreshes: svc.stats.refreshToken.ok,
-      // Without a synced clock the agent's server-time sample is an empty POST to this route: not a refresh.
       refreshRequestsNotOk: svc.stats.refreshToken.total - svc.stats.refreshToken.ok,
+      serverTimeSamples: svc.stats.head.total,
       clockSource: device.status()?.clock.source,
       signs: svc.stats.getToken.ok,
       reSigns: svc.stats.getToken.ok - 1,
