@@ -3,7 +3,8 @@ import { BotlinkError, toBotlinkError } from '../protocol/errors.js';
 import { VERSION } from '../version.js';
 import { resetBackoff, retryAfter } from './backoff.js';
 import type { AgentConfig } from './config.js';
-import { claimInstance, releaseInstance, selfIdentity } from './instance.js';
+import { claimInstance } from './instance.js';
+import type { HeldLock } from './lock.js';
 import { LinkSupervisor } from './link.js';
 import { createNotifier, type Notifier } from './notify.js';
 import { provision, resolveIdentity, type BoardPaths } from './provisioning.js';
@@ -31,7 +32,8 @@ export class Daemon {
   #tokens: TokenManager | undefined;
   #link: LinkSupervisor | undefined;
   #identity: { kind: 'bot' | 'vendor'; id: string };
-  #self = selfIdentity();
+  /** This stateDir's one-daemon lock, held from start() to stop(). */
+  #instance: HeldLock | undefined;
   #ready = false;
   #stopping: Promise<void> | undefined;
   /** Holds the event loop from start() to stop(): while offline every other timer may be unref'd or idle. */
@@ -51,7 +53,7 @@ export class Daemon {
     this.#alive ??= setInterval(() => undefined, KEEPALIVE_MS);
     const rt = openRuntime(this.#config, this.#o);
     this.#rt = rt;
-    const claim = claimInstance(rt.store, this.#self);
+    const claim = await claimInstance(rt.store);
     if (!claim.ok) {
       await rt.close();
       this.#rt = undefined;
@@ -60,6 +62,13 @@ export class Daemon {
         `another botlink daemon (pid ${claim.holder.pid}) already runs on ${this.#config.stateDir}: stop it first (systemctl stop botlink)`,
         'fatal',
       );
+    }
+    if ('lock' in claim) this.#instance = claim.lock;
+    else this.#log.error({ code: 'ERR_LOCK_SQUATTED' }, `instance lock unavailable (${claim.squatted}): running without the one-daemon check`);
+    // stop() came while the claim was pending: it could not release what it did not see.
+    if (this.#stopping) {
+      await this.#instance?.release();
+      return;
     }
     this.#log.info({ version: VERSION, pid: process.pid, baseUrl: this.#config.baseUrl, stateDir: this.#config.stateDir }, 'botlink starting');
     const botId = await this.#botId(rt);
@@ -105,7 +114,7 @@ export class Daemon {
     const rt = this.#rt;
     if (rt) {
       this.#publish();
-      releaseInstance(rt.store, this.#self);
+      await this.#instance?.release();
       await rt.close();
     }
     this.#notify.close();
@@ -190,6 +199,7 @@ export class Daemon {
         refreshExpiresAt: snap?.refreshExpiresAt ?? null,
         lastError: snap?.lastError?.message ?? null,
       },
+      store: snap?.store ?? { persisted: true, lastError: null },
       link: this.#link?.status ?? { state: 'connecting', since: clock ? clock.wallNow() : 0, reconnects: 0, lastError: null },
     };
   }

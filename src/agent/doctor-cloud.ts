@@ -138,9 +138,9 @@ export const getTokenCheck: Check = {
 export const websocketCheck: Check = {
   name: 'websocket',
   needs: ['runtime'],
-  run(ctx, signal) {
+  async run(ctx, signal) {
     const config = ctx.config!;
-    const daemon = runningDaemon(ctx.rt!.store);
+    const daemon = await runningDaemon(ctx.rt!.store);
     if (daemon) return daemonLink(daemon.pid, readStatusFile(config.runtimeDir), config);
     if (ctx.reachable === false) return skip(UNMET.service(ctx)!);
     if (ctx.identity?.kind === 'vendor') return skip('no botId yet: run botlink provision, or start the daemon, which provisions itself');

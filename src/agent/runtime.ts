@@ -29,6 +29,8 @@ export interface RuntimeOptions {
   clock?: Clock;
   /** Overrides for the time-sync sources (tests, demo). */
   timeSync?: Partial<Omit<TimeSyncOptions, 'clock' | 'floorMs'>>;
+  /** Open the token store only to read it (`botlink status`): nothing on disk is created, moved or written. */
+  readOnlyStore?: boolean;
 }
 
 export function openRuntime(config: AgentConfig, opts: RuntimeOptions): AgentRuntime {
@@ -36,6 +38,7 @@ export function openRuntime(config: AgentConfig, opts: RuntimeOptions): AgentRun
   const { log } = opts;
   const store = TokenStore.open(config.stateDir, {
     clock,
+    readOnly: opts.readOnlyStore === true,
     onCorrupt: ({ movedTo, error }) =>
       log.error({ movedTo, err: error instanceof Error ? error.message : String(error) }, 'token database was corrupt: moved aside, starting with an empty cache'),
   });

@@ -10,6 +10,8 @@ export interface StatusDoc {
   clock: { trusted: boolean; source: string; offsetMs: number | null; verdict?: string };
   token: { accessExpiresAt: number | null; refreshExpiresAt: number | null; lastError?: string | null };
   link: LinkStatus;
+  /** Whether the token held is saved in stateDir; false on a full or read-only disk (the daemon retries). */
+  store?: { persisted: boolean; lastError: string | null };
   version?: string;
 }
 

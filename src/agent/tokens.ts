@@ -4,11 +4,13 @@ import type { Identity } from '../protocol/wire.js';
 import { CloudError, type CloudClient } from './api.js';
 import { resetBackoff, retriesOnSchedule, retryAfter, TOKEN_BACKOFF, type BackoffSettings, type BackoffState } from './backoff.js';
 import type { Clock } from './clock.js';
+import { acquireLock, type HeldLock } from './lock.js';
+import { PairSaver, SAVE_BACKOFF } from './pair-saver.js';
 import { accessUsableFor, decideNextAction, DEFAULT_POLICY, type PolicySettings, type TokenFacts } from './policy.js';
 import type { ServerTime } from './servertime.js';
 import { signedGetToken } from './signflow.js';
 import { chooseSigningTime, FRESH_SAMPLE_MS, needsSample } from './signingtime.js';
-import { LAST_SERVER_TIME_KEY, type StoreIdentity, type TokenPair, type TokenStore } from './store.js';
+import type { StoreIdentity, TokenPair, TokenStore } from './store.js';
 import type { TimeSyncResult } from './timesync.js';
 
 export interface TokenManagerOptions {
@@ -24,6 +26,8 @@ export interface TokenManagerOptions {
   log: Logger;
   policy?: PolicySettings;
   backoff?: BackoffSettings;
+  /** Pace of saving again a pair the store refused (full or read-only disk). */
+  saveBackoff?: BackoffSettings;
   random?: () => number;
   /** Called on every change worth showing in status.json. */
   onChange?: () => void;
@@ -35,6 +39,8 @@ export interface TokenSnapshot {
   clock: { trusted: boolean; verdict: TimeSyncResult['verdict'] | 'pending'; source: string; offsetMs: number | undefined };
   lastError: { code: string; retry: string; message: string } | undefined;
   renewals: { signed: number; refreshed: number };
+  /** Whether the pair held is on disk; lastError says why not. */
+  store: { persisted: boolean; lastError: string | null };
 }
 
 interface Waiter {
@@ -49,21 +55,21 @@ interface Waiter {
  * boot); synced or no source at all rarely change, and each check spawns chronyc and timedatectl.
  */
 const VERDICT_TTL_MS: Readonly<Record<TimeSyncResult['verdict'], number>> = { unsynced: 60_000, synced: 5 * 60_000, unknown: 10 * 60_000 };
-const RENEW_LEASE_MS = 30_000;
 /** Pace of server time samples while they fail (network down). */
 const SAMPLE_RETRY_MS = 30_000;
 const LOCK_POLL_MS = 250;
 
 /**
  * Holds the access token: loads it from the store, decides with the pure policy when to refresh or
- * sign, performs that (single-flight, under the store's cross-process renew lock) and hands tokens
- * to callers of current().
+ * sign, performs that (single-flight, under the stateDir's cross-process renew lock) and hands tokens
+ * to callers of current(). A pair the server issued is kept and used even when the store cannot save
+ * it (full or read-only disk); saving is retried until it succeeds.
  */
 export class TokenManager {
   readonly #o: TokenManagerOptions;
   readonly #policy: PolicySettings;
   readonly #storeIdentity: StoreIdentity;
-  readonly #owner = `pid:${process.pid}:${Math.random().toString(36).slice(2)}`;
+  readonly #saver: PairSaver;
   #pair: TokenPair | undefined;
   #facts: Omit<TokenFacts, 'access' | 'refresh'> = { accessRejected: false, refreshFailed: false, jitter: 0 };
   #backoff: BackoffState = resetBackoff();
@@ -83,7 +89,17 @@ export class TokenManager {
     this.#o = opts;
     this.#policy = opts.policy ?? DEFAULT_POLICY;
     this.#storeIdentity = { baseUrl: opts.baseUrl, accessKeyId: opts.accessKeyId, kind: opts.identity.kind, id: opts.identity.id };
-    this.#loadFromStore();
+    this.#saver = new PairSaver({
+      store: opts.store,
+      identity: this.#storeIdentity,
+      clock: opts.clock,
+      log: opts.log,
+      backoff: opts.saveBackoff ?? SAVE_BACKOFF,
+      random: () => this.#random(),
+      wake: () => this.#kick(),
+      onChange: () => this.#o.onChange?.(),
+    });
+    this.#syncWithStore();
     this.#facts.jitter = this.#random() * 2 - 1;
   }
 
@@ -96,6 +112,7 @@ export class TokenManager {
   stop(): void {
     this.#stopped = true;
     clearTimeout(this.#timer);
+    this.#saver.stop();
     const err = new BotlinkError('ERR_STOPPED', 'token manager stopped', 'fatal');
     for (const w of this.#waiters.splice(0)) w.reject(err);
   }
@@ -146,6 +163,7 @@ export class TokenManager {
       },
       lastError: this.#lastError && { code: this.#lastError.code, retry: this.#lastError.retry, message: this.#lastError.message },
       renewals: { ...this.#renewals },
+      store: this.#saver.status(),
     };
   }
 
@@ -175,6 +193,7 @@ export class TokenManager {
   }
 
   async #step(): Promise<void> {
+    if (this.#saver.due) await this.#saveUnderLock();
     const verdict = await this.#timeVerdict();
     if (this.#pair && needsSample(verdict, this.#o.serverTime, this.#o.clock, FRESH_SAMPLE_MS)) this.#sampleInBackground();
     const now = { mono: this.#o.clock.monoNow(), serverTime: this.#serverNow(verdict) };
@@ -206,18 +225,45 @@ export class TokenManager {
 
   async #underRenewLock(action: 'refresh' | 'sign'): Promise<void> {
     const before = this.#pair;
-    while (!this.#o.store.tryAcquireRenewLock(this.#owner, RENEW_LEASE_MS)) {
-      if (this.#stopped) return;
-      await delay(LOCK_POLL_MS);
-    }
+    const lock = await this.#renewLock();
     try {
-      this.#loadFromStore();
+      if (this.#stopped) return;
+      this.#syncWithStore();
       // Another process renewed while we waited for the lock: decide again with its pair.
       if (this.#pair?.accessToken !== before?.accessToken) return;
       if (action === 'refresh') await this.#refresh();
       else await this.#sign();
     } finally {
-      this.#o.store.releaseRenewLock(this.#owner);
+      await lock?.release();
+    }
+  }
+
+  /** Saves the held pair under the renew lock, unless another process saved a newer one meanwhile. */
+  async #saveUnderLock(): Promise<void> {
+    const lock = await this.#renewLock();
+    try {
+      if (this.#stopped) return;
+      this.#syncWithStore();
+      if (this.#pair && this.#saver.unsaved) this.#saver.save(this.#pair);
+    } finally {
+      await lock?.release();
+    }
+  }
+
+  /**
+   * The stateDir's renew lock, waited for while another botlink process renews. Undefined when its
+   * name is squatted by a process that cannot prove it knows the key: renewing matters more.
+   */
+  async #renewLock(): Promise<HeldLock | undefined> {
+    for (;;) {
+      const claim = await acquireLock(this.#o.store.requireLockKey(), 'renew');
+      if (claim.ok) return claim.lock;
+      if (claim.probe.state === 'squatted') {
+        this.#o.log.error({ code: 'ERR_LOCK_SQUATTED' }, `renew lock unavailable (${claim.probe.detail}): renewing without it`);
+        return undefined;
+      }
+      if (this.#stopped) return undefined;
+      await delay(LOCK_POLL_MS);
     }
   }
 
@@ -230,7 +276,6 @@ export class TokenManager {
       const trusted = this.#serverNow(await this.#timeVerdict());
       const base = trusted ?? this.#o.clock.wallNow();
       const accessExpiresAt = base + res.expireIn * 1000;
-      this.#o.store.updateAccess(this.#storeIdentity, res.accessToken, accessExpiresAt, base);
       this.#pair = { ...pair, accessToken: res.accessToken, accessExpiresAt, accessIssuedAt: base };
       this.#renewals.refreshed++;
       this.#succeeded('refreshed', trusted);
@@ -256,7 +301,6 @@ export class TokenManager {
       issuedAt: base,
       accessIssuedAt: base,
     };
-    this.#o.store.savePair(this.#storeIdentity, pair);
     this.#pair = pair;
     this.#facts.refreshFailed = false;
     this.#facts.jitter = this.#random() * 2 - 1;
@@ -264,14 +308,17 @@ export class TokenManager {
     this.#succeeded('signed', trusted);
   }
 
-  /** `serverNow` is undefined when no trusted time was known: an untrusted clock must never become the floor. */
+  /**
+   * After #pair took the new token (it is used from now on, saved or not). `serverNow` is undefined
+   * when no trusted time was known: an untrusted clock must never become the floor.
+   */
   #succeeded(what: string, serverNow: number | undefined): void {
     this.#facts.accessRejected = false;
     this.#facts.retryAtMono = undefined;
     this.#backoff = resetBackoff();
     this.#lastError = undefined;
-    if (serverNow !== undefined) this.#o.store.setMeta(LAST_SERVER_TIME_KEY, String(Math.round(serverNow)));
     this.#o.log.info({ accessExpiresAt: this.#pair?.accessExpiresAt, refreshExpiresAt: this.#pair?.refreshExpiresAt }, `token ${what}`);
+    if (this.#pair) this.#saver.save(this.#pair, serverNow === undefined ? undefined : Math.round(serverNow));
     this.#o.onChange?.();
   }
 
@@ -368,15 +415,29 @@ export class TokenManager {
     return this.#verdict;
   }
 
-  #loadFromStore(): void {
-    const pair = this.#o.store.loadPair(this.#storeIdentity);
-    if (pair?.accessToken !== this.#pair?.accessToken) this.#facts.accessRejected = false;
-    this.#pair = pair;
+  /** Takes the store's pair, unless the one held is newer and not saved yet (or the store cannot be read). */
+  #syncWithStore(): void {
+    let stored: TokenPair | undefined;
+    try {
+      stored = this.#o.store.loadPair(this.#storeIdentity);
+    } catch (err) {
+      this.#o.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'cannot read the token store: going on with the token held');
+      return;
+    }
+    if (this.#saver.unsaved && this.#pair && !(stored && issuedAt(stored) > issuedAt(this.#pair))) return;
+    if (stored?.accessToken !== this.#pair?.accessToken) this.#facts.accessRejected = false;
+    this.#pair = stored;
+    this.#saver.settled();
   }
 
   #random(): number {
     return (this.#o.random ?? Math.random)();
   }
+}
+
+/** When the pair's current access token was issued: of two pairs, the later one is kept. */
+function issuedAt(pair: TokenPair): number {
+  return pair.accessIssuedAt ?? pair.issuedAt;
 }
 
 const PENDING: TimeSyncResult = { verdict: 'unknown', source: 'none', detail: 'not checked yet' };

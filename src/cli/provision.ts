@@ -68,7 +68,7 @@ export async function provision(argv: string[]): Promise<number> {
     process.stdout.write(`provisioning deviceId ${deviceId} under vendorId ${vendorId} at ${config.baseUrl}\n`);
     const { botId, already } = await withDeadline(rt, DEADLINE_MS, 'botlink provision', (r, signal) => register(r, { ...req, signal }));
     if (already) process.stdout.write(`already provisioned: deviceId ${deviceId} under vendorId ${vendorId} (--force registers again)\n`);
-    for (const note of notesAfter(rt, botId, vendorId, deviceId, injected)) process.stdout.write(`note: ${note}\n`);
+    for (const note of await notesAfter(rt, botId, vendorId, deviceId, injected)) process.stdout.write(`note: ${note}\n`);
     process.stdout.write(`botId: ${botId}\n`);
     return Exit.OK;
   } catch (err) {
@@ -117,7 +117,7 @@ function configFor(file: string | undefined, vendorId: string): { config: AgentC
 }
 
 /** What the technician must still do for `botlink run` to use this botId. */
-function notesAfter(rt: AgentRuntime, botId: string, vendorId: string, deviceId: string, injected: boolean): string[] {
+async function notesAfter(rt: AgentRuntime, botId: string, vendorId: string, deviceId: string, injected: boolean): Promise<string[]> {
   const notes: string[] = [];
   const where = rt.config.source.file ?? 'the config';
   const hint = `set "vendorId": "${vendorId}" and "deviceId": "${deviceId}" (and no "botId") in ${where} so botlink run uses it`;
@@ -134,7 +134,7 @@ function notesAfter(rt: AgentRuntime, botId: string, vendorId: string, deviceId:
     }
     if (uses !== undefined) notes.push(`with this config the daemon uses ${uses}, not ${botId}: ${hint}`);
   }
-  const daemon = runningDaemon(rt.store);
+  const daemon = await runningDaemon(rt.store);
   if (daemon) {
     const doc = readStatusFile(rt.config.runtimeDir);
     const runsAs = doc?.pid === daemon.pid ? doc.identity : undefined;

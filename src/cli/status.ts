@@ -8,6 +8,7 @@ import type { LinkState } from '../agent/link.js';
 import { resolveIdentity } from '../agent/provisioning.js';
 import { openRuntime } from '../agent/runtime.js';
 import { readStatusFile, type StatusDoc } from '../agent/status.js';
+import { DB_FILE } from '../agent/store.js';
 import { checkTimeSync, type TimeSyncResult } from '../agent/timesync.js';
 import { BUILD_TIME_MS } from '../version.js';
 import { configAndJson, exitFor } from './common.js';
@@ -17,7 +18,7 @@ import { formatAgo, formatDuration, formatLeft, formatOffset, formatTime } from 
 const USAGE = `usage: botlink status [--config FILE] [--json]
 
 What the agent holds and whether the daemon runs: the daemon's status.json while it runs,
-else the token database. Needs no network and changes nothing.
+else the token database, opened read-only. Needs no network and changes nothing.
 
   --config FILE  agent configuration (default: $BOTLINK_CONFIG, else /etc/botlink/config.json)
   --json         one JSON object for scripts (status.json's shape plus "daemon" and "source")`;
@@ -30,6 +31,8 @@ export interface StatusReport {
   clock: { trusted: boolean; source: string; offsetMs: number | null; verdict?: string };
   token: { accessExpiresAt: number | null; refreshExpiresAt: number | null; lastError?: string | null };
   link: { state: LinkState; since: number | null; reconnects: number; lastError: string | null };
+  /** From the live status.json: whether the daemon's token is saved in stateDir. */
+  store?: { persisted: boolean; lastError: string | null };
   daemon: { running: boolean; pid: number | null; lastStatus?: { pid: number; updatedAt: number; linkState: LinkState } };
   /** Where the facts came from: the live daemon's status.json, or the token database. */
   source: 'status-file' | 'database';
@@ -53,14 +56,15 @@ export async function status(argv: string[]): Promise<number> {
 
 async function gather(config: AgentConfig): Promise<StatusReport> {
   const fromConfig = { kind: config.botId ? 'bot' : 'vendor', id: config.botId ?? config.vendorId ?? '' } as const;
-  // No database means no daemon ever ran here; opening the store would create one.
-  if (!existsSync(join(config.stateDir, 'botlink.db'))) {
+  // No database means no daemon ever ran here.
+  if (!existsSync(join(config.stateDir, DB_FILE))) {
     const verdict = await checkTimeSync({ clock: systemClock, floorMs: () => BUILD_TIME_MS });
     return fromDatabase(fromConfig, verdict, undefined, undefined, undefined);
   }
-  const rt = openRuntime(config, { log: pino({ level: 'silent' }) });
+  // Read-only: run as root, status must not create, move or convert a file the daemon's user then cannot open.
+  const rt = openRuntime(config, { log: pino({ level: 'silent' }), readOnlyStore: true });
   try {
-    const daemon = runningDaemon(rt.store);
+    const daemon = await runningDaemon(rt.store);
     const doc = readStatusFile(config.runtimeDir);
     // A status.json is live only when the daemon that holds the instance lock wrote it.
     if (daemon && doc && doc.pid === daemon.pid) {
@@ -128,6 +132,9 @@ function summary(r: StatusReport, wallNow: number): string {
     ['link', linkLine(r, wallNow)],
     ['last error', [r.token.lastError && `token: ${r.token.lastError}`, r.link.lastError && `link: ${r.link.lastError}`].filter(Boolean).join('; ') || 'none'],
   ];
+  if (r.store?.persisted === false) {
+    rows.push(['state', `not persisted: ${r.store.lastError ?? 'unknown error'} (the daemon keeps its token in memory and saves it once the disk takes it)`]);
+  }
   return rows.map(([k, v]) => `${`${k}:`.padEnd(12)}${v}\n`).join('');
 }
 

@@ -1,11 +1,13 @@
-import { existsSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { StatusReport } from '../../src/cli/status.js';
 import { DAEMON_SECRET, runCli, type DeviceDir } from '../helpers/daemon-proc.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 
-const { service, device, daemon } = useHarness();
+const { cleanups, service, device, daemon } = useHarness();
 
 /** `botlink status` in both forms; neither may hold a token. */
 async function status(d: DeviceDir, secrets: string[] = []): Promise<{ human: string; json: StatusReport }> {
@@ -41,7 +43,9 @@ describe('botlink status', () => {
       identity: { kind: 'bot', id: 'bot-1' },
       token: { accessExpiresAt: t.accessExpiresAt },
       link: { state: 'connected', reconnects: 0 },
+      store: { persisted: true, lastError: null },
     });
+    expect(live.human).not.toMatch(/^state:/m);
     expect(live.human).toMatch(new RegExp(`^daemon: +running \\(pid ${p.child.pid}\\)`, 'm'));
     expect(live.human).toMatch(/^identity: +bot bot-1/m);
     expect(live.human).toMatch(/^access: +1h 59m left/m);
@@ -86,6 +90,21 @@ describe('botlink status', () => {
     expect(human).toMatch(/^daemon: +not running .*did not stop cleanly/m);
     expect(human).not.toMatch(/running \(pid/);
     expect(human).toMatch(/^link: +stopped/m);
+  });
+
+  it('a live process that has the pid of a killed daemon is not taken for it', async () => {
+    const svc = await service(DAEMON_SEED);
+    const d = device(svc);
+    const p = daemon(d);
+    await d.waitForLink('connected');
+    await p.stop('SIGKILL');
+    // The pid reused by another program: status.json names a process that lives, but holds no lock.
+    const other = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1e6)'], { stdio: 'ignore' });
+    cleanups.push(() => other.kill('SIGKILL'));
+    await once(other, 'spawn');
+    writeFileSync(join(d.runtimeDir, 'status.json'), JSON.stringify({ ...d.status(), pid: other.pid }));
+    const { json } = await status(d);
+    expect(json).toMatchObject({ daemon: { running: false, pid: null, lastStatus: { pid: other.pid } }, source: 'database' });
   });
 
   it('works before anything ran, without creating the database or touching the network', async () => {

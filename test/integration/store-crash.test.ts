@@ -13,8 +13,9 @@ const KILLS = 30;
 const identity: StoreIdentity = { baseUrl: 'http://127.0.0.1:9', accessKeyId: 'AK', kind: 'bot', id: 'bot-crash' };
 
 // Generation g writes access-g-0..3 / refresh-g with expiries g*1000+step and g*1000+500, so any mix of
-// two generations, or of a save and a later update, is visible in the fields themselves.
+// two generations, or of two saves, is visible in the fields themselves.
 const childSource = `
+import { acquireLock } from './src/agent/lock.js';
 import { TokenStore } from './src/agent/store.js';
 const identity = ${JSON.stringify(identity)};
 const store = TokenStore.open(process.argv[2], { onCorrupt: () => process.exit(3) });
@@ -25,14 +26,18 @@ if (Number(store.getMeta('lastServerTimeMs') ?? 0) < loaded) store.setMeta('last
 let gen = Math.floor(loaded / 1000) + 1;
 let announced = false;
 for (;;) {
-  if (!store.tryAcquireRenewLock('crash-child', 60_000)) process.exit(4);
-  store.savePair(identity, {
-    accessToken: 'access-' + gen + '-0', accessExpiresAt: gen * 1000,
-    refreshToken: 'refresh-' + gen, refreshExpiresAt: gen * 1000 + 500, issuedAt: gen * 1000,
-  });
-  for (let step = 1; step <= 3; step++) store.updateAccess(identity, 'access-' + gen + '-' + step, gen * 1000 + step);
+  // The lock of the SIGKILLed writer before this one must already be free.
+  const claim = await acquireLock(store.requireLockKey(), 'renew');
+  if (!claim.ok) process.exit(4);
+  // A signed pair, then three refreshes of its access token, each saved whole as the token manager does.
+  for (let step = 0; step <= 3; step++) {
+    store.savePair(identity, {
+      accessToken: 'access-' + gen + '-' + step, accessExpiresAt: gen * 1000 + step,
+      refreshToken: 'refresh-' + gen, refreshExpiresAt: gen * 1000 + 500, issuedAt: gen * 1000,
+    });
+  }
   store.setMeta('lastServerTimeMs', String(gen * 1000));
-  store.releaseRenewLock('crash-child');
+  await claim.lock.release();
   if (!announced) process.stdout.write('ready\\n');
   announced = true;
   gen++;
@@ -87,8 +92,11 @@ it(`keeps one complete pair and a sound file through ${KILLS} SIGKILLs of a writ
   let lastGen = 0;
   let lastMeta = 0;
   let corrupt = 0;
+  let readyRuns = 0;
   for (let kill = 0; kill < KILLS; kill++) {
-    await runAndKill(kill % 3 !== 1);
+    const waitForReady = kill % 3 !== 1;
+    if (waitForReady) readyRuns++;
+    await runAndKill(waitForReady);
     const store = TokenStore.open(dir, { onCorrupt: () => corrupt++ });
     try {
       expect(store.integrityCheck()).toBe('ok');
@@ -108,5 +116,6 @@ it(`keeps one complete pair and a sound file through ${KILLS} SIGKILLs of a writ
   const seconds = (performance.now() - started) / 1000;
   console.log(`store crash: ${KILLS} SIGKILLs, ${lastGen} generations committed, ${seconds.toFixed(1)} s`);
   expect(corrupt).toBe(0);
-  expect(lastGen).toBeGreaterThan(KILLS);
+  // Every run killed after its first full cycle committed at least one generation; the rest is disk speed.
+  expect(lastGen).toBeGreaterThanOrEqual(readyRuns);
 }, 30_000);

@@ -1,10 +1,15 @@
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { once } from 'node:events';
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { Clock } from '../../src/agent/clock.js';
+import { lockAddress } from '../../src/agent/lock.js';
+import { TokenStore } from '../../src/agent/store.js';
 import type { ReferenceService } from '../../src/service/server.js';
 import { AgentKit, UNKNOWN, waitFor, type AgentKitOptions } from '../helpers/agent-kit.js';
 import { useHarness } from '../helpers/harness.js';
+import { fillUp, mountTmpfs } from '../helpers/tmpfs.js';
 
 const SECRET = 'tok3n-test-s3cret-value';
 const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: SECRET, vendors: [{ vendorId: 'V1', bots: ['bot-1', 'bot-2'] }] }] };
@@ -210,5 +215,51 @@ describe('TokenManager against the reference service', () => {
     expect(log.length).toBeGreaterThan(0);
     expect(log).not.toContain(SECRET);
     expect(JSON.stringify(k.tokens.snapshot())).not.toContain(SECRET);
+  });
+
+  it('a renew lock name bound by a stranger (who cannot prove the key) does not stop renewals', async () => {
+    const svc = await service(SEED);
+    const k = kit(svc);
+    const squatter = createServer((socket) => socket.destroy());
+    squatter.listen(lockAddress(k.store.requireLockKey(), 'renew'));
+    await once(squatter, 'listening');
+    cleanups.push(() => squatter.close());
+    k.tokens.start();
+    await k.tokens.current();
+    expect(svc.stats.getToken.ok).toBe(1);
+    expect(k.logText()).toMatch(/ERR_LOCK_SQUATTED.*renew lock unavailable .*could not prove it knows the key.*renewing without it/);
+  });
+
+  it('a pair held unsaved gives way to a newer one another process saved once the disk took it', async () => {
+    const svc = await service(SEED);
+    const stateDir = join(tempDir('botlink-tokens-'), 'state');
+    mkdirSync(stateDir);
+    cleanups.push(mountTmpfs(stateDir, 300));
+    const storeA = TokenStore.open(stateDir);
+    cleanups.push(() => storeA.close());
+    // A's retries wait a minute: only a renewal of its own makes it look at the store again.
+    const a = kit(svc, { manager: { store: storeA, saveBackoff: { baseMs: 60_000, capMs: 60_000 }, random: () => 0.99 } });
+    a.tokens.start();
+    const first = await a.tokens.current();
+    const filler = fillUp(stateDir);
+    a.tokens.invalidate(first);
+    const unsaved = await a.tokens.current();
+    expect(a.tokens.snapshot().store.persisted).toBe(false);
+
+    rmSync(filler);
+    const storeB = TokenStore.open(stateDir);
+    cleanups.push(() => storeB.close());
+    const b = kit(svc, { manager: { store: storeB } });
+    b.tokens.start();
+    expect(await b.tokens.current()).toBe(first);
+    b.tokens.invalidate(first);
+    const newer = await b.tokens.current();
+    expect(storeB.peekPair()?.pair.accessToken).toBe(newer);
+
+    a.tokens.invalidate(unsaved);
+    expect(await a.tokens.current()).toBe(newer);
+    expect(a.tokens.snapshot().store).toEqual({ persisted: true, lastError: null });
+    expect(storeA.peekPair()?.pair.accessToken).toBe(newer);
+    expect(svc.stats.refreshToken.ok).toBe(2);
   });
 });

@@ -1,11 +1,11 @@
 import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { isAlive, processIdentity, readBootId, type ProcPaths } from '../../src/agent/instance.js';
-import { MIGRATIONS, migrate, StoreError, TokenStore, type StoreIdentity, type TokenPair } from '../../src/agent/store.js';
+import { MIGRATIONS, migrate, StoreError } from '../../src/agent/store-file.js';
+import { TokenStore, type StoreIdentity, type TokenPair } from '../../src/agent/store.js';
 
 const bot: StoreIdentity = { baseUrl: 'https://cloud.example', accessKeyId: 'AK', kind: 'bot', id: 'bot-1' };
 const pair: TokenPair = {
@@ -47,23 +47,24 @@ describe('TokenStore data', () => {
     expect(store.loadPair(bot)).toBeUndefined();
     store.savePair(bot, pair);
     expect(store.loadPair(bot)).toEqual(pair);
-    store.updateAccess(bot, 'acc-2', pair.accessExpiresAt + 1000);
+    const refreshed = { ...pair, accessToken: 'acc-2', accessExpiresAt: pair.accessExpiresAt + 1000, accessIssuedAt: pair.issuedAt + 1000 };
+    store.savePair(bot, refreshed);
     closeAll();
     const again = open();
-    expect(again.loadPair(bot)).toEqual({ ...pair, accessToken: 'acc-2', accessExpiresAt: pair.accessExpiresAt + 1000 });
+    expect(again.loadPair(bot)).toEqual(refreshed);
     again.clearPair();
     expect(again.loadPair(bot)).toBeUndefined();
-    again.updateAccess(bot, 'acc-3', 1);
-    expect(again.peekPair()).toBeUndefined();
   });
 
-  it('creates stateDir 0700 and the database and its WAL files 0600', () => {
+  it('creates stateDir 0700 and the database 0600, with no side file left between writes', () => {
     const stateDir = join(dir, 'state', 'nested');
     const store = open(stateDir);
     store.savePair(bot, pair);
     expect(mode(stateDir)).toBe(0o700);
     expect(store.path).toBe(join(stateDir, 'botlink.db'));
-    for (const suffix of ['', '-wal', '-shm']) expect(mode(store.path + suffix)).toBe(0o600);
+    expect(mode(store.path)).toBe(0o600);
+    // A rollback journal: no -wal or -shm, which a reader would have to create (impossible on a full or read-only disk).
+    expect(readdirSync(stateDir)).toEqual(['botlink.db']);
   });
 
   it('tightens an existing database file to 0600', () => {
@@ -71,19 +72,14 @@ describe('TokenStore data', () => {
     expect(mode(open().path)).toBe(0o600);
   });
 
-  it('discards a pair cached for another identity', () => {
+  it.each([
+    ['botId', { ...bot, id: 'bot-2' }],
+    ['accessKeyId', { ...bot, accessKeyId: 'AK2' }],
+    ['baseUrl', { ...bot, baseUrl: 'https://other.example' }],
+  ])('discards a pair cached for another %s', (_what, other) => {
     const store = open();
     store.savePair(bot, pair);
-    for (const other of [
-      { ...bot, id: 'bot-2' },
-      { ...bot, kind: 'vendor' as const },
-      { ...bot, accessKeyId: 'AK2' },
-      { ...bot, baseUrl: 'https://other.example' },
-    ]) {
-      store.updateAccess(other, 'stolen', 1);
-      expect(store.loadPair(bot)).toEqual(pair);
-    }
-    expect(store.loadPair({ ...bot, id: 'bot-2' })).toBeUndefined();
+    expect(store.loadPair(other)).toBeUndefined();
     expect(store.peekPair()).toBeUndefined();
   });
 
@@ -187,8 +183,9 @@ describe('TokenStore schema versions', () => {
     v1.close();
     const store = open();
     expect(store.loadPair(bot)).toEqual(pair);
-    store.updateAccess(bot, 'acc-2', pair.accessExpiresAt + 5000, pair.issuedAt + 5000);
-    expect(store.loadPair(bot)).toEqual({ ...pair, accessToken: 'acc-2', accessExpiresAt: pair.accessExpiresAt + 5000, accessIssuedAt: pair.issuedAt + 5000 });
+    const refreshed = { ...pair, accessToken: 'acc-2', accessExpiresAt: pair.accessExpiresAt + 5000, accessIssuedAt: pair.issuedAt + 5000 };
+    store.savePair(bot, refreshed);
+    expect(store.loadPair(bot)).toEqual(refreshed);
   });
 
   it('refuses a database from a newer release, names the fix and leaves the file alone', () => {
@@ -218,8 +215,14 @@ describe('TokenStore corruption and access errors', () => {
   function realDatabase(): string {
     const store = TokenStore.open(dir);
     store.savePair(bot, pair);
-    for (let i = 0; i < 300; i++) store.setProvisionedBotId({ ...bot, vendorId: 'V', deviceId: `SN${i}` }, `b${i}`);
     store.close();
+    // One transaction: 300 synchronous commits would cost seconds of fsync.
+    const db = new Database(store.path);
+    const put = db.prepare('INSERT INTO provisioned_bot VALUES (?, ?, ?, ?, ?)');
+    db.transaction(() => {
+      for (let i = 0; i < 300; i++) put.run(bot.baseUrl, 'AK', 'V', `SN${i}`, `b${i}`);
+    })();
+    db.close();
     return store.path;
   }
 
@@ -272,66 +275,120 @@ describe('TokenStore corruption and access errors', () => {
   });
 });
 
-describe('renew lock within one process', () => {
-  it('lets one owner hold it; the owner may renew; release frees it', () => {
+
+describe('TokenStore lock key', () => {
+  it('is random per database and read alike by every opener', () => {
     const a = open();
     const b = open();
-    expect(a.tryAcquireRenewLock('daemon', 60_000)).toBe(true);
-    expect(b.tryAcquireRenewLock('token', 60_000)).toBe(false);
-    expect(a.tryAcquireRenewLock('daemon', 60_000)).toBe(true);
-    b.releaseRenewLock('token');
-    expect(b.tryAcquireRenewLock('token', 60_000)).toBe(false);
-    a.releaseRenewLock('daemon');
-    expect(b.tryAcquireRenewLock('token', 60_000)).toBe(true);
-    expect(a.tryAcquireRenewLock('daemon', 60_000)).toBe(false);
+    const other = open(join(dir, 'other'));
+    expect(a.lockKey).toMatch(/^[0-9a-f]{32}$/);
+    expect(b.lockKey).toBe(a.lockKey);
+    expect(other.lockKey).not.toBe(a.lockKey);
   });
 
-  it('frees an expired lease, judged on the shared monotonic clock, not the wall clock', () => {
-    let mono = 1_000;
-    const a = open(dir, { leaseClock: () => mono });
-    const b = open(dir, { leaseClock: () => mono, clock: { wallNow: () => 0, monoNow: () => 0 } });
-    expect(a.tryAcquireRenewLock('daemon', 5_000)).toBe(true);
-    mono += 4_999;
-    expect(b.tryAcquireRenewLock('token', 5_000)).toBe(false);
-    mono += 1;
-    expect(b.tryAcquireRenewLock('token', 5_000)).toBe(true);
-    expect(a.tryAcquireRenewLock('daemon', 5_000)).toBe(false);
+  it('migration v4 gives a v3 database a key, drops the leases table and keeps the pair', () => {
+    const path = join(dir, 'botlink.db');
+    const v3 = new Database(path);
+    migrate(v3, MIGRATIONS.slice(0, 3));
+    v3.close();
+    open().savePair(bot, pair);
+    closeAll();
+    const db = new Database(path, { readonly: true });
+    const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all();
+    db.close();
+    expect(tables).not.toContain('leases');
+    expect(open().lockKey).toMatch(/^[0-9a-f]{32}$/);
+    expect(open().loadPair(bot)).toEqual(pair);
   });
 });
 
-describe('process identity from /proc', () => {
-  let procRoot: string;
-  let paths: ProcPaths;
-  const statLine = (pid: number, state: string, start: number) =>
-    `${pid} (odd) name (x)) ${state} 1 ${Array.from({ length: 18 }, (_, i) => (i === 18 - 1 ? start : 0)).join(' ')} 0 0\n`;
+describe('TokenStore journal', () => {
+  function journalMode(path: string): string {
+    const db = new Database(path, { readonly: true });
+    try {
+      return db.pragma('journal_mode', { simple: true }) as string;
+    } finally {
+      db.close();
+    }
+  }
 
-  beforeEach(() => {
-    procRoot = join(dir, 'proc');
-    mkdirSync(join(procRoot, '42'), { recursive: true });
-    writeFileSync(join(dir, 'boot_id'), 'boot-a\n');
-    paths = { procRoot, bootIdFile: join(dir, 'boot_id') };
+  it('turns a WAL database of an earlier release into a rollback journal, keeping its pair', () => {
+    const store = open();
+    store.savePair(bot, pair);
+    closeAll();
+    const db = new Database(store.path);
+    db.pragma('journal_mode = WAL');
+    db.close();
+    expect(journalMode(store.path)).toBe('wal');
+    expect(open().loadPair(bot)).toEqual(pair);
+    closeAll();
+    expect(journalMode(store.path)).toBe('delete');
+    expect(readdirSync(dir)).toEqual(['botlink.db']);
   });
 
-  it('reads pid, boot id and field 22 even when the command name holds spaces and parentheses', () => {
-    writeFileSync(join(procRoot, '42', 'stat'), statLine(42, 'S', 777));
-    expect(processIdentity(42, paths)).toEqual({ pid: 42, bootId: 'boot-a', startTime: 777 });
-    expect(readBootId(paths)).toBe('boot-a');
+  it('leaves WAL in place, without waiting, while another connection has the file open', () => {
+    const path = open().path;
+    closeAll();
+    const holder = new Database(path);
+    holder.pragma('journal_mode = WAL');
+    holder.prepare('SELECT 1').get();
+    try {
+      const started = performance.now();
+      open().savePair(bot, pair);
+      expect(performance.now() - started).toBeLessThan(4000);
+      expect(holder.pragma('journal_mode', { simple: true })).toBe('wal');
+    } finally {
+      holder.close();
+    }
+    expect(open().loadPair(bot)).toEqual(pair);
+  });
+});
+
+describe('TokenStore read-only (botlink status)', () => {
+  const readOnly = (): TokenStore => open(dir, { readOnly: true });
+
+  it('reads the pair and the key, and refuses writes', () => {
+    const store = open();
+    store.savePair(bot, pair);
+    const key = store.lockKey;
+    closeAll();
+    const reader = readOnly();
+    expect(reader.peekPair()).toEqual({ identity: bot, pair });
+    expect(reader.lockKey).toBe(key);
+    expect(() => reader.savePair(bot, pair)).toThrow(/readonly/);
   });
 
-  it('is alive only for the same boot, an existing pid, the same start time and not a zombie', () => {
-    writeFileSync(join(procRoot, '42', 'stat'), statLine(42, 'S', 777));
-    const holder = { pid: 42, bootId: 'boot-a', startTime: 777 };
-    expect(isAlive(holder, paths)).toBe(true);
-    expect(isAlive({ ...holder, bootId: 'boot-b' }, paths)).toBe(false);
-    expect(isAlive({ ...holder, startTime: 778 }, paths)).toBe(false);
-    expect(isAlive({ ...holder, pid: 43 }, paths)).toBe(false);
-    writeFileSync(join(procRoot, '42', 'stat'), statLine(42, 'Z', 777));
-    expect(isAlive(holder, paths)).toBe(false);
+  it('creates nothing when there is no database', () => {
+    expect(readOnly).toThrow(StoreError);
+    expect(readdirSync(dir)).toEqual([]);
   });
 
-  it('matches the real /proc for this process', () => {
-    const self = processIdentity(process.pid);
-    expect(self?.pid).toBe(process.pid);
-    expect(self && isAlive(self)).toBe(true);
+  it('leaves a damaged file exactly where and as it is, and says the daemon will move it', () => {
+    writeFileSync(join(dir, 'botlink.db'), randomBytes(8192));
+    const before = readFileSync(join(dir, 'botlink.db'));
+    let error: unknown;
+    try {
+      readOnly();
+    } catch (e) {
+      error = e;
+    }
+    expect((error as StoreError).code).toBe('ERR_STORE_CORRUPT');
+    expect((error as Error).message).toMatch(/is damaged .*left as it is.*daemon moves it aside/);
+    expect(readdirSync(dir)).toEqual(['botlink.db']);
+    expect(readFileSync(join(dir, 'botlink.db'))).toEqual(before);
+  });
+
+  it('reads a database of an older schema without migrating it (no lock key yet)', () => {
+    const path = join(dir, 'botlink.db');
+    const v3 = new Database(path);
+    migrate(v3, MIGRATIONS.slice(0, 3));
+    v3.close();
+    const reader = readOnly();
+    expect(reader.lockKey).toBeUndefined();
+    expect(reader.peekPair()).toBeUndefined();
+    reader.close();
+    const db = new Database(path, { readonly: true });
+    expect(db.pragma('user_version', { simple: true })).toBe(3);
+    db.close();
   });
 });

@@ -1,0 +1,109 @@
+import type { Logger } from 'pino';
+import { nextBackoff, resetBackoff, type BackoffSettings, type BackoffState } from './backoff.js';
+import type { Clock } from './clock.js';
+import { LAST_SERVER_TIME_KEY, type StoreIdentity, type TokenPair, type TokenStore } from './store.js';
+
+export interface PairSaverOptions {
+  store: TokenStore;
+  identity: StoreIdentity;
+  clock: Clock;
+  log: Logger;
+  backoff: BackoffSettings;
+  random: () => number;
+  /** Called when a retry falls due: the owner calls save() again (under its renew lock). */
+  wake: () => void;
+  /** Called when whether the pair is on disk changes. */
+  onChange: () => void;
+}
+
+/** A failed save costs nothing and the disk may come back any time: retry often, but not in a tight loop. */
+export const SAVE_BACKOFF: BackoffSettings = Object.freeze({ baseMs: 2_000, capMs: 60_000 });
+
+/**
+ * Writes the token manager's pair (and the clock floor) to the store. A pair the store refuses
+ * (full or read-only disk) is still the one in use: it is marked unsaved, the log and status say
+ * "state not persisted", and saving is tried again on a backoff schedule until the disk takes it.
+ */
+export class PairSaver {
+  readonly #o: PairSaverOptions;
+  #unsaved = false;
+  /** A trusted server time to record with the pair: the clock floor after a reboot. */
+  #floorMs: number | undefined;
+  #error: string | undefined;
+  #backoff: BackoffState = resetBackoff();
+  #dueAtMono = Number.NEGATIVE_INFINITY;
+  #timer: NodeJS.Timeout | undefined;
+  #stopped = false;
+
+  constructor(opts: PairSaverOptions) {
+    this.#o = opts;
+  }
+
+  /** The pair held is newer than the store's. */
+  get unsaved(): boolean {
+    return this.#unsaved;
+  }
+
+  /** A failed save waits for its retry time. */
+  get due(): boolean {
+    return this.#unsaved && this.#o.clock.monoNow() >= this.#dueAtMono;
+  }
+
+  status(): { persisted: boolean; lastError: string | null } {
+    return { persisted: this.#error === undefined, lastError: this.#error ?? null };
+  }
+
+  /** Saves `pair`, the one now in use; `floorMs` is the trusted server time it was issued at, if known. */
+  save(pair: TokenPair, floorMs?: number): void {
+    this.#unsaved = true;
+    if (floorMs !== undefined) this.#floorMs = floorMs;
+    clearTimeout(this.#timer);
+    try {
+      this.#o.store.savePair(this.#o.identity, pair);
+      if (this.#floorMs !== undefined) this.#o.store.setMeta(LAST_SERVER_TIME_KEY, String(this.#floorMs));
+    } catch (err) {
+      this.#failed(err);
+      return;
+    }
+    this.settled();
+  }
+
+  /** Nothing is left to save: the pair was written, or the owner took a newer one from the store. */
+  settled(): void {
+    this.#unsaved = false;
+    this.#floorMs = undefined;
+    this.#backoff = resetBackoff();
+    clearTimeout(this.#timer);
+    if (this.#error === undefined) return;
+    this.#error = undefined;
+    this.#o.log.info({ path: this.#o.store.path }, 'state persisted again: the token store holds the token in use');
+    this.#o.onChange();
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+  }
+
+  #failed(err: unknown): void {
+    const first = this.#error === undefined;
+    this.#error = err instanceof Error ? err.message : String(err);
+    const next = nextBackoff(this.#backoff, this.#o.backoff, this.#o.random());
+    this.#backoff = next.state;
+    this.#dueAtMono = this.#o.clock.monoNow() + next.delayMs;
+    this.#o.log[first ? 'error' : 'warn'](
+      { code: 'ERR_STORE_WRITE', sqlite: (err as { code?: unknown }).code, path: this.#o.store.path, retryInMs: next.delayMs },
+      `state not persisted: cannot save the token (${this.#error}); it is kept in memory and used, and saved once the ` +
+        'disk takes it. Fix: free space on the disk that holds stateDir, or make it writable',
+    );
+    if (!this.#stopped) {
+      this.#timer = setTimeout(() => {
+        // A timer may fire a little before the monotonic clock reaches its deadline: it is due now.
+        this.#dueAtMono = Number.NEGATIVE_INFINITY;
+        this.#o.wake();
+      }, next.delayMs);
+      this.#timer.unref();
+    }
+    if (first) this.#o.onChange();
+  }
+}

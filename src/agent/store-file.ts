@@ -1,0 +1,166 @@
+import type Database from 'better-sqlite3';
+import { chmodSync, closeSync, existsSync, openSync, renameSync, statSync } from 'node:fs';
+import { sqlite } from '../native.js';
+import { giveToFolderOwner } from '../ownership.js';
+import { BotlinkError } from '../protocol/errors.js';
+
+// The token store's file: schema versions, opening, and what goes wrong with the disk under it.
+
+/** The token store cannot be used: the message names the path and the fix. */
+export class StoreError extends BotlinkError {}
+
+/** Migration i takes the schema from user_version i to i + 1: append new ones, never edit old ones. */
+export const MIGRATIONS: readonly string[] = [
+  `CREATE TABLE token_pair (
+     slot INTEGER PRIMARY KEY CHECK (slot = 1),
+     base_url TEXT NOT NULL, access_key_id TEXT NOT NULL,
+     kind TEXT NOT NULL CHECK (kind IN ('bot', 'vendor')), identity_id TEXT NOT NULL,
+     access_token TEXT NOT NULL, access_expires_at INTEGER NOT NULL,
+     refresh_token TEXT NOT NULL, refresh_expires_at INTEGER NOT NULL, issued_at INTEGER NOT NULL
+   ) STRICT;
+   CREATE TABLE provisioned_bot (
+     base_url TEXT NOT NULL, access_key_id TEXT NOT NULL, vendor_id TEXT NOT NULL, device_id TEXT NOT NULL,
+     bot_id TEXT NOT NULL,
+     PRIMARY KEY (base_url, access_key_id, vendor_id, device_id)
+   ) STRICT;
+   CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;
+   CREATE TABLE leases (
+     name TEXT PRIMARY KEY, owner_id TEXT NOT NULL,
+     pid INTEGER NOT NULL, boot_id TEXT NOT NULL, start_time INTEGER NOT NULL, expires_at INTEGER
+   ) STRICT;`,
+  // v2: when the current access token was issued (it changes on refresh), so its lifetime is known after a restart.
+  `ALTER TABLE token_pair ADD COLUMN access_issued_at INTEGER;`,
+  // v3: one pair per identity kind, so provisioning with a vendor token does not evict the bot's pair.
+  `CREATE TABLE token_pair_v3 (
+     kind TEXT PRIMARY KEY CHECK (kind IN ('bot', 'vendor')),
+     base_url TEXT NOT NULL, access_key_id TEXT NOT NULL, identity_id TEXT NOT NULL,
+     access_token TEXT NOT NULL, access_expires_at INTEGER NOT NULL,
+     refresh_token TEXT NOT NULL, refresh_expires_at INTEGER NOT NULL, issued_at INTEGER NOT NULL,
+     access_issued_at INTEGER
+   ) STRICT;
+   INSERT INTO token_pair_v3 SELECT kind, base_url, access_key_id, identity_id, access_token, access_expires_at,
+     refresh_token, refresh_expires_at, issued_at, access_issued_at FROM token_pair;
+   DROP TABLE token_pair;
+   ALTER TABLE token_pair_v3 RENAME TO token_pair;`,
+  // v4: the locks are abstract sockets named with a random key only readers of this file know; leases are gone.
+  `INSERT OR IGNORE INTO meta (key, value) VALUES ('lockKey', lower(hex(randomblob(16))));
+   DROP TABLE leases;`,
+];
+
+export function schemaVersion(db: Database.Database): number {
+  return db.pragma('user_version', { simple: true }) as number;
+}
+
+export function refuseNewer(db: Database.Database, version: number, known: number): void {
+  if (version <= known) return;
+  throw new StoreError(
+    'ERR_STORE_VERSION',
+    `${db.name} has schema version ${version} but this botlink knows only up to ${known}: ` +
+      'it was written by a newer release. Fix: upgrade botlink, or move the file aside to start with an empty token cache.',
+    'fatal',
+  );
+}
+
+/** Brings `db` to the last schema version in one write transaction, so concurrent openers migrate once. */
+export function migrate(db: Database.Database, migrations: readonly string[]): void {
+  // Judged before taking the write lock: a current file opens without a write (full or read-only disk).
+  const current = schemaVersion(db);
+  refuseNewer(db, current, migrations.length);
+  if (current === migrations.length) return;
+  db.transaction(() => {
+    const from = schemaVersion(db);
+    refuseNewer(db, from, migrations.length);
+    for (const sql of migrations.slice(from)) db.exec(sql);
+    if (from < migrations.length) db.pragma(`user_version = ${migrations.length}`);
+  }).immediate();
+}
+
+/** Errors that mean the file's contents are unusable (as opposed to the file being unreachable). */
+export function isCorruption(error: unknown): boolean {
+  if (!(error instanceof sqlite().SqliteError)) return false;
+  return error.code === 'SQLITE_NOTADB' || error.code.startsWith('SQLITE_CORRUPT') || error.code === 'SQLITE_ERROR';
+}
+
+export function accessError(path: string, error: unknown): StoreError {
+  if (error instanceof StoreError) return error;
+  const reason = (error as { code?: string }).code ?? String(error);
+  return new StoreError(
+    'ERR_STORE_ACCESS',
+    `cannot use the token store ${path} (${reason}: ${(error as Error).message}). Fix: stateDir must be a directory ` +
+      'that the user botlink runs as can write (create it, chown it to that user, chmod 0700) on a writable disk with free space.',
+    'needs-config',
+    { cause: error },
+  );
+}
+
+/** Why a read-only open failed; the file is left exactly as it was. */
+export function readError(path: string, error: unknown): StoreError {
+  if (error instanceof StoreError) return error;
+  const reason = (error as { code?: string }).code ?? String(error);
+  const detail = `${reason}: ${(error as Error).message}`;
+  if (reason === 'SQLITE_NOTADB' || reason.startsWith('SQLITE_CORRUPT')) {
+    return new StoreError(
+      'ERR_STORE_CORRUPT',
+      `the token store ${path} is damaged (${detail}); it was left as it is. The daemon moves it aside and starts ` +
+        'with an empty cache when it next starts (systemctl restart botlink).',
+      'fatal',
+      { cause: error },
+    );
+  }
+  return new StoreError(
+    'ERR_STORE_ACCESS',
+    `cannot read the token store ${path} (${detail}). Fix: run this as root or as the user botlink runs as.`,
+    'needs-config',
+    { cause: error },
+  );
+}
+
+/** A hot rollback journal belongs to its database: moved with it, the copy stays consistent. */
+export const SIDE_FILES = ['', '-journal', '-wal', '-shm'];
+
+export function moveAside(path: string, wallMs: number): string {
+  const movedTo = `${path}.corrupt-${wallMs}`;
+  for (const suffix of SIDE_FILES) if (existsSync(path + suffix)) renameSync(path + suffix, movedTo + suffix);
+  return movedTo;
+}
+
+/** Created before SQLite sees it so the tokens are never readable by others, even for a moment. */
+export function prepareFile(path: string): void {
+  if (!existsSync(path)) {
+    closeSync(openSync(path, 'a', 0o600));
+    giveToFolderOwner(path);
+  }
+  tighten(path);
+}
+
+export function tighten(path: string): void {
+  try {
+    if ((statSync(path).mode & 0o777) !== 0o600) chmodSync(path, 0o600);
+  } catch {
+    // A read-only disk, or another user's file: whether it can be used is SQLite's to say.
+  }
+}
+
+/**
+ * Earlier releases used WAL, whose readers need a -shm file: none can be created on a full disk
+ * (SQLITE_IOERR_SHMSIZE) or a read-only one (SQLITE_CANTOPEN), so the cached token became unreadable.
+ * A rollback journal is read with no extra file. Only possible while no other connection is open.
+ */
+export function leaveWal(db: Database.Database): void {
+  if (db.pragma('journal_mode', { simple: true }) !== 'wal') return;
+  db.pragma('busy_timeout = 0');
+  try {
+    db.pragma('journal_mode = DELETE');
+  } catch {
+    // Another process has it open: a later opener converts it.
+  } finally {
+    db.pragma('busy_timeout = 5000');
+  }
+}
+
+export function connect(path: string, readOnly: boolean): Database.Database {
+  const db = new (sqlite())(path, readOnly ? { readonly: true, fileMustExist: true } : {});
+  db.pragma('busy_timeout = 5000');
+  if (!readOnly) db.pragma('synchronous = FULL');
+  return db;
+}
