@@ -1,6 +1,7 @@
-import { closeSync, mkdirSync, openSync } from 'node:fs';
+import { closeSync, existsSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { type LogFn, type Logger, pino } from 'pino';
+import { giveToFolderOwner, makeFolders } from './ownership.js';
 import { BotlinkError } from './protocol/errors.js';
 
 export const REDACTED = '[redacted]';
@@ -17,6 +18,8 @@ export interface LoggerOptions {
   name?: string;
   /** Short human lines on stdout instead of JSON (the demo). */
   pretty?: boolean;
+  /** The daemon: a log file it cannot open sends the log to stderr (journald), saying so, instead of failing. */
+  stderrIfUnwritable?: boolean;
 }
 
 export interface BotlinkLogger {
@@ -51,8 +54,17 @@ export function redact(value: unknown, depth = 0): unknown {
 /** pino to a file (async, reopenable) or stdout, with redaction applied to every line. */
 export function createLogger(opts: LoggerOptions): BotlinkLogger {
   const toStdout = opts.pretty === true || opts.file === '-';
-  if (!toStdout) checkWritable(opts.file);
-  const dest = pino.destination(toStdout ? { dest: 1, sync: true } : { dest: opts.file, sync: false, mkdir: true });
+  let unwritable: BotlinkError | undefined;
+  if (!toStdout) {
+    try {
+      openLogFile(opts.file);
+    } catch (err) {
+      if (!(opts.stderrIfUnwritable === true && err instanceof BotlinkError)) throw err;
+      unwritable = err;
+    }
+  }
+  const toFile = !toStdout && unwritable === undefined;
+  const dest = pino.destination(toFile ? { dest: opts.file, sync: false, mkdir: true } : { dest: unwritable ? 2 : 1, sync: true });
 
   // Bytes handed to the destination vs. bytes it reports written: flush() waits for them to meet.
   let queued = 0;
@@ -113,11 +125,20 @@ export function createLogger(opts: LoggerOptions): BotlinkLogger {
     dest,
   );
 
+  if (unwritable) logger.error({ code: unwritable.code }, `${unwritable.message}. Logging to stderr (journald) instead until botlink restarts`);
+
   let closed = false;
   return {
     logger,
     reopen() {
-      if (!toStdout && !closed) dest.reopen();
+      if (!toFile || closed) return;
+      try {
+        openLogFile(opts.file);
+      } catch (err) {
+        logger.error({ code: (err as BotlinkError).code }, `${(err as Error).message}. Still writing to the file opened before`);
+        return;
+      }
+      dest.reopen();
     },
     flush() {
       if (written >= queued) return Promise.resolve();
@@ -132,16 +153,22 @@ export function createLogger(opts: LoggerOptions): BotlinkLogger {
   };
 }
 
-/** Fails at start-up, with the path and the fix, instead of on the first asynchronous write. */
-function checkWritable(file: string): void {
+/**
+ * Creates the file (and its folder) if missing, as the folder's owner when run as root, so a
+ * root-run command never leaves a log the daemon cannot open; fails with the path and the fix
+ * now instead of on the first asynchronous write.
+ */
+function openLogFile(file: string): void {
   try {
-    mkdirSync(dirname(file), { recursive: true });
+    makeFolders(dirname(file), 0o777);
+    const created = !existsSync(file);
     closeSync(openSync(file, 'a'));
+    if (created) giveToFolderOwner(file);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code ?? String(err);
     throw new BotlinkError(
       'ERR_LOG_FILE',
-      `cannot write the log file ${file} (${code}): make its folder writable by the agent user, or set logFile to '-' for stdout`,
+      `cannot write the log file ${file} (${code}): make it and its folder writable by the agent user, or set logFile to '-' for stdout`,
       'needs-config',
       { cause: err },
     );

@@ -20,7 +20,8 @@ export async function run(argv: string[]): Promise<number> {
   if (typeof config === 'number') return config;
   let logging;
   try {
-    logging = createLogger({ file: config.logFile, level: config.logLevel, name: 'botlink' });
+    // A log file the daemon cannot open (root-owned after a rotation) is no reason to stay down: stderr is journald.
+    logging = createLogger({ file: config.logFile, level: config.logLevel, name: 'botlink', stderrIfUnwritable: true });
   } catch (err) {
     process.stderr.write(`botlink: ${err instanceof Error ? err.message : String(err)}\n`);
     return Exit.CONFIG;

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chownSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildSync } from 'esbuild';
@@ -32,6 +32,15 @@ function make(level = 'info'): BotlinkLogger {
 async function lines(log: BotlinkLogger, path = file): Promise<Record<string, unknown>[]> {
   await log.flush();
   return readFileSync(path, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+}
+
+/** Runs `body` (TypeScript, with createLogger in scope) in a child process: stdout and stderr are the log's own. */
+function runScript(body: string) {
+  const script = `import { createLogger } from ${JSON.stringify(join(process.cwd(), 'src/log.ts'))};\n${body}`;
+  const bundled = join(dir, 'script.cjs');
+  buildSync({ stdin: { contents: script, loader: 'ts', resolveDir: process.cwd() }, bundle: true, platform: 'node',
+    format: 'cjs', outfile: bundled, logLevel: 'error' });
+  return spawnSync(process.execPath, [bundled], { encoding: 'utf8' });
 }
 
 /** `{ a: { a: … { [key]: TOKEN } } }` with `depth` levels above the key. */
@@ -141,19 +150,58 @@ describe('createLogger', () => {
     expect(attempt).toThrow(/cannot write the log file .*plain-file\/x\.log .*logFile to '-'/);
   });
 
+  it('reopen() that cannot create the new file keeps writing to the old one, and says so', async () => {
+    const log = make();
+    log.logger.info('before');
+    await log.flush();
+    renameSync(join(dir, 'logs'), join(dir, 'logs.1'));
+    writeFileSync(join(dir, 'logs'), 'a file where the folder was');
+    log.reopen();
+    log.logger.info('after');
+    const out = await lines(log, join(dir, 'logs.1', 'botlink.log'));
+    expect(out.map((l) => l.msg)).toEqual([
+      'before',
+      expect.stringMatching(/cannot write the log file .*botlink\.log \(EEXIST\).*Still writing to the file opened before/),
+      'after',
+    ]);
+  });
+
+  it('run as root, creates the file and its folders as the owner of the folder each is made in', async () => {
+    if (process.geteuid?.() !== 0) throw new Error('this test checks what a root-run command creates: run it as root');
+    chownSync(dir, 4242, 4343);
+    const nested = join(dir, 'a', 'b', 'botlink.log');
+    const log = createLogger({ file: nested, level: 'info' });
+    open.push(log);
+    log.logger.info('owned');
+    await log.flush();
+    for (const path of [join(dir, 'a'), join(dir, 'a', 'b'), nested]) expect(statSync(path)).toMatchObject({ uid: 4242, gid: 4343 });
+  });
+
+  it('stderrIfUnwritable (the daemon): a log file that cannot be opened sends the log to stderr, saying so', () => {
+    const notADir = join(dir, 'plain-file');
+    writeFileSync(notADir, '');
+    const run = runScript(`
+      const log = createLogger({ file: ${JSON.stringify(join(notADir, 'x.log'))}, level: 'info', name: 'botlink', stderrIfUnwritable: true });
+      log.logger.info('still logging');
+      log.flush().then(() => console.log('flushed'));
+    `);
+    expect(run.status, run.stderr).toBe(0);
+    expect(run.stdout).toBe('flushed\n');
+    const out = run.stderr.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(out).toMatchObject([
+      { level: 'error', code: 'ERR_LOG_FILE', msg: expect.stringMatching(/plain-file\/x\.log \(EEXIST\).*Logging to stderr \(journald\) instead/) },
+      { level: 'info', msg: 'still logging' },
+    ]);
+  });
+
   it('pretty mode prints one short human line per entry on stdout', () => {
-    const script = `
-      import { createLogger } from ${JSON.stringify(join(process.cwd(), 'src/log.ts'))};
+    const run = runScript(`
       const log = createLogger({ file: '-', level: 'info', name: 'link', pretty: true });
       const logger = log.logger;
       logger.info({ reconnects: 0, url: 'ws://127.0.0.1:1/x y' }, 'connected');
       logger.error({ err: new Error('Unauthorized'), accessToken: ${JSON.stringify(TOKEN)} }, 'handshake failed');
       log.flush().then(() => console.error('flushed'));
-    `;
-    const bundled = join(dir, 'pretty.cjs');
-    buildSync({ stdin: { contents: script, loader: 'ts', resolveDir: process.cwd() }, bundle: true, platform: 'node',
-      format: 'cjs', outfile: bundled, logLevel: 'error' });
-    const run = spawnSync(process.execPath, [bundled], { encoding: 'utf8' });
+    `);
     expect(run.status, run.stderr).toBe(0);
     expect(run.stderr).toBe('flushed\n');
     const out = run.stdout.trim().split('\n');

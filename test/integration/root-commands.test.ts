@@ -1,0 +1,113 @@
+import { spawn } from 'node:child_process';
+import { chmodSync, chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { BUNDLE } from '../../scripts/build.mjs';
+import { waitFor } from '../helpers/agent-kit.js';
+import { cleanEnv, DaemonProc, runCli, type DeviceDir } from '../helpers/daemon-proc.js';
+import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
+import { requireTool } from '../helpers/tools.js';
+
+// The unit runs the daemon as a DynamicUser and technicians run `sudo botlink …`: real uids here, the
+// commands as root (this test's own uid) in folders owned by UID, the daemon as UID through setpriv.
+const UID = 4242;
+
+const { cleanups, service, device } = useHarness();
+
+function requireRoot(): void {
+  if (process.geteuid?.() !== 0) throw new Error('this test runs commands as root and the daemon as another uid: run it as root');
+}
+
+/**
+ * A device dir whose folders and files belong to UID, as systemd's StateDirectory/LogsDirectory would,
+ * except the secret: root's commands read /etc/botlink/secret-key (root's), the daemon its own copy
+ * in the credentials folder systemd gives it (LoadCredential).
+ */
+function ownedDevice(baseUrl: string): DeviceDir {
+  requireRoot();
+  const d = device(baseUrl);
+  for (const dir of [d.stateDir, d.runtimeDir, join(d.dir, 'log'), join(d.dir, 'credentials')]) mkdirSync(dir, { recursive: true });
+  writeFileSync(join(d.dir, 'credentials', 'secret-key'), readFileSync(join(d.dir, 'secret-key')), { mode: 0o600 });
+  for (const path of walk(d.dir)) if (path !== join(d.dir, 'secret-key')) chownSync(path, UID, UID);
+  return d;
+}
+
+function walk(dir: string): string[] {
+  return [dir, ...readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(join(dir, e.name)) : [join(dir, e.name)]))];
+}
+
+/** Whatever under `dir` does not belong to UID: what the daemon's user could not open or replace. */
+function notOwned(d: DeviceDir): string[] {
+  return walk(d.dir).filter((path) => path !== join(d.dir, 'secret-key') && lstatSync(path).uid !== UID);
+}
+
+/** `botlink run` as UID, the way the unit runs it as its DynamicUser. */
+function daemonAsUser(d: DeviceDir): DaemonProc {
+  const setpriv = requireTool('setpriv');
+  const child = spawn(setpriv, ['--reuid', String(UID), '--regid', String(UID), '--clear-groups', process.execPath, BUNDLE, 'run', '--config', d.configFile], {
+    env: cleanEnv({ BOTLINK_SECRET_KEY_FILE: join(d.dir, 'credentials', 'secret-key') }),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const p = new DaemonProc(child);
+  cleanups.push(() => p.stop('SIGKILL'));
+  return p;
+}
+
+async function connectedAsUser(d: DeviceDir, p: DaemonProc): Promise<void> {
+  const exited = p.exited.then(({ code }) => {
+    throw new Error(`the daemon exited with ${code}: ${p.stderr}`);
+  });
+  await Promise.race([d.waitForLink('connected', 15_000), exited]);
+  expect(d.status()?.pid).toBe(p.child.pid);
+}
+
+describe('commands run as root leave nothing the daemon cannot use', () => {
+  it('sudo botlink token creates the log and the database as the folders\' owner; the daemon then runs', async () => {
+    const svc = await service(DAEMON_SEED);
+    const d = ownedDevice(svc.url);
+    const token = await runCli(['token', '--config', d.configFile]);
+    expect(token.code, token.stderr).toBe(0);
+    expect(lstatSync(d.logFile).uid).toBe(UID);
+    expect(lstatSync(join(d.stateDir, 'botlink.db')).uid).toBe(UID);
+    expect(notOwned(d)).toEqual([]);
+
+    const p = daemonAsUser(d);
+    await connectedAsUser(d, p);
+    // The daemon used the token the root command saved.
+    expect(svc.stats.getToken.total).toBe(1);
+    await waitFor(() => d.log().includes('botlink starting'), 5000, 'the daemon\'s first line in the log file');
+  });
+
+  it('a root-owned log file (left by an older release) is no configuration error: the daemon logs to stderr and runs', async () => {
+    const svc = await service(DAEMON_SEED);
+    const d = ownedDevice(svc.url);
+    writeFileSync(d.logFile, '');
+    chownSync(d.logFile, 0, 0);
+    chmodSync(d.logFile, 0o644);
+    const p = daemonAsUser(d);
+    await connectedAsUser(d, p);
+    await waitFor(() => p.stderr.includes('"msg":"link connected"'), 5000, 'the log on stderr');
+    expect(p.stderr).toMatch(/cannot write the log file .*botlink\.log \(EACCES\).*Logging to stderr \(journald\) instead/);
+  });
+
+  it('sudo botlink status on a damaged database changes nothing; the daemon moves it aside itself', async () => {
+    const svc = await service(DAEMON_SEED);
+    const d = ownedDevice(svc.url);
+    const db = join(d.stateDir, 'botlink.db');
+    writeFileSync(db, 'this is not a database'.repeat(200));
+    chownSync(db, UID, UID);
+    const before = readFileSync(db);
+
+    const status = await runCli(['status', '--config', d.configFile]);
+    expect(status.code).toBe(65);
+    expect(status.stderr).toMatch(/botlink\.db is damaged .*left as it is.*daemon moves it aside/);
+    expect(readdirSync(d.stateDir)).toEqual(['botlink.db']);
+    expect(readFileSync(db)).toEqual(before);
+    expect(notOwned(d)).toEqual([]);
+
+    const p = daemonAsUser(d);
+    await connectedAsUser(d, p);
+    expect(readdirSync(d.stateDir).some((f) => f.startsWith('botlink.db.corrupt-'))).toBe(true);
+    expect(notOwned(d)).toEqual([]);
+  });
+});
