@@ -191,8 +191,12 @@ function prettyLine(entry: Record<string, unknown>): string {
   return `${parts.join(' ')}\n`;
 }
 
-/** Errors show their message only: the stack is in the JSON log, the demo wants one line. */
+/**
+ * Errors show their message only: the stack is in the JSON log, the demo wants one line. Keys ending
+ * in `At` hold wall-clock ms (accessExpiresAt, …): a person reads them as a UTC time.
+ */
 function prettyValue(key: string, value: unknown): string {
+  if (key.endsWith('At') && typeof value === 'number' && Number.isFinite(value)) return new Date(value).toISOString();
   if (typeof value === 'string') return /^[^\s"=]+$/.test(value) ? value : JSON.stringify(value);
   const message = (value as { message?: unknown } | null)?.message;
   return JSON.stringify(key === 'err' && typeof message === 'string' ? message : value);

@@ -200,14 +200,25 @@ describe('createLogger', () => {
       const logger = log.logger;
       logger.info({ reconnects: 0, url: 'ws://127.0.0.1:1/x y' }, 'connected');
       logger.error({ err: new Error('Unauthorized'), accessToken: ${JSON.stringify(TOKEN)} }, 'handshake failed');
+      logger.info({ accessExpiresAt: 1795386369506, refreshExpiresAt: 1795990000000, retryInMs: 1500 }, 'token refreshed');
       log.flush().then(() => console.error('flushed'));
     `);
     expect(run.status, run.stderr).toBe(0);
     expect(run.stderr).toBe('flushed\n');
     const out = run.stdout.trim().split('\n');
-    expect(out).toHaveLength(2);
+    expect(out).toHaveLength(3);
     expect(out[0]).toMatch(/^\d\d:\d\d:\d\d\.\d{3} INFO  link: connected reconnects=0 url="ws:\/\/127\.0\.0\.1:1\/x y"$/);
     expect(out[1]).toMatch(/^\d\d:\d\d:\d\d\.\d{3} ERROR link: handshake failed err="Unauthorized" accessToken=\[redacted\]$/);
+    // Expiries are times a person reads (ISO 8601 UTC); durations stay numbers.
+    expect(out[2]).toMatch(
+      /^\d\d:\d\d:\d\d\.\d{3} INFO  link: token refreshed accessExpiresAt=2026-11-22T22:26:09\.506Z refreshExpiresAt=2026-11-29T22:06:40\.000Z retryInMs=1500$/,
+    );
+  });
+
+  it('the JSON log keeps expiries as epoch ms', async () => {
+    const log = make();
+    log.logger.info({ accessExpiresAt: 1795386369506 }, 'token refreshed');
+    expect((await lines(log))[0]).toMatchObject({ accessExpiresAt: 1795386369506 });
   });
 });
 
