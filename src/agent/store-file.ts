@@ -98,6 +98,15 @@ export function readError(path: string, error: unknown): StoreError {
   if (error instanceof StoreError) return error;
   const reason = (error as { code?: string }).code ?? String(error);
   const detail = `${reason}: ${(error as Error).message}`;
+  if (reason === 'SQLITE_READONLY_ROLLBACK') {
+    return new StoreError(
+      'ERR_STORE_RECOVERY',
+      `the token store ${path} holds a write a crash interrupted (${detail}); a reader cannot roll it back. The daemon ` +
+        'does when it next opens the file (systemd restarts it within seconds): ask again then.',
+      'retry-soon',
+      { cause: error },
+    );
+  }
   if (reason === 'SQLITE_NOTADB' || reason.startsWith('SQLITE_CORRUPT')) {
     return new StoreError(
       'ERR_STORE_CORRUPT',

@@ -55,7 +55,8 @@ interface DbCheck {
 
 /** Reads the file the killed daemon left, read-only, and closes it before the next daemon starts. */
 function inspectAgentDb(path: string): DbCheck {
-  const db = new Database(path, { readonly: true, fileMustExist: true });
+  // Read-write, as the next start opens it: a kill mid-write leaves a hot journal that only a writer rolls back.
+  const db = new Database(path, { fileMustExist: true });
   try {
     const integrity = (db.pragma('integrity_check', { simple: false }) as { integrity_check: string }[]).map((r) => r.integrity_check).join('\n');
     const rows = db.prepare<[], PairRow>('SELECT * FROM token_pair').all();

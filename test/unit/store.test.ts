@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -376,6 +377,34 @@ describe('TokenStore read-only (botlink status)', () => {
     expect((error as Error).message).toMatch(/is damaged .*left as it is.*daemon moves it aside/);
     expect(readdirSync(dir)).toEqual(['botlink.db']);
     expect(readFileSync(join(dir, 'botlink.db'))).toEqual(before);
+  });
+
+  it('leaves a write a crash interrupted for the next writer to roll back, and says so', () => {
+    const store = open();
+    store.savePair(bot, pair);
+    closeAll();
+    // A writer killed mid-transaction, its cache too small to hold the changes: the journal is hot.
+    const crash = spawnSync(process.execPath, ['-e', `
+      const db = new (require('better-sqlite3'))(${JSON.stringify(store.path)});
+      db.pragma('cache_size = 1');
+      db.exec('BEGIN');
+      for (let i = 0; i < 2000; i++) db.prepare('INSERT INTO meta (key, value) VALUES (?, ?)').run('k' + i, 'x'.repeat(200));
+      process.kill(process.pid, 'SIGKILL');
+    `], { cwd: process.cwd() });
+    expect(crash.signal).toBe('SIGKILL');
+    expect(existsSync(`${store.path}-journal`)).toBe(true);
+    let error: unknown;
+    try {
+      readOnly();
+    } catch (e) {
+      error = e;
+    }
+    expect((error as StoreError).code).toBe('ERR_STORE_RECOVERY');
+    expect((error as Error).message).toMatch(/interrupted .*The daemon does when it next opens the file/);
+    const writer = open();
+    expect(writer.integrityCheck()).toBe('ok');
+    expect(writer.loadPair(bot)).toEqual(pair);
+    expect(writer.getMeta('k0')).toBeUndefined();
   });
 
   it('reads a database of an older schema without migrating it (no lock key yet)', () => {
