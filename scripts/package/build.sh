@@ -199,8 +199,8 @@ assemble() {
   dpkg-deb --root-owner-group -Zxz --build "$pkg" "$out/botlink_${version}_${arch}.deb" >/dev/null
 }
 
-# Compiled addons are reused while the lockfile, the Node.js version and the recipe above are unchanged.
-stamp_of() { printf '%s %s %s\n' "$1" "$NODE_VERSION" "$(cat "$root/package-lock.json" <(declare -f compile_addons) | sha256sum | cut -c1-16)"; }
+# Compiled addons are reused while the lockfile, the Node.js version and the recipe above (compile_addons, flags) are unchanged.
+stamp_of() { printf '%s %s %s\n' "$1" "$NODE_VERSION" "$(cat "$root/package-lock.json" <(declare -f compile_addons flags) | sha256sum | cut -c1-16)"; }
 # Both architectures compile at once (better-sqlite3's SQLite is one large C file: one core each).
 pids=()
 compiling=()
