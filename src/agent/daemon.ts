@@ -64,7 +64,7 @@ export class Daemon {
       );
     }
     if ('lock' in claim) this.#instance = claim.lock;
-    else this.#log.error({ code: 'ERR_LOCK_SQUATTED' }, `instance lock unavailable (${claim.squatted}): running without the one-daemon check`);
+    else this.#log.error({ code: 'ERR_LOCK_UNUSABLE' }, `instance lock unavailable (${claim.unusable}): running without the one-daemon check`);
     // stop() came while the claim was pending: it could not release what it did not see.
     if (this.#stopping) {
       await this.#instance?.release();

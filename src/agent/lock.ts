@@ -10,7 +10,7 @@ import { createConnection, createServer, type Server, type Socket } from 'node:n
  *
  * Anyone can bind any abstract name, and bound names are listed in /proc/net/unix. So the name
  * derives from a random key kept in the 0600 token database, and a holder proves it knows that key
- * (an HMAC of the prober's nonce): a name bound by a process that cannot prove it is "squatted", and
+ * (an HMAC of the prober's nonce): a name bound by a process that cannot prove it is unusable, and
  * callers go on without the lock rather than let another local user stop them.
  */
 
@@ -20,8 +20,8 @@ export interface HeldLock {
   release(): Promise<void>;
 }
 
-/** What a probe of a lock name found: nobody, a holder that proved the key, or a squatter. */
-export type LockProbe = { state: 'free' } | { state: 'held'; pid: number } | { state: 'squatted'; detail: string };
+/** What a probe of a lock name found: nobody, a holder that proved the key, or a name no botlink can use (a squatter). */
+export type LockProbe = { state: 'free' } | { state: 'held'; pid: number } | { state: 'unusable'; detail: string };
 
 export type LockClaim = { ok: true; lock: HeldLock } | { ok: false; probe: Exclude<LockProbe, { state: 'free' }> };
 
@@ -40,15 +40,20 @@ function proofOf(key: string, address: string, nonce: string): string {
   return createHmac('sha256', key).update(`${address}\n${nonce}`).digest('hex');
 }
 
-/** Takes lock `name` unless a holder that knows `key` has it; a squatted name is reported, not waited on. */
+/** Takes lock `name` unless a holder that knows `key` has it; an unusable name is reported, not waited on. */
 export async function acquireLock(key: string, name: LockName): Promise<LockClaim> {
   const address = lockAddress(key, name);
   for (let attempt = 1; ; attempt++) {
-    const server = await bind(address, key);
+    let server: Server | undefined;
+    try {
+      server = await bind(address, key);
+    } catch (err) {
+      return { ok: false, probe: { state: 'unusable', detail: `cannot bind it: ${(err as Error).message}` } };
+    }
     if (server) return { ok: true, lock: { release: () => new Promise((resolve) => server.close(() => resolve())) } };
     const probe = await probeAddress(address, key);
     if (probe.state !== 'free') return { ok: false, probe };
-    if (attempt === BIND_ATTEMPTS) return { ok: false, probe: { state: 'squatted', detail: `${name} lock bound and freed ${BIND_ATTEMPTS} times in a row` } };
+    if (attempt === BIND_ATTEMPTS) return { ok: false, probe: { state: 'unusable', detail: `${name} lock bound and freed ${BIND_ATTEMPTS} times in a row` } };
   }
 }
 
@@ -98,21 +103,21 @@ function probeAddress(address: string, key: string): Promise<LockProbe> {
       socket.destroy();
       resolve(probe);
     };
-    const squatted = (detail: string) => settle({ state: 'squatted', detail });
-    socket.setTimeout(PROBE_TIMEOUT_MS, () => squatted(`its holder gave no answer within ${PROBE_TIMEOUT_MS / 1000} s`));
+    const unusable = (detail: string) => settle({ state: 'unusable', detail });
+    socket.setTimeout(PROBE_TIMEOUT_MS, () => unusable(`its holder gave no answer within ${PROBE_TIMEOUT_MS / 1000} s`));
     socket.on('connect', () => socket.write(`${nonce}\n`));
     socket.on('error', (err: NodeJS.ErrnoException) => {
       if (err.code === 'ECONNREFUSED' || err.code === 'ENOENT') settle({ state: 'free' });
       // A holder that hangs up before proving anything is judged on 'close', like one that answers wrong.
-      else if (err.code !== 'EPIPE' && err.code !== 'ECONNRESET') squatted(`probing it failed: ${err.message}`);
+      else if (err.code !== 'EPIPE' && err.code !== 'ECONNRESET') unusable(`probing it failed: ${err.message}`);
     });
     socket.on('data', (chunk: Buffer) => {
       reply += chunk.toString('latin1');
-      if (reply.length > MAX_LINE) squatted('its holder sent an oversized answer');
+      if (reply.length > MAX_LINE) unusable('its holder sent an oversized answer');
     });
     socket.on('close', () => {
       const pid = verify(reply, address, key, nonce);
-      if (pid === undefined) squatted('its holder could not prove it knows the key in the token database');
+      if (pid === undefined) unusable('its holder could not prove it knows the key in the token database');
       else settle({ state: 'held', pid });
     });
   });

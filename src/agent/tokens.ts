@@ -252,14 +252,14 @@ export class TokenManager {
 
   /**
    * The stateDir's renew lock, waited for while another botlink process renews. Undefined when its
-   * name is squatted by a process that cannot prove it knows the key: renewing matters more.
+   * name cannot be used (squatted by a process that cannot prove it knows the key): renewing matters more.
    */
   async #renewLock(): Promise<HeldLock | undefined> {
     for (;;) {
       const claim = await acquireLock(this.#o.store.requireLockKey(), 'renew');
       if (claim.ok) return claim.lock;
-      if (claim.probe.state === 'squatted') {
-        this.#o.log.error({ code: 'ERR_LOCK_SQUATTED' }, `renew lock unavailable (${claim.probe.detail}): renewing without it`);
+      if (claim.probe.state === 'unusable') {
+        this.#o.log.error({ code: 'ERR_LOCK_UNUSABLE' }, `renew lock unavailable (${claim.probe.detail}): renewing without it`);
         return undefined;
       }
       if (this.#stopped) return undefined;

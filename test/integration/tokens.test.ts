@@ -227,7 +227,7 @@ describe('TokenManager against the reference service', () => {
     k.tokens.start();
     await k.tokens.current();
     expect(svc.stats.getToken.ok).toBe(1);
-    expect(k.logText()).toMatch(/ERR_LOCK_SQUATTED.*renew lock unavailable .*could not prove it knows the key.*renewing without it/);
+    expect(k.logText()).toMatch(/ERR_LOCK_UNUSABLE.*renew lock unavailable .*could not prove it knows the key.*renewing without it/);
   });
 
   it('a pair held unsaved gives way to a newer one another process saved once the disk took it', async () => {

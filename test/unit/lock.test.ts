@@ -51,10 +51,10 @@ describe('lock on an abstract socket name', () => {
     expect(lockAddress(KEY, 'renew')).not.toContain(KEY);
   });
 
-  it('a name bound by a process that cannot prove the key is squatted, not held', async () => {
+  it('a name bound by a process that cannot prove the key is unusable, not held', async () => {
     await squat(lockAddress(KEY, 'renew'));
     const probe = await probeLock(KEY, 'renew');
-    expect(probe).toMatchObject({ state: 'squatted', detail: expect.stringMatching(/could not prove it knows the key/) });
+    expect(probe).toMatchObject({ state: 'unusable', detail: expect.stringMatching(/could not prove it knows the key/) });
     expect(await acquireLock(KEY, 'renew')).toEqual({ ok: false, probe });
   });
 
@@ -70,7 +70,7 @@ describe('lock on an abstract socket name', () => {
     await lock.release();
     held.pop();
     await squat(lockAddress(KEY, 'renew'), recorded);
-    expect(await probeLock(KEY, 'renew')).toMatchObject({ state: 'squatted' });
+    expect(await probeLock(KEY, 'renew')).toMatchObject({ state: 'unusable' });
   });
 
   it('a holder hangs up on a malformed nonce', async () => {
