@@ -8,7 +8,7 @@ import { basename, dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { signV2 } from '../../src/protocol/sign.js';
 import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
-import { TokenStore } from '../../src/agent/store.js';
+import { TokenStore } from '../../src/agent/store/token-store.js';
 
 // ---------- where we are ----------
 

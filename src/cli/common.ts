@@ -1,6 +1,6 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { ConfigError, loadConfig, type AgentConfig } from '../agent/config.js';
-import { SecretFileError } from '../agent/secret.js';
+import { ConfigError, loadConfig, type AgentConfig } from '../agent/config/config.js';
+import { SecretFileError } from '../agent/config/secret.js';
 import { BotlinkError } from '../protocol/errors.js';
 import { Exit, UsageError } from './exit.js';
 

@@ -1,8 +1,8 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadConfig } from '../agent/config.js';
-import { Daemon } from '../agent/daemon.js';
+import { loadConfig } from '../agent/config/config.js';
+import { Daemon } from '../agent/daemon/daemon.js';
 import { createLogger } from '../log.js';
 import { createReferenceService } from '../service/server.js';
 import { parseFlags } from './common.js';

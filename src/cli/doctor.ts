@@ -1,4 +1,4 @@
-import { CHECK_NAMES, DEFAULT_CHECK_TIMEOUT_MS, runDoctor, type CheckResult } from '../agent/doctor.js';
+import { CHECK_NAMES, DEFAULT_CHECK_TIMEOUT_MS, runDoctor, type CheckResult } from '../doctor/doctor.js';
 import { parseFlags } from './common.js';
 import { Exit } from './exit.js';
 

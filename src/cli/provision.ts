@@ -1,8 +1,8 @@
-import { ConfigError, loadConfig, type AgentConfig } from '../agent/config.js';
-import { runningDaemon } from '../agent/instance.js';
-import { provision as register, resolveIdentity, type ProvisionRequest } from '../agent/provisioning.js';
-import { openRuntime, type AgentRuntime } from '../agent/runtime.js';
-import { readStatusFile } from '../agent/status.js';
+import { ConfigError, loadConfig, type AgentConfig } from '../agent/config/config.js';
+import { runningDaemon } from '../agent/store/instance.js';
+import { provision as register, resolveIdentity, type ProvisionRequest } from '../agent/daemon/provisioning.js';
+import { openRuntime, type AgentRuntime } from '../agent/daemon/runtime.js';
+import { readStatusFile } from '../agent/daemon/status.js';
 import { DEVICE_TYPES, type DeviceType } from '../protocol/wire.js';
 import { exitFor, loadCommandConfig, parseFlags } from './common.js';
 import { Exit, UsageError } from './exit.js';

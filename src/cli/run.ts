@@ -1,4 +1,4 @@
-import { Daemon } from '../agent/daemon.js';
+import { Daemon } from '../agent/daemon/daemon.js';
 import { createLogger } from '../log.js';
 import { BotlinkError } from '../protocol/errors.js';
 import { loadCommandConfig, parseFlags } from './common.js';

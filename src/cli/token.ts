@@ -1,7 +1,7 @@
 import { pino } from 'pino';
-import type { AgentConfig } from '../agent/config.js';
-import { resolveIdentity } from '../agent/provisioning.js';
-import { openRuntime, type AgentRuntime } from '../agent/runtime.js';
+import type { AgentConfig } from '../agent/config/config.js';
+import { resolveIdentity } from '../agent/daemon/provisioning.js';
+import { openRuntime, type AgentRuntime } from '../agent/daemon/runtime.js';
 import { createLogger, type BotlinkLogger } from '../log.js';
 import { BotlinkError } from '../protocol/errors.js';
 import type { Identity } from '../protocol/wire.js';

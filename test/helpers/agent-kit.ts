@@ -2,12 +2,12 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
-import { CloudClient } from '../../src/agent/api.js';
-import { systemClock, type Clock } from '../../src/agent/clock.js';
-import { ServerTime } from '../../src/agent/servertime.js';
-import { TokenStore } from '../../src/agent/store.js';
-import type { TimeSyncResult } from '../../src/agent/timesync.js';
-import { TokenManager, type TokenManagerOptions } from '../../src/agent/tokens.js';
+import { CloudClient } from '../../src/agent/cloud/client.js';
+import { systemClock, type Clock } from '../../src/agent/time/clock.js';
+import { ServerTime } from '../../src/agent/time/servertime.js';
+import { TokenStore } from '../../src/agent/store/token-store.js';
+import type { TimeSyncResult } from '../../src/agent/time/timesync.js';
+import { TokenManager, type TokenManagerOptions } from '../../src/agent/token/manager.js';
 import type { Identity } from '../../src/protocol/wire.js';
 
 export const SYNCED: TimeSyncResult = { verdict: 'synced', source: 'timesyncd', detail: 'test says synced' };

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BUNDLE } from '../../scripts/build.mjs';
-import type { StatusDoc } from '../../src/agent/status.js';
+import type { StatusDoc } from '../../src/agent/daemon/status.js';
 import { waitFor } from './agent-kit.js';
 
 export const DAEMON_SECRET = 'daemon-test-secret-4b1d';

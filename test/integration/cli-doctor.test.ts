@@ -2,7 +2,7 @@ import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { TokenStore } from '../../src/agent/store.js';
+import { TokenStore } from '../../src/agent/store/token-store.js';
 import { cleanEnv, DAEMON_SECRET, runCli, type CliRun, type DeviceDir } from '../helpers/daemon-proc.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { TokenStore } from '../../src/agent/store.js';
+import { TokenStore } from '../../src/agent/store/token-store.js';
 import { DAEMON_SECRET, runCli } from '../helpers/daemon-proc.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 import { startScriptedServer, trickleBody, type Script } from '../helpers/scripted-server.js';

@@ -1,8 +1,8 @@
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { claimInstance } from '../../src/agent/instance.js';
-import { TokenStore, type StoreIdentity, type TokenPair } from '../../src/agent/store.js';
+import { claimInstance } from '../../src/agent/store/instance.js';
+import { TokenStore, type StoreIdentity, type TokenPair } from '../../src/agent/store/token-store.js';
 import type { ReferenceService } from '../../src/service/server.js';
 import { AgentKit, waitFor } from '../helpers/agent-kit.js';
 import { runCli } from '../helpers/daemon-proc.js';

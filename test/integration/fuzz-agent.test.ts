@@ -3,10 +3,10 @@ import type { AddressInfo, Socket } from 'node:net';
 import { join } from 'node:path';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { CloudClient, CloudError } from '../../src/agent/api.js';
-import { systemClock } from '../../src/agent/clock.js';
-import { LinkSupervisor, type LinkState, type TokenSource } from '../../src/agent/link.js';
-import { ServerTime } from '../../src/agent/servertime.js';
+import { CloudClient, CloudError } from '../../src/agent/cloud/client.js';
+import { systemClock } from '../../src/agent/time/clock.js';
+import { LinkSupervisor, type LinkState, type TokenSource } from '../../src/agent/link/supervisor.js';
+import { ServerTime } from '../../src/agent/time/servertime.js';
 import { describeCode } from '../../src/protocol/codes.js';
 import type { RetryClass } from '../../src/protocol/errors.js';
 import {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { systemClock } from '../../src/agent/clock.js';
-import { LinkSupervisor, type TokenSource } from '../../src/agent/link.js';
+import { systemClock } from '../../src/agent/time/clock.js';
+import { LinkSupervisor, type TokenSource } from '../../src/agent/link/supervisor.js';
 import { AgentKit, waitFor } from '../helpers/agent-kit.js';
 import { json, startScriptedServer } from '../helpers/scripted-server.js';
 

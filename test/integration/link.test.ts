@@ -3,8 +3,8 @@ import { createServer as createTcpServer, type AddressInfo, type Socket } from '
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { WebSocketServer, type WebSocket as ServerSocket } from 'ws';
-import { systemClock } from '../../src/agent/clock.js';
-import { LinkSupervisor, MAX_CLOUD_MESSAGE_BYTES, type LinkOptions, type TokenSource } from '../../src/agent/link.js';
+import { systemClock } from '../../src/agent/time/clock.js';
+import { LinkSupervisor, MAX_CLOUD_MESSAGE_BYTES, type LinkOptions, type TokenSource } from '../../src/agent/link/supervisor.js';
 import { WsMessage } from '../../src/protocol/codes.js';
 import { wsFailureBody } from '../../src/protocol/wire.js';
 import { createReferenceService } from '../../src/service/server.js';

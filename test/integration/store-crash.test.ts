@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { TokenStore, type StoreIdentity, type TokenPair } from '../../src/agent/store.js';
+import { TokenStore, type StoreIdentity, type TokenPair } from '../../src/agent/store/token-store.js';
 import { bundleChild, type Bundle } from '../helpers/bundle.js';
 
 const KILLS = 30;
@@ -15,8 +15,8 @@ const identity: StoreIdentity = { baseUrl: 'http://127.0.0.1:9', accessKeyId: 'A
 // Generation g writes access-g-0..3 / refresh-g with expiries g*1000+step and g*1000+500, so any mix of
 // two generations, or of two saves, is visible in the fields themselves.
 const childSource = `
-import { acquireLock } from './src/agent/lock.js';
-import { TokenStore } from './src/agent/store.js';
+import { acquireLock } from './src/agent/store/lock.js';
+import { TokenStore } from './src/agent/store/token-store.js';
 const identity = ${JSON.stringify(identity)};
 const store = TokenStore.open(process.argv[2], { onCorrupt: () => process.exit(3) });
 const loaded = store.loadPair(identity)?.issuedAt ?? 0;

@@ -5,16 +5,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { claimInstance, runningDaemon } from '../../src/agent/instance.js';
-import { acquireLock, type HeldLock } from '../../src/agent/lock.js';
-import { TokenStore } from '../../src/agent/store.js';
+import { claimInstance, runningDaemon } from '../../src/agent/store/instance.js';
+import { acquireLock, type HeldLock } from '../../src/agent/store/lock.js';
+import { TokenStore } from '../../src/agent/store/token-store.js';
 import { bundleChild, type Bundle } from '../helpers/bundle.js';
 
 // A real process taking a lock through the real modules; prints its verdict, then idles holding what it got.
 const childSource = `
-import { claimInstance } from './src/agent/instance.js';
-import { acquireLock } from './src/agent/lock.js';
-import { TokenStore } from './src/agent/store.js';
+import { claimInstance } from './src/agent/store/instance.js';
+import { acquireLock } from './src/agent/store/lock.js';
+import { TokenStore } from './src/agent/store/token-store.js';
 const store = TokenStore.open(process.argv[2]);
 if (process.argv[3] === 'instance') {
   const claim = await claimInstance(store);

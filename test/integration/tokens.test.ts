@@ -3,9 +3,9 @@ import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { Clock } from '../../src/agent/clock.js';
-import { lockAddress } from '../../src/agent/lock.js';
-import { TokenStore } from '../../src/agent/store.js';
+import type { Clock } from '../../src/agent/time/clock.js';
+import { lockAddress } from '../../src/agent/store/lock.js';
+import { TokenStore } from '../../src/agent/store/token-store.js';
 import type { ReferenceService } from '../../src/service/server.js';
 import { AgentKit, UNKNOWN, waitFor, type AgentKitOptions } from '../helpers/agent-kit.js';
 import { useHarness } from '../helpers/harness.js';

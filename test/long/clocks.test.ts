@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TokenStore } from '../../src/agent/store.js';
+import { TokenStore } from '../../src/agent/store/token-store.js';
 import type { ReferenceService } from '../../src/service/server.js';
 import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
 import { cleanEnv, DAEMON_SECRET, type DaemonProc, type DeviceDir } from '../helpers/daemon-proc.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { backoffCeiling, backoffFloor, DISPLACED_BACKOFF, type BackoffSettings } from '../../src/agent/backoff.js';
+import { backoffCeiling, backoffFloor, DISPLACED_BACKOFF, type BackoffSettings } from '../../src/agent/token/backoff.js';
 import { waitFor } from '../helpers/agent-kit.js';
 import { DAEMON_SECRET, type DaemonProc } from '../helpers/daemon-proc.js';
 import { FleetAgent, SocketTimeline, sleep } from '../helpers/fleet.js';

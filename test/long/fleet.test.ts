@@ -2,8 +2,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { backoffCeiling, LINK_BACKOFF, shouldReset } from '../../src/agent/backoff.js';
-import { DROPPED_FIRST_ATTEMPT } from '../../src/agent/link.js';
+import { backoffCeiling, LINK_BACKOFF, shouldReset } from '../../src/agent/token/backoff.js';
+import { DROPPED_FIRST_ATTEMPT } from '../../src/agent/link/supervisor.js';
 import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
 import { waitFor } from '../helpers/agent-kit.js';
 import { busiestWindow, fdBreakdown, FleetAgent, median, sleep, type FdBreakdown } from '../helpers/fleet.js';
@@ -51,7 +51,7 @@ function checkSchedule(agent: FleetAgent, name: string): ScheduleCheck {
     }
     if (e.kind === 'backoff') {
       if (connectedAt !== undefined && shouldReset(e.t - connectedAt)) attempt = 0;
-      // A drop of an established connection retries from attempt 2's window (src/agent/link.ts).
+      // A drop of an established connection retries from attempt 2's window (src/agent/link/supervisor.ts).
       if (connectedAt !== undefined) attempt = Math.max(attempt, DROPPED_FIRST_ATTEMPT);
       connectedAt = undefined;
       const ceiling = backoffCeiling(attempt, LINK_BACKOFF);

@@ -15,7 +15,7 @@ import {
   retriesOnSchedule,
   retryAfter,
   SLOW_RETRY_MS,
-} from '../../src/agent/backoff.js';
+} from '../../src/agent/token/backoff.js';
 import { prng } from '../helpers/fuzz.js';
 
 const TOP = 0.999999;

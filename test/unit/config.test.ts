@@ -12,8 +12,8 @@ import {
   envVarFor,
   loadConfig,
   TUNABLE_DEFAULTS,
-} from '../../src/agent/config.js';
-import { readSecretFile, Secret, SecretFileError } from '../../src/agent/secret.js';
+} from '../../src/agent/config/config.js';
+import { readSecretFile, Secret, SecretFileError } from '../../src/agent/config/secret.js';
 
 const SECRET = 'S3cr3t-value-7f9c';
 let dir: string;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { CloudError } from '../../src/agent/api.js';
-import { ClockNotTrustedError } from '../../src/agent/signingtime.js';
+import { CloudError } from '../../src/agent/cloud/client.js';
+import { ClockNotTrustedError } from '../../src/agent/time/signingtime.js';
 import { explainFailure, formatAgo, formatDuration, formatLeft, formatOffset, formatTime, type FailureContext } from '../../src/cli/format.js';
 import { BotlinkError } from '../../src/protocol/errors.js';
 

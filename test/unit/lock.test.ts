@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { createConnection, createServer, type Server } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { acquireLock, lockAddress, probeLock, type HeldLock } from '../../src/agent/lock.js';
+import { acquireLock, lockAddress, probeLock, type HeldLock } from '../../src/agent/store/lock.js';
 
 // Random: abstract names are machine-wide, and another run of this file may be under way.
 const KEY = randomBytes(16).toString('hex');

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildSync } from 'esbuild';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { Secret } from '../../src/agent/secret.js';
+import { Secret } from '../../src/agent/config/secret.js';
 import { BotlinkError } from '../../src/protocol/errors.js';
 import { type BotlinkLogger, createLogger, redact, REDACTED } from '../../src/log.js';
 

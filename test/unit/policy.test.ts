@@ -8,7 +8,7 @@ import {
   type PolicyNow,
   type PolicySettings,
   type TokenFacts,
-} from '../../src/agent/policy.js';
+} from '../../src/agent/token/policy.js';
 import { prng } from '../helpers/fuzz.js';
 
 const S = 1_000;

@@ -1,9 +1,9 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/agent/config.js';
-import { BOTLINK_APP_ID, boardSerial, machineAppSpecificId, resolveIdentity, type BoardPaths } from '../../src/agent/provisioning.js';
-import { TokenStore } from '../../src/agent/store.js';
+import { loadConfig } from '../../src/agent/config/config.js';
+import { BOTLINK_APP_ID, boardSerial, machineAppSpecificId, resolveIdentity, type BoardPaths } from '../../src/agent/daemon/provisioning.js';
+import { TokenStore } from '../../src/agent/store/token-store.js';
 import { BotlinkError } from '../../src/protocol/errors.js';
 import { useHarness } from '../helpers/harness.js';
 

@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { chmodSync, chownSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readSecretFile, SecretFileError } from '../../src/agent/secret.js';
+import { readSecretFile, SecretFileError } from '../../src/agent/config/secret.js';
 import { bundleChild, type Bundle } from '../helpers/bundle.js';
 import { useHarness } from '../helpers/harness.js';
 import { requireRoot, requireTool } from '../helpers/tools.js';
@@ -55,7 +55,7 @@ describe('readSecretFile as a non-root agent user (setpriv)', () => {
   let child: Bundle;
   beforeAll(async () => {
     child = await bundleChild(
-      "import { readSecretFile } from './src/agent/secret.ts';\n" +
+      "import { readSecretFile } from './src/agent/config/secret.ts';\n" +
         'try { process.stdout.write(`ok ${readSecretFile(process.argv[2]!).reveal()}`); } catch (e) { process.stdout.write(`refused ${(e as Error).message}`); }\n',
       'secret-child.ts',
       'secret-owner-',

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ServerTime } from '../../src/agent/servertime.js';
+import { ServerTime } from '../../src/agent/time/servertime.js';
 
 /** A settable fake Clock. */
 function fakeClock(wall: number, mono: number) {

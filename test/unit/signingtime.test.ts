@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ServerTime } from '../../src/agent/servertime.js';
+import { ServerTime } from '../../src/agent/time/servertime.js';
 import {
   chooseSigningTime,
   ClockNotTrustedError,
@@ -8,8 +8,8 @@ import {
   needsSample,
   NO_TRUSTED_TIME,
   type SigningTime,
-} from '../../src/agent/signingtime.js';
-import type { TimeSyncResult, Verdict } from '../../src/agent/timesync.js';
+} from '../../src/agent/time/signingtime.js';
+import type { TimeSyncResult, Verdict } from '../../src/agent/time/timesync.js';
 import { BotlinkError } from '../../src/protocol/errors.js';
 
 const WALL = Date.parse('2026-12-01T12:00:00.250Z');

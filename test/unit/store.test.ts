@@ -5,8 +5,8 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { MIGRATIONS, migrate, StoreError } from '../../src/agent/store-file.js';
-import { TokenStore, type StoreIdentity, type TokenPair } from '../../src/agent/store.js';
+import { MIGRATIONS, migrate, StoreError } from '../../src/agent/store/store-file.js';
+import { TokenStore, type StoreIdentity, type TokenPair } from '../../src/agent/store/token-store.js';
 
 const bot: StoreIdentity = { baseUrl: 'https://cloud.example', accessKeyId: 'AK', kind: 'bot', id: 'bot-1' };
 const pair: TokenPair = {

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import type { Clock } from '../../src/agent/clock.js';
+import type { Clock } from '../../src/agent/time/clock.js';
 import {
   checkTimeSync,
   DEFAULT_CHRONYC,
@@ -12,7 +12,7 @@ import {
   type CommandOutput,
   type CommandRunner,
   type TimeSyncOptions,
-} from '../../src/agent/timesync.js';
+} from '../../src/agent/time/timesync.js';
 
 const FLOOR = Date.parse('2026-11-21T00:00:00Z');
 const dir = mkdtempSync(join(tmpdir(), 'botlink-timesync-'));

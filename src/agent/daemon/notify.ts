@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { unixDgram } from '../native.js';
+import { unixDgram } from '../../native.js';
 
 /** sd_notify(3) for a Type=notify unit; every method is a no-op when NOTIFY_SOCKET is unset. */
 export interface Notifier {

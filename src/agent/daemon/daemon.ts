@@ -1,16 +1,16 @@
 import type { Logger } from 'pino';
-import { BotlinkError, toBotlinkError } from '../protocol/errors.js';
-import { VERSION } from '../version.js';
-import { resetBackoff, retryAfter } from './backoff.js';
-import type { AgentConfig } from './config.js';
-import { claimInstance } from './instance.js';
-import type { HeldLock } from './lock.js';
-import { LinkSupervisor } from './link.js';
+import { BotlinkError, toBotlinkError } from '../../protocol/errors.js';
+import { VERSION } from '../../version.js';
+import { resetBackoff, retryAfter } from '../token/backoff.js';
+import type { AgentConfig } from '../config/config.js';
+import { claimInstance } from '../store/instance.js';
+import type { HeldLock } from '../store/lock.js';
+import { LinkSupervisor } from '../link/supervisor.js';
 import { createNotifier, type Notifier } from './notify.js';
 import { provision, resolveIdentity, type BoardPaths } from './provisioning.js';
 import { openRuntime, type AgentRuntime, type RuntimeOptions } from './runtime.js';
 import { writeStatusFile, type StatusDoc } from './status.js';
-import type { TokenManager } from './tokens.js';
+import type { TokenManager } from '../token/manager.js';
 
 /** The longest delay a Node timer takes: the keepalive interval only needs to exist, not to fire. */
 const KEEPALIVE_MS = 2 ** 31 - 1;

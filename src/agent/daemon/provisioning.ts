@@ -1,7 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { BotlinkError } from '../protocol/errors.js';
-import type { DeviceType, Identity } from '../protocol/wire.js';
+import { BotlinkError } from '../../protocol/errors.js';
+import type { DeviceType, Identity } from '../../protocol/wire.js';
 import type { AgentRuntime } from './runtime.js';
 
 export interface BoardPaths {

@@ -1,13 +1,13 @@
 import { join } from 'node:path';
 import { describeCode } from '../protocol/codes.js';
-import { CloudError } from './api.js';
-import type { AgentConfig } from './config.js';
-import { fail, failWith, messageOf, ok, skip, splitFix, UNMET, type Check, type Outcome } from './doctor-check.js';
-import { checkDns, checkTcp, checkTls, checkWsHandshake } from './doctor-net.js';
-import { runningDaemon } from './instance.js';
-import { resolveIdentity, type ResolvedIdentity } from './provisioning.js';
-import { chooseSigningTime, MAX_WALL_DISAGREEMENT_MS } from './signingtime.js';
-import { readStatusFile, STATUS_FILE, type StatusDoc } from './status.js';
+import { CloudError } from '../agent/cloud/client.js';
+import type { AgentConfig } from '../agent/config/config.js';
+import { fail, failWith, messageOf, ok, skip, splitFix, UNMET, type Check, type Outcome } from './check.js';
+import { checkDns, checkTcp, checkTls, checkWsHandshake } from './net.js';
+import { runningDaemon } from '../agent/store/instance.js';
+import { resolveIdentity, type ResolvedIdentity } from '../agent/daemon/provisioning.js';
+import { chooseSigningTime, MAX_WALL_DISAGREEMENT_MS } from '../agent/time/signingtime.js';
+import { readStatusFile, STATUS_FILE, type StatusDoc } from '../agent/daemon/status.js';
 
 const NO_TIME_FIX = 'enable NTP (timedatectl set-ntp true) or make the token service reachable: either gives the agent a time to sign with';
 

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { LookupFunction } from 'node:net';
 import type { Dispatcher } from 'undici';
-import { describeCode } from '../protocol/codes.js';
-import { BotlinkError, WireError, type RetryClass } from '../protocol/errors.js';
-import { signV2, SIGNATURE_VERSION } from '../protocol/sign.js';
+import { describeCode } from '../../protocol/codes.js';
+import { BotlinkError, WireError, type RetryClass } from '../../protocol/errors.js';
+import { signV2, SIGNATURE_VERSION } from '../../protocol/sign.js';
 import {
   identityFieldsOf,
   parseGetTokenResponse,
@@ -13,8 +13,8 @@ import {
   type Identity,
   type RefreshTokenSuccess,
   type RegisterDeviceRequest,
-} from '../protocol/wire.js';
-import type { Clock } from './clock.js';
+} from '../../protocol/wire.js';
+import type { Clock } from '../time/clock.js';
 import { createPool, type HttpPool } from './http.js';
 
 /** Why a cloud call failed; `serviceCode` is the protocol's `code` when the service answered one. */

@@ -1,5 +1,5 @@
 import { acquireLock, probeLock, type HeldLock } from './lock.js';
-import type { TokenStore } from './store.js';
+import type { TokenStore } from './token-store.js';
 
 /** Claiming a stateDir for this daemon: held, refused (another daemon runs), or unusable (squatted by a stranger). */
 export type InstanceClaim =

@@ -3,7 +3,7 @@
  * and nothing here reads a clock or a random source.
  */
 
-import type { RetryClass } from '../protocol/errors.js';
+import type { RetryClass } from '../../protocol/errors.js';
 
 export interface BackoffSettings {
   readonly baseMs: number;

@@ -5,8 +5,8 @@ import { connect as tlsConnect } from 'node:tls';
 import WebSocket from 'ws';
 import { WsMessage, type WsFailure } from '../protocol/codes.js';
 import { parseWsFailure } from '../protocol/wire.js';
-import type { Clock } from './clock.js';
-import type { Outcome } from './doctor-check.js';
+import type { Clock } from '../agent/time/clock.js';
+import type { Outcome } from './check.js';
 
 /** What `botlink doctor` does about each of the three WebSocket refusals (DESIGN §1.4). */
 const WS_FIXES: Readonly<Record<WsFailure, string>> = {

@@ -1,9 +1,9 @@
-import { systemClock, type Clock } from './clock.js';
-import { clockCheck, dnsCheck, getTokenCheck, serverTimeCheck, tcpCheck, tlsCheck, websocketCheck } from './doctor-cloud.js';
-import { fail, messageOf, skip, UNMET, type Check, type CheckResult, type DoctorContext, type Outcome } from './doctor-check.js';
-import { configCheck, databaseCheck, runtimeDirCheck, secretFileCheck, stateDirCheck } from './doctor-local.js';
+import { systemClock, type Clock } from '../agent/time/clock.js';
+import { clockCheck, dnsCheck, getTokenCheck, serverTimeCheck, tcpCheck, tlsCheck, websocketCheck } from './cloud.js';
+import { fail, messageOf, skip, UNMET, type Check, type CheckResult, type DoctorContext, type Outcome } from './check.js';
+import { configCheck, databaseCheck, runtimeDirCheck, secretFileCheck, stateDirCheck } from './local.js';
 
-export type { CheckResult } from './doctor-check.js';
+export type { CheckResult } from './check.js';
 
 export interface DoctorOptions {
   configFile?: string;

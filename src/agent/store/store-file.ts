@@ -1,8 +1,8 @@
 import type Database from 'better-sqlite3';
 import { chmodSync, closeSync, existsSync, openSync, renameSync, statSync } from 'node:fs';
-import { sqlite } from '../native.js';
-import { giveToFolderOwner } from '../ownership.js';
-import { BotlinkError } from '../protocol/errors.js';
+import { sqlite } from '../../native.js';
+import { giveToFolderOwner } from '../../ownership.js';
+import { BotlinkError } from '../../protocol/errors.js';
 
 // The token store's file: schema versions, opening, and what goes wrong with the disk under it.
 

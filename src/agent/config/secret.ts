@@ -1,6 +1,6 @@
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { inspect } from 'node:util';
-import { BotlinkError } from '../protocol/errors.js';
+import { BotlinkError } from '../../protocol/errors.js';
 
 const REDACTED = '[redacted]';
 /** A SecretKey is a short token; anything bigger is the wrong file. */

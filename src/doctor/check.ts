@@ -1,9 +1,9 @@
-import type { Clock } from './clock.js';
-import type { AgentConfig } from './config.js';
-import type { ResolvedIdentity } from './provisioning.js';
-import type { AgentRuntime } from './runtime.js';
-import type { SecretFileError } from './secret.js';
-import type { TimeSyncResult } from './timesync.js';
+import type { Clock } from '../agent/time/clock.js';
+import type { AgentConfig } from '../agent/config/config.js';
+import type { ResolvedIdentity } from '../agent/daemon/provisioning.js';
+import type { AgentRuntime } from '../agent/daemon/runtime.js';
+import type { SecretFileError } from '../agent/config/secret.js';
+import type { TimeSyncResult } from '../agent/time/timesync.js';
 
 /** One check's answer; a skip (an earlier check failed) does not count as passing. */
 export interface Outcome {

@@ -1,10 +1,10 @@
 import type { Logger } from 'pino';
-import type { GetTokenSuccess, Identity } from '../protocol/wire.js';
-import { CloudError, type CloudClient } from './api.js';
-import type { Clock } from './clock.js';
-import type { ServerTime } from './servertime.js';
-import { chooseSigningTime, ClockNotTrustedError, FRESH_SAMPLE_MS, needsSample } from './signingtime.js';
-import type { TimeSyncResult } from './timesync.js';
+import type { GetTokenSuccess, Identity } from '../../protocol/wire.js';
+import { CloudError, type CloudClient } from '../cloud/client.js';
+import type { Clock } from '../time/clock.js';
+import type { ServerTime } from '../time/servertime.js';
+import { chooseSigningTime, ClockNotTrustedError, FRESH_SAMPLE_MS, needsSample } from '../time/signingtime.js';
+import type { TimeSyncResult } from '../time/timesync.js';
 
 export interface SignFlowDeps {
   api: CloudClient;

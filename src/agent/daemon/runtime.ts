@@ -1,14 +1,14 @@
 import type { Logger } from 'pino';
-import type { Identity } from '../protocol/wire.js';
-import { BUILD_TIME_MS } from '../version.js';
-import { CloudClient } from './api.js';
-import { systemClock, type Clock } from './clock.js';
-import type { AgentConfig } from './config.js';
-import { DEFAULT_POLICY } from './policy.js';
-import { ServerTime } from './servertime.js';
-import { LAST_SERVER_TIME_KEY, TokenStore } from './store.js';
-import { checkTimeSync, type TimeSyncOptions, type TimeSyncResult } from './timesync.js';
-import { TokenManager } from './tokens.js';
+import type { Identity } from '../../protocol/wire.js';
+import { BUILD_TIME_MS } from '../../version.js';
+import { CloudClient } from '../cloud/client.js';
+import { systemClock, type Clock } from '../time/clock.js';
+import type { AgentConfig } from '../config/config.js';
+import { DEFAULT_POLICY } from '../token/policy.js';
+import { ServerTime } from '../time/servertime.js';
+import { LAST_SERVER_TIME_KEY, TokenStore } from '../store/token-store.js';
+import { checkTimeSync, type TimeSyncOptions, type TimeSyncResult } from '../time/timesync.js';
+import { TokenManager } from '../token/manager.js';
 
 /** The agent's shared parts, built once from a loaded config; commands and the daemon compose them. */
 export interface AgentRuntime {

@@ -3,8 +3,8 @@ import type { IncomingMessage } from 'node:http';
 import type { LookupFunction } from 'node:net';
 import type { Logger } from 'pino';
 import WebSocket, { type RawData } from 'ws';
-import { WsMessage, type WsFailure } from '../protocol/codes.js';
-import { parseWsFailure } from '../protocol/wire.js';
+import { WsMessage, type WsFailure } from '../../protocol/codes.js';
+import { parseWsFailure } from '../../protocol/wire.js';
 import {
   BOT_INVALID_RETRY_MS,
   DISPLACED_BACKOFF,
@@ -14,8 +14,8 @@ import {
   shouldReset,
   type BackoffSettings,
   type BackoffState,
-} from './backoff.js';
-import type { Clock } from './clock.js';
+} from '../token/backoff.js';
+import type { Clock } from '../time/clock.js';
 
 export type LinkState = 'connecting' | 'connected' | 'backoff' | 'displaced' | 'stopped';
 

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { BotlinkError } from '../protocol/errors.js';
+import { BotlinkError } from '../../protocol/errors.js';
 import { readSecretFile, type Secret, SecretFileError } from './secret.js';
 
 export const DEFAULT_CONFIG_FILE = '/etc/botlink/config.json';

@@ -1,10 +1,10 @@
 import { mkdirSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { ConfigError, describeSource, loadConfig } from './config.js';
-import { fail, failWith, messageOf, octal, ok, skip, UNMET, type Check, type Outcome } from './doctor-check.js';
-import { openRuntime } from './runtime.js';
-import { SecretFileError } from './secret.js';
+import { ConfigError, describeSource, loadConfig } from '../agent/config/config.js';
+import { fail, failWith, messageOf, octal, ok, skip, UNMET, type Check, type Outcome } from './check.js';
+import { openRuntime } from '../agent/daemon/runtime.js';
+import { SecretFileError } from '../agent/config/secret.js';
 
 /** Creates the directory as the agent would, then proves it writable with a file created and removed. */
 function probeDir(key: 'stateDir' | 'runtimeDir', dir: string, mode: number): Outcome | undefined {

@@ -1,4 +1,4 @@
-import { BotlinkError } from '../protocol/errors.js';
+import { BotlinkError } from '../../protocol/errors.js';
 import type { Clock } from './clock.js';
 import type { ServerTime } from './servertime.js';
 import type { TimeSyncResult } from './timesync.js';

@@ -1,9 +1,9 @@
 import type Database from 'better-sqlite3';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { sqlite } from '../native.js';
-import { makeFolders } from '../ownership.js';
-import { systemClock, type Clock } from './clock.js';
+import { sqlite } from '../../native.js';
+import { makeFolders } from '../../ownership.js';
+import { systemClock, type Clock } from '../time/clock.js';
 import {
   accessError,
   connect,

@@ -1,17 +1,17 @@
 import type { Logger } from 'pino';
-import { BotlinkError, toBotlinkError } from '../protocol/errors.js';
-import type { Identity } from '../protocol/wire.js';
-import { CloudError, type CloudClient } from './api.js';
+import { BotlinkError, toBotlinkError } from '../../protocol/errors.js';
+import type { Identity } from '../../protocol/wire.js';
+import { CloudError, type CloudClient } from '../cloud/client.js';
 import { resetBackoff, retriesOnSchedule, retryAfter, TOKEN_BACKOFF, type BackoffSettings, type BackoffState } from './backoff.js';
-import type { Clock } from './clock.js';
-import { acquireLock, type HeldLock } from './lock.js';
+import type { Clock } from '../time/clock.js';
+import { acquireLock, type HeldLock } from '../store/lock.js';
 import { PairSaver, SAVE_BACKOFF } from './pair-saver.js';
 import { accessUsableFor, decideNextAction, DEFAULT_POLICY, type PolicySettings, type TokenFacts } from './policy.js';
-import type { ServerTime } from './servertime.js';
+import type { ServerTime } from '../time/servertime.js';
 import { signedGetToken } from './signflow.js';
-import { chooseSigningTime, FRESH_SAMPLE_MS, needsSample } from './signingtime.js';
-import type { StoreIdentity, TokenPair, TokenStore } from './store.js';
-import type { TimeSyncResult } from './timesync.js';
+import { chooseSigningTime, FRESH_SAMPLE_MS, needsSample } from '../time/signingtime.js';
+import type { StoreIdentity, TokenPair, TokenStore } from '../store/token-store.js';
+import type { TimeSyncResult } from '../time/timesync.js';
 
 export interface TokenManagerOptions {
   identity: Identity;
