@@ -3,7 +3,7 @@ import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { Clock } from '../../src/agent/time/clock.js';
+import { withWallClock } from '../../src/agent/time/clock.js';
 import { lockAddress } from '../../src/agent/store/lock.js';
 import { TokenStore } from '../../src/agent/store/token-store.js';
 import type { ReferenceService } from '../../src/service/server.js';
@@ -111,7 +111,7 @@ describe('TokenManager against the reference service', () => {
     good.tokens.start();
     const token = await good.tokens.current();
     await good.close();
-    const clock1970: Clock = { wallNow: () => 86_400_000, monoNow: () => performance.now() };
+    const clock1970 = withWallClock(() => 86_400_000);
     const unsynced = { verdict: 'unsynced' as const, source: 'floor' as const, detail: 'before build time' };
     const k = kit(svc, { stateDir, clock: clock1970, verdict: unsynced });
     k.tokens.start();
@@ -132,7 +132,7 @@ describe('TokenManager against the reference service', () => {
     const floor = good.store.getMeta('lastServerTimeMs');
     await good.close();
     // A clock two days ahead, no time source, and every server time sample too slow to count.
-    const ahead: Clock = { wallNow: () => Date.now() + 2 * 86_400_000, monoNow: () => performance.now() };
+    const ahead = withWallClock(() => Date.now() + 2 * 86_400_000);
     svc.faults.setLatencyMs(60);
     const k = kit(svc, { stateDir, clock: ahead, verdict: UNKNOWN, maxRttMs: 20 });
     k.tokens.start();

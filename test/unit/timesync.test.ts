@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import type { Clock } from '../../src/agent/time/clock.js';
+import type { TimeReader } from '../../src/agent/time/clock.js';
 import {
   checkTimeSync,
   DEFAULT_CHRONYC,
@@ -21,7 +21,7 @@ writeFileSync(presentFile, '');
 const absentFile = join(dir, 'absent');
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const clockAt = (wall: number): Clock => ({ wallNow: () => wall, monoNow: () => 0 });
+const clockAt = (wall: number): TimeReader => ({ wallNow: () => wall, monoNow: () => 0 });
 
 /** A chrony -c tracking line with the given offset (field 5) and leap status (field 14). */
 const chronyLine = (offset: string, leap: string): string =>

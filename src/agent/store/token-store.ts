@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { sqlite } from '../../native.js';
 import { makeFolders } from '../../ownership.js';
-import { systemClock, type Clock } from '../time/clock.js';
+import { systemClock, type TimeReader } from '../time/clock.js';
 import {
   accessError,
   connect,
@@ -49,7 +49,7 @@ export interface ProvisionKey {
 export interface TokenStoreOptions {
   /** Called after a corrupt database was moved aside and replaced; the caller logs it at error. */
   onCorrupt?: (info: { movedTo: string; error: unknown }) => void;
-  clock?: Clock;
+  clock?: TimeReader;
   /** For `botlink status`: never creates, migrates, converts or moves the file, and writes nothing. */
   readOnly?: boolean;
 }

@@ -1,4 +1,4 @@
-import type { Clock } from './clock.js';
+import type { TimeReader } from './clock.js';
 
 export interface ServerTimeOptions {
   /** Samples whose request took longer are dropped: the Date was stamped somewhere in too wide a window. */
@@ -31,12 +31,12 @@ interface Sample {
  * well below the header's one-second resolution.
  */
 export class ServerTime {
-  private readonly clock: Clock;
+  private readonly clock: TimeReader;
   private readonly maxRttMs: number;
   private readonly maxSampleAgeMs: number;
   private samples: Sample[] = [];
 
-  constructor(clock: Clock, opts: ServerTimeOptions = {}) {
+  constructor(clock: TimeReader, opts: ServerTimeOptions = {}) {
     this.clock = clock;
     this.maxRttMs = opts.maxRttMs ?? DEFAULT_MAX_RTT_MS;
     this.maxSampleAgeMs = opts.maxSampleAgeMs ?? DEFAULT_MAX_SAMPLE_AGE_MS;

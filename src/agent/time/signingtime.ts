@@ -1,5 +1,5 @@
 import { BotlinkError } from '../../protocol/errors.js';
-import type { Clock } from './clock.js';
+import type { TimeReader } from './clock.js';
 import type { ServerTime } from './servertime.js';
 import type { TimeSyncResult } from './timesync.js';
 
@@ -24,7 +24,7 @@ export class ClockNotTrustedError extends BotlinkError {
   }
 }
 
-function hasFreshSample(server: ServerTime, clock: Clock, maxAgeMs: number): boolean {
+function hasFreshSample(server: ServerTime, clock: TimeReader, maxAgeMs: number): boolean {
   const last = server.lastSampleMono();
   return last !== undefined && clock.monoNow() - last <= maxAgeMs;
 }
@@ -33,7 +33,7 @@ function hasFreshSample(server: ServerTime, clock: Clock, maxAgeMs: number): boo
  * The timestamp to sign with (DESIGN §4): the wall clock when a source says it is synced and no fresh
  * server sample contradicts it; otherwise server time; never an unconfirmed wall clock.
  */
-export function chooseSigningTime(verdict: TimeSyncResult, server: ServerTime, clock: Clock): SigningTime {
+export function chooseSigningTime(verdict: TimeSyncResult, server: ServerTime, clock: TimeReader): SigningTime {
   const serverNow = server.now();
   if (verdict.verdict === 'synced') {
     const wall = Math.round(clock.wallNow());
@@ -48,6 +48,6 @@ export function chooseSigningTime(verdict: TimeSyncResult, server: ServerTime, c
 }
 
 /** Whether to fetch a server time sample before signing: the clock is not synced and no recent sample exists. */
-export function needsSample(verdict: TimeSyncResult, server: ServerTime, clock: Clock, maxAgeMs: number): boolean {
+export function needsSample(verdict: TimeSyncResult, server: ServerTime, clock: TimeReader, maxAgeMs: number): boolean {
   return verdict.verdict !== 'synced' && !hasFreshSample(server, clock, maxAgeMs);
 }

@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { access } from 'node:fs/promises';
-import type { Clock } from './clock.js';
+import type { TimeReader } from './clock.js';
 
 /** synced: a source says so; unsynced: one says not, or the wall clock is below the floor; unknown: none answered. */
 export type Verdict = 'synced' | 'unsynced' | 'unknown';
@@ -22,7 +22,7 @@ export interface CommandOutput {
 export type CommandRunner = (argv: readonly string[], timeoutMs: number) => Promise<CommandOutput | undefined>;
 
 export interface TimeSyncOptions {
-  clock: Clock;
+  clock: TimeReader;
   /** max(build time, last server-confirmed time): a wall clock below it is certainly wrong. */
   floorMs: () => number;
   syncFile?: string;
@@ -66,7 +66,7 @@ export async function checkTimeSync(opts: TimeSyncOptions): Promise<TimeSyncResu
   return { verdict: 'unknown', source: 'none', detail: 'no time source answered (no timesyncd, chrony or timedated)' };
 }
 
-function checkFloor(clock: Clock, floorMs: number): Answer {
+function checkFloor(clock: TimeReader, floorMs: number): Answer {
   const wall = clock.wallNow();
   if (wall >= floorMs) return undefined;
   return {
