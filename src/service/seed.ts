@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { BotlinkError } from '../protocol/errors.js';
-import { locateJsonError } from './json-position.js';
+import { locateJsonError } from '../protocol/json-position.js';
 
 /** Who the reference service knows (DESIGN §3.3). */
 export interface SeedVendor {

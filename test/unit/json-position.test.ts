@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { locateJsonError } from '../../src/service/json-position.js';
+import { locateJsonError } from '../../src/protocol/json-position.js';
 
 function parses(text: string): boolean {
   try {

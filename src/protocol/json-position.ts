@@ -18,7 +18,7 @@ const LITERALS = ['true', 'false', 'null'];
 
 /**
  * The first JSON syntax error in text (RFC 8259), or undefined when text is JSON. JSON.parse's own message
- * quotes the text around the error, which in a seed file is where the secrets are.
+ * quotes the text around the error, which in a seed or config file is where a secret may be.
  */
 export function locateJsonError(text: string): JsonSyntaxProblem | undefined {
   let i = 0;
