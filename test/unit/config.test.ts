@@ -14,6 +14,9 @@ import {
   TUNABLE_DEFAULTS,
 } from '../../src/agent/config/config.js';
 import { readSecretFile, Secret, SecretFileError } from '../../src/agent/config/secret.js';
+import { DEFAULT_TIMEOUT_MS } from '../../src/agent/cloud/client.js';
+import { LINK_BACKOFF, TOKEN_BACKOFF } from '../../src/agent/token/backoff.js';
+import { DEFAULT_POLICY } from '../../src/agent/token/policy.js';
 
 const SECRET = 'S3cr3t-value-7f9c';
 let dir: string;
@@ -60,6 +63,18 @@ describe('loadConfig: values and defaults', () => {
     expect([c.botId, c.vendorId, c.deviceId]).toEqual(['bot-1', undefined, undefined]);
     for (const [key, value] of Object.entries(DEFAULTS)) expect(c[key as keyof typeof DEFAULTS]).toBe(value);
     expect(c.source).toEqual({ file: join(dir, 'config.json'), env: [], defaultFile: DEFAULT_CONFIG_FILE });
+  });
+
+  it('takes each tunable default from the module it tunes, so the two cannot drift apart', () => {
+    expect(TUNABLE_DEFAULTS).toMatchObject({
+      httpTimeoutMs: DEFAULT_TIMEOUT_MS,
+      refreshMarginS: DEFAULT_POLICY.refreshMarginMs / 1000,
+      resignMarginS: DEFAULT_POLICY.resignMarginMs / 1000,
+      tokenBackoffBaseMs: TOKEN_BACKOFF.baseMs,
+      tokenBackoffCapMs: TOKEN_BACKOFF.capMs,
+      linkBackoffBaseMs: LINK_BACKOFF.baseMs,
+      linkBackoffCapMs: LINK_BACKOFF.capMs,
+    });
   });
 
   it.each([
@@ -216,12 +231,14 @@ describe('loadConfig: the config file', () => {
   });
 
   it.each([
-    ['{"baseUrl": }', 'line 1, column 13 (position 12)'],
-    ['{\n  "botId": "b",\n}', 'line 3, column 1 (position 18)'],
-    [`{"secretKey": "${SECRET}" "x": 1}`, 'line 1, column 35 (position 34)'],
-    ['{"a": 1', 'line 1, column 8 (position 7)'],
-    ['{"a": tru}', 'line 1, column 7 (position 6)'],
-  ])('bad JSON %j names the file and the position, never quoting it', (body, where) => {
+    ['{"baseUrl": }', 'line 1, column 13 (position 12): unexpected character'],
+    ['{\n  "botId": "b",\n}', 'line 3, column 1 (position 18): expected a property name in double quotes'],
+    [`{"secretKey": "${SECRET}" "x": 1}`, "line 1, column 35 (position 34): expected ',' or '}'"],
+    ['{"a": 1', 'line 1, column 8 (position 7): unexpected end'],
+    // Where JSON.parse stops too ('}' is the unexpected token), not at the start of the literal.
+    ['{"a": tru}', 'line 1, column 10 (position 9): unexpected character'],
+    [`{"secretKey": "${SECRET}\\q"}`, 'line 1, column 34 (position 33): bad escape in a string'],
+  ])('bad JSON %j names the file, the position and the problem, never quoting it', (body, where) => {
     const e = configError(() => load(body));
     expect(e.key).toBe('config');
     expect(e.message).toContain(`${join(dir, 'config.json')} is not valid JSON: syntax error at ${where}`);

@@ -46,7 +46,7 @@ export interface CloudClientOptions {
   lookup?: LookupFunction;
 }
 
-const DEFAULT_TIMEOUT_MS = 10_000;
+export const DEFAULT_TIMEOUT_MS = 10_000;
 const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024;
 
 /** A 13-digit ms timestamp covers 2001-09-09 … 2286-11-20; anything else is refused by the service. */
