@@ -1,0 +1,66 @@
+// The import rules of the house (`npm run depcruise`, run in CI). The layers, bottom to top:
+//   src/protocol            the wire contract: imports nothing of ours outside itself
+//   src/*.ts                shared leaves (log, native, ownership, version): protocol and each other only
+//   src/agent, src/service  the two products: each may use the layers below, never each other
+//   src/doctor, src/cli     applications on top: nothing below imports them
+// Nothing in src imports test/ or scripts/.
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-cycle',
+      comment: 'A cycle makes two modules one: break it by moving the shared part into a leaf both import.',
+      severity: 'error',
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: 'protocol-is-a-leaf',
+      comment: 'src/protocol is the contract both sides share: it may import only itself (and packages).',
+      severity: 'error',
+      from: { path: '^src/protocol/' },
+      to: { path: '^(src|test|scripts)/', pathNot: '^src/protocol/' },
+    },
+    {
+      name: 'shared-leaves-stay-low',
+      comment: 'src/*.ts (log, native, ownership, version) serve agent and service: they import only src/protocol and each other.',
+      severity: 'error',
+      from: { path: '^src/[^/]+\\.ts$' },
+      to: { path: '^src/(agent|service|doctor|cli)/' },
+    },
+    {
+      name: 'agent-not-service',
+      comment: 'The agent talks to any cloud through the protocol, never through the reference service code.',
+      severity: 'error',
+      from: { path: '^src/agent/' },
+      to: { path: '^src/service/' },
+    },
+    {
+      name: 'service-not-agent',
+      comment: 'The reference service implements the contract alone: it never uses agent code.',
+      severity: 'error',
+      from: { path: '^src/service/' },
+      to: { path: '^src/agent/' },
+    },
+    {
+      name: 'doctor-and-cli-on-top',
+      comment: 'doctor and cli are applications of the agent and service: move what is shared down into agent, service or protocol.',
+      severity: 'error',
+      from: { path: '^src/(agent|service|protocol)/' },
+      to: { path: '^src/(doctor|cli)/' },
+    },
+    {
+      name: 'src-not-tests-or-scripts',
+      comment: 'Shipped code never depends on tests or build and bench scripts.',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { path: '^(test|scripts)/' },
+    },
+  ],
+  options: {
+    // TypeScript 7 has no JS API for dependency-cruiser to parse with: swc reads the sources (type-only
+    // imports included, so a cycle of types counts too: it still ties two modules together).
+    parser: 'swc',
+    doNotFollow: { path: 'node_modules' },
+  },
+};

@@ -1,0 +1,103 @@
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { useHarness } from '../helpers/harness.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const { tempDir } = useHarness();
+
+interface Violation {
+  from: string;
+  to: string;
+  rule: { name: string };
+}
+
+/** Writes a tree of modules (path → the paths it imports) into a temp dir. */
+function writeTree(tree: Record<string, string[]>): string {
+  const dir = tempDir('botlink-import-rules-');
+  for (const [file, imports] of Object.entries(tree)) {
+    const path = join(dir, file);
+    mkdirSync(dirname(path), { recursive: true });
+    const lines = imports.map((to, i) => {
+      // './x.js' for x.ts, as the sources write it; `type:` marks a type-only import.
+      const target = to.replace(/^type:/, '');
+      const spec = `./${join(dirname(file).replace(/[^/]+/g, '..'), target).replace(/\.ts$/, '.js')}`;
+      return to.startsWith('type:') ? `import type { T as T${i} } from '${spec}';` : `import { v as v${i} } from '${spec}';`;
+    });
+    writeFileSync(path, `${lines.join('\n')}\nexport type T = number;\nexport const v = 1;\n`);
+  }
+  return dir;
+}
+
+/** `npm run depcruise`'s command, run in `dir`. */
+function depcruise(dir: string, ...args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const bin = join(ROOT, 'node_modules', 'dependency-cruiser', 'bin', 'dependency-cruise.mjs');
+  return spawnSync(process.execPath, [bin, 'src', '--config', join(ROOT, '.dependency-cruiser.cjs'), ...args], {
+    cwd: dir,
+    encoding: 'utf8',
+  });
+}
+
+/** The violations in a tree, as "rule: from -> to", sorted. */
+function violations(dir: string): string[] {
+  const r = depcruise(dir, '--output-type', 'json');
+  expect(r.status, r.stderr).toBe(0);
+  const { summary } = JSON.parse(r.stdout) as { summary: { violations: Violation[] } };
+  return summary.violations.map((v) => `${v.rule.name}: ${v.from} -> ${v.to}`).sort();
+}
+
+describe('.dependency-cruiser.cjs (npm run depcruise)', () => {
+  it('accepts the layers as they are meant: shared leaves and protocol below, doctor and cli on top', () => {
+    const dir = writeTree({
+      'src/protocol/wire.ts': ['src/protocol/codes.ts'],
+      'src/protocol/codes.ts': [],
+      'src/log.ts': ['src/protocol/codes.ts', 'src/ownership.ts'],
+      'src/ownership.ts': [],
+      'src/agent/link/link.ts': ['src/log.ts', 'src/protocol/wire.ts', 'src/agent/time/clock.ts'],
+      'src/agent/time/clock.ts': [],
+      'src/service/server.ts': ['src/log.ts', 'src/protocol/wire.ts'],
+      'src/doctor/doctor.ts': ['src/agent/link/link.ts', 'src/service/server.ts'],
+      'src/cli/main.ts': ['src/doctor/doctor.ts', 'src/agent/link/link.ts'],
+    });
+    expect(violations(dir)).toEqual([]);
+    const r = depcruise(dir);
+    expect(r.status, r.stdout + r.stderr).toBe(0);
+  });
+
+  it('names every rule a bad import breaks', () => {
+    const dir = writeTree({
+      'src/agent/store/lease.ts': ['src/agent/store/instance.ts'],
+      'src/agent/store/instance.ts': ['src/agent/store/lease.ts'],
+      'src/service/a.ts': ['type:src/service/b.ts'],
+      'src/service/b.ts': ['type:src/service/a.ts'],
+      'src/protocol/wire.ts': ['src/log.ts'],
+      'src/log.ts': [],
+      'src/native.ts': ['src/service/store.ts'],
+      'src/service/store.ts': [],
+      'src/agent/link/link.ts': ['src/service/store.ts'],
+      'src/service/ws.ts': ['src/agent/link/link.ts', 'src/doctor/net.ts'],
+      'src/doctor/net.ts': [],
+      'src/agent/time/clock.ts': ['test/helpers/manual-clock.ts', 'scripts/bench/stats.ts'],
+      'test/helpers/manual-clock.ts': [],
+      'scripts/bench/stats.ts': [],
+    });
+    // A cycle is reported once, from its first module; one of types only counts too.
+    expect(violations(dir)).toEqual([
+      'agent-not-service: src/agent/link/link.ts -> src/service/store.ts',
+      'doctor-and-cli-on-top: src/service/ws.ts -> src/doctor/net.ts',
+      'no-cycle: src/agent/store/instance.ts -> src/agent/store/lease.ts',
+      'no-cycle: src/service/a.ts -> src/service/b.ts',
+      'protocol-is-a-leaf: src/protocol/wire.ts -> src/log.ts',
+      'service-not-agent: src/service/ws.ts -> src/agent/link/link.ts',
+      'shared-leaves-stay-low: src/native.ts -> src/service/store.ts',
+      'src-not-tests-or-scripts: src/agent/time/clock.ts -> scripts/bench/stats.ts',
+      'src-not-tests-or-scripts: src/agent/time/clock.ts -> test/helpers/manual-clock.ts',
+    ]);
+    // CI runs the default reporter: it must fail the step and name the rule.
+    const r = depcruise(dir);
+    expect(r.status).not.toBe(0);
+    expect(r.stdout).toContain('error agent-not-service: src/agent/link/link.ts → src/service/store.ts');
+  });
+});
