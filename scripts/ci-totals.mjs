@@ -1,0 +1,49 @@
+// The totals of a CI run, for .ci/run: node scripts/ci-totals.mjs <results-dir> <failed-steps> "<N passed, M failed>"
+// <results-dir> holds, for each vitest suite, <suite>.rc (its exit code) and <suite>.json (its JSON report);
+// the last argument is the runtimes' own totals line. Prints "N passed, M failed" last and exits 1 on any failure.
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+/** One suite's counts; `note` says why the suite failed as a whole, if it did. */
+function suiteTotals(dir, name) {
+  const rc = Number(readFileSync(join(dir, `${name}.rc`), 'utf8'));
+  const file = join(dir, `${name}.json`);
+  if (!existsSync(file) || readFileSync(file).length === 0) return { passed: 0, failed: 1, note: `suite ${name} produced no report` };
+  let report;
+  try {
+    report = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (err) {
+    return { passed: 0, failed: 1, note: `suite ${name} wrote an unreadable report (${err.message})` };
+  }
+  // A test file that fails to load reports no tests: count it as one failure.
+  const unloaded = report.testResults.filter((t) => t.status === 'failed' && t.assertionResults.length === 0).length;
+  let failed = report.numFailedTests + unloaded;
+  let note;
+  // A suite that failed with every test green (an unhandled error) failed as a whole.
+  if (rc !== 0 && report.numFailedTests === 0) {
+    failed += 1;
+    note = `suite ${name} exited ${rc} with no failing test: counted as one failure`;
+  }
+  return { passed: report.numPassedTests, failed, note };
+}
+
+const [dir, steps, runtimes] = process.argv.slice(2);
+const counts = /^(\d+) passed, (\d+) failed$/.exec(runtimes ?? '');
+if (!dir || !/^\d+$/.test(steps ?? '') || !counts) {
+  console.error('usage: node scripts/ci-totals.mjs <results-dir> <failed-steps> "<N passed, M failed>"');
+  process.exit(64);
+}
+let passed = Number(counts[1]);
+let failed = Number(counts[2]) + Number(steps);
+const suites = readdirSync(dir)
+  .filter((f) => f.endsWith('.rc'))
+  .map((f) => f.slice(0, -'.rc'.length))
+  .sort();
+for (const name of suites) {
+  const s = suiteTotals(dir, name);
+  if (s.note) console.log(`::: ${s.note}`);
+  passed += s.passed;
+  failed += s.failed;
+}
+console.log(`${passed} passed, ${failed} failed`);
+process.exitCode = failed > 0 ? 1 : 0;
