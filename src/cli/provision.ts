@@ -2,11 +2,12 @@ import { ConfigError, loadConfig, type AgentConfig } from '../agent/config/confi
 import { runningDaemon } from '../agent/store/instance.js';
 import { provision as register, resolveIdentity, type ProvisionRequest } from '../agent/daemon/provisioning.js';
 import { openRuntime, type AgentRuntime } from '../agent/daemon/runtime.js';
+import { systemClock, systemRandom } from '../agent/time/clock.js';
 import { readStatusFile } from '../agent/daemon/status.js';
 import { DEVICE_TYPES, type DeviceType } from '../protocol/wire.js';
+import { openCommandLog, reportFailure, withDeadline } from './agent-command.js';
 import { exitFor, loadCommandConfig, parseFlags } from './common.js';
 import { Exit, UsageError } from './exit.js';
-import { openCommandLog, reportFailure, withDeadline } from './token.js';
 
 const USAGE = `usage: botlink provision --vendor-id ID --device-id SN [--app-id ID] [--type T] [--name N] [--force] [--config FILE]
 
@@ -52,7 +53,7 @@ export async function provision(argv: string[]): Promise<number> {
   const logging = openCommandLog(config, 'provision');
   let rt: AgentRuntime | undefined;
   try {
-    rt = openRuntime(config, { log: logging.logger });
+    rt = openRuntime(config, { log: logging.logger, clock: systemClock, random: systemRandom });
     const req: ProvisionRequest = {
       vendorId,
       deviceId,
@@ -66,7 +67,7 @@ export async function provision(argv: string[]): Promise<number> {
       },
     };
     process.stdout.write(`provisioning deviceId ${deviceId} under vendorId ${vendorId} at ${config.baseUrl}\n`);
-    const { botId, already } = await withDeadline(rt, DEADLINE_MS, 'botlink provision', (r, signal) => register(r, { ...req, signal }));
+    const { botId, already } = await withDeadline(rt, DEADLINE_MS, 'botId', (r, signal) => register(r, { ...req, signal }));
     if (already) process.stdout.write(`already provisioned: deviceId ${deviceId} under vendorId ${vendorId} (--force registers again)\n`);
     for (const note of await notesAfter(rt, botId, vendorId, deviceId, injected)) process.stdout.write(`note: ${note}\n`);
     process.stdout.write(`botId: ${botId}\n`);

@@ -1,7 +1,7 @@
-import { parseArgs } from 'node:util';
 import { createReferenceService, DISPLACEMENT_MARKERS, type DisplacementMarker, type ReferenceService } from '../service/server.js';
 import { DEFAULT_SEED, loadSeedFile, SeedError, type Seed } from '../service/seed.js';
 import { ServiceDbError } from '../service/store.js';
+import { parseFlags } from './common.js';
 import { Exit, UsageError } from './exit.js';
 
 const USAGE = `usage: botlink serve [--host H] [--port P] [--db FILE] [--seed FILE] [--access-ttl S] [--refresh-ttl S]
@@ -39,26 +39,19 @@ function note(line: string): void {
 
 /** `botlink serve`: the reference token service in the foreground until SIGTERM or SIGINT. */
 export async function serve(argv: string[]): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      strict: true,
-      allowPositionals: false,
-      options: {
-        host: { type: 'string' },
-        port: { type: 'string' },
-        db: { type: 'string' },
-        seed: { type: 'string' },
-        'access-ttl': { type: 'string' },
-        'refresh-ttl': { type: 'string' },
-        'displacement-marker': { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    }));
-  } catch (err) {
-    throw new UsageError(`${(err as Error).message}\n${USAGE}`);
-  }
+  const { values } = parseFlags(
+    argv,
+    {
+      host: { type: 'string' },
+      port: { type: 'string' },
+      db: { type: 'string' },
+      seed: { type: 'string' },
+      'access-ttl': { type: 'string' },
+      'refresh-ttl': { type: 'string' },
+      'displacement-marker': { type: 'string' },
+    },
+    USAGE,
+  );
   if (values.help) {
     process.stdout.write(`${USAGE}\n`);
     return Exit.OK;

@@ -1,13 +1,11 @@
-import { pino } from 'pino';
-import type { AgentConfig } from '../agent/config/config.js';
 import { resolveIdentity } from '../agent/daemon/provisioning.js';
 import { openRuntime, type AgentRuntime } from '../agent/daemon/runtime.js';
-import { createLogger, type BotlinkLogger } from '../log.js';
+import { systemClock, systemRandom } from '../agent/time/clock.js';
 import { BotlinkError } from '../protocol/errors.js';
 import type { Identity } from '../protocol/wire.js';
+import { openCommandLog, reportFailure, withDeadline } from './agent-command.js';
 import { exitFor, loadCommandConfig, parseFlags } from './common.js';
 import { Exit, UsageError } from './exit.js';
-import { explainFailure } from './format.js';
 
 const USAGE = `usage: botlink token [--config FILE] [--json] [--timeout S]
 
@@ -39,7 +37,7 @@ export async function token(argv: string[]): Promise<number> {
   let rt: AgentRuntime | undefined;
   let identity: Identity | undefined;
   try {
-    rt = openRuntime(config, { log: logging.logger });
+    rt = openRuntime(config, { log: logging.logger, clock: systemClock, random: systemRandom });
     const resolved = resolveIdentity(rt);
     if (resolved.kind === 'vendor') {
       process.stderr.write(
@@ -50,7 +48,7 @@ export async function token(argv: string[]): Promise<number> {
     }
     const bot: Identity = { kind: 'bot', id: resolved.id };
     identity = bot;
-    const access = await withDeadline(rt, timeoutS * 1000, 'botlink token', (r, signal) =>
+    const access = await withDeadline(rt, timeoutS * 1000, 'token', (r, signal) =>
       r.tokensFor(bot).current({ failFast: true, minLeftMs: MIN_LEFT_MS, signal }),
     );
     if (!json) {
@@ -73,57 +71,5 @@ export async function token(argv: string[]): Promise<number> {
     await rt?.close();
     await logging.flush();
     logging.close();
-  }
-}
-
-/** Prints the cause and, when one is known, the fix: two lines a technician can act on. */
-export function reportFailure(command: string, err: unknown, config: AgentConfig, identity: Identity): void {
-  const { cause, fix } = explainFailure(err, { ...config, identity });
-  process.stderr.write(`${command}: ${cause}\n${fix ? `  fix: ${fix}\n` : ''}`);
-}
-
-/**
- * Runs `work` on a view of `rt` whose token managers give up at their first failure or at the
- * deadline: a command reports the cause at once instead of retrying in the background.
- */
-export async function withDeadline<T>(
-  rt: AgentRuntime,
-  ms: number,
-  what: string,
-  work: (rt: AgentRuntime, signal: AbortSignal) => Promise<T>,
-): Promise<T> {
-  const abort = new AbortController();
-  const timer = setTimeout(
-    () => abort.abort(new BotlinkError('ERR_DEADLINE', `${what}: no token within ${ms / 1000} s`, 'retry-backoff')),
-    ms,
-  );
-  const failing: AgentRuntime = {
-    ...rt,
-    tokensFor(identity, onChange) {
-      const manager = rt.tokensFor(identity, () => {
-        onChange?.();
-        if (manager.snapshot().lastError) abort.abort();
-      });
-      return manager;
-    },
-  };
-  try {
-    return await work(failing, abort.signal);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-/** The configured log file at the configured level; never stdout, which carries the command's output. */
-export function openCommandLog(config: AgentConfig, command: string): BotlinkLogger {
-  const silent = { logger: pino({ level: 'silent' }), reopen() {}, flush: () => Promise.resolve(), close() {} };
-  // '-' means stdout for the daemon (journald); a command's stdout is its answer, so it logs nowhere.
-  if (config.logFile === '-') return silent;
-  try {
-    const logging = createLogger({ file: config.logFile, level: config.logLevel, name: 'botlink' });
-    return { ...logging, logger: logging.logger.child({ command }) };
-  } catch (err) {
-    process.stderr.write(`botlink ${command}: not logging: ${err instanceof Error ? err.message : String(err)}\n`);
-    return silent;
   }
 }

@@ -1,0 +1,63 @@
+import { pino } from 'pino';
+import type { AgentConfig } from '../agent/config/config.js';
+import type { AgentRuntime } from '../agent/daemon/runtime.js';
+import { createLogger, type BotlinkLogger } from '../log.js';
+import { BotlinkError } from '../protocol/errors.js';
+import type { Identity } from '../protocol/wire.js';
+import { explainFailure } from './format.js';
+
+/** The configured log file at the configured level; never stdout, which carries the command's output. */
+export function openCommandLog(config: AgentConfig, command: string): BotlinkLogger {
+  const silent = { logger: pino({ level: 'silent' }), reopen() {}, flush: () => Promise.resolve(), close() {} };
+  // '-' means stdout for the daemon (journald); a command's stdout is its answer, so it logs nowhere.
+  if (config.logFile === '-') return silent;
+  try {
+    const logging = createLogger({ file: config.logFile, level: config.logLevel, name: 'botlink' });
+    return { ...logging, logger: logging.logger.child({ command }) };
+  } catch (err) {
+    process.stderr.write(`botlink ${command}: not logging: ${err instanceof Error ? err.message : String(err)}\n`);
+    return silent;
+  }
+}
+
+/** Prints the cause and, when one is known, the fix: two lines a technician can act on. */
+export function reportFailure(command: string, err: unknown, config: AgentConfig, identity: Identity): void {
+  const { cause, fix } = explainFailure(err, { ...config, identity });
+  process.stderr.write(`${command}: ${cause}\n${fix ? `  fix: ${fix}\n` : ''}`);
+}
+
+/**
+ * Runs `work` on a view of `rt` whose token managers give up at their first failure or at the
+ * deadline: a command reports the cause at once instead of retrying in the background. The
+ * deadline's error names what did not come (`no token within 1 s`); the command's name is the
+ * report's to add.
+ */
+export async function withDeadline<T>(
+  rt: AgentRuntime,
+  ms: number,
+  awaited: string,
+  work: (rt: AgentRuntime, signal: AbortSignal) => Promise<T>,
+): Promise<T> {
+  const abort = new AbortController();
+  // Held open: the command is waiting on this deadline and must not exit before it.
+  const cancel = rt.clock.setTimer(
+    ms,
+    () => abort.abort(new BotlinkError('ERR_DEADLINE', `no ${awaited} within ${ms / 1000} s`, 'retry-backoff')),
+    { ref: true },
+  );
+  const failing: AgentRuntime = {
+    ...rt,
+    tokensFor(identity, onChange) {
+      const manager = rt.tokensFor(identity, () => {
+        onChange?.();
+        if (manager.snapshot().lastError) abort.abort();
+      });
+      return manager;
+    },
+  };
+  try {
+    return await work(failing, abort.signal);
+  } finally {
+    cancel();
+  }
+}
