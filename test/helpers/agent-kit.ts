@@ -81,11 +81,3 @@ export class AgentKit {
     if (this.#ownsDir) rmSync(this.stateDir, { recursive: true, force: true });
   }
 }
-
-export async function waitFor(check: () => boolean, timeoutMs = 10_000, what = 'condition'): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!check()) {
-    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BUNDLE } from '../../scripts/build.mjs';
 import type { StatusDoc } from '../../src/agent/daemon/status.js';
-import { waitFor } from './agent-kit.js';
+import { waitFor } from './wait-for.js';
 
 export const DAEMON_SECRET = 'daemon-test-secret-4b1d';
 

@@ -3,10 +3,10 @@ import { renameSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { waitFor } from '../helpers/agent-kit.js';
 import { cleanEnv, DAEMON_SECRET } from '../helpers/daemon-proc.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 import { requireTool } from '../helpers/tools.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 const { cleanups, service, device, daemon, tempDir } = useHarness();
 

@@ -11,8 +11,9 @@ import { WsMessage } from '../../src/protocol/codes.js';
 import type { BrokenResponse } from '../../src/service/faults.js';
 import type { ReferenceService, ReferenceServiceOptions } from '../../src/service/server.js';
 import { VOICE_CHAT_PATH } from '../../src/service/ws.js';
-import { AgentKit, waitFor } from '../helpers/agent-kit.js';
+import { AgentKit } from '../helpers/agent-kit.js';
 import { collectUnexpected, useHarness } from '../helpers/harness.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 /**
  * Suite 1 of issue 6: every fault kind is injected into a running agent (token manager + link against

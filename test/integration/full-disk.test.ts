@@ -4,10 +4,11 @@ import { describe, expect, it } from 'vitest';
 import { claimInstance } from '../../src/agent/store/instance.js';
 import { TokenStore, type StoreIdentity, type TokenPair } from '../../src/agent/store/token-store.js';
 import type { ReferenceService } from '../../src/service/server.js';
-import { AgentKit, waitFor } from '../helpers/agent-kit.js';
+import { AgentKit } from '../helpers/agent-kit.js';
 import { runCli } from '../helpers/daemon-proc.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 import { fillUp, mountTmpfs, remount } from '../helpers/tmpfs.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 // Real filesystems that run out of space or turn read-only: a 300 KB tmpfs, filled or remounted ro.
 const SECRET = 'full-disk-s3cret';

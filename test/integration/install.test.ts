@@ -4,8 +4,8 @@ import { delimiter, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { BUNDLE } from '../../scripts/build.mjs';
-import { waitFor } from '../helpers/agent-kit.js';
 import { useHarness } from '../helpers/harness.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const SCRIPT = join(ROOT, 'scripts', 'install.sh');

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/agent/time/clock.js';
 import { LinkSupervisor, type TokenSource } from '../../src/agent/link/supervisor.js';
-import { AgentKit, waitFor } from '../helpers/agent-kit.js';
+import { AgentKit } from '../helpers/agent-kit.js';
 import { json, startScriptedServer } from '../helpers/scripted-server.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 // Found by the agent fuzz: a token that cannot be an HTTP header value used to crash the link.
 const unexpected: unknown[] = [];

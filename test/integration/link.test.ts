@@ -8,8 +8,9 @@ import { LinkSupervisor, MAX_CLOUD_MESSAGE_BYTES, type LinkOptions, type TokenSo
 import { WsMessage } from '../../src/protocol/codes.js';
 import { wsFailureBody } from '../../src/protocol/wire.js';
 import { createReferenceService } from '../../src/service/server.js';
-import { AgentKit, waitFor } from '../helpers/agent-kit.js';
+import { AgentKit } from '../helpers/agent-kit.js';
 import { useHarness } from '../helpers/harness.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 const { cleanups, service, tempDir } = useHarness();
 

@@ -3,10 +3,10 @@ import { chmodSync, chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, 
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { BUNDLE } from '../../scripts/build.mjs';
-import { waitFor } from '../helpers/agent-kit.js';
 import { cleanEnv, DaemonProc, runCli, type DeviceDir } from '../helpers/daemon-proc.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 import { requireTool } from '../helpers/tools.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 // The unit runs the daemon as a DynamicUser and technicians run `sudo botlink …`: real uids here, the
 // commands as root (this test's own uid) in folders owned by UID, the daemon as UID through setpriv.

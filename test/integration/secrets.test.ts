@@ -5,9 +5,9 @@ import { basename, join } from 'node:path';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { WsMessage } from '../../src/protocol/codes.js';
-import { waitFor } from '../helpers/agent-kit.js';
 import { cleanEnv, type DaemonProc } from '../helpers/daemon-proc.js';
 import { useHarness } from '../helpers/harness.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 /**
  * Suite 5 of issue 6: the daemon (built bundle, child process) goes through a slice of the fault,

@@ -8,10 +8,10 @@ import { DEFAULTS, loadConfig } from '../../src/agent/config/config.js';
 import { watchdogIntervalMs } from '../../src/agent/daemon/notify.js';
 import { Exit } from '../../src/cli/exit.js';
 import type { ReferenceService } from '../../src/service/server.js';
-import { waitFor } from '../helpers/agent-kit.js';
 import { useHarness } from '../helpers/harness.js';
 import { cleanEnv } from '../helpers/daemon-proc.js';
 import { requireTool } from '../helpers/tools.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const UNIT_FILE = join(ROOT, 'systemd', 'botlink.service');

@@ -7,9 +7,10 @@ import { withWallClock } from '../../src/agent/time/clock.js';
 import { lockAddress } from '../../src/agent/store/lock.js';
 import { TokenStore } from '../../src/agent/store/token-store.js';
 import type { ReferenceService } from '../../src/service/server.js';
-import { AgentKit, UNKNOWN, waitFor, type AgentKitOptions } from '../helpers/agent-kit.js';
+import { AgentKit, UNKNOWN, type AgentKitOptions } from '../helpers/agent-kit.js';
 import { useHarness } from '../helpers/harness.js';
 import { fillUp, mountTmpfs } from '../helpers/tmpfs.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 const SECRET = 'tok3n-test-s3cret-value';
 const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: SECRET, vendors: [{ vendorId: 'V1', bots: ['bot-1', 'bot-2'] }] }] };

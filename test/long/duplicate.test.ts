@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { backoffCeiling, backoffFloor, DISPLACED_BACKOFF, type BackoffSettings } from '../../src/agent/token/backoff.js';
-import { waitFor } from '../helpers/agent-kit.js';
 import { DAEMON_SECRET, type DaemonProc } from '../helpers/daemon-proc.js';
 import { FleetAgent, SocketTimeline, sleep } from '../helpers/fleet.js';
 import { useHarness } from '../helpers/harness.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 const BOT = 'bot-1';
 const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: DAEMON_SECRET, vendors: [{ vendorId: 'V1', bots: [BOT] }] }] };

@@ -5,8 +5,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { backoffCeiling, LINK_BACKOFF, shouldReset } from '../../src/agent/token/backoff.js';
 import { DROPPED_FIRST_ATTEMPT } from '../../src/agent/link/supervisor.js';
 import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
-import { waitFor } from '../helpers/agent-kit.js';
 import { busiestWindow, fdBreakdown, FleetAgent, median, sleep, type FdBreakdown } from '../helpers/fleet.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 const AGENTS = 200;
 const OUTAGE_MS = 10_000;

@@ -4,11 +4,11 @@ import { accessSync, constants, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { waitFor } from '../helpers/agent-kit.js';
 import { cleanEnv, DaemonProc } from '../helpers/daemon-proc.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 import { requireTool } from '../helpers/tools.js';
 import { BUILD_SCRIPT, elfMachine, exec, extract, VERSION } from './deb.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 // arm64 code runs natively on an arm64 machine, elsewhere under QEMU's user-mode emulator; a machine
 // with neither cannot run this file, and says why instead.
