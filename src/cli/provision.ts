@@ -2,7 +2,6 @@ import { ConfigError, loadConfig, type AgentConfig } from '../agent/config/confi
 import { runningDaemon } from '../agent/store/instance.js';
 import { provision as register, resolveIdentity, type ProvisionRequest } from '../agent/daemon/provisioning.js';
 import { openRuntime, type AgentRuntime } from '../agent/daemon/runtime.js';
-import { systemClock, systemRandom } from '../agent/time/clock.js';
 import { readStatusFile } from '../agent/daemon/status.js';
 import { DEVICE_TYPES, type DeviceType } from '../protocol/wire.js';
 import { openCommandLog, reportFailure, withDeadline } from './agent-command.js';
@@ -53,7 +52,7 @@ export async function provision(argv: string[]): Promise<number> {
   const logging = openCommandLog(config, 'provision');
   let rt: AgentRuntime | undefined;
   try {
-    rt = openRuntime(config, { log: logging.logger, clock: systemClock, random: systemRandom });
+    rt = openRuntime(config, { log: logging.logger });
     const req: ProvisionRequest = {
       vendorId,
       deviceId,
