@@ -1,4 +1,4 @@
-import { ConfigError, loadConfig, type AgentConfig } from '../agent/config/config.js';
+import { ConfigError, DEFAULT_CONFIG_FILE, loadConfig, type AgentConfig } from '../agent/config/config.js';
 import { runningDaemon } from '../agent/store/instance.js';
 import { provision as register, resolveIdentity, type ProvisionRequest } from '../agent/daemon/provisioning.js';
 import { openRuntime, type AgentRuntime } from '../agent/daemon/runtime.js';
@@ -8,6 +8,8 @@ import { openCommandLog, reportFailure, withDeadline } from './agent-command.js'
 import { exitFor, loadCommandConfig, parseFlags } from './common.js';
 import { Exit, UsageError } from './exit.js';
 
+const DEFAULT_TYPE: DeviceType = 'PHYSICAL_ROBOT';
+
 const USAGE = `usage: botlink provision --vendor-id ID --device-id SN [--app-id ID] [--type T] [--name N] [--force] [--config FILE]
 
 Registers this device under a vendor and stores its botId; the last line is "botId: <id>".
@@ -16,10 +18,10 @@ Idempotent: a device already provisioned is not registered again unless --force 
   --vendor-id ID   vendor to register under (required)
   --device-id SN   this device's serial (required)
   --app-id ID      application id (default: empty)
-  --type T         ${DEVICE_TYPES.join(' or ')} (default: PHYSICAL_ROBOT)
+  --type T         ${DEVICE_TYPES.join(' or ')} (default: ${DEFAULT_TYPE})
   --name N         display name (default: the device id)
   --force          register again even when a botId is stored
-  --config FILE    agent configuration (default: $BOTLINK_CONFIG, else /etc/botlink/config.json)`;
+  --config FILE    agent configuration (default: $BOTLINK_CONFIG, else ${DEFAULT_CONFIG_FILE})`;
 
 /** Vendor token plus one registration; generous, but a field command must end. */
 const DEADLINE_MS = 60_000;
@@ -43,7 +45,7 @@ export async function provision(argv: string[]): Promise<number> {
   }
   const vendorId = requiredId('vendor-id', values['vendor-id']);
   const deviceId = requiredId('device-id', values['device-id']);
-  const type = values.type ?? 'PHYSICAL_ROBOT';
+  const type = values.type ?? DEFAULT_TYPE;
   if (!(DEVICE_TYPES as readonly string[]).includes(type)) throw new UsageError(`--type must be ${DEVICE_TYPES.join(' or ')}, got '${type}'\n${USAGE}`);
   const loaded = configFor(values.config, vendorId);
   if (typeof loaded === 'number') return loaded;

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { systemClock } from '../agent/time/clock.js';
-import type { AgentConfig } from '../agent/config/config.js';
+import { type AgentConfig, DEFAULT_CONFIG_FILE } from '../agent/config/config.js';
 import { runningDaemon } from '../agent/store/instance.js';
 import type { LinkState } from '../agent/link/supervisor.js';
 import { resolveIdentity } from '../agent/daemon/provisioning.js';
@@ -20,7 +20,7 @@ const USAGE = `usage: botlink status [--config FILE] [--json]
 What the agent holds and whether the daemon runs: the daemon's status.json while it runs,
 else the token database, opened read-only. Needs no network and changes nothing.
 
-  --config FILE  agent configuration (default: $BOTLINK_CONFIG, else /etc/botlink/config.json)
+  --config FILE  agent configuration (default: $BOTLINK_CONFIG, else ${DEFAULT_CONFIG_FILE})
   --json         one JSON object for scripts (status.json's shape plus "daemon" and "source")`;
 
 /** status.json's shape (DESIGN §3.4), with nulls where a stopped daemon leaves nothing to say. */

@@ -1,3 +1,4 @@
+import { DEFAULT_CONFIG_FILE } from '../agent/config/config.js';
 import { resolveIdentity } from '../agent/daemon/provisioning.js';
 import { openRuntime, type AgentRuntime } from '../agent/daemon/runtime.js';
 import { BotlinkError } from '../protocol/errors.js';
@@ -6,17 +7,18 @@ import { openCommandLog, reportFailure, withDeadline } from './agent-command.js'
 import { exitFor, loadCommandConfig, parseFlags } from './common.js';
 import { Exit, UsageError } from './exit.js';
 
+/** A script asking for a token must get an answer, not wait for the service to come back. */
+const DEFAULT_TIMEOUT_S = 30;
+
 const USAGE = `usage: botlink token [--config FILE] [--json] [--timeout S]
 
 Prints a valid access token and a newline, for local scripts. Uses the cached token when it is
 valid (the daemon keeps it fresh); otherwise renews it under the token store's lock.
 
-  --config FILE  agent configuration (default: $BOTLINK_CONFIG, else /etc/botlink/config.json)
+  --config FILE  agent configuration (default: $BOTLINK_CONFIG, else ${DEFAULT_CONFIG_FILE})
   --json         {"accessToken", "accessExpiresAt", "refreshExpiresAt"} instead (never the refresh token)
-  --timeout S    give up after S seconds without a token (default: 30); exit 69`;
+  --timeout S    give up after S seconds without a token (default: ${DEFAULT_TIMEOUT_S}); exit 69`;
 
-/** A script asking for a token must get an answer, not wait for the service to come back. */
-const DEFAULT_TIMEOUT_S = 30;
 /** A token about to expire is useless to the script that asked for it. */
 const MIN_LEFT_MS = 60_000;
 
