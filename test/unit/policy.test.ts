@@ -43,6 +43,8 @@ interface Pair {
   refreshFailed?: boolean;
   jitter?: number;
   retryInMs?: number;
+  /** A caller waits for a token with this much life left. */
+  neededLeft?: number;
 }
 
 /** Facts with expiries given as life left at server time T; the retry time relative to `mono`. */
@@ -58,6 +60,7 @@ function factsOf(p: Pair, mono = 0): TokenFacts {
     refreshFailed: p.refreshFailed ?? false,
     jitter: p.jitter ?? 0,
     ...(p.retryInMs !== undefined && { retryAtMono: mono + p.retryInMs }),
+    ...(p.neededLeft !== undefined && { neededLeftMs: p.neededLeft }),
   };
 }
 
@@ -95,6 +98,22 @@ const ROWS: [string, Pair, Decision, Decision][] = [
   ['retry scheduled, even with a usable token → backoff', { accessLeft: 2 * H, refreshLeft: 6 * D, retryInMs: 1 }, { action: 'backoff', wakeInMs: 1 }, { action: 'backoff', wakeInMs: 1 }],
   ['retry time reached → decide as usual', { refreshLeft: 6 * D, retryInMs: 0 }, REFRESH, REFRESH],
   ['retry time passed → decide as usual', { retryInMs: -5 * S }, SIGN, WAIT_CLOCK],
+  // A caller waiting for a token with some life left (current({ minLeftMs })); the need is capped at half the lifetime.
+  ['a caller needs less than left → use', { accessLeft: 2 * H, refreshLeft: 6 * D, neededLeft: 59 * MIN }, use(MIN), USE_UNTIL_CLOCK],
+  ['a caller needs 1 ms less than left → use', { accessLeft: 50 * MIN, refreshLeft: 6 * D, neededLeft: 50 * MIN - 1 }, use(MIN), USE_UNTIL_CLOCK],
+  ['a caller needs exactly the life left → refresh ahead of schedule', { accessLeft: 50 * MIN, refreshLeft: 6 * D, neededLeft: 50 * MIN }, REFRESH, USE_UNTIL_CLOCK],
+  ['a caller needs more than left → refresh ahead of schedule', { accessLeft: 50 * MIN, refreshLeft: 6 * D, neededLeft: 55 * MIN }, REFRESH, USE_UNTIL_CLOCK],
+  ['a need over half the lifetime is capped: more than 1 h left → use', { accessLeft: 61 * MIN, refreshLeft: 6 * D, neededLeft: 90 * MIN }, use(MIN), USE_UNTIL_CLOCK],
+  ['a need over half the lifetime is capped: exactly 1 h left → refresh', { accessLeft: H, refreshLeft: 6 * D, neededLeft: 90 * MIN }, REFRESH, USE_UNTIL_CLOCK],
+  ['an infinite need is capped at half the lifetime → use', { accessLeft: 2 * H, refreshLeft: 6 * D, neededLeft: Infinity }, use(MIN), USE_UNTIL_CLOCK],
+  ['a need on a short token is capped at half its 5 s', { accessLeft: 2_600, accessLife: 5 * S, refreshLeft: 6 * D, neededLeft: MIN }, use(1_350), USE_UNTIL_CLOCK],
+  ['a need of zero or less is no need → use', { accessLeft: 31 * MIN, refreshLeft: 6 * D, neededLeft: -MIN }, use(MIN), USE_UNTIL_CLOCK],
+  ['a caller needs more, refresh failed → sign', { accessLeft: 50 * MIN, refreshLeft: 6 * D, refreshFailed: true, neededLeft: 55 * MIN }, SIGN, USE_UNTIL_CLOCK],
+  ['a caller needs more, refresh near expiry → sign', { accessLeft: 50 * MIN, refreshLeft: 12 * H, neededLeft: 55 * MIN }, SIGN, USE_UNTIL_CLOCK],
+  ['a caller needs more, no refresh token → sign', { accessLeft: 50 * MIN, neededLeft: 55 * MIN }, SIGN, USE_UNTIL_CLOCK],
+  ['a caller needs more, access rejected → refresh', { accessLeft: 2 * H, refreshLeft: 6 * D, accessRejected: true, neededLeft: 55 * MIN }, REFRESH, REFRESH],
+  ['a caller needs some, no access token → refresh', { refreshLeft: 6 * D, neededLeft: MIN }, REFRESH, REFRESH],
+  ['a caller needs more, retry scheduled → backoff', { accessLeft: 50 * MIN, refreshLeft: 6 * D, neededLeft: 55 * MIN, retryInMs: 30 * S }, { action: 'backoff', wakeInMs: 30 * S }, { action: 'backoff', wakeInMs: 30 * S }],
 ];
 
 const CLOCKS: ClockCase[] = ['trusted', 'untrusted-with-sample', 'untrusted-without'];
@@ -227,8 +246,68 @@ describe('accessUsableFor', () => {
     ['rejected, unknown time', { accessLeft: H, accessRejected: true }, 'untrusted-without', 0, false],
     ['missing', { refreshLeft: 6 * D }, 'trusted', 0, false],
     ['missing, unknown time', {}, 'untrusted-without', 0, false],
+    ['a need over half the lifetime is capped at half: 61 min left of 2 h', { accessLeft: 61 * MIN }, 'trusted', 3 * H, true],
+    ['capped at half: exactly 1 h left of 2 h is not enough', { accessLeft: H }, 'trusted', 3 * H, false],
+    ['capped at half of a 5 s token', { accessLeft: 2_600, accessLife: 5 * S }, 'trusted', 5 * MIN, true],
+    ['an infinite need is capped too', { accessLeft: 61 * MIN }, 'trusted', Infinity, true],
+    ['a NaN lifetime caps nothing', { accessLeft: H, accessLife: NaN }, 'trusted', 2 * H, false],
+    ['a negative lifetime caps nothing', { accessLeft: H, accessLife: -1 }, 'trusted', 2 * H, false],
+    ['unknown time: the need is the server\'s to judge', { accessLeft: H }, 'untrusted-without', 3 * H, true],
   ])('%s [%s] → %s', (_name, pair, clock, minLeftMs, expected) => {
     expect(accessUsableFor(factsOf(pair), nowFor(clock), minLeftMs)).toBe(expected);
+  });
+});
+
+describe('property: a caller\'s need renews exactly as the manager used to force it', () => {
+  /** The manager before the need was a fact: decide, then, if a caller needed more life, decide again as if rejected. */
+  function forcedByCaller(facts: TokenFacts, now: PolicyNow, neededLeftMs: number): Decision {
+    const { neededLeftMs: _n, ...plain } = facts;
+    const decision = decideNextAction(plain, now);
+    const capped = facts.access ? Math.min(neededLeftMs, facts.access.lifetimeMs / 2) : neededLeftMs;
+    const short = facts.access && !plain.accessRejected && now.serverTime !== undefined && !(facts.access.expiresAt - now.serverTime > capped);
+    return decision.action === 'use' && short ? decideNextAction({ ...plain, accessRejected: true }, now) : decision;
+  }
+
+  it('over every table row and 20 000 seeded fact sets with needs from none to twice the lifetime', () => {
+    const random = prng(0x7014);
+    const pick = <V>(values: V[]): V => values[Math.floor(random() * values.length)] as V;
+    const sets: Pair[] = ROWS.map(([, pair]) => pair);
+    for (let i = 0; i < 20_000; i++) {
+      const accessLife = pick([ACCESS_LIFE, 5 * S, 8 * H]);
+      sets.push({
+        accessLeft: pick([undefined, (random() - 0.2) * 1.2 * accessLife]),
+        refreshLeft: pick([undefined, (random() - 0.1) * 8 * D]),
+        accessLife,
+        accessRejected: random() < 0.1,
+        refreshFailed: random() < 0.1,
+        jitter: random() * 2 - 1,
+        retryInMs: pick([undefined, (random() - 0.5) * 10 * MIN]),
+        neededLeft: pick([0, random() * 2 * accessLife, accessLife / 2, Infinity]),
+      });
+    }
+    const differ: string[] = [];
+    for (const pair of sets) {
+      for (const clock of CLOCKS) {
+        const now = nowFor(clock);
+        const facts = factsOf(pair, now.mono);
+        const expected = forcedByCaller(facts, now, pair.neededLeft ?? 0);
+        const got = decideNextAction(facts, now);
+        if (JSON.stringify(got) !== JSON.stringify(expected)) differ.push(`${JSON.stringify(pair)} [${clock}] → ${JSON.stringify(got)}, was ${JSON.stringify(expected)}`);
+      }
+    }
+    expect(differ).toEqual([]);
+  });
+
+  it('a freshly issued token satisfies any need: a renewal for a caller never loops', () => {
+    const random = prng(0x7015);
+    const bad: string[] = [];
+    for (let i = 0; i < 5_000; i++) {
+      const accessLife = [ACCESS_LIFE, 5 * S, 8 * H, 1][i % 4]!;
+      const pair: Pair = { accessLeft: accessLife, accessLife, refreshLeft: 7 * D, jitter: random() * 2 - 1, neededLeft: i % 7 === 0 ? Infinity : random() * 3 * accessLife };
+      const d = decideNextAction(factsOf(pair), nowFor('trusted'));
+      if (d.action !== 'use') bad.push(`${JSON.stringify(pair)} → ${JSON.stringify(d)}`);
+    }
+    expect(bad).toEqual([]);
   });
 });
 

@@ -15,6 +15,8 @@ export interface TokenFacts {
   jitter: number;
   /** A retryable failure scheduled the next attempt for this monotonic ms. */
   retryAtMono?: number;
+  /** A caller waits for an access token with this much life left (capped at half the lifetime): renew ahead of the schedule. */
+  neededLeftMs?: number;
 }
 
 export interface PolicyNow {
@@ -60,6 +62,9 @@ const REFRESH_LIFETIME_DIVISOR = 4;
 /** A seventh of the 7-day refresh token is the spec's 1 day. */
 const RESIGN_LIFETIME_DIVISOR = 7;
 
+/** Half a lifetime is the most a caller may need: a token renewed for it always satisfies it. */
+const NEEDED_LIFETIME_DIVISOR = 2;
+
 function scaledMargin(configured: number, lifetimeMs: number | undefined, divisor: number): number {
   if (lifetimeMs === undefined || !Number.isFinite(lifetimeMs) || lifetimeMs < 0) return configured;
   return Math.min(configured, lifetimeMs / divisor);
@@ -80,15 +85,20 @@ export function effectiveMargins(
   };
 }
 
+/** A caller cannot ask for more than half a token's lifetime, or a fresh token would never do. */
+function cappedLeft(minLeftMs: number, lifetimeMs: number | undefined): number {
+  return scaledMargin(minLeftMs, lifetimeMs, NEEDED_LIFETIME_DIVISOR);
+}
+
 /**
- * Whether the access token has more than `minLeftMs` of life by server/trusted time. True when time
- * is unknown (the server judges), never for a rejected or missing token.
+ * Whether the access token has more than `minLeftMs` (capped by cappedLeft) of life by server/trusted
+ * time. True when time is unknown (the server judges), never for a rejected or missing token.
  */
 export function accessUsableFor(facts: TokenFacts, now: PolicyNow, minLeftMs: number): boolean {
   if (!facts.access || facts.accessRejected) return false;
   const serverTime = knownTime(now);
   if (serverTime === undefined) return true;
-  return facts.access.expiresAt - serverTime > minLeftMs;
+  return facts.access.expiresAt - serverTime > cappedLeft(minLeftMs, facts.access.lifetimeMs);
 }
 
 /** A NaN or infinite estimate is no estimate: treat it like an unknown time. */
@@ -133,7 +143,8 @@ export function decideNextAction(
   // Written as !(x > y) so a NaN expiry counts as run out, never as good.
   const refreshRunningOut = refreshLeft !== undefined && !(refreshLeft > margins.resignMarginMs);
 
-  if (access && !facts.accessRejected) {
+  // A token too short for a waiting caller is renewed now, as if the server had rejected it.
+  if (access && accessUsableFor(facts, now, facts.neededLeftMs ?? 0)) {
     const refreshAtLeft = margins.refreshMarginMs * (1 + JITTER_SPREAD * clampJitter(facts.jitter));
     const untilRefreshPoint = access.expiresAt - serverTime - refreshAtLeft;
     if (untilRefreshPoint > 0) {
