@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../agent/config/config.js';
 import { Daemon } from '../agent/daemon/daemon.js';
+import { systemClock, systemRandom } from '../agent/time/clock.js';
 import { createLogger } from '../log.js';
 import { createReferenceService } from '../service/server.js';
 import { parseFlags } from './common.js';
@@ -57,7 +58,7 @@ export async function demo(argv: string[]): Promise<number> {
     }),
   );
   const config = loadConfig({ file: configFile, env: {} });
-  const daemon = new Daemon(config, { log: log.child({ part: 'agent' }), env: {} });
+  const daemon = new Daemon(config, { log: log.child({ part: 'agent' }), env: {}, clock: systemClock, random: systemRandom });
 
   const dropper = setInterval(() => {
     log.info('demo: the service drops every WebSocket now');

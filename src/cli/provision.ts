@@ -2,6 +2,7 @@ import { ConfigError, DEFAULT_CONFIG_FILE, loadConfig, type AgentConfig } from '
 import { runningDaemon } from '../agent/store/instance.js';
 import { provision as register, resolveIdentity, type ProvisionRequest } from '../agent/daemon/provisioning.js';
 import { openRuntime, type AgentRuntime } from '../agent/daemon/runtime.js';
+import { systemClock, systemRandom } from '../agent/time/clock.js';
 import { readStatusFile } from '../agent/daemon/status.js';
 import { DEVICE_TYPES, type DeviceType } from '../protocol/wire.js';
 import { openCommandLog, reportFailure, withDeadline } from './agent-command.js';
@@ -54,7 +55,7 @@ export async function provision(argv: string[]): Promise<number> {
   const logging = openCommandLog(config, 'provision');
   let rt: AgentRuntime | undefined;
   try {
-    rt = openRuntime(config, { log: logging.logger });
+    rt = openRuntime(config, { log: logging.logger, clock: systemClock, random: systemRandom });
     const req: ProvisionRequest = {
       vendorId,
       deviceId,

@@ -1,4 +1,5 @@
 import { Daemon } from '../agent/daemon/daemon.js';
+import { systemClock, systemRandom } from '../agent/time/clock.js';
 import { createLogger } from '../log.js';
 import { BotlinkError } from '../protocol/errors.js';
 import { loadCommandConfig, parseFlags } from './common.js';
@@ -27,7 +28,7 @@ export async function run(argv: string[]): Promise<number> {
     return Exit.CONFIG;
   }
   const { logger } = logging;
-  const daemon = new Daemon(config, { log: logger, env: process.env });
+  const daemon = new Daemon(config, { log: logger, env: process.env, clock: systemClock, random: systemRandom });
 
   const exit = async (code: number): Promise<never> => {
     // A log that cannot drain (disk full, hung SD card) must not keep a crashed daemon alive.

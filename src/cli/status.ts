@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { systemClock } from '../agent/time/clock.js';
+import { systemClock, systemRandom } from '../agent/time/clock.js';
 import { type AgentConfig, DEFAULT_CONFIG_FILE } from '../agent/config/config.js';
 import { runningDaemon } from '../agent/store/instance.js';
 import type { LinkState } from '../agent/link/supervisor.js';
@@ -62,7 +62,7 @@ async function gather(config: AgentConfig): Promise<StatusReport> {
     return fromDatabase(fromConfig, verdict, undefined, undefined, undefined);
   }
   // Read-only: run as root, status must not create, move or convert a file the daemon's user then cannot open.
-  const rt = openRuntime(config, { log: pino({ level: 'silent' }), readOnlyStore: true });
+  const rt = openRuntime(config, { log: pino({ level: 'silent' }), clock: systemClock, random: systemRandom, readOnlyStore: true });
   try {
     const daemon = await runningDaemon(rt.store);
     const doc = readStatusFile(config.runtimeDir);

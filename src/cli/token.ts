@@ -1,6 +1,7 @@
 import { DEFAULT_CONFIG_FILE } from '../agent/config/config.js';
 import { resolveIdentity } from '../agent/daemon/provisioning.js';
 import { openRuntime, type AgentRuntime } from '../agent/daemon/runtime.js';
+import { systemClock, systemRandom } from '../agent/time/clock.js';
 import { BotlinkError } from '../protocol/errors.js';
 import type { Identity } from '../protocol/wire.js';
 import { openCommandLog, reportFailure, withDeadline } from './agent-command.js';
@@ -38,7 +39,7 @@ export async function token(argv: string[]): Promise<number> {
   let rt: AgentRuntime | undefined;
   let identity: Identity | undefined;
   try {
-    rt = openRuntime(config, { log: logging.logger });
+    rt = openRuntime(config, { log: logging.logger, clock: systemClock, random: systemRandom });
     const resolved = resolveIdentity(rt);
     if (resolved.kind === 'vendor') {
       process.stderr.write(

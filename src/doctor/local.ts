@@ -4,6 +4,7 @@ import { pino } from 'pino';
 import { ConfigError, describeSource, loadConfig } from '../agent/config/config.js';
 import { fail, failWith, messageOf, octal, ok, skip, UNMET, type Check, type Outcome } from './check.js';
 import { openRuntime } from '../agent/daemon/runtime.js';
+import { systemRandom } from '../agent/time/clock.js';
 import { SecretFileError } from '../agent/config/secret.js';
 
 /** Creates the directory as the agent would, then proves it writable with a file created and removed. */
@@ -86,7 +87,7 @@ export const stateDirCheck: Check = {
     ctx.dbModeBefore = modeOf(join(config.stateDir, 'botlink.db'));
     try {
       const quick = { ...config, httpTimeoutMs: Math.min(config.httpTimeoutMs, ctx.timeoutMs) };
-      ctx.rt = openRuntime(quick, { log: troubleLog(ctx.storeTrouble), clock: ctx.clock });
+      ctx.rt = openRuntime(quick, { log: troubleLog(ctx.storeTrouble), clock: ctx.clock, random: systemRandom });
     } catch (err) {
       return failWith(messageOf(err));
     }

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { CloudClient } from '../../src/agent/cloud/client.js';
-import { systemClock, type Clock } from '../../src/agent/time/clock.js';
+import { systemClock, systemRandom, type Clock } from '../../src/agent/time/clock.js';
 import { ServerTime } from '../../src/agent/time/servertime.js';
 import { TokenStore } from '../../src/agent/store/token-store.js';
 import type { TimeSyncResult } from '../../src/agent/time/timesync.js';
@@ -65,6 +65,7 @@ export class AgentKit {
       clock,
       checkTimeSync: async () => verdict,
       log: this.log,
+      random: systemRandom,
       ...o.manager,
     });
   }

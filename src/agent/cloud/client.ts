@@ -172,15 +172,17 @@ export class CloudClient {
     if (this.#closed) throw closedError(route);
     const call = new AbortController();
     const seconds = this.#deadlineMs / 1000;
-    const timer = setTimeout(
-      () => call.abort(new CloudError('ERR_TIMEOUT', `${route}: the cloud did not answer within ${seconds} s`, 'retry-backoff')),
+    // Ref'd, like the request it bounds: the caller is waiting on it.
+    const cancelDeadline = this.#opts.clock.setTimer(
       this.#deadlineMs,
+      () => call.abort(new CloudError('ERR_TIMEOUT', `${route}: the cloud did not answer within ${seconds} s`, 'retry-backoff')),
+      { ref: true },
     );
     this.#calls.set(call, route);
     try {
       return await untilAborted(this.#exchange(route, { ...request, signal: call.signal }), call.signal);
     } finally {
-      clearTimeout(timer);
+      cancelDeadline();
       this.#calls.delete(call);
     }
   }

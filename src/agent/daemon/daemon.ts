@@ -6,13 +6,14 @@ import type { AgentConfig } from '../config/config.js';
 import { claimInstance } from '../store/instance.js';
 import type { HeldLock } from '../store/lock.js';
 import { LinkSupervisor } from '../link/supervisor.js';
+import type { Cancel } from '../time/clock.js';
 import { createNotifier, type Notifier } from './notify.js';
 import { provision, resolveIdentity, type BoardPaths } from './provisioning.js';
 import { openRuntime, type AgentRuntime, type RuntimeOptions } from './runtime.js';
 import { writeStatusFile, type StatusDoc } from './status.js';
 import type { TokenManager } from '../token/manager.js';
 
-/** The longest delay a Node timer takes: the keepalive interval only needs to exist, not to fire. */
+/** The longest delay a Node timer takes in one go: the keep-alive timer only needs to exist, not to fire. */
 const KEEPALIVE_MS = 2 ** 31 - 1;
 
 export interface DaemonOptions extends Omit<RuntimeOptions, 'log'> {
@@ -37,20 +38,20 @@ export class Daemon {
   #ready = false;
   #stopping: Promise<void> | undefined;
   /** Holds the event loop from start() to stop(): while offline every other timer may be unref'd or idle. */
-  #alive: NodeJS.Timeout | undefined;
+  #alive: Cancel | undefined;
 
   constructor(config: AgentConfig, opts: DaemonOptions) {
     this.#config = config;
     this.#o = opts;
     this.#log = opts.log;
-    this.#notify = createNotifier(opts.env, opts.log);
+    this.#notify = createNotifier(opts.env, opts.log, opts.clock);
     this.#identity = config.botId ? { kind: 'bot', id: config.botId } : { kind: 'vendor', id: config.vendorId ?? '' };
   }
 
   /** Resolves once the link is started (or stop() was called first). */
   async start(): Promise<void> {
     if (this.#stopping) return;
-    this.#alive ??= setInterval(() => undefined, KEEPALIVE_MS);
+    if (!this.#alive) this.#keepAlive();
     const rt = openRuntime(this.#config, this.#o);
     this.#rt = rt;
     const claim = await claimInstance(rt.store);
@@ -118,8 +119,14 @@ export class Daemon {
       await rt.close();
     }
     this.#notify.close();
-    clearInterval(this.#alive);
+    this.#alive?.();
     this.#log.info('botlink stopped');
+  }
+
+  /** A ref'd timer, armed again each time it fires (every 24.8 days), until stop(). */
+  #keepAlive(): void {
+    if (this.#stopping) return;
+    this.#alive = this.#o.clock.setTimer(KEEPALIVE_MS, () => this.#keepAlive(), { ref: true });
   }
 
   /** The configured or provisioned botId; registers this device first when only a vendor is known. */
@@ -144,12 +151,12 @@ export class Daemon {
         if (this.#abort.signal.aborted) return undefined;
         const error = toBotlinkError(err, 'ERR_PROVISION');
         const settings = { baseMs: this.#config.tokenBackoffBaseMs, capMs: this.#config.tokenBackoffCapMs };
-        const next = retryAfter(error.retry, backoff, settings, Math.random());
+        const next = retryAfter(error.retry, backoff, settings, this.#o.random());
         backoff = next.state;
         const waitMs = next.delayMs;
         this.#log.error({ code: error.code, retryInMs: Math.round(waitMs) }, `provisioning failed: ${error.message}`);
         this.#markReady(`waiting to provision: ${error.message}`);
-        await sleep(waitMs, this.#abort.signal);
+        await this.#o.clock.sleep(waitMs, this.#abort.signal);
       }
     }
   }
@@ -203,14 +210,4 @@ export class Daemon {
       link: this.#link?.status ?? { state: 'connecting', since: clock ? clock.wallNow() : 0, reconnects: 0, lastError: null },
     };
   }
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    signal.addEventListener('abort', () => {
-      clearTimeout(timer);
-      resolve();
-    }, { once: true });
-  });
 }

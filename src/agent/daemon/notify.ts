@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { unixDgram } from '../../native.js';
+import type { Cancel, Clock } from '../time/clock.js';
 
 /** sd_notify(3) for a Type=notify unit; every method is a no-op when NOTIFY_SOCKET is unset. */
 export interface Notifier {
@@ -13,7 +14,7 @@ export interface Notifier {
  * Sends READY/STATUS/STOPPING and, when systemd asks for it (WATCHDOG_USEC), WATCHDOG=1 at half the
  * interval from the event loop — so a blocked loop stops the pings and systemd restarts us.
  */
-export function createNotifier(env: NodeJS.ProcessEnv, log: Logger): Notifier {
+export function createNotifier(env: NodeJS.ProcessEnv, log: Logger, clock: Pick<Clock, 'setTimer'>): Notifier {
   const path = socketPath(env['NOTIFY_SOCKET']);
   if (path === undefined) return { ready() {}, status() {}, stopping() {}, close() {} };
   const socket = unixDgram().createSocket('unix_dgram');
@@ -23,12 +24,13 @@ export function createNotifier(env: NodeJS.ProcessEnv, log: Logger): Notifier {
     socket.send(buf, 0, buf.length, path);
   };
   const intervalMs = watchdogIntervalMs(env);
-  let watchdog: NodeJS.Timeout | undefined;
-  if (intervalMs !== undefined) {
-    watchdog = setInterval(() => send('WATCHDOG=1'), intervalMs);
-    watchdog.unref();
+  let cancelWatchdog: Cancel | undefined;
+  // Armed again after each ping, unref'd: the pings never keep the process alive, only report it is.
+  const ping = (ms: number): void => {
     send('WATCHDOG=1');
-  }
+    cancelWatchdog = clock.setTimer(ms, () => ping(ms));
+  };
+  if (intervalMs !== undefined) ping(intervalMs);
   let lastStatus = '';
   return {
     ready: (status) => {
@@ -43,7 +45,7 @@ export function createNotifier(env: NodeJS.ProcessEnv, log: Logger): Notifier {
     },
     stopping: () => send('STOPPING=1'),
     close: () => {
-      clearInterval(watchdog);
+      cancelWatchdog?.();
       socket.close();
     },
   };

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { Identity } from '../../protocol/wire.js';
 import { BUILD_TIME_MS } from '../../version.js';
 import { CloudClient } from '../cloud/client.js';
-import { systemClock, type Clock } from '../time/clock.js';
+import type { Clock, Random } from '../time/clock.js';
 import type { AgentConfig } from '../config/config.js';
 import { DEFAULT_POLICY } from '../token/policy.js';
 import { ServerTime } from '../time/servertime.js';
@@ -26,7 +26,10 @@ export interface AgentRuntime {
 
 export interface RuntimeOptions {
   log: Logger;
-  clock?: Clock;
+  /** The only source of time and timers (systemClock, chosen by the command that composes the agent). */
+  clock: Clock;
+  /** The only source of jitter (systemRandom, likewise). */
+  random: Random;
   /** Overrides for the time-sync sources (tests, demo). */
   timeSync?: Partial<Omit<TimeSyncOptions, 'clock' | 'floorMs'>>;
   /** Open the token store only to read it (`botlink status`): nothing on disk is created, moved or written. */
@@ -34,8 +37,7 @@ export interface RuntimeOptions {
 }
 
 export function openRuntime(config: AgentConfig, opts: RuntimeOptions): AgentRuntime {
-  const clock = opts.clock ?? systemClock;
-  const { log } = opts;
+  const { clock, log } = opts;
   const store = TokenStore.open(config.stateDir, {
     clock,
     readOnly: opts.readOnlyStore === true,
@@ -73,6 +75,7 @@ export function openRuntime(config: AgentConfig, opts: RuntimeOptions): AgentRun
         api,
         serverTime,
         clock,
+        random: opts.random,
         checkTimeSync: this.checkTimeSync,
         log: log.child({ identity: `${identity.kind}:${identity.id}` }),
         policy: {

@@ -3,15 +3,16 @@ import { BotlinkError, toBotlinkError } from '../../protocol/errors.js';
 import type { Identity } from '../../protocol/wire.js';
 import { CloudError, type CloudClient } from '../cloud/client.js';
 import { resetBackoff, retriesOnSchedule, retryAfter, TOKEN_BACKOFF, type BackoffSettings, type BackoffState } from './backoff.js';
-import type { Clock } from '../time/clock.js';
-import { acquireLock, type HeldLock } from '../store/lock.js';
+import type { Cancel, Clock, Random } from '../time/clock.js';
 import { PairSaver, SAVE_BACKOFF } from './pair-saver.js';
+import { issuedAt, pairFacts, refreshedPair, signedPair } from './pairs.js';
+import { underRenewLock, type RenewLockDeps } from './renew-lock.js';
 import { accessUsableFor, decideNextAction, DEFAULT_POLICY, type PolicySettings, type TokenFacts } from './policy.js';
 import type { ServerTime } from '../time/servertime.js';
 import { signedGetToken } from './signflow.js';
-import { chooseSigningTime, FRESH_SAMPLE_MS, needsSample } from '../time/signingtime.js';
 import type { StoreIdentity, TokenPair, TokenStore } from '../store/token-store.js';
 import type { TimeSyncResult } from '../time/timesync.js';
+import { TrustedTime, type ClockStatus } from '../time/trusted-time.js';
 
 export interface TokenManagerOptions {
   identity: Identity;
@@ -28,7 +29,8 @@ export interface TokenManagerOptions {
   backoff?: BackoffSettings;
   /** Pace of saving again a pair the store refused (full or read-only disk). */
   saveBackoff?: BackoffSettings;
-  random?: () => number;
+  /** Jitter of the refresh point and of the backoffs. */
+  random: Random;
   /** Called on every change worth showing in status.json. */
   onChange?: () => void;
 }
@@ -36,7 +38,7 @@ export interface TokenManagerOptions {
 export interface TokenSnapshot {
   accessExpiresAt: number | undefined;
   refreshExpiresAt: number | undefined;
-  clock: { trusted: boolean; verdict: TimeSyncResult['verdict'] | 'pending'; source: string; offsetMs: number | undefined };
+  clock: ClockStatus;
   lastError: { code: string; retry: string; message: string } | undefined;
   renewals: { signed: number; refreshed: number };
   /** Whether the pair held is on disk; lastError says why not. */
@@ -51,15 +53,6 @@ interface Waiter {
 }
 
 /**
- * How long a time-sync verdict holds. Unsynced is re-checked each minute (NTP usually syncs soon after
- * boot); synced or no source at all rarely change, and each check spawns chronyc and timedatectl.
- */
-const VERDICT_TTL_MS: Readonly<Record<TimeSyncResult['verdict'], number>> = { unsynced: 60_000, synced: 5 * 60_000, unknown: 10 * 60_000 };
-/** Pace of server time samples while they fail (network down). */
-const SAMPLE_RETRY_MS = 30_000;
-const LOCK_POLL_MS = 250;
-
-/**
  * Holds the access token: loads it from the store, decides with the pure policy when to refresh or
  * sign, performs that (single-flight, under the stateDir's cross-process renew lock) and hands tokens
  * to callers of current(). A pair the server issued is kept and used even when the store cannot save
@@ -70,20 +63,18 @@ export class TokenManager {
   readonly #policy: PolicySettings;
   readonly #storeIdentity: StoreIdentity;
   readonly #saver: PairSaver;
+  readonly #time: TrustedTime;
+  readonly #lockDeps: RenewLockDeps;
   #pair: TokenPair | undefined;
-  #facts: Omit<TokenFacts, 'access' | 'refresh'> = { accessRejected: false, refreshFailed: false, jitter: 0 };
+  #facts: Omit<TokenFacts, 'access' | 'refresh' | 'neededLeftMs'> = { accessRejected: false, refreshFailed: false, jitter: 0 };
   #backoff: BackoffState = resetBackoff();
-  #verdict: TimeSyncResult | undefined;
-  #verdictAtMono = Number.NEGATIVE_INFINITY;
   #waiters: Waiter[] = [];
-  #timer: NodeJS.Timeout | undefined;
+  #cancelTimer: Cancel | undefined;
   #running: Promise<void> | undefined;
   #again = false;
   #stopped = false;
   #lastError: BotlinkError | undefined;
   #renewals = { signed: 0, refreshed: 0 };
-  #sampling = false;
-  #sampleTriedAtMono = Number.NEGATIVE_INFINITY;
 
   constructor(opts: TokenManagerOptions) {
     this.#o = opts;
@@ -95,12 +86,24 @@ export class TokenManager {
       clock: opts.clock,
       log: opts.log,
       backoff: opts.saveBackoff ?? SAVE_BACKOFF,
-      random: () => this.#random(),
+      random: opts.random,
       wake: () => this.#kick(),
       onChange: () => this.#o.onChange?.(),
     });
+    this.#time = new TrustedTime({
+      clock: opts.clock,
+      serverTime: opts.serverTime,
+      checkTimeSync: opts.checkTimeSync,
+      sampleServerTime: () => opts.api.sampleServerTime(),
+      log: opts.log,
+      onSampled: () => {
+        this.#o.onChange?.();
+        this.#kick();
+      },
+    });
+    this.#lockDeps = { store: opts.store, clock: opts.clock, log: opts.log, stopped: () => this.#stopped };
     this.#syncWithStore();
-    this.#facts.jitter = this.#random() * 2 - 1;
+    this.#facts.jitter = opts.random() * 2 - 1;
   }
 
   /** Starts the background loop that keeps the token fresh. */
@@ -111,7 +114,7 @@ export class TokenManager {
 
   stop(): void {
     this.#stopped = true;
-    clearTimeout(this.#timer);
+    this.#cancelTimer?.();
     this.#saver.stop();
     const err = new BotlinkError('ERR_STOPPED', 'token manager stopped', 'fatal');
     for (const w of this.#waiters.splice(0)) w.reject(err);
@@ -149,18 +152,10 @@ export class TokenManager {
   }
 
   snapshot(): TokenSnapshot {
-    const v = this.#verdict;
-    // The source is whatever signing would use now: the synced local source, or the server.
-    const chosen = chooseSigningTime(v ?? PENDING, this.#o.serverTime, this.#o.clock);
     return {
       accessExpiresAt: this.#pair?.accessExpiresAt,
       refreshExpiresAt: this.#pair?.refreshExpiresAt,
-      clock: {
-        trusted: chosen.ok,
-        verdict: v ? v.verdict : 'pending',
-        source: chosen.ok && chosen.source === 'server' ? 'server' : (v?.source ?? 'none'),
-        offsetMs: this.#o.serverTime.offsetMs(),
-      },
+      clock: this.#time.status(),
       lastError: this.#lastError && { code: this.#lastError.code, retry: this.#lastError.retry, message: this.#lastError.message },
       renewals: { ...this.#renewals },
       store: this.#saver.status(),
@@ -175,7 +170,7 @@ export class TokenManager {
       this.#again = true;
       return;
     }
-    clearTimeout(this.#timer);
+    this.#cancelTimer?.();
     this.#running = this.#loop().finally(() => {
       this.#running = undefined;
     });
@@ -194,15 +189,12 @@ export class TokenManager {
 
   async #step(): Promise<void> {
     if (this.#saver.due) await this.#saveUnderLock();
-    const verdict = await this.#timeVerdict();
-    if (this.#pair && needsSample(verdict, this.#o.serverTime, this.#o.clock, FRESH_SAMPLE_MS)) this.#sampleInBackground();
-    const now = { mono: this.#o.clock.monoNow(), serverTime: this.#serverNow(verdict) };
-    const facts = this.#currentFacts();
-    let decision = decideNextAction(facts, now, this.#policy);
-    if (decision.action === 'use' && this.#waiters.some((w) => !accessUsableFor(facts, now, this.#cappedLeft(w.minLeftMs)))) {
-      // A caller needs more life than the token has left: renew ahead of the policy's schedule.
-      decision = decideNextAction({ ...facts, accessRejected: true }, now, this.#policy);
-    }
+    await this.#time.verdict();
+    if (this.#pair) this.#time.sampleIfStale();
+    const now = { mono: this.#o.clock.monoNow(), serverTime: this.#time.now() };
+    // The longest life a waiting caller needs: a token shorter than that is renewed ahead of the schedule.
+    const neededLeftMs = Math.max(0, ...this.#waiters.map((w) => w.minLeftMs));
+    const decision = decideNextAction({ ...this.#currentFacts(), neededLeftMs }, now, this.#policy);
     switch (decision.action) {
       case 'use':
         this.#settleWaiters();
@@ -212,59 +204,34 @@ export class TokenManager {
         this.#schedule(decision.wakeInMs);
         return;
       case 'wait-clock':
-        await this.#o.api.sampleServerTime();
+        await this.#time.sample();
         this.#again = true;
         return;
       case 'refresh':
       case 'sign':
-        await this.#underRenewLock(decision.action);
+        await this.#renew(decision.action);
         this.#again = true;
         return;
     }
   }
 
-  async #underRenewLock(action: 'refresh' | 'sign'): Promise<void> {
+  async #renew(action: 'refresh' | 'sign'): Promise<void> {
     const before = this.#pair;
-    const lock = await this.#renewLock();
-    try {
-      if (this.#stopped) return;
+    await underRenewLock(this.#lockDeps, async () => {
       this.#syncWithStore();
       // Another process renewed while we waited for the lock: decide again with its pair.
       if (this.#pair?.accessToken !== before?.accessToken) return;
       if (action === 'refresh') await this.#refresh();
       else await this.#sign();
-    } finally {
-      await lock?.release();
-    }
+    });
   }
 
   /** Saves the held pair under the renew lock, unless another process saved a newer one meanwhile. */
   async #saveUnderLock(): Promise<void> {
-    const lock = await this.#renewLock();
-    try {
-      if (this.#stopped) return;
+    await underRenewLock(this.#lockDeps, () => {
       this.#syncWithStore();
       if (this.#pair && this.#saver.unsaved) this.#saver.save(this.#pair);
-    } finally {
-      await lock?.release();
-    }
-  }
-
-  /**
-   * The stateDir's renew lock, waited for while another botlink process renews. Undefined when its
-   * name cannot be used (squatted by a process that cannot prove it knows the key): renewing matters more.
-   */
-  async #renewLock(): Promise<HeldLock | undefined> {
-    for (;;) {
-      const claim = await acquireLock(this.#o.store.requireLockKey(), 'renew');
-      if (claim.ok) return claim.lock;
-      if (claim.probe.state === 'unusable') {
-        this.#o.log.error({ code: 'ERR_LOCK_UNUSABLE' }, `renew lock unavailable (${claim.probe.detail}): renewing without it`);
-        return undefined;
-      }
-      if (this.#stopped) return undefined;
-      await delay(LOCK_POLL_MS);
-    }
+    });
   }
 
   async #refresh(): Promise<void> {
@@ -273,10 +240,9 @@ export class TokenManager {
     try {
       const res = await this.#o.api.refreshToken(this.#o.identity, pair.refreshToken);
       // Refresh works without trusted time; then the expiry is only a best guess on the local clock.
-      const trusted = this.#serverNow(await this.#timeVerdict());
-      const base = trusted ?? this.#o.clock.wallNow();
-      const accessExpiresAt = base + res.expireIn * 1000;
-      this.#pair = { ...pair, accessToken: res.accessToken, accessExpiresAt, accessIssuedAt: base };
+      await this.#time.verdict();
+      const trusted = this.#time.now();
+      this.#pair = refreshedPair(pair, res, trusted ?? this.#o.clock.wallNow());
       this.#renewals.refreshed++;
       this.#succeeded('refreshed', trusted);
     } catch (err) {
@@ -290,20 +256,12 @@ export class TokenManager {
   }
 
   async #sign(): Promise<void> {
-    const res = await signedGetToken(this.#o, this.#o.identity, await this.#timeVerdict());
-    const trusted = this.#serverNow(await this.#timeVerdict());
-    const base = trusted ?? this.#o.clock.wallNow();
-    const pair: TokenPair = {
-      accessToken: res.accessToken,
-      accessExpiresAt: base + res.expireIn * 1000,
-      refreshToken: res.refreshToken,
-      refreshExpiresAt: base + res.refreshExpireIn * 1000,
-      issuedAt: base,
-      accessIssuedAt: base,
-    };
-    this.#pair = pair;
+    const res = await signedGetToken({ api: this.#o.api, time: this.#time, log: this.#o.log }, this.#o.identity);
+    await this.#time.verdict();
+    const trusted = this.#time.now();
+    this.#pair = signedPair(res, trusted ?? this.#o.clock.wallNow());
     this.#facts.refreshFailed = false;
-    this.#facts.jitter = this.#random() * 2 - 1;
+    this.#facts.jitter = this.#o.random() * 2 - 1;
     this.#renewals.signed++;
     this.#succeeded('signed', trusted);
   }
@@ -324,7 +282,7 @@ export class TokenManager {
 
   #fail(err: unknown): void {
     const error = toBotlinkError(err, 'ERR_INTERNAL');
-    const next = retryAfter(error.retry, this.#backoff, this.#o.backoff ?? TOKEN_BACKOFF, this.#random());
+    const next = retryAfter(error.retry, this.#backoff, this.#o.backoff ?? TOKEN_BACKOFF, this.#o.random());
     this.#backoff = next.state;
     const waitMs = next.delayMs;
     if (!retriesOnSchedule(error.retry)) {
@@ -342,30 +300,11 @@ export class TokenManager {
 
   // ---- helpers ----
 
-  /** Without a trusted clock a cached token cannot be judged: fetch server time beside the decision, then decide again. */
-  #sampleInBackground(): void {
-    const mono = this.#o.clock.monoNow();
-    if (this.#sampling || mono - this.#sampleTriedAtMono < SAMPLE_RETRY_MS) return;
-    this.#sampling = true;
-    this.#sampleTriedAtMono = mono;
-    this.#o.api.sampleServerTime().then(
-      () => {
-        this.#sampling = false;
-        this.#o.onChange?.();
-        this.#kick();
-      },
-      (err: unknown) => {
-        this.#sampling = false;
-        this.#o.log.debug({ err: err instanceof Error ? err.message : String(err) }, 'server time sample failed');
-      },
-    );
-  }
-
   #schedule(ms: number): void {
-    clearTimeout(this.#timer);
+    this.#cancelTimer?.();
     if (this.#stopped) return;
-    this.#timer = setTimeout(() => this.#kick(), Math.max(0, ms));
-    this.#timer.unref();
+    // Unref'd (the clock's default): a waiting timer never keeps a command such as `botlink token` alive.
+    this.#cancelTimer = this.#o.clock.setTimer(Math.max(0, ms), () => this.#kick());
   }
 
   #settleWaiters(): void {
@@ -379,40 +318,13 @@ export class TokenManager {
   }
 
   #usableToken(minLeftMs: number): string | undefined {
-    if (!this.#pair || this.#facts.accessRejected || this.#verdict === undefined) return undefined;
-    const now = { mono: this.#o.clock.monoNow(), serverTime: this.#serverNow(this.#verdict) };
-    return accessUsableFor(this.#currentFacts(), now, this.#cappedLeft(minLeftMs)) ? this.#pair.accessToken : undefined;
-  }
-
-  /** A caller cannot ask for more than half a token's lifetime, or a fresh token would never do. */
-  #cappedLeft(minLeftMs: number): number {
-    const lifetime = this.#currentFacts().access?.lifetimeMs;
-    return lifetime === undefined ? minLeftMs : Math.min(minLeftMs, lifetime / 2);
+    if (!this.#pair || this.#facts.accessRejected || !this.#time.checked) return undefined;
+    const now = { mono: this.#o.clock.monoNow(), serverTime: this.#time.now() };
+    return accessUsableFor(this.#currentFacts(), now, minLeftMs) ? this.#pair.accessToken : undefined;
   }
 
   #currentFacts(): TokenFacts {
-    const p = this.#pair;
-    if (!p) return { ...this.#facts };
-    const refreshLifetimeMs = p.refreshExpiresAt - p.issuedAt;
-    return {
-      ...this.#facts,
-      access: { expiresAt: p.accessExpiresAt, lifetimeMs: p.accessExpiresAt - (p.accessIssuedAt ?? p.issuedAt) },
-      refresh: { expiresAt: p.refreshExpiresAt, lifetimeMs: refreshLifetimeMs },
-    };
-  }
-
-  #serverNow(verdict: TimeSyncResult): number | undefined {
-    const chosen = chooseSigningTime(verdict, this.#o.serverTime, this.#o.clock);
-    return chosen.ok ? chosen.ms : undefined;
-  }
-
-  async #timeVerdict(): Promise<TimeSyncResult> {
-    const mono = this.#o.clock.monoNow();
-    if (!this.#verdict || mono - this.#verdictAtMono >= VERDICT_TTL_MS[this.#verdict.verdict]) {
-      this.#verdict = await this.#o.checkTimeSync();
-      this.#verdictAtMono = mono;
-    }
-    return this.#verdict;
+    return { ...this.#facts, ...pairFacts(this.#pair) };
   }
 
   /** Takes the store's pair, unless the one held is newer and not saved yet (or the store cannot be read). */
@@ -429,19 +341,5 @@ export class TokenManager {
     this.#pair = stored;
     this.#saver.settled();
   }
-
-  #random(): number {
-    return (this.#o.random ?? Math.random)();
-  }
 }
 
-/** When the pair's current access token was issued: of two pairs, the later one is kept. */
-function issuedAt(pair: TokenPair): number {
-  return pair.accessIssuedAt ?? pair.issuedAt;
-}
-
-const PENDING: TimeSyncResult = { verdict: 'unknown', source: 'none', detail: 'not checked yet' };
-
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}

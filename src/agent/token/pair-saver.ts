@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { nextBackoff, resetBackoff, type BackoffSettings, type BackoffState } from './backoff.js';
-import type { Clock } from '../time/clock.js';
+import type { Cancel, Clock, Random } from '../time/clock.js';
 import { LAST_SERVER_TIME_KEY, type StoreIdentity, type TokenPair, type TokenStore } from '../store/token-store.js';
 
 export interface PairSaverOptions {
@@ -9,7 +9,7 @@ export interface PairSaverOptions {
   clock: Clock;
   log: Logger;
   backoff: BackoffSettings;
-  random: () => number;
+  random: Random;
   /** Called when a retry falls due: the owner calls save() again (under its renew lock). */
   wake: () => void;
   /** Called when whether the pair is on disk changes. */
@@ -32,7 +32,7 @@ export class PairSaver {
   #error: string | undefined;
   #backoff: BackoffState = resetBackoff();
   #dueAtMono = Number.NEGATIVE_INFINITY;
-  #timer: NodeJS.Timeout | undefined;
+  #cancelRetry: Cancel | undefined;
   #stopped = false;
 
   constructor(opts: PairSaverOptions) {
@@ -57,7 +57,7 @@ export class PairSaver {
   save(pair: TokenPair, floorMs?: number): void {
     this.#unsaved = true;
     if (floorMs !== undefined) this.#floorMs = floorMs;
-    clearTimeout(this.#timer);
+    this.#cancelRetry?.();
     try {
       this.#o.store.savePair(this.#o.identity, pair);
       if (this.#floorMs !== undefined) this.#o.store.setMeta(LAST_SERVER_TIME_KEY, String(this.#floorMs));
@@ -73,7 +73,7 @@ export class PairSaver {
     this.#unsaved = false;
     this.#floorMs = undefined;
     this.#backoff = resetBackoff();
-    clearTimeout(this.#timer);
+    this.#cancelRetry?.();
     if (this.#error === undefined) return;
     this.#error = undefined;
     this.#o.log.info({ path: this.#o.store.path }, 'state persisted again: the token store holds the token in use');
@@ -82,7 +82,7 @@ export class PairSaver {
 
   stop(): void {
     this.#stopped = true;
-    clearTimeout(this.#timer);
+    this.#cancelRetry?.();
   }
 
   #failed(err: unknown): void {
@@ -97,12 +97,12 @@ export class PairSaver {
         'disk takes it. Fix: free space on the disk that holds stateDir, or make it writable',
     );
     if (!this.#stopped) {
-      this.#timer = setTimeout(() => {
-        // A timer may fire a little before the monotonic clock reaches its deadline: it is due now.
+      // Unref'd: a save waiting for the disk never keeps a command alive.
+      this.#cancelRetry = this.#o.clock.setTimer(next.delayMs, () => {
+        // Due now, whatever the clock reads: the owner's next step must not find it early and wait again.
         this.#dueAtMono = Number.NEGATIVE_INFINITY;
         this.#o.wake();
-      }, next.delayMs);
-      this.#timer.unref();
+      });
     }
     if (first) this.#o.onChange();
   }

@@ -1,0 +1,128 @@
+import type { Logger } from 'pino';
+import type { TimeReader } from './clock.js';
+import type { ServerTime } from './servertime.js';
+import { chooseSigningTime, FRESH_SAMPLE_MS, needsSample, type SigningTime } from './signingtime.js';
+import type { TimeSyncResult } from './timesync.js';
+
+export interface TrustedTimeOptions {
+  clock: TimeReader;
+  serverTime: ServerTime;
+  /** The local time-sync verdict; called at most once per its TTL. */
+  checkTimeSync: () => Promise<TimeSyncResult>;
+  /** Fetches one server time sample (the cloud client's HEAD); rejects when none could be had. */
+  sampleServerTime: () => Promise<void>;
+  log: Logger;
+  /** A background sample arrived: expiries that could not be judged may be judged now. */
+  onSampled?: () => void;
+}
+
+/** What status.json says about the clock. */
+export interface ClockStatus {
+  trusted: boolean;
+  verdict: TimeSyncResult['verdict'] | 'pending';
+  source: string;
+  offsetMs: number | undefined;
+}
+
+/**
+ * How long a time-sync verdict holds. Unsynced is re-checked each minute (NTP usually syncs soon after
+ * boot); synced or no source at all rarely change, and each check spawns chronyc and timedatectl.
+ */
+export const VERDICT_TTL_MS: Readonly<Record<TimeSyncResult['verdict'], number>> = { unsynced: 60_000, synced: 5 * 60_000, unknown: 10 * 60_000 };
+/** Pace of background server time samples while they fail (network down). */
+export const SAMPLE_RETRY_MS = 30_000;
+
+const PENDING: TimeSyncResult = { verdict: 'unknown', source: 'none', detail: 'not checked yet' };
+
+/**
+ * The time the agent may judge tokens and sign by (DESIGN §4): the local time-sync verdict, cached
+ * for its TTL, combined with server time sampled from Date headers, fetched in the background when
+ * the local clock cannot be trusted. Reads time only from its TimeReader; sets no timer.
+ */
+export class TrustedTime {
+  readonly #o: TrustedTimeOptions;
+  #verdict: TimeSyncResult | undefined;
+  #verdictAtMono = Number.NEGATIVE_INFINITY;
+  #sampling = false;
+  #sampleTriedAtMono = Number.NEGATIVE_INFINITY;
+
+  constructor(opts: TrustedTimeOptions) {
+    this.#o = opts;
+  }
+
+  /** Whether a verdict was had yet: before the first, a cached token cannot be judged at all. */
+  get checked(): boolean {
+    return this.#verdict !== undefined;
+  }
+
+  /** The local verdict, asked again once the last one's TTL ran out. */
+  async verdict(): Promise<TimeSyncResult> {
+    const mono = this.#o.clock.monoNow();
+    if (!this.#verdict || mono - this.#verdictAtMono >= VERDICT_TTL_MS[this.#verdict.verdict]) {
+      this.#verdict = await this.#o.checkTimeSync();
+      this.#verdictAtMono = mono;
+    }
+    return this.#verdict;
+  }
+
+  /** The server's wall clock now by the last verdict and the samples; undefined when no time can be trusted. */
+  now(): number | undefined {
+    const chosen = this.#choose();
+    return chosen.ok ? chosen.ms : undefined;
+  }
+
+  /** Server time from the samples alone, whatever the local verdict (what a refused timestamp is retried with). */
+  sampledNow(): number | undefined {
+    return this.#o.serverTime.now();
+  }
+
+  /** The timestamp to sign with; server time is sampled first when the clock is not synced and no fresh sample exists. */
+  async forSigning(): Promise<SigningTime> {
+    const verdict = await this.verdict();
+    if (needsSample(verdict, this.#o.serverTime, this.#o.clock, FRESH_SAMPLE_MS)) await this.#o.sampleServerTime();
+    return this.#choose();
+  }
+
+  /** One server time sample, waited for (nothing else can be done without it). */
+  sample(): Promise<void> {
+    return this.#o.sampleServerTime();
+  }
+
+  /**
+   * Without a trusted clock a cached token cannot be judged: fetch server time beside the caller's
+   * work, at most once per SAMPLE_RETRY_MS while samples fail.
+   */
+  sampleIfStale(): void {
+    if (!needsSample(this.#verdict ?? PENDING, this.#o.serverTime, this.#o.clock, FRESH_SAMPLE_MS)) return;
+    const mono = this.#o.clock.monoNow();
+    if (this.#sampling || mono - this.#sampleTriedAtMono < SAMPLE_RETRY_MS) return;
+    this.#sampling = true;
+    this.#sampleTriedAtMono = mono;
+    this.#o.sampleServerTime().then(
+      () => {
+        this.#sampling = false;
+        this.#o.onSampled?.();
+      },
+      (err: unknown) => {
+        this.#sampling = false;
+        this.#o.log.debug({ err: err instanceof Error ? err.message : String(err) }, 'server time sample failed');
+      },
+    );
+  }
+
+  status(): ClockStatus {
+    const v = this.#verdict;
+    // The source is whatever signing would use now: the synced local source, or the server.
+    const chosen = this.#choose();
+    return {
+      trusted: chosen.ok,
+      verdict: v ? v.verdict : 'pending',
+      source: chosen.ok && chosen.source === 'server' ? 'server' : (v?.source ?? 'none'),
+      offsetMs: this.#o.serverTime.offsetMs(),
+    };
+  }
+
+  #choose(): SigningTime {
+    return chooseSigningTime(this.#verdict ?? PENDING, this.#o.serverTime, this.#o.clock);
+  }
+}
