@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BUNDLE } from '../../scripts/build.mjs';
 import type { StatusDoc } from '../../src/agent/daemon/status.js';
+import { cleanEnv } from './env.js';
 import { waitFor } from './wait-for.js';
 
 export const DAEMON_SECRET = 'daemon-test-secret-4b1d';
@@ -63,15 +64,6 @@ export class DeviceDir {
   remove(): void {
     rmSync(this.dir, { recursive: true, force: true });
   }
-}
-
-/** The environment a child gets: ours without any BOTLINK_* or systemd variables, plus `extra`. */
-export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) {
-    if (!k.startsWith('BOTLINK_') && !['NOTIFY_SOCKET', 'WATCHDOG_USEC', 'WATCHDOG_PID', 'CREDENTIALS_DIRECTORY'].includes(k)) env[k] = v;
-  }
-  return { ...env, ...extra };
 }
 
 export interface CliRun {

@@ -6,13 +6,6 @@ import { AgentKit } from './agent-kit.js';
 
 /** Helpers of the long suites: socket timelines seen by the service, /proc samples, in-process agents. */
 
-export function median(values: number[]): number {
-  if (values.length === 0) throw new Error('median of nothing');
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-}
-
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The most of `times` (ms, any order) that fit in one sliding window [t, t + widthMs). */
@@ -106,13 +99,6 @@ export class SocketTimeline {
     if (started !== undefined) out.push(until - started);
     return out;
   }
-}
-
-/** Resident set size of a process in KiB, from /proc/<pid>/status. */
-export function rssKiB(pid: number): number {
-  const match = /^VmRSS:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  if (!match) throw new Error(`no VmRSS for pid ${pid}`);
-  return Number(match[1]);
 }
 
 /** The targets of a process's open file descriptors ("socket:[123]", "/path/file", "anon_inode:[eventfd]"). */

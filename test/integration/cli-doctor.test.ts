@@ -3,7 +3,8 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { TokenStore } from '../../src/agent/store/token-store.js';
-import { cleanEnv, DAEMON_SECRET, runCli, type CliRun, type DeviceDir } from '../helpers/daemon-proc.js';
+import { DAEMON_SECRET, runCli, type CliRun, type DeviceDir } from '../helpers/daemon-proc.js';
+import { cleanEnv } from '../helpers/env.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 
 const CHECKS = ['config', 'secret file', 'state dir', 'runtime dir', 'clock', 'dns', 'tcp', 'tls', 'server time', 'getToken', 'websocket', 'database'];

@@ -3,7 +3,8 @@ import { chmodSync, chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, 
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { BUNDLE } from '../../scripts/build.mjs';
-import { cleanEnv, DaemonProc, runCli, type DeviceDir } from '../helpers/daemon-proc.js';
+import { DaemonProc, runCli, type DeviceDir } from '../helpers/daemon-proc.js';
+import { cleanEnv } from '../helpers/env.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 import { requireTool } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait-for.js';

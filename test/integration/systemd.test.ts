@@ -9,7 +9,7 @@ import { watchdogIntervalMs } from '../../src/agent/daemon/notify.js';
 import { Exit } from '../../src/cli/exit.js';
 import type { ReferenceService } from '../../src/service/server.js';
 import { useHarness } from '../helpers/harness.js';
-import { cleanEnv } from '../helpers/daemon-proc.js';
+import { cleanEnv } from '../helpers/env.js';
 import { requireTool } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait-for.js';
 

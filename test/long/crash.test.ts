@@ -6,7 +6,8 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { tokenHash } from '../../src/service/credentials.js';
 import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
 import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
-import { cleanEnv, DAEMON_SECRET, DeviceDir, startDaemon, type DaemonProc } from '../helpers/daemon-proc.js';
+import { DAEMON_SECRET, DeviceDir, startDaemon, type DaemonProc } from '../helpers/daemon-proc.js';
+import { cleanEnv } from '../helpers/env.js';
 import { prng } from '../helpers/fuzz.js';
 
 /**

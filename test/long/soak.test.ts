@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { DAEMON_SECRET } from '../helpers/daemon-proc.js';
-import { fdTargets, median, rssKiB, SocketTimeline, sleep } from '../helpers/fleet.js';
+import { fdTargets, SocketTimeline, sleep } from '../helpers/fleet.js';
 import { useHarness } from '../helpers/harness.js';
+import { rssKiB } from '../helpers/procfs.js';
+import { median } from '../helpers/stats.js';
 
 const BOT = 'bot-1';
 const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: DAEMON_SECRET, vendors: [{ vendorId: 'V1', bots: [BOT] }] }] };

@@ -12,7 +12,7 @@ import { checkDns, checkTls, checkWsHandshake, endpointOf } from '../../src/doct
 import { Secret } from '../../src/agent/config/secret.js';
 import { WsMessage } from '../../src/protocol/codes.js';
 import type { ReferenceService } from '../../src/service/server.js';
-import { cleanEnv } from '../helpers/daemon-proc.js';
+import { cleanEnv } from '../helpers/env.js';
 import { useHarness } from '../helpers/harness.js';
 import { requireTool } from '../helpers/tools.js';
 
