@@ -3,28 +3,14 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { BOOT_GOAL, bootCached, LinkFixture, RECONNECT_GOAL_MS, restartReconnect } from './link.js';
-import {
-  alternate,
-  BOTS,
-  CLOCK_TICKS_PER_S,
-  cpuMs,
-  cpuTicks,
-  disconnect,
-  fetchToken,
-  machineLine,
-  median,
-  ms,
-  printTable,
-  ROOT,
-  rssKiB,
-  sleep,
-  spread,
-  timeToConnected,
-  times,
-  verdict,
-  Workspace,
-  type Child,
-} from './lib.js';
+import { CLOCK_TICKS_PER_S, cpuMs, cpuTicks, rssKiB } from '../../test/helpers/procfs.js';
+import { median } from '../../test/helpers/stats.js';
+import type { Child } from './child.js';
+import { BOTS, disconnect, fetchToken, timeToConnected } from './fixture.js';
+import { machineLine, ms, printTable, times, verdict } from './report.js';
+import { ROOT } from './root.js';
+import { alternate, sleep, spread } from './sample.js';
+import { Workspace } from './workspace.js';
 
 const RUNS = 10;
 /** Agent/client pairs idling side by side for the RSS and CPU figures. */
@@ -118,12 +104,10 @@ const perMin = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(x < 10 
 const sum = (xs: number[]): number => xs.reduce((a, b) => a + b, 0);
 const progress = (what: string): boolean => process.stderr.write(`… ${what}\n`);
 
-async function main(): Promise<void> {
-  const began = performance.now();
-  const machine = machineLine();
+/** The agent's figures, on one workspace removed afterwards. */
+async function agentFigures() {
   const ws = await Workspace.create('all');
   const fx = await LinkFixture.create(ws);
-  let figures;
   try {
     progress(`boot → connected, cached token: ${RUNS} runs each`);
     const cached = await bootCached(fx, RUNS);
@@ -133,14 +117,19 @@ async function main(): Promise<void> {
     const idling = await idle(fx);
     progress(`service restart → reconnected: ${RUNS} runs`);
     const restart = await restartReconnect(fx, RUNS, 0);
-    figures = { cached, uncached, idling, restart };
+    return { cached, uncached, idling, restart };
   } finally {
     await fx.close();
     ws.remove();
   }
+}
+
+async function main(): Promise<void> {
+  const began = performance.now();
+  const machine = machineLine();
+  const { cached, uncached, idling, restart } = await agentFigures();
   progress('reference service getToken/s vs node:http echo (npm run bench:service)');
   const service = await serviceBench();
-  const { cached, uncached, idling, restart } = figures;
 
   const ratioRow = (name: string, a: number[], b: number[], goal: number): string[] => {
     const r = median(a) / median(b);

@@ -2,24 +2,12 @@
 // minimal ws client given the same token, and how fast it comes back after a service restart.
 import { join } from 'node:path';
 import type { ReferenceService } from '../../src/service/server.js';
-import {
-  alternate,
-  disconnect,
-  isMain,
-  machineLine,
-  median,
-  ms,
-  nextWsEvent,
-  printTable,
-  sleep,
-  spread,
-  startService,
-  timeToConnected,
-  times,
-  verdict,
-  Workspace,
-  type Device,
-} from './lib.js';
+import { median } from '../../test/helpers/stats.js';
+import { disconnect, nextWsEvent, startService, timeToConnected, type Device } from './fixture.js';
+import { machineLine, ms, printTable, times, verdict } from './report.js';
+import { isMain } from './root.js';
+import { alternate, sleep, spread } from './sample.js';
+import { Workspace } from './workspace.js';
 
 export const BOOT_GOAL = 1.3;
 export const RECONNECT_GOAL_MS = 2500;

@@ -4,21 +4,12 @@ import { build } from 'esbuild';
 import { mkdirSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import {
-  alternate,
-  isMain,
-  machineLine,
-  median,
-  ms,
-  printTable,
-  ROOT,
-  sourceFiles,
-  spread,
-  timeRun,
-  times,
-  verdict,
-  Workspace,
-} from './lib.js';
+import { median } from '../../test/helpers/stats.js';
+import { timeRun } from './child.js';
+import { machineLine, ms, printTable, times, verdict } from './report.js';
+import { isMain, ROOT, sourceFiles } from './root.js';
+import { alternate, spread } from './sample.js';
+import { Workspace } from './workspace.js';
 
 const GOAL = 1.5;
 const RUNS = 10;

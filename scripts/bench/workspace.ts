@@ -1,0 +1,92 @@
+// A benchmark run's scratch folder: the agent bundle, device dirs, and the minimal baseline clients.
+import { rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { ReferenceService } from '../../src/service/server.js';
+import { cleanEnv } from '../../test/helpers/env.js';
+import { Child } from './child.js';
+import { Device } from './fixture.js';
+import { ROOT, scratchDir } from './root.js';
+
+/** Builds the CLI bundle exactly as scripts/build.mjs does, into our own file: tests rebuilding dist/ cannot race us. */
+async function buildAgentBundle(dir: string): Promise<string> {
+  const build = (await import(pathToFileURL(join(ROOT, 'scripts', 'build.mjs')).href)) as typeof import('../build.mjs');
+  return build.buildBundle(join(dir, 'botlink.mjs'));
+}
+
+/** Opens the WebSocket with a given token and keeps it, pinging every 20 s like the agent: the floor. */
+const WS_CLIENT = `import WebSocket from 'ws';
+const url = new URL(process.env.WS_URL); url.searchParams.set('botId', process.env.BOT_ID);
+const ws = new WebSocket(url, { headers: { Authorization: 'Bearer ' + process.env.TOKEN }, perMessageDeflate: false });
+ws.on('open', () => setInterval(() => ws.ping(), 20000));
+ws.on('error', (e) => { console.error(e.message); process.exit(1); });
+ws.on('close', () => process.exit(0));
+`;
+
+/** Signs getToken (DESIGN §1.1, inlined), fetches the token, opens the WebSocket: the no-cache floor. */
+const SIGN_FETCH_WS_CLIENT = `import { createHmac, randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import WebSocket from 'ws';
+const env = process.env;
+const params = { accessKeyId: 'AK', accessNonce: randomBytes(16).toString('hex'), accessTimestamp: String(Date.now()), accessVersion: 'V2' };
+const canonical = Object.entries(params).map(([k, v]) => [k.toLowerCase(), v]).sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, v]) => k + '=' + v).join('&');
+const accessSign = createHmac('md5', readFileSync(env.SECRET_FILE, 'utf8').trim()).update(canonical).digest('hex');
+const res = await fetch(env.BASE_URL + '/auth/getToken', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ...params, accessSign, botId: env.BOT_ID }) });
+const body = await res.json();
+if (body.code !== 0) { console.error('getToken', body.code, body.msg); process.exit(1); }
+const url = new URL(env.WS_URL); url.searchParams.set('botId', env.BOT_ID);
+const ws = new WebSocket(url, { headers: { Authorization: 'Bearer ' + body.accessToken }, perMessageDeflate: false });
+ws.on('open', () => setInterval(() => ws.ping(), 20000));
+ws.on('error', (e) => { console.error(e.message); process.exit(1); });
+ws.on('close', () => process.exit(0));
+`;
+
+/** The scratch folder, the agent bundle and the baseline scripts of one benchmark run. */
+export class Workspace {
+  readonly dir: string;
+  readonly wsClient: string;
+  readonly signFetchWsClient: string;
+  #bundle: string | undefined;
+
+  private constructor(dir: string) {
+    this.dir = dir;
+    this.wsClient = join(dir, 'ws-client.mjs');
+    this.signFetchWsClient = join(dir, 'sign-fetch-ws-client.mjs');
+    writeFileSync(this.wsClient, WS_CLIENT);
+    writeFileSync(this.signFetchWsClient, SIGN_FETCH_WS_CLIENT);
+  }
+
+  static async create(name: string): Promise<Workspace> {
+    const ws = new Workspace(scratchDir(`bench-${name}`));
+    ws.#bundle = await buildAgentBundle(ws.dir);
+    return ws;
+  }
+
+  get bundle(): string {
+    return this.#bundle!;
+  }
+
+  device(botId: string, svc: ReferenceService): Device {
+    return new Device(this.dir, botId, svc.url);
+  }
+
+  /** `botlink run` from the bundle. */
+  agent(device: Device): Child {
+    return new Child([this.bundle, 'run', '--config', device.configFile]);
+  }
+
+  /** The minimal client holding `token` for `botId`. */
+  client(svc: ReferenceService, botId: string, token: string): Child {
+    return new Child([this.wsClient], cleanEnv({ WS_URL: svc.wsUrl, BOT_ID: botId, TOKEN: token }));
+  }
+
+  /** The minimal sign + fetch + ws script for the device's botId. */
+  signingClient(svc: ReferenceService, device: Device): Child {
+    const env = { BASE_URL: svc.url, WS_URL: svc.wsUrl, BOT_ID: device.botId, SECRET_FILE: join(device.dir, 'secret-key') };
+    return new Child([this.signFetchWsClient], cleanEnv(env));
+  }
+
+  remove(): void {
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
