@@ -26,6 +26,12 @@ export const int = (rng: Rng, n: number): number => Math.floor(rng() * n);
 export const pick = <T>(rng: Rng, items: readonly T[]): T => items[int(rng, items.length)]!;
 export const chance = (rng: Rng, p: number): boolean => rng() < p;
 
+/** A JSON object (not null, not an array): what a parsed body must be before its fields are read. */
+export const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** Content-Type values a peer may send, JSON or not. */
+export const CONTENT_TYPES: readonly string[] = ['application/json', 'application/json; charset=utf-8', 'text/html', 'text/plain', 'application/octet-stream', 'application/json; charset=latin1', '*/*', ''];
+
 /** Characters that break naive parsers, escapers and header writers. */
 export const AWKWARD_CHARS = ['\u0000', '\n', '\r', '"', '\\', '\u007f', '\u00ff', '\u2028', '\u202e', '\ufeff', '\ud800', '😀', 'é'];
 
