@@ -322,10 +322,25 @@ async function runLane(lane: number, logDir: string): Promise<LaneResult> {
   cleanups.push(() => peer.close());
   const attempts: Attempt[] = [];
   let n = 0;
+  // The lane is done when the link asks for the token of one attempt past the last; 10 s with no new
+  // attempt is a hang, reported with the scenario the link hung on.
+  let stall: NodeJS.Timeout | undefined;
+  let progressed = (): void => undefined;
+  const done = new Promise<void>((resolve, reject) => {
+    progressed = () => {
+      clearTimeout(stall);
+      if (n > WS_PER_LANE) return resolve();
+      stall = setTimeout(() => {
+        const stuck = peer.served.get(n);
+        reject(new Error(`seed ${SEED} lane ${lane}: the link made no progress for 10 s at attempt ${n} (${stuck?.desc ?? 'never reached the peer'}), state ${link.status.state}`));
+      }, 10_000);
+    };
+  });
   const tokens: TokenSource = {
     current: () => {
       n++;
       attempts[n] = { served: 0, invalidated: false, displaced: 0, backoffs: [], messages: 0 };
+      progressed();
       return Promise.resolve(`tok-${lane}-${n}`);
     },
     invalidate: (token) => {
@@ -357,20 +372,10 @@ async function runLane(lane: number, logDir: string): Promise<LaneResult> {
     const a = attempts[n];
     if (a) a.messages++;
   });
-  cleanups.push(() => link.stop());
+  cleanups.push(() => link.stop(), () => clearTimeout(stall));
+  progressed();
   link.start();
-  let last = 0;
-  let lastProgress = performance.now();
-  while (n <= WS_PER_LANE) {
-    await new Promise((resolve) => setTimeout(resolve, 25));
-    if (n !== last) {
-      last = n;
-      lastProgress = performance.now();
-    } else if (performance.now() - lastProgress > 10_000) {
-      const stuck = peer.served.get(n);
-      throw new Error(`seed ${SEED} lane ${lane}: the link made no progress for 10 s at attempt ${n} (${stuck?.desc ?? 'never reached the peer'}), state ${link.status.state}`);
-    }
-  }
+  await done;
   await link.stop();
 
   const problems: string[] = [];
