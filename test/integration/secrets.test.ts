@@ -5,7 +5,7 @@ import { basename, join } from 'node:path';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { WsMessage } from '../../src/protocol/codes.js';
-import { type DaemonProc } from '../helpers/daemon-proc.js';
+import type { DaemonProc } from '../helpers/daemon-proc.js';
 import { cleanEnv } from '../helpers/env.js';
 import { useHarness } from '../helpers/harness.js';
 import { waitFor } from '../helpers/wait-for.js';
