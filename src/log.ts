@@ -2,7 +2,7 @@ import { closeSync, existsSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { type LogFn, type Logger, pino } from 'pino';
 import { giveToFolderOwner, makeFolders } from './ownership.js';
-import { BotlinkError } from './protocol/errors.js';
+import { BotlinkError, fixOf, messageOf } from './protocol/errors.js';
 
 export const REDACTED = '[redacted]';
 /** Compared lower-cased, so `Authorization`, `AccessToken` … are caught too. */
@@ -125,7 +125,9 @@ export function createLogger(opts: LoggerOptions): BotlinkLogger {
     dest,
   );
 
-  if (unwritable) logger.error({ code: unwritable.code }, `${unwritable.message}. Logging to stderr (journald) instead until botlink restarts`);
+  if (unwritable) {
+    logger.error({ code: unwritable.code, fix: unwritable.fix }, `${unwritable.message}. Logging to stderr (journald) instead until botlink restarts`);
+  }
 
   let closed = false;
   return {
@@ -135,7 +137,7 @@ export function createLogger(opts: LoggerOptions): BotlinkLogger {
       try {
         openLogFile(opts.file);
       } catch (err) {
-        logger.error({ code: (err as BotlinkError).code }, `${(err as Error).message}. Still writing to the file opened before`);
+        logger.error({ code: (err as BotlinkError).code, fix: fixOf(err) }, `${messageOf(err)}. Still writing to the file opened before`);
         return;
       }
       dest.reopen();
@@ -168,9 +170,9 @@ function openLogFile(file: string): void {
     const code = (err as NodeJS.ErrnoException).code ?? String(err);
     throw new BotlinkError(
       'ERR_LOG_FILE',
-      `cannot write the log file ${file} (${code}): make it and its folder writable by the agent user, or set logFile to '-' for stdout`,
+      `cannot write the log file ${file} (${code})`,
       'needs-config',
-      { cause: err },
+      { cause: err, fix: "make it and its folder writable by the agent user, or set logFile to '-' for stdout" },
     );
   }
 }

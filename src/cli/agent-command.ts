@@ -2,9 +2,9 @@ import { pino } from 'pino';
 import type { AgentConfig } from '../agent/config/config.js';
 import type { AgentRuntime } from '../agent/daemon/runtime.js';
 import { createLogger, type BotlinkLogger } from '../log.js';
-import { BotlinkError } from '../protocol/errors.js';
+import { BotlinkError, describeError } from '../protocol/errors.js';
 import type { Identity } from '../protocol/wire.js';
-import { explainFailure } from './format.js';
+import { explainFailure, failureLines } from './format.js';
 
 /** The configured log file at the configured level; never stdout, which carries the command's output. */
 export function openCommandLog(config: AgentConfig, command: string): BotlinkLogger {
@@ -15,7 +15,7 @@ export function openCommandLog(config: AgentConfig, command: string): BotlinkLog
     const logging = createLogger({ file: config.logFile, level: config.logLevel, name: 'botlink' });
     return { ...logging, logger: logging.logger.child({ command }) };
   } catch (err) {
-    process.stderr.write(`botlink ${command}: not logging: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.stderr.write(`botlink ${command}: not logging: ${describeError(err)}\n`);
     return silent;
   }
 }
@@ -23,7 +23,7 @@ export function openCommandLog(config: AgentConfig, command: string): BotlinkLog
 /** Prints the cause and, when one is known, the fix: two lines a technician can act on. */
 export function reportFailure(command: string, err: unknown, config: AgentConfig, identity: Identity): void {
   const { cause, fix } = explainFailure(err, { ...config, identity });
-  process.stderr.write(`${command}: ${cause}\n${fix ? `  fix: ${fix}\n` : ''}`);
+  process.stderr.write(failureLines(command, cause, fix));
 }
 
 /**

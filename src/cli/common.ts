@@ -1,15 +1,16 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { ConfigError, loadConfig, type AgentConfig } from '../agent/config/config.js';
 import { SecretFileError } from '../agent/config/secret.js';
-import { BotlinkError } from '../protocol/errors.js';
+import { BotlinkError, messageOf } from '../protocol/errors.js';
 import { Exit, UsageError } from './exit.js';
+import { formatFailure } from './format.js';
 
 /** parseArgs with strict options; mistakes become UsageError (exit 64). */
 export function parseFlags<T extends NonNullable<ParseArgsConfig['options']>>(argv: string[], options: T, usage: string) {
   try {
     return parseArgs({ args: argv, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false });
   } catch (err) {
-    throw new UsageError(`${err instanceof Error ? err.message : String(err)}\n${usage}`);
+    throw new UsageError(`${messageOf(err)}\n${usage}`);
   }
 }
 
@@ -19,7 +20,7 @@ export function loadCommandConfig(file: string | undefined): AgentConfig | numbe
     return loadConfig({ ...(file !== undefined && { file }), env: process.env });
   } catch (err) {
     if (err instanceof ConfigError || err instanceof SecretFileError) {
-      process.stderr.write(`botlink: configuration error: ${err.message}\n`);
+      process.stderr.write(formatFailure('botlink: configuration error', err));
       return Exit.CONFIG;
     }
     throw err;

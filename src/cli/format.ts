@@ -1,4 +1,5 @@
-import { BotlinkError } from '../protocol/errors.js';
+import { isNetworkFailure } from '../agent/cloud/network.js';
+import { BotlinkError, fixOf, messageOf } from '../protocol/errors.js';
 
 const SECOND = 1000;
 const MINUTE = 60 * SECOND;
@@ -55,12 +56,11 @@ export interface FailureContext {
   identity: { kind: 'bot' | 'vendor'; id: string };
 }
 
-const NETWORK_CODES = new Set(['ERR_NETWORK', 'ERR_DNS', 'ERR_TIMEOUT', 'ERR_DEADLINE', 'ERR_BAD_RESPONSE', 'ERR_RESPONSE_TOO_LARGE', 'ERR_HTTP_STATUS', 'ERR_HTTP_REDIRECT']);
 const CLOCK_FIX = 'the device clock is more than 5 minutes off the service: check NTP (timedatectl status, chronyc tracking), then run botlink doctor';
 
-/** The cause as the error states it, and the one thing a technician should do about it. */
+/** The cause as the error states it, and the one thing to do about it: what the command knows, else the error's own fix. */
 export function explainFailure(err: unknown, ctx: FailureContext): { cause: string; fix: string | undefined } {
-  const cause = err instanceof Error ? err.message : String(err);
+  const cause = messageOf(err);
   const code = err instanceof BotlinkError ? err.code : undefined;
   const { kind, id } = ctx.identity;
   switch (code) {
@@ -79,8 +79,18 @@ export function explainFailure(err: unknown, ctx: FailureContext): { cause: stri
     case 'ERR_REGISTER_REFUSED':
       return { cause, fix: 'the service refused to register this device: check --vendor-id, --app-id and --type' };
   }
-  if (code !== undefined && NETWORK_CODES.has(code)) {
+  if (isNetworkFailure(err)) {
     return { cause, fix: `cannot reach baseUrl ${ctx.baseUrl}: check the network, DNS and the baseUrl setting (botlink doctor tells which step fails)` };
   }
-  return { cause, fix: undefined };
+  return { cause, fix: fixOf(err) };
+}
+
+/** `<prefix>: <cause>`, then `  fix: <fix>` on a line of its own when there is one: what a command prints on stderr. */
+export function failureLines(prefix: string, cause: string, fix: string | undefined): string {
+  return `${prefix}: ${cause}\n${fix ? `  fix: ${fix}\n` : ''}`;
+}
+
+/** failureLines for anything thrown, with the fix it carries. */
+export function formatFailure(prefix: string, err: unknown): string {
+  return failureLines(prefix, messageOf(err), fixOf(err));
 }

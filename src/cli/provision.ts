@@ -4,6 +4,7 @@ import { provision as register, resolveIdentity, type ProvisionRequest } from '.
 import { openRuntime, type AgentRuntime } from '../agent/daemon/runtime.js';
 import { systemClock, systemRandom } from '../agent/time/clock.js';
 import { readStatusFile } from '../agent/daemon/status.js';
+import { describeError, fixOf, messageOf } from '../protocol/errors.js';
 import { DEVICE_TYPES, type DeviceType } from '../protocol/wire.js';
 import { openCommandLog, reportFailure, withDeadline } from './agent-command.js';
 import { exitFor, loadCommandConfig, parseFlags } from './common.js';
@@ -76,7 +77,7 @@ export async function provision(argv: string[]): Promise<number> {
     return Exit.OK;
   } catch (err) {
     reportFailure('botlink provision', err, config, { kind: 'vendor', id: vendorId });
-    logging.logger.error({ vendorId, deviceId }, `provisioning failed: ${err instanceof Error ? err.message : String(err)}`);
+    logging.logger.error({ vendorId, deviceId, fix: fixOf(err) }, `provisioning failed: ${messageOf(err)}`);
     return exitFor(err);
   } finally {
     await rt?.close();
@@ -133,7 +134,7 @@ async function notesAfter(rt: AgentRuntime, botId: string, vendorId: string, dev
       if (daemonWould.kind === 'vendor') uses = `a registration of its own deviceId ${daemonWould.deviceId}`;
       else if (daemonWould.id !== botId) uses = `botId ${daemonWould.id}`;
     } catch (err) {
-      uses = `no identity (${err instanceof Error ? err.message : String(err)})`;
+      uses = `no identity (${describeError(err)})`;
     }
     if (uses !== undefined) notes.push(`with this config the daemon uses ${uses}, not ${botId}: ${hint}`);
   }

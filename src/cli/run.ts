@@ -1,9 +1,10 @@
 import { Daemon } from '../agent/daemon/daemon.js';
 import { systemClock, systemRandom } from '../agent/time/clock.js';
 import { createLogger } from '../log.js';
-import { BotlinkError } from '../protocol/errors.js';
+import { BotlinkError, messageOf } from '../protocol/errors.js';
 import { loadCommandConfig, parseFlags } from './common.js';
 import { Exit } from './exit.js';
+import { formatFailure } from './format.js';
 
 const USAGE = 'usage: botlink run [--config FILE]';
 /** systemd's default stop timeout is 90 s; we promise to be gone well within 5 s. */
@@ -24,7 +25,7 @@ export async function run(argv: string[]): Promise<number> {
     // A log file the daemon cannot open (root-owned after a rotation) is no reason to stay down: stderr is journald.
     logging = createLogger({ file: config.logFile, level: config.logLevel, name: 'botlink', stderrIfUnwritable: true });
   } catch (err) {
-    process.stderr.write(`botlink: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.stderr.write(formatFailure('botlink', err));
     return Exit.CONFIG;
   }
   const { logger } = logging;
@@ -69,9 +70,8 @@ export async function run(argv: string[]): Promise<number> {
   try {
     await daemon.start();
   } catch (err) {
-    const message = err instanceof Error ? err.message : String(err);
-    logger.fatal({ code: err instanceof BotlinkError ? err.code : undefined }, message);
-    process.stderr.write(`botlink: ${message}\n`);
+    logger.fatal(err instanceof BotlinkError ? { code: err.code, fix: err.fix } : {}, messageOf(err));
+    process.stderr.write(formatFailure('botlink', err));
     await daemon.stop().catch(() => undefined);
     return exit(err instanceof BotlinkError && err.code === 'ERR_ALREADY_RUNNING' ? Exit.UNAVAILABLE : Exit.FAILURE);
   }

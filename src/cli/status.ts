@@ -10,10 +10,11 @@ import { openRuntime } from '../agent/daemon/runtime.js';
 import { readStatusFile, type StatusDoc } from '../agent/daemon/status.js';
 import { DB_FILE } from '../agent/store/token-store.js';
 import { checkTimeSync, type TimeSyncResult } from '../agent/time/timesync.js';
+import { withFix } from '../protocol/errors.js';
 import { BUILD_TIME_MS } from '../version.js';
 import { configAndJson, exitFor } from './common.js';
 import { Exit } from './exit.js';
-import { formatAgo, formatDuration, formatLeft, formatOffset, formatTime } from './format.js';
+import { formatAgo, formatDuration, formatFailure, formatLeft, formatOffset, formatTime } from './format.js';
 
 const USAGE = `usage: botlink status [--config FILE] [--json]
 
@@ -29,8 +30,8 @@ export interface StatusReport {
   updatedAt: number;
   identity: { kind: 'bot' | 'vendor'; id: string; provisioned?: boolean };
   clock: { trusted: boolean; source: string; offsetMs: number | null; verdict?: string };
-  token: { accessExpiresAt: number | null; refreshExpiresAt: number | null; lastError?: string | null };
-  link: { state: LinkState; since: number | null; reconnects: number; lastError: string | null };
+  token: { accessExpiresAt: number | null; refreshExpiresAt: number | null; lastError?: string | null; fix?: string };
+  link: { state: LinkState; since: number | null; reconnects: number; lastError: string | null; fix?: string };
   /** From the live status.json: whether the daemon's token is saved in stateDir. */
   store?: { persisted: boolean; lastError: string | null };
   daemon: { running: boolean; pid: number | null; lastStatus?: { pid: number; updatedAt: number; linkState: LinkState } };
@@ -47,7 +48,7 @@ export async function status(argv: string[]): Promise<number> {
   try {
     report = await gather(config);
   } catch (err) {
-    process.stderr.write(`botlink status: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.stderr.write(formatFailure('botlink status', err));
     return exitFor(err);
   }
   process.stdout.write(json ? `${JSON.stringify(report)}\n` : summary(report, Date.now()));
@@ -103,13 +104,19 @@ function fromDatabase(
     updatedAt: Date.now(),
     identity,
     clock: { trusted: verdict.verdict === 'synced', source: verdict.source, offsetMs: null, verdict: verdict.verdict },
-    token: { accessExpiresAt: pair?.accessExpiresAt ?? null, refreshExpiresAt: pair?.refreshExpiresAt ?? null, lastError: stale?.token.lastError ?? null },
+    token: {
+      accessExpiresAt: pair?.accessExpiresAt ?? null,
+      refreshExpiresAt: pair?.refreshExpiresAt ?? null,
+      lastError: stale?.token.lastError ?? null,
+      ...(stale?.token.fix !== undefined && { fix: stale.token.fix }),
+    },
     link: {
       // A daemon without a status.json of its own is still starting.
       state: running ? 'connecting' : 'stopped',
       since: cleanStop ? stale.link.since : null,
       reconnects: stale?.link.reconnects ?? 0,
       lastError: stale?.link.lastError ?? null,
+      ...(stale?.link.fix !== undefined && { fix: stale.link.fix }),
     },
     daemon: {
       running,
@@ -130,7 +137,15 @@ function summary(r: StatusReport, wallNow: number): string {
     ['access', r.token.accessExpiresAt === null ? 'no token cached' : `${formatLeft(r.token.accessExpiresAt, now)} (until ${formatTime(r.token.accessExpiresAt)})`],
     ['refresh', r.token.refreshExpiresAt === null ? 'no token cached' : `${formatLeft(r.token.refreshExpiresAt, now)} (until ${formatTime(r.token.refreshExpiresAt)})`],
     ['link', linkLine(r, wallNow)],
-    ['last error', [r.token.lastError && `token: ${r.token.lastError}`, r.link.lastError && `link: ${r.link.lastError}`].filter(Boolean).join('; ') || 'none'],
+    [
+      'last error',
+      [
+        r.token.lastError && `token: ${withFix(r.token.lastError, r.token.fix)}`,
+        r.link.lastError && `link: ${withFix(r.link.lastError, r.link.fix)}`,
+      ]
+        .filter(Boolean)
+        .join('; ') || 'none',
+    ],
   ];
   if (r.store?.persisted === false) {
     rows.push(['state', `not persisted: ${r.store.lastError ?? 'unknown error'} (the daemon keeps its token in memory and saves it once the disk takes it)`]);

@@ -2,7 +2,7 @@ import { DEFAULT_CONFIG_FILE } from '../agent/config/config.js';
 import { resolveIdentity } from '../agent/daemon/provisioning.js';
 import { openRuntime, type AgentRuntime } from '../agent/daemon/runtime.js';
 import { systemClock, systemRandom } from '../agent/time/clock.js';
-import { BotlinkError } from '../protocol/errors.js';
+import { BotlinkError, fixOf, messageOf } from '../protocol/errors.js';
 import type { Identity } from '../protocol/wire.js';
 import { openCommandLog, reportFailure, withDeadline } from './agent-command.js';
 import { exitFor, loadCommandConfig, parseFlags } from './common.js';
@@ -60,14 +60,14 @@ export async function token(argv: string[]): Promise<number> {
     // The store holds the pair the manager just vouched for (or a newer one the daemon saved since).
     const stored = rt.store.peekPair();
     const same = stored && stored.identity.kind === 'bot' && stored.identity.id === bot.id && stored.identity.baseUrl === config.baseUrl;
-    if (!same) throw new BotlinkError('ERR_STORE_CHANGED', 'the cached token changed identity while it was read: run botlink token again', 'retry-soon');
+    if (!same) throw new BotlinkError('ERR_STORE_CHANGED', 'the cached token changed identity while it was read', 'retry-soon', { fix: 'run botlink token again' });
     // Never the refresh token: it mints access tokens for days, and a script needs only this one.
     const { accessToken, accessExpiresAt, refreshExpiresAt } = stored.pair;
     process.stdout.write(`${JSON.stringify({ accessToken, accessExpiresAt, refreshExpiresAt })}\n`);
     return Exit.OK;
   } catch (err) {
     reportFailure('botlink token', err, config, identity ?? { kind: 'bot', id: config.botId ?? '' });
-    logging.logger.error({ code: err instanceof BotlinkError ? err.code : undefined }, `token failed: ${err instanceof Error ? err.message : String(err)}`);
+    logging.logger.error({ code: err instanceof BotlinkError ? err.code : undefined, fix: fixOf(err) }, `token failed: ${messageOf(err)}`);
     return exitFor(err);
   } finally {
     await rt?.close();

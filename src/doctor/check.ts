@@ -1,3 +1,4 @@
+import { fixOf, messageOf } from '../protocol/errors.js';
 import type { Clock } from '../agent/time/clock.js';
 import type { AgentConfig } from '../agent/config/config.js';
 import type { ResolvedIdentity } from '../agent/daemon/provisioning.js';
@@ -55,23 +56,9 @@ export const ok = (detail: string): Outcome => ({ status: 'ok', detail });
 export const fail = (detail: string, fix: string): Outcome => ({ status: 'fail', detail, fix });
 export const skip = (detail: string): Outcome => ({ status: 'skip', detail });
 
-/** Splits a botlink error message, written as "what went wrong: what to do", into the two. */
-export function splitFix(message: string): { detail: string; fix: string } {
-  for (const sep of [' — ', '. Fix: ']) {
-    const at = message.lastIndexOf(sep);
-    if (at > 0) return { detail: message.slice(0, at), fix: message.slice(at + sep.length) };
-  }
-  const at = Math.max(message.lastIndexOf('; '), message.lastIndexOf(': '));
-  return at > 0 ? { detail: message.slice(0, at), fix: message.slice(at + 2) } : { detail: message, fix: 'act on the message' };
-}
-
-export function failWith(message: string): Outcome {
-  const { detail, fix } = splitFix(message);
-  return fail(detail, fix);
-}
-
-export function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
+/** A failure from anything thrown: its message, and the fix it carries or else `fallback`. */
+export function failWith(err: unknown, fallback: string): Outcome {
+  return fail(messageOf(err), fixOf(err) ?? fallback);
 }
 
 export const octal = (mode: number): string => (mode & 0o777).toString(8).padStart(4, '0');

@@ -2,7 +2,8 @@ import { join } from 'node:path';
 import { describeCode } from '../protocol/codes.js';
 import { CloudError } from '../agent/cloud/client.js';
 import type { AgentConfig } from '../agent/config/config.js';
-import { fail, failWith, messageOf, ok, skip, splitFix, UNMET, type Check, type Outcome } from './check.js';
+import { fixOf, messageOf } from '../protocol/errors.js';
+import { fail, failWith, ok, skip, UNMET, type Check, type Outcome } from './check.js';
 import { checkDns, checkTcp, checkTls, checkWsHandshake } from './net.js';
 import { runningDaemon } from '../agent/store/instance.js';
 import { resolveIdentity, type ResolvedIdentity } from '../agent/daemon/provisioning.js';
@@ -11,11 +12,9 @@ import { readStatusFile, STATUS_FILE, type StatusDoc } from '../agent/daemon/sta
 
 const NO_TIME_FIX = 'enable NTP (timedatectl set-ntp true) or make the token service reachable: either gives the agent a time to sign with';
 
-/** Cloud errors read "route: what happened", some with " — what to do"; without that, suspect the path to the service. */
-function cloudFailure(message: string): Outcome {
-  const at = message.lastIndexOf(' — ');
-  if (at > 0) return fail(message.slice(0, at), message.slice(at + 3));
-  return fail(message, 'check that the service runs and the network path to it (proxy, firewall); run doctor again');
+/** A failed cloud call with the fix it carries; without one, suspect the path to the service. */
+function cloudFailure(err: unknown, who = ''): Outcome {
+  return fail(`${who}${messageOf(err)}`, fixOf(err) ?? 'check that the service runs and the network path to it (proxy, firewall); run doctor again');
 }
 
 function formatOffset(ms: number): string {
@@ -32,10 +31,10 @@ function daemonLink(pid: number, status: StatusDoc | undefined, config: AgentCon
     return fail(`daemon pid ${pid} runs but ${join(config.runtimeDir, STATUS_FILE)} ${found} (${why})`,
       `check that the daemon uses runtimeDir ${config.runtimeDir}`);
   }
-  const { state, since, lastError } = status.link;
+  const { state, since, lastError, fix: linkFix } = status.link;
   const when = new Date(since).toISOString();
   if (state === 'connected') return ok(`daemon pid ${pid} is connected since ${when} (${why})`);
-  const fix = lastError?.includes(' — ') ? splitFix(lastError).fix : `see botlink status and the log ${config.logFile}`;
+  const fix = linkFix ?? `see botlink status and the log ${config.logFile}`;
   return fail(`daemon pid ${pid}: link ${state} since ${when}${lastError ? `: ${lastError}` : ''} (${why})`, fix);
 }
 
@@ -89,7 +88,7 @@ export const serverTimeCheck: Check = {
     try {
       await rt.api.sampleServerTime();
     } catch (err) {
-      return cloudFailure(messageOf(err));
+      return cloudFailure(err);
     }
     const offset = rt.serverTime.offsetMs();
     if (offset === undefined) return fail('no usable Date header in the answer', 'check that baseUrl points at the token service (a proxy may drop Date)');
@@ -112,7 +111,7 @@ export const getTokenCheck: Check = {
     try {
       identity = resolveIdentity(rt);
     } catch (err) {
-      return failWith(messageOf(err));
+      return failWith(err, 'set botId, or vendorId and deviceId, in the config');
     }
     ctx.identity = identity;
     const at = chooseSigningTime(ctx.verdict ?? (await rt.checkTimeSync()), rt.serverTime, rt.clock);
@@ -130,7 +129,7 @@ export const getTokenCheck: Check = {
         const info = describeCode(err.serviceCode);
         return fail(`${who}: refused with code ${err.serviceCode} (${info.msg})`, info.fix);
       }
-      return cloudFailure(`${who}: ${messageOf(err)}`);
+      return cloudFailure(err, `${who}: `);
     }
   },
 };

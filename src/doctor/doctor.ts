@@ -1,6 +1,7 @@
 import { systemClock, type Clock } from '../agent/time/clock.js';
 import { clockCheck, dnsCheck, getTokenCheck, serverTimeCheck, tcpCheck, tlsCheck, websocketCheck } from './cloud.js';
-import { fail, messageOf, skip, UNMET, type Check, type CheckResult, type DoctorContext, type Outcome } from './check.js';
+import { messageOf } from '../protocol/errors.js';
+import { fail, skip, UNMET, type Check, type CheckResult, type DoctorContext, type Outcome } from './check.js';
 import { configCheck, databaseCheck, runtimeDirCheck, secretFileCheck, stateDirCheck } from './local.js';
 
 export type { CheckResult } from './check.js';

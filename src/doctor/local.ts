@@ -2,7 +2,8 @@ import { mkdirSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { ConfigError, describeSource, loadConfig } from '../agent/config/config.js';
-import { fail, failWith, messageOf, octal, ok, skip, UNMET, type Check, type Outcome } from './check.js';
+import { messageOf } from '../protocol/errors.js';
+import { fail, failWith, octal, ok, skip, UNMET, type Check, type Outcome } from './check.js';
 import { openRuntime } from '../agent/daemon/runtime.js';
 import { systemRandom } from '../agent/time/clock.js';
 import { SecretFileError } from '../agent/config/secret.js';
@@ -59,7 +60,7 @@ export const configCheck: Check = {
         ctx.secretError = err.cause;
         return ok('settings valid; the secret key file is not (see next line)');
       }
-      if (err instanceof ConfigError) return failWith(err.message);
+      if (err instanceof ConfigError) return failWith(err, 'correct the setting it names');
       throw err;
     }
   },
@@ -69,7 +70,7 @@ export const secretFileCheck: Check = {
   name: 'secret file',
   needs: [],
   run(ctx) {
-    if (ctx.secretError) return failWith(ctx.secretError.message);
+    if (ctx.secretError) return failWith(ctx.secretError, 'check the file and the disk it is on');
     if (!ctx.config) return skip(UNMET.config(ctx)!);
     const st = statSync(ctx.config.secretKeyFile);
     return ok(`${ctx.config.secretKeyFile} (mode ${octal(st.mode)}, owner uid ${st.uid})`);
@@ -89,7 +90,7 @@ export const stateDirCheck: Check = {
       const quick = { ...config, httpTimeoutMs: Math.min(config.httpTimeoutMs, ctx.timeoutMs) };
       ctx.rt = openRuntime(quick, { log: troubleLog(ctx.storeTrouble), clock: ctx.clock, random: systemRandom });
     } catch (err) {
-      return failWith(messageOf(err));
+      return failWith(err, 'check stateDir and the disk it is on');
     }
     return ok(`${config.stateDir} is writable; token store opened`);
   },

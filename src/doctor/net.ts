@@ -3,21 +3,16 @@ import type { IncomingMessage } from 'node:http';
 import { connect as tcpConnect, isIP, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import WebSocket from 'ws';
-import { WsMessage, type WsFailure } from '../protocol/codes.js';
+import { WS_FAILURE_FIXES, WsMessage, type WsFailure } from '../protocol/codes.js';
+import { messageOf } from '../protocol/errors.js';
 import { parseWsFailure } from '../protocol/wire.js';
+import { NETWORK_FIX } from '../agent/cloud/network.js';
 import type { Clock } from '../agent/time/clock.js';
 import type { Outcome } from './check.js';
 
-/** What `botlink doctor` does about each of the three WebSocket refusals (DESIGN §1.4). */
-const WS_FIXES: Readonly<Record<WsFailure, string>> = {
-  [WsMessage.BOT_INVALID]: 'the service does not know this botId: check botId in the config or run botlink provision',
-  [WsMessage.UNAUTHORIZED]: 'the fresh token was refused: the account configuration may be incomplete, check it with the service provider',
-  [WsMessage.REPEAT_SESSION]: 'another connection took this botId over: make sure no other device or agent uses the same botId',
-};
 /** A refusal may follow an accepted handshake as a text frame or a close reason: wait this long for one. */
 const WS_GRACE_MS = 250;
 const MAX_ERROR_BODY = 4096;
-const NETWORK_FIX = 'check the network path to the service (cable/Wi-Fi, default route, firewall, proxy)';
 
 /** The host (brackets stripped from IPv6) and port a URL connects to. */
 export function endpointOf(url: URL): { host: string; port: number } {
@@ -28,7 +23,7 @@ export function endpointOf(url: URL): { host: string; port: number } {
 
 function errorCode(err: unknown): string {
   const code = (err as { code?: unknown }).code;
-  return typeof code === 'string' ? code : err instanceof Error ? err.message : String(err);
+  return typeof code === 'string' ? code : messageOf(err);
 }
 
 export async function checkDns(url: URL): Promise<Outcome> {
@@ -130,7 +125,7 @@ export function checkTls(url: URL, signal: AbortSignal, clock: Clock): Promise<O
 }
 
 function refused(failure: WsFailure): Outcome {
-  return { status: 'fail', detail: `refused: ${failure}`, fix: WS_FIXES[failure] };
+  return { status: 'fail', detail: `refused: ${failure}`, fix: WS_FAILURE_FIXES[failure] };
 }
 
 /**

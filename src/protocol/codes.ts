@@ -74,6 +74,13 @@ export const WsMessage = {
 } as const;
 export type WsFailure = (typeof WsMessage)[keyof typeof WsMessage];
 
+/** What a person does about each refusal: the link reports it, botlink doctor prints it. */
+export const WS_FAILURE_FIXES: Readonly<Record<WsFailure, string>> = Object.freeze({
+  [WsMessage.BOT_INVALID]: 'check botId in the config or run botlink provision',
+  [WsMessage.UNAUTHORIZED]: 'the account configuration may be incomplete: check it with the service provider',
+  [WsMessage.REPEAT_SESSION]: 'make sure no other device or agent uses the same botId',
+});
+
 const WS_FAILURES: readonly string[] = Object.values(WsMessage);
 
 export function isWsFailure(msg: string): msg is WsFailure {

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { BotlinkError } from '../protocol/errors.js';
+import { BotlinkError, messageOf } from '../protocol/errors.js';
 import { locateJsonError } from '../protocol/json-position.js';
 
 /** Who the reference service knows (DESIGN §3.3). */
@@ -102,7 +102,7 @@ export function loadSeedFile(file: string): Seed {
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
-    throw new SeedError(`cannot read seed file ${file}: ${(err as Error).message}`, { cause: err });
+    throw new SeedError(`cannot read seed file ${file}: ${messageOf(err)}`, { cause: err });
   }
   let value: unknown;
   try {

@@ -1,6 +1,6 @@
 import { chmodSync, closeSync, existsSync, openSync } from 'node:fs';
 import type Database from 'better-sqlite3';
-import { BotlinkError } from '../protocol/errors.js';
+import { BotlinkError, messageOf } from '../protocol/errors.js';
 import type { Identity, RegisterDeviceRequest } from '../protocol/wire.js';
 import type { Seed } from './seed.js';
 import { sqlite } from '../native.js';
@@ -123,7 +123,7 @@ function prepareStatements(db: Database.Database) {
 /** The database file cannot be opened or initialised. */
 export class ServiceDbError extends BotlinkError {
   constructor(file: string, cause: unknown) {
-    super('ERR_SERVICE_DB', `cannot open database ${file}: ${(cause as Error).message}`, 'fatal', { cause });
+    super('ERR_SERVICE_DB', `cannot open database ${file}: ${messageOf(cause)}`, 'fatal', { cause });
   }
 }
 

@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import type { StatusReport } from '../../src/cli/status.js';
 import { DAEMON_SECRET, runCli, type DeviceDir } from '../helpers/daemon-proc.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 const { cleanups, service, device, daemon } = useHarness();
 
@@ -107,6 +108,17 @@ describe('botlink status', () => {
     expect(json).toMatchObject({ daemon: { running: false, pid: null, lastStatus: { pid: other.pid } }, source: 'database' });
   });
 
+  it('shows a refusal the daemon waits on with its fix, in status.json and in the summary', async () => {
+    const svc = await service(DAEMON_SEED);
+    const d = device(svc, { botId: 'bot-1' }, 'not-the-secret');
+    daemon(d);
+    await waitFor(() => d.status()?.token.lastError != null, 10_000, 'status.json token.lastError');
+    expect(d.status()!.token).toMatchObject({ lastError: expect.stringMatching(/^getToken refused with code 1005/), fix: expect.stringMatching(/secret-key file/) });
+    const { human, json } = await status(d, ['not-the-secret']);
+    expect(json.token.fix).toMatch(/secret-key file/);
+    expect(human).toMatch(/^last error: +token: getToken refused with code 1005\b.* — fix: .*secret-key file/m);
+  });
+
   it('works before anything ran, without creating the database or touching the network', async () => {
     const d = device('http://127.0.0.1:9', { vendorId: 'V1', deviceId: 'SN-1' });
     const { human, json } = await status(d);
@@ -129,7 +141,7 @@ describe('botlink status', () => {
     const run = await runCli(['status', '--config', d.configFile]);
     expect(run.code).toBe(78);
     expect(run.stdout).toBe('');
-    expect(run.stderr).toMatch(/configuration error: .*baseUrl/);
+    expect(run.stderr).toMatch(/configuration error: .*baseUrl.*\n {2}fix: fix it in /);
     const help = await runCli(['status', '--help']);
     expect(help).toMatchObject({ code: 0 });
     expect(help.stdout).toContain('usage: botlink status [--config FILE] [--json]');

@@ -190,15 +190,15 @@ describe('TokenManager against the reference service', () => {
     expect(readdirSync(stateDir).some((f) => f.startsWith('botlink.db.corrupt-'))).toBe(true);
   });
 
-  it('wrong secret: fails fast for a caller who asks, with the fix in the message and no secret anywhere', async () => {
+  it('wrong secret: fails fast for a caller who asks, with its fix and no secret anywhere', async () => {
     const svc = await service(SEED);
     const k = kit(svc, { secret: 'not-the-secret' });
     k.tokens.start();
-    const err = (await k.tokens.current({ failFast: true }).catch((e: unknown) => e)) as Error & { code: string; retry: string };
+    const err = (await k.tokens.current({ failFast: true }).catch((e: unknown) => e)) as Error & { code: string; retry: string; fix: string };
     expect(err.code).toBe('ERR_CLOUD_1005');
     expect(err.retry).toBe('needs-config');
-    expect(err.message).toContain('secret-key');
-    expect(k.tokens.snapshot().lastError?.code).toBe('ERR_CLOUD_1005');
+    expect(err.fix).toContain('secret-key');
+    expect(k.tokens.snapshot().lastError).toMatchObject({ code: 'ERR_CLOUD_1005', fix: expect.stringContaining('secret-key') });
   });
 
   it('the secret never reaches the database file, the log or an error', async () => {

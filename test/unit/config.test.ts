@@ -15,6 +15,7 @@ import {
 } from '../../src/agent/config/config.js';
 import { readSecretFile, Secret, SecretFileError } from '../../src/agent/config/secret.js';
 import { DEFAULT_TIMEOUT_MS } from '../../src/agent/cloud/client.js';
+import { describeError } from '../../src/protocol/errors.js';
 import { LINK_BACKOFF, TOKEN_BACKOFF } from '../../src/agent/token/backoff.js';
 import { DEFAULT_POLICY } from '../../src/agent/token/policy.js';
 
@@ -134,7 +135,7 @@ describe('loadConfig: bad values name the key', () => {
     const e = configError(() => load({ ...base(), [key]: value }));
     expect(e.key).toBe(key);
     expect(e.message).toContain(`"${key}" in ${join(dir, 'config.json')}`);
-    expect(e.message).toMatch(/; fix it in /);
+    expect(e.fix).toMatch(/^fix it in /);
   });
 
   it.each([
@@ -157,16 +158,17 @@ describe('loadConfig: bad values name the key', () => {
     delete body[key];
     const e = configError(() => load(body));
     expect(e.key).toBe(key);
-    expect(e.message).toMatch(message);
+    expect(describeError(e)).toMatch(message);
   });
 
   it('names an unknown key and suggests the closest known one', () => {
     const e = configError(() => load({ ...base(), baseURL: 'x' }));
     expect(e.key).toBe('baseURL');
-    expect(e.message).toContain('did you mean "baseUrl"?');
+    expect(e.message).toContain('is not a botlink setting');
+    expect(e.fix).toBe('did you mean "baseUrl"?');
     const far = configError(() => load({ ...base(), colour: 'blue' }));
     expect(far.key).toBe('colour');
-    expect(far.message).toContain('known: baseUrl, wsUrl');
+    expect(far.fix).toContain('known setting: baseUrl, wsUrl');
   });
 });
 
@@ -195,13 +197,13 @@ describe('loadConfig: environment', () => {
     const e = configError(() => load(base(), { BOTLINK_CONNECT_TIMEOUT_MS: value }));
     expect(e.key).toBe('connectTimeoutMs');
     expect(e.message).toContain('BOTLINK_CONNECT_TIMEOUT_MS (connectTimeoutMs)');
-    expect(e.message).toContain('fix or unset BOTLINK_CONNECT_TIMEOUT_MS');
+    expect(e.fix).toBe('fix or unset BOTLINK_CONNECT_TIMEOUT_MS');
   });
 
   it('refuses an unknown BOTLINK_ variable with a suggestion', () => {
     const e = configError(() => load(base(), { BOTLINK_BASEURL: 'x' }));
     expect(e.key).toBe('BOTLINK_BASEURL');
-    expect(e.message).toContain('did you mean "BOTLINK_BASE_URL"?');
+    expect(e.fix).toBe('did you mean "BOTLINK_BASE_URL"?');
   });
 
   it('reads the file named by BOTLINK_CONFIG', () => {
@@ -274,14 +276,14 @@ describe('loadConfig: the secret', () => {
     chmodSync(secretPath, mode);
     const e = configError(() => load(base()));
     expect(e.key).toBe('secretKeyFile');
-    expect(e.message).toContain(`chmod 600 ${secretPath}`);
+    expect(e.fix).toBe(`run \`chmod 600 ${secretPath}\``);
     expect(e.cause).toBeInstanceOf(SecretFileError);
   });
 
   it('names the path and the fix when the file is missing, empty, or a folder', () => {
     const missing = join(dir, 'missing');
-    expect(configError(() => load({ ...base(), secretKeyFile: missing })).message).toMatch(
-      new RegExp(`${missing} does not exist: create it .*chmod 600 ${missing}`),
+    expect(describeError(configError(() => load({ ...base(), secretKeyFile: missing })))).toMatch(
+      new RegExp(`${missing} does not exist — fix: create it .*chmod 600 ${missing}`),
     );
     writeFileSync(secretPath, '\n\n', { mode: 0o600 });
     expect(configError(() => load(base())).message).toContain('is empty');
@@ -297,10 +299,10 @@ describe('loadConfig: the secret', () => {
   it('is never accepted from the config file or the environment', () => {
     const inFile = configError(() => load({ ...base(), secretKey: SECRET }));
     expect(inFile.key).toBe('secretKey');
-    expect(inFile.message).toMatch(/never read from the config file.*secretKeyFile.*LoadCredential/);
+    expect(describeError(inFile)).toMatch(/never read from the config file.*secretKeyFile.*LoadCredential/);
     expect(inFile.message).not.toContain(SECRET);
     const inEnv = configError(() => load(base(), { BOTLINK_SECRET_KEY: SECRET }));
-    expect(inEnv.message).toMatch(/BOTLINK_SECRET_KEY: the secret is never read from the environment.*LoadCredential/);
+    expect(describeError(inEnv)).toMatch(/BOTLINK_SECRET_KEY: the secret is never read from the environment.*LoadCredential/);
     expect(inEnv.message).not.toContain(SECRET);
   });
 });

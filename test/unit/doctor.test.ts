@@ -6,11 +6,12 @@ import { createServer as createTlsServer } from 'node:tls';
 import { describe, expect, it } from 'vitest';
 import { CloudClient } from '../../src/agent/cloud/client.js';
 import { systemClock } from '../../src/agent/time/clock.js';
-import { splitFix } from '../../src/doctor/check.js';
+import { failWith } from '../../src/doctor/check.js';
 import { runDoctor } from '../../src/doctor/doctor.js';
 import { checkDns, checkTls, checkWsHandshake, endpointOf } from '../../src/doctor/net.js';
 import { Secret } from '../../src/agent/config/secret.js';
 import { WsMessage } from '../../src/protocol/codes.js';
+import { BotlinkError } from '../../src/protocol/errors.js';
 import type { ReferenceService } from '../../src/service/server.js';
 import { cleanEnv } from '../helpers/env.js';
 import { useHarness } from '../helpers/harness.js';
@@ -33,15 +34,15 @@ async function botToken(svc: ReferenceService): Promise<string> {
 
 const signal = (ms = 5000) => AbortSignal.timeout(ms);
 
-describe('splitFix', () => {
-  it.each([
-    ['getToken refused with code 1003 — check NTP', 'getToken refused with code 1003', 'check NTP'],
-    ['cannot use the token store /x (EACCES: no). Fix: chown it', 'cannot use the token store /x (EACCES: no)', 'chown it'],
-    ['secret key file /s has mode 0644, open to others; refusing to use it: run `chmod 600 /s`', 'secret key file /s has mode 0644, open to others; refusing to use it', 'run `chmod 600 /s`'],
-    ['"logLevel" in /c must be one of a, b; got "x"; fix it in /c', '"logLevel" in /c must be one of a, b; got "x"', 'fix it in /c'],
-    ['something odd', 'something odd', 'act on the message'],
-  ])('%s', (message, detail, fix) => {
-    expect(splitFix(message)).toEqual({ detail, fix });
+describe('failWith', () => {
+  it('prints the message as the detail and the fix the error carries, never one cut out of the message', () => {
+    const err = new BotlinkError('ERR_STORE_ACCESS', 'cannot use the token store /x (EACCES: no). Fix: this is not cut out', 'needs-config', { fix: 'chown it' });
+    expect(failWith(err, 'fallback')).toEqual({ status: 'fail', detail: 'cannot use the token store /x (EACCES: no). Fix: this is not cut out', fix: 'chown it' });
+  });
+
+  it('falls back to the fix of the check for an error that carries none, or anything else thrown', () => {
+    expect(failWith(new BotlinkError('ERR_INTERNAL', 'odd — really', 'fatal'), 'check the disk')).toEqual({ status: 'fail', detail: 'odd — really', fix: 'check the disk' });
+    expect(failWith(new Error('boom'), 'check the disk')).toEqual({ status: 'fail', detail: 'boom', fix: 'check the disk' });
   });
 });
 

@@ -1,7 +1,17 @@
 import { describe, expect, it } from 'vitest';
 import { CloudError } from '../../src/agent/cloud/client.js';
 import { ClockNotTrustedError } from '../../src/agent/time/signingtime.js';
-import { explainFailure, formatAgo, formatDuration, formatLeft, formatOffset, formatTime, type FailureContext } from '../../src/cli/format.js';
+import {
+  explainFailure,
+  failureLines,
+  formatAgo,
+  formatDuration,
+  formatFailure,
+  formatLeft,
+  formatOffset,
+  formatTime,
+  type FailureContext,
+} from '../../src/cli/format.js';
 import { BotlinkError } from '../../src/protocol/errors.js';
 
 const S = 1000;
@@ -71,16 +81,34 @@ describe('explainFailure', () => {
   });
 
   it('sends network failures to baseUrl', () => {
-    for (const code of ['ERR_NETWORK', 'ERR_DNS', 'ERR_TIMEOUT', 'ERR_DEADLINE', 'ERR_HTTP_STATUS']) {
+    for (const code of ['ERR_NETWORK', 'ERR_DNS', 'ERR_TIMEOUT', 'ERR_DEADLINE', 'ERR_HTTP_STATUS'] as const) {
       expect(explainFailure(new BotlinkError(code, 'x', 'retry-backoff'), ctx).fix).toContain('cannot reach baseUrl https://api.example.com');
     }
   });
 
-  it('gives no fix it does not know, and keeps the message of anything thrown', () => {
-    expect(explainFailure(new BotlinkError('ERR_STORE_ACCESS', 'cannot use the store. Fix: chown it', 'needs-config'), ctx)).toEqual({
-      cause: 'cannot use the store. Fix: chown it',
-      fix: undefined,
+  it('else gives the fix the error carries, or none, and keeps the message of anything thrown', () => {
+    const code = 'ERR_STORE_ACCESS';
+    expect(explainFailure(new BotlinkError(code, 'cannot use the store', 'needs-config', { fix: 'chown it' }), ctx)).toEqual({
+      cause: 'cannot use the store',
+      fix: 'chown it',
     });
+    expect(explainFailure(new BotlinkError(code, 'cannot use the store', 'needs-config'), ctx)).toEqual({ cause: 'cannot use the store', fix: undefined });
     expect(explainFailure('plain', ctx)).toEqual({ cause: 'plain', fix: undefined });
+  });
+
+  it('prefers what the command knows to the fix the error carries', () => {
+    const refused = new CloudError('ERR_CLOUD_1005', 'getToken refused with code 1005', 'needs-config', { serviceCode: 1005, fix: 'check the secret' });
+    expect(explainFailure(refused, ctx).fix).toContain('secret-key file (/etc/botlink/secret-key)');
+  });
+});
+
+describe('failureLines', () => {
+  it('prints the cause, and the fix on a line of its own only when there is one', () => {
+    expect(failureLines('botlink token', 'no token', 'start the daemon')).toBe('botlink token: no token\n  fix: start the daemon\n');
+    expect(failureLines('botlink token', 'no token', undefined)).toBe('botlink token: no token\n');
+    expect(formatFailure('botlink', new BotlinkError('ERR_CONFIG', 'baseUrl is required', 'needs-config', { fix: 'set it' }))).toBe(
+      'botlink: baseUrl is required\n  fix: set it\n',
+    );
+    expect(formatFailure('botlink', new Error('boom'))).toBe('botlink: boom\n');
   });
 });

@@ -147,7 +147,8 @@ describe('createLogger', () => {
     writeFileSync(notADir, '');
     const attempt = () => createLogger({ file: join(notADir, 'x.log'), level: 'info' });
     expect(attempt).toThrow(BotlinkError);
-    expect(attempt).toThrow(/cannot write the log file .*plain-file\/x\.log .*logFile to '-'/);
+    expect(attempt).toThrow(/cannot write the log file .*plain-file\/x\.log \(EEXIST\)$/);
+    expect(attempt).toThrow(expect.objectContaining({ fix: expect.stringMatching(/logFile to '-'/) }));
   });
 
   it('reopen() that cannot create the new file keeps writing to the old one, and says so', async () => {
@@ -164,6 +165,7 @@ describe('createLogger', () => {
       expect.stringMatching(/cannot write the log file .*botlink\.log \(EEXIST\).*Still writing to the file opened before/),
       'after',
     ]);
+    expect(out[1]).toMatchObject({ code: 'ERR_LOG_FILE', fix: expect.stringMatching(/logFile to '-'/) });
   });
 
   it('run as root, creates the file and its folders as the owner of the folder each is made in', async () => {
@@ -189,7 +191,12 @@ describe('createLogger', () => {
     expect(run.stdout).toBe('flushed\n');
     const out = run.stderr.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(out).toMatchObject([
-      { level: 'error', code: 'ERR_LOG_FILE', msg: expect.stringMatching(/plain-file\/x\.log \(EEXIST\).*Logging to stderr \(journald\) instead/) },
+      {
+        level: 'error',
+        code: 'ERR_LOG_FILE',
+        msg: expect.stringMatching(/plain-file\/x\.log \(EEXIST\).*Logging to stderr \(journald\) instead/),
+        fix: expect.stringMatching(/logFile to '-'/),
+      },
       { level: 'info', msg: 'still logging' },
     ]);
   });

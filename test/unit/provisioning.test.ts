@@ -127,7 +127,8 @@ describe('resolveIdentity: which deviceId registers, and upgrades keep their bot
     expect(error).toBeInstanceOf(BotlinkError);
     expect((error as BotlinkError).code).toBe('ERR_NO_DEVICE_ID');
     expect((error as Error).message).toBe(
-      `no deviceId configured and no board serial found (no Serial in ${paths.cpuinfo}, no valid ${paths.machineId}): set deviceId`,
+      `no deviceId configured and no board serial found (no Serial in ${paths.cpuinfo}, no valid ${paths.machineId})`,
     );
+    expect((error as BotlinkError).fix).toBe('set deviceId');
   });
 });

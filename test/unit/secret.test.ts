@@ -39,10 +39,8 @@ describe('readSecretFile: the owner (these tests run as root and chown for real)
     const path = secretOwnedBy(OTHER_UID);
     const e = refusal(path);
     expect(e.path).toBe(path);
-    expect(e.message).toBe(
-      `secret key file ${path} is owned by uid ${OTHER_UID}, which is neither this user (uid 0) nor root; ` +
-        `refusing to use it: run \`sudo chown root: ${path}\``,
-    );
+    expect(e.message).toBe(`secret key file ${path} is owned by uid ${OTHER_UID}, which is neither this user (uid 0) nor root; refusing to use it`);
+    expect(e.fix).toBe(`run \`sudo chown root: ${path}\``);
     expect(e.message).not.toContain(SECRET);
   });
 
@@ -56,7 +54,7 @@ describe('readSecretFile as a non-root agent user (setpriv)', () => {
   beforeAll(async () => {
     child = await bundleChild(
       "import { readSecretFile } from './src/agent/config/secret.ts';\n" +
-        'try { process.stdout.write(`ok ${readSecretFile(process.argv[2]!).reveal()}`); } catch (e) { process.stdout.write(`refused ${(e as Error).message}`); }\n',
+        'try { process.stdout.write(`ok ${readSecretFile(process.argv[2]!).reveal()}`); } catch (e) { const { message, fix } = e as { message: string; fix?: string }; process.stdout.write(`refused ${message} | fix: ${fix}`); }\n',
       'secret-child.ts',
       'secret-owner-',
     );
@@ -85,7 +83,7 @@ describe('readSecretFile as a non-root agent user (setpriv)', () => {
     const path = secretOwnedBy(OTHER_UID);
     expect(readAs(path, true)).toBe(
       `refused secret key file ${path} is owned by uid ${OTHER_UID}, which is neither this user (uid ${AGENT_UID}) nor root; ` +
-        `refusing to use it: run \`sudo chown ${AGENT_UID} ${path}\``,
+        `refusing to use it | fix: run \`sudo chown ${AGENT_UID} ${path}\``,
     );
   });
 });

@@ -139,14 +139,14 @@ describe('ClockNotTrustedError', () => {
     expect(err.name).toBe('ClockNotTrustedError');
     expect(err.code).toBe('ERR_CLOCK_UNTRUSTED');
     expect(err.retry).toBe('needs-clock');
-    expect(err.message).toContain(NO_TRUSTED_TIME);
-    expect(err.message).toMatch(/NTP/);
-    expect(err.message).toMatch(/network/);
+    expect(err.message).toBe(NO_TRUSTED_TIME);
+    expect(err.fix).toMatch(/NTP/);
+    expect(err.fix).toMatch(/network/);
   });
 
   it('carries a specific reason', () => {
-    expect(new ClockNotTrustedError('server rejected the timestamp twice').message).toMatch(
-      /^server rejected the timestamp twice; /,
-    );
+    const err = new ClockNotTrustedError('server rejected the timestamp twice');
+    expect(err.message).toBe('server rejected the timestamp twice');
+    expect(err.fix).toMatch(/NTP/);
   });
 });

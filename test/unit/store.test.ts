@@ -203,7 +203,8 @@ describe('TokenStore schema versions', () => {
     }
     expect(error).toBeInstanceOf(StoreError);
     expect((error as StoreError).code).toBe('ERR_STORE_VERSION');
-    expect((error as Error).message).toMatch(new RegExp(`schema version ${MIGRATIONS.length + 1} .*newer release.*upgrade botlink`));
+    expect((error as Error).message).toMatch(new RegExp(`schema version ${MIGRATIONS.length + 1} .*newer release`));
+    expect((error as StoreError).fix).toMatch(/^upgrade botlink/);
     expect(corrupt).toBe(0);
     expect(userVersion(path)).toBe(MIGRATIONS.length + 1);
   });
@@ -271,7 +272,7 @@ describe('TokenStore corruption and access errors', () => {
     expect((error as StoreError).retry).toBe('needs-config');
     expect((error as Error).message).toContain(join(stateDir, 'botlink.db'));
     expect((error as Error).message).toContain('ENOTDIR');
-    expect((error as Error).message).toMatch(/Fix: stateDir must be a directory/);
+    expect((error as StoreError).fix).toMatch(/^stateDir must be a directory/);
     expect(existsSync(stateDir)).toBe(false);
   });
 });
@@ -375,6 +376,7 @@ describe('TokenStore read-only (botlink status)', () => {
     }
     expect((error as StoreError).code).toBe('ERR_STORE_CORRUPT');
     expect((error as Error).message).toMatch(/is damaged .*left as it is.*daemon moves it aside/);
+    expect((error as StoreError).fix).toMatch(/systemctl restart botlink/);
     expect(readdirSync(dir)).toEqual(['botlink.db']);
     expect(readFileSync(join(dir, 'botlink.db'))).toEqual(before);
   });
@@ -401,6 +403,7 @@ describe('TokenStore read-only (botlink status)', () => {
     }
     expect((error as StoreError).code).toBe('ERR_STORE_RECOVERY');
     expect((error as Error).message).toMatch(/interrupted .*The daemon does when it next opens the file/);
+    expect((error as StoreError).fix).toMatch(/ask again/);
     const writer = open();
     expect(writer.integrityCheck()).toBe('ok');
     expect(writer.loadPair(bot)).toEqual(pair);

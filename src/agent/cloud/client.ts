@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { LookupFunction } from 'node:net';
 import type { Dispatcher } from 'undici';
 import { describeCode } from '../../protocol/codes.js';
-import { BotlinkError, WireError, type RetryClass } from '../../protocol/errors.js';
+import { BotlinkError, messageOf, WireError, type BotlinkErrorOptions, type ErrorCode, type RetryClass } from '../../protocol/errors.js';
 import { signV2, SIGNATURE_VERSION } from '../../protocol/sign.js';
 import {
   identityFieldsOf,
@@ -21,7 +21,7 @@ import { createPool, type HttpPool } from './http.js';
 export class CloudError extends BotlinkError {
   readonly serviceCode: number | undefined;
 
-  constructor(code: string, message: string, retry: RetryClass, options?: { cause?: unknown; serviceCode?: number }) {
+  constructor(code: ErrorCode, message: string, retry: RetryClass, options?: BotlinkErrorOptions & { serviceCode?: number }) {
     super(code, message, retry, options);
     this.serviceCode = options?.serviceCode;
   }
@@ -238,24 +238,29 @@ function parseOr<T>(parse: (value: unknown) => T, value: unknown): T {
 export function codeError(code: number, msg: string): CloudError {
   const info = describeCode(code);
   const said = msg ? `: ${msg}` : '';
-  return new CloudError(`ERR_CLOUD_${code}`, `getToken refused with code ${code}${said} — ${info.fix}`, info.retry, { serviceCode: code });
+  return new CloudError(`ERR_CLOUD_${code}`, `getToken refused with code ${code}${said}`, info.retry, { serviceCode: code, fix: info.fix });
 }
 
 function statusError(route: string, status: number): CloudError {
   if (status >= 300 && status < 400) {
-    return new CloudError('ERR_HTTP_REDIRECT', `${route}: HTTP ${status} redirect, not followed — check baseUrl`, 'needs-config');
+    return new CloudError('ERR_HTTP_REDIRECT', `${route}: HTTP ${status} redirect, not followed`, 'needs-config', { fix: 'check baseUrl' });
   }
   if (status === 404 || status === 405) {
-    return new CloudError('ERR_HTTP_STATUS', `${route}: HTTP ${status} — baseUrl does not point at the token service`, 'needs-config');
+    return new CloudError('ERR_HTTP_STATUS', `${route}: HTTP ${status}: no token service there`, 'needs-config', {
+      fix: 'check that baseUrl points at the token service',
+    });
   }
   return new CloudError('ERR_HTTP_STATUS', `${route}: HTTP ${status} from the service`, 'retry-backoff');
 }
 
 function networkError(route: string, err: unknown): CloudError {
   const code = (err as { code?: unknown }).code;
-  const detail = typeof code === 'string' ? code : err instanceof Error ? err.message : String(err);
+  const detail = typeof code === 'string' ? code : messageOf(err);
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
-    return new CloudError('ERR_DNS', `${route}: cannot resolve the service host (${detail}) — check DNS and baseUrl`, 'retry-backoff', { cause: err });
+    return new CloudError('ERR_DNS', `${route}: cannot resolve the service host (${detail})`, 'retry-backoff', {
+      cause: err,
+      fix: 'check DNS and baseUrl',
+    });
   }
   if (code === 'UND_ERR_RES_EXCEEDED_MAX_SIZE') {
     return new CloudError('ERR_RESPONSE_TOO_LARGE', `${route}: response larger than allowed`, 'retry-backoff', { cause: err });

@@ -58,7 +58,7 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; defau
   const defaultFile = opts.defaultFile ?? DEFAULT_CONFIG_FILE;
   const by = opts.file !== undefined ? '--config' : env.BOTLINK_CONFIG !== undefined ? 'BOTLINK_CONFIG' : null;
   const named = opts.file ?? env.BOTLINK_CONFIG ?? defaultFile;
-  if (named === '') throw new ConfigError('config', `${by} is empty: give the path of the config file`);
+  if (named === '') throw new ConfigError('config', `${by} is empty`, { fix: 'give the path of the config file' });
   const path = resolve(named);
   const fileValues = readConfigFile(path, by);
   const file = fileValues ? path : null;
@@ -68,10 +68,10 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; defau
 
   const baseUrl = text('baseUrl');
   if (baseUrl === undefined) {
-    throw new ConfigError('baseUrl', `baseUrl is required: ${setHint('baseUrl')} (e.g. "https://api.example.com")`);
+    throw new ConfigError('baseUrl', 'baseUrl is required', { fix: `${setHint('baseUrl')} (e.g. "https://api.example.com")` });
   }
   const accessKeyId = text('accessKeyId');
-  if (accessKeyId === undefined) throw new ConfigError('accessKeyId', `accessKeyId is required: ${setHint('accessKeyId')}`);
+  if (accessKeyId === undefined) throw new ConfigError('accessKeyId', 'accessKeyId is required', { fix: setHint('accessKeyId') });
   const credentials = env.CREDENTIALS_DIRECTORY;
   let secretKeyFile = text('secretKeyFile');
   if (secretKeyFile === undefined && credentials) {
@@ -79,18 +79,16 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; defau
     used.push('CREDENTIALS_DIRECTORY');
   }
   if (secretKeyFile === undefined) {
-    throw new ConfigError(
-      'secretKeyFile',
-      `secretKeyFile is required: ${setHint('secretKeyFile')}, or run under systemd with LoadCredential=secret-key`,
-    );
+    throw new ConfigError('secretKeyFile', 'secretKeyFile is required', {
+      fix: `${setHint('secretKeyFile')}, or run under systemd with LoadCredential=secret-key`,
+    });
   }
   const botId = text('botId');
   const vendorId = text('vendorId');
   if (botId === undefined && vendorId === undefined) {
-    throw new ConfigError(
-      'botId',
-      `botId or vendorId is required: ${setHint('botId')}, or set "vendorId" (with "deviceId") so the agent provisions itself`,
-    );
+    throw new ConfigError('botId', 'botId or vendorId is required', {
+      fix: `${setHint('botId')}, or set "vendorId" (with "deviceId") so the agent provisions itself`,
+    });
   }
   const tunables = tunableValues(raw);
 
@@ -112,7 +110,7 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; defau
   try {
     secretKey = readSecretFile(secretKeyFile);
   } catch (err) {
-    if (err instanceof SecretFileError) throw new ConfigError('secretKeyFile', err.message, { cause: err });
+    if (err instanceof SecretFileError) throw new ConfigError('secretKeyFile', err.message, { cause: err, fix: err.fix });
     throw err;
   }
   const source = Object.freeze({ file, env: Object.freeze(used.sort()), defaultFile });
@@ -126,7 +124,7 @@ function collect(path: string, fileValues: Record<string, unknown>, env: NodeJS.
   const raw = new Map<ConfigKey, Raw>();
   for (const [name, value] of Object.entries(fileValues)) {
     if (name.toLowerCase() === 'secretkey') {
-      throw new ConfigError(name, `"${name}" in ${path}: the secret is never read from the config file; ${SECRET_FIX}`);
+      throw new ConfigError(name, `"${name}" in ${path}: the secret is never read from the config file`, { fix: SECRET_FIX });
     }
     if (!(CONFIG_KEYS as readonly string[]).includes(name)) throw unknown(name, `"${name}" in ${path}`, CONFIG_KEYS);
     raw.set(name as ConfigKey, { value, where: `"${name}" in ${path}`, fix: `fix it in ${path}`, baseDir: dirname(path), fromEnv: false });
@@ -135,7 +133,7 @@ function collect(path: string, fileValues: Record<string, unknown>, env: NodeJS.
   for (const [name, value] of Object.entries(env)) {
     if (!name.startsWith('BOTLINK_') || name === 'BOTLINK_CONFIG' || value === undefined) continue;
     if (name === 'BOTLINK_SECRET_KEY') {
-      throw new ConfigError('secretKey', `${name}: the secret is never read from the environment; ${SECRET_FIX}`);
+      throw new ConfigError('secretKey', `${name}: the secret is never read from the environment`, { fix: SECRET_FIX });
     }
     const key = ENV_TO_KEY.get(name);
     if (key === undefined) throw unknown(name, `environment variable ${name}`, [...ENV_TO_KEY.keys(), 'BOTLINK_CONFIG']);
@@ -147,6 +145,6 @@ function collect(path: string, fileValues: Record<string, unknown>, env: NodeJS.
 
 function unknown(name: string, where: string, known: Iterable<string>): ConfigError {
   const near = closest(name, known);
-  const hint = near ? `did you mean "${near}"?` : `known: ${[...known].join(', ')}`;
-  return new ConfigError(name, `${where} is not a botlink setting; ${hint}`);
+  const fix = near ? `did you mean "${near}"?` : `use a known setting: ${[...known].join(', ')}`;
+  return new ConfigError(name, `${where} is not a botlink setting`, { fix });
 }

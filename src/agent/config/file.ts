@@ -10,11 +10,10 @@ export function readConfigFile(path: string, by: string | null): Record<string, 
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT' && by === null) return null;
-    const why =
-      code === 'ENOENT'
-        ? `does not exist (named by ${by}): create it or fix ${by}`
-        : `cannot be read (${code}): check its path and permissions`;
-    throw new ConfigError('config', `config file ${path} ${why}`, { cause: err });
+    if (code === 'ENOENT') {
+      throw new ConfigError('config', `config file ${path} does not exist (named by ${by})`, { cause: err, fix: `create it or fix ${by}` });
+    }
+    throw new ConfigError('config', `config file ${path} cannot be read (${code})`, { cause: err, fix: 'check its path and permissions' });
   }
   let parsed: unknown;
   try {
@@ -23,8 +22,8 @@ export function readConfigFile(path: string, by: string | null): Record<string, 
     // V8's message may quote the file, which could hold a pasted secret: locate the error ourselves.
     const where = locateJsonError(body);
     const at = where ? ` at line ${where.line}, column ${where.column} (position ${where.offset}): ${where.problem}` : '';
-    throw new ConfigError('config', `config file ${path} is not valid JSON: syntax error${at}; fix the file`);
+    throw new ConfigError('config', `config file ${path} is not valid JSON: syntax error${at}`, { fix: 'fix the file' });
   }
   if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) return parsed as Record<string, unknown>;
-  throw new ConfigError('config', `config file ${path} must hold a JSON object like {"baseUrl": "https://…"}; fix the file`);
+  throw new ConfigError('config', `config file ${path} must hold a JSON object like {"baseUrl": "https://…"}`, { fix: 'fix the file' });
 }

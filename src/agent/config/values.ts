@@ -23,7 +23,7 @@ const PAIRS: readonly (readonly [TunableKey, TunableKey])[] = [
 ];
 
 export function bad(key: string, r: Raw, problem: string): ConfigError {
-  return new ConfigError(key, `${r.where} ${problem}; ${r.fix}`);
+  return new ConfigError(key, `${r.where} ${problem}`, { fix: r.fix });
 }
 
 /** A text setting checked (and paths resolved); undefined when not given. */

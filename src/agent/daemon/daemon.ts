@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { BotlinkError, toBotlinkError } from '../../protocol/errors.js';
+import { BotlinkError, describeError, toBotlinkError, withFix } from '../../protocol/errors.js';
 import { VERSION } from '../../version.js';
 import { resetBackoff, retryAfter } from '../token/backoff.js';
 import type { AgentConfig } from '../config/config.js';
@@ -60,8 +60,9 @@ export class Daemon {
       this.#rt = undefined;
       throw new BotlinkError(
         'ERR_ALREADY_RUNNING',
-        `another botlink daemon (pid ${claim.holder.pid}) already runs on ${this.#config.stateDir}: stop it first (systemctl stop botlink)`,
+        `another botlink daemon (pid ${claim.holder.pid}) already runs on ${this.#config.stateDir}`,
         'fatal',
+        { fix: 'stop it first (systemctl stop botlink)' },
       );
     }
     if ('lock' in claim) this.#instance = claim.lock;
@@ -154,8 +155,8 @@ export class Daemon {
         const next = retryAfter(error.retry, backoff, settings, this.#o.random());
         backoff = next.state;
         const waitMs = next.delayMs;
-        this.#log.error({ code: error.code, retryInMs: Math.round(waitMs) }, `provisioning failed: ${error.message}`);
-        this.#markReady(`waiting to provision: ${error.message}`);
+        this.#log.error({ code: error.code, fix: error.fix, retryInMs: Math.round(waitMs) }, `provisioning failed: ${error.message}`);
+        this.#markReady(`waiting to provision: ${describeError(error)}`);
         await this.#o.clock.sleep(waitMs, this.#abort.signal);
       }
     }
@@ -165,7 +166,7 @@ export class Daemon {
     this.#publish();
     const err = this.#tokens?.snapshot().lastError;
     // systemd should not kill a daemon that waits for the network or a fix: report READY and say what it waits on.
-    if (err) this.#markReady(`waiting for a token: ${err.message}`);
+    if (err) this.#markReady(`waiting for a token: ${withFix(err.message, err.fix)}`);
   }
 
   #markReady(line: string): void {
@@ -177,7 +178,7 @@ export class Daemon {
   #publish(): void {
     const doc = this.statusDoc();
     const link = doc.link;
-    const line = `${link.state}${link.lastError ? `: ${link.lastError}` : ''}`;
+    const line = `${link.state}${link.lastError ? `: ${withFix(link.lastError, link.fix)}` : ''}`;
     if (link.state !== 'stopped' && doc.token.accessExpiresAt !== null) this.#markReady(line);
     this.#notify.status(line);
     try {
@@ -205,6 +206,7 @@ export class Daemon {
         accessExpiresAt: snap?.accessExpiresAt ?? null,
         refreshExpiresAt: snap?.refreshExpiresAt ?? null,
         lastError: snap?.lastError?.message ?? null,
+        ...(snap?.lastError?.fix !== undefined && { fix: snap.lastError.fix }),
       },
       store: snap?.store ?? { persisted: true, lastError: null },
       link: this.#link?.status ?? { state: 'connecting', since: clock ? clock.wallNow() : 0, reconnects: 0, lastError: null },

@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { BotlinkError } from '../../protocol/errors.js';
+import { BotlinkError, type BotlinkErrorOptions } from '../../protocol/errors.js';
 import type { DeviceType, Identity } from '../../protocol/wire.js';
 import type { AgentRuntime } from './runtime.js';
 
@@ -57,7 +57,12 @@ export type ResolvedIdentity =
   | { kind: 'bot'; id: string; provisioned: boolean }
   | { kind: 'vendor'; id: string; deviceId: string };
 
-export class ProvisioningError extends BotlinkError {}
+/** This device has no identity to sign as: the config must name one. */
+export class ProvisioningError extends BotlinkError {
+  constructor(code: 'ERR_NO_IDENTITY' | 'ERR_NO_DEVICE_ID', message: string, options: BotlinkErrorOptions) {
+    super(code, message, 'needs-config', options);
+  }
+}
 
 /**
  * botId from the config, else one this device was provisioned with, else the vendor that provisions it.
@@ -68,15 +73,17 @@ export function resolveIdentity(rt: Pick<AgentRuntime, 'config' | 'store'>, boar
   if (config.botId) return { kind: 'bot', id: config.botId, provisioned: false };
   const vendorId = config.vendorId;
   if (!vendorId) {
-    throw new ProvisioningError('ERR_NO_IDENTITY', 'neither botId nor vendorId is configured: set botId, or vendorId to let the device register itself', 'needs-config');
+    throw new ProvisioningError('ERR_NO_IDENTITY', 'neither botId nor vendorId is configured', {
+      fix: 'set botId, or vendorId to let the device register itself',
+    });
   }
   const serial = config.deviceId === undefined ? boardSerial(board) : undefined;
   const deviceId = config.deviceId ?? serial?.serial;
   if (!deviceId) {
     throw new ProvisioningError(
       'ERR_NO_DEVICE_ID',
-      `no deviceId configured and no board serial found (no Serial in ${board.cpuinfo}, no valid ${board.machineId}): set deviceId`,
-      'needs-config',
+      `no deviceId configured and no board serial found (no Serial in ${board.cpuinfo}, no valid ${board.machineId})`,
+      { fix: 'set deviceId' },
     );
   }
   const key = { baseUrl: config.baseUrl, accessKeyId: config.accessKeyId, vendorId };

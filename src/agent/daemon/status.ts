@@ -8,7 +8,7 @@ export interface StatusDoc {
   updatedAt: number;
   identity: { kind: 'bot' | 'vendor'; id: string };
   clock: { trusted: boolean; source: string; offsetMs: number | null; verdict?: string };
-  token: { accessExpiresAt: number | null; refreshExpiresAt: number | null; lastError?: string | null };
+  token: { accessExpiresAt: number | null; refreshExpiresAt: number | null; lastError?: string | null; fix?: string };
   link: LinkStatus;
   /** Whether the token held is saved in stateDir; false on a full or read-only disk (the daemon retries). */
   store?: { persisted: boolean; lastError: string | null };

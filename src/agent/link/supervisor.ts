@@ -25,6 +25,8 @@ export interface LinkStatus {
   since: number;
   reconnects: number;
   lastError: string | null;
+  /** What a person can do about lastError, when there is something. */
+  fix?: string;
 }
 
 /** What the link needs from the token manager. */

@@ -2,12 +2,18 @@ import type Database from 'better-sqlite3';
 import { chmodSync, closeSync, existsSync, openSync, renameSync, statSync } from 'node:fs';
 import { sqlite } from '../../native.js';
 import { giveToFolderOwner } from '../../ownership.js';
-import { BotlinkError } from '../../protocol/errors.js';
+import { BotlinkError, messageOf, type BotlinkErrorOptions, type RetryClass } from '../../protocol/errors.js';
 
 // The token store's file: schema versions, opening, and what goes wrong with the disk under it.
 
-/** The token store cannot be used: the message names the path and the fix. */
-export class StoreError extends BotlinkError {}
+type StoreErrorCode = 'ERR_STORE_VERSION' | 'ERR_STORE_ACCESS' | 'ERR_STORE_RECOVERY' | 'ERR_STORE_CORRUPT' | 'ERR_STORE_KEY';
+
+/** The token store cannot be used: the message names the path, `fix` what to do. */
+export class StoreError extends BotlinkError {
+  constructor(code: StoreErrorCode, message: string, retry: RetryClass, options?: BotlinkErrorOptions) {
+    super(code, message, retry, options);
+  }
+}
 
 /** Migration i takes the schema from user_version i to i + 1: append new ones, never edit old ones. */
 export const MIGRATIONS: readonly string[] = [
@@ -55,9 +61,9 @@ export function refuseNewer(db: Database.Database, version: number, known: numbe
   if (version <= known) return;
   throw new StoreError(
     'ERR_STORE_VERSION',
-    `${db.name} has schema version ${version} but this botlink knows only up to ${known}: ` +
-      'it was written by a newer release. Fix: upgrade botlink, or move the file aside to start with an empty token cache.',
+    `${db.name} has schema version ${version} but this botlink knows only up to ${known}: it was written by a newer release`,
     'fatal',
+    { fix: 'upgrade botlink, or move the file aside to start with an empty token cache' },
   );
 }
 
@@ -86,10 +92,14 @@ export function accessError(path: string, error: unknown): StoreError {
   const reason = (error as { code?: string }).code ?? String(error);
   return new StoreError(
     'ERR_STORE_ACCESS',
-    `cannot use the token store ${path} (${reason}: ${(error as Error).message}). Fix: stateDir must be a directory ` +
-      'that the user botlink runs as can write (create it, chown it to that user, chmod 0700) on a writable disk with free space.',
+    `cannot use the token store ${path} (${reason}: ${messageOf(error)})`,
     'needs-config',
-    { cause: error },
+    {
+      cause: error,
+      fix:
+        'stateDir must be a directory that the user botlink runs as can write (create it, chown it to that user, chmod 0700) ' +
+        'on a writable disk with free space',
+    },
   );
 }
 
@@ -97,30 +107,30 @@ export function accessError(path: string, error: unknown): StoreError {
 export function readError(path: string, error: unknown): StoreError {
   if (error instanceof StoreError) return error;
   const reason = (error as { code?: string }).code ?? String(error);
-  const detail = `${reason}: ${(error as Error).message}`;
+  const detail = `${reason}: ${messageOf(error)}`;
   if (reason === 'SQLITE_READONLY_ROLLBACK') {
     return new StoreError(
       'ERR_STORE_RECOVERY',
       `the token store ${path} holds a write a crash interrupted (${detail}); a reader cannot roll it back. The daemon ` +
-        'does when it next opens the file (systemd restarts it within seconds): ask again then.',
+        'does when it next opens the file (systemd restarts it within seconds)',
       'retry-soon',
-      { cause: error },
+      { cause: error, fix: 'ask again once the daemon has restarted' },
     );
   }
   if (reason === 'SQLITE_NOTADB' || reason.startsWith('SQLITE_CORRUPT')) {
     return new StoreError(
       'ERR_STORE_CORRUPT',
       `the token store ${path} is damaged (${detail}); it was left as it is. The daemon moves it aside and starts ` +
-        'with an empty cache when it next starts (systemctl restart botlink).',
+        'with an empty cache when it next starts',
       'fatal',
-      { cause: error },
+      { cause: error, fix: 'restart the daemon: systemctl restart botlink' },
     );
   }
   return new StoreError(
     'ERR_STORE_ACCESS',
-    `cannot read the token store ${path} (${detail}). Fix: run this as root or as the user botlink runs as.`,
+    `cannot read the token store ${path} (${detail})`,
     'needs-config',
-    { cause: error },
+    { cause: error, fix: 'run this as root or as the user botlink runs as' },
   );
 }
 

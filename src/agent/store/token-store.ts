@@ -161,7 +161,9 @@ export class TokenStore {
   /** The key every lock of this stateDir is named with. */
   requireLockKey(): string {
     if (this.lockKey === undefined) {
-      throw new StoreError('ERR_STORE_KEY', `${this.path} holds no lock key: open it read-write once (start the daemon)`, 'needs-config');
+      throw new StoreError('ERR_STORE_KEY', `${this.path} holds no lock key`, 'needs-config', {
+        fix: 'open it read-write once (start the daemon)',
+      });
     }
     return this.lockKey;
   }

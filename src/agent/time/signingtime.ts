@@ -17,9 +17,13 @@ export class ClockNotTrustedError extends BotlinkError {
   constructor(reason: string = NO_TRUSTED_TIME) {
     super(
       'ERR_CLOCK_UNTRUSTED',
-      `${reason}; check that NTP runs (timedatectl status, chronyc tracking) and that the token service ` +
-        'is reachable over the network, so its Date header can supply the time',
+      reason,
       'needs-clock',
+      {
+        fix:
+          'check that NTP runs (timedatectl status, chronyc tracking) and that the token service ' +
+          'is reachable over the network, so its Date header can supply the time',
+      },
     );
   }
 }

@@ -39,7 +39,7 @@ export interface TokenSnapshot {
   accessExpiresAt: number | undefined;
   refreshExpiresAt: number | undefined;
   clock: ClockStatus;
-  lastError: { code: string; retry: string; message: string } | undefined;
+  lastError: { code: string; retry: string; message: string; fix: string | undefined } | undefined;
   renewals: { signed: number; refreshed: number };
   /** Whether the pair held is on disk; lastError says why not. */
   store: { persisted: boolean; lastError: string | null };
@@ -156,7 +156,12 @@ export class TokenManager {
       accessExpiresAt: this.#pair?.accessExpiresAt,
       refreshExpiresAt: this.#pair?.refreshExpiresAt,
       clock: this.#time.status(),
-      lastError: this.#lastError && { code: this.#lastError.code, retry: this.#lastError.retry, message: this.#lastError.message },
+      lastError: this.#lastError && {
+        code: this.#lastError.code,
+        retry: this.#lastError.retry,
+        message: this.#lastError.message,
+        fix: this.#lastError.fix,
+      },
       renewals: { ...this.#renewals },
       store: this.#saver.status(),
     };
@@ -290,7 +295,7 @@ export class TokenManager {
       this.#waiters = this.#waiters.filter((x) => !x.failFast);
     }
     const level = error.retry === 'retry-backoff' ? 'warn' : 'error';
-    this.#o.log[level]({ code: error.code, retry: error.retry, retryInMs: Math.round(waitMs) }, error.message);
+    this.#o.log[level]({ code: error.code, retry: error.retry, fix: error.fix, retryInMs: Math.round(waitMs) }, error.message);
     this.#lastError = error;
     this.#facts.retryAtMono = this.#o.clock.monoNow() + waitMs;
     this.#again = false;

@@ -92,9 +92,14 @@ export class PairSaver {
     this.#backoff = next.state;
     this.#dueAtMono = this.#o.clock.monoNow() + next.delayMs;
     this.#o.log[first ? 'error' : 'warn'](
-      { code: 'ERR_STORE_WRITE', sqlite: (err as { code?: unknown }).code, path: this.#o.store.path, retryInMs: next.delayMs },
-      `state not persisted: cannot save the token (${this.#error}); it is kept in memory and used, and saved once the ` +
-        'disk takes it. Fix: free space on the disk that holds stateDir, or make it writable',
+      {
+        code: 'ERR_STORE_WRITE',
+        sqlite: (err as { code?: unknown }).code,
+        path: this.#o.store.path,
+        retryInMs: next.delayMs,
+        fix: 'free space on the disk that holds stateDir, or make it writable',
+      },
+      `state not persisted: cannot save the token (${this.#error}); it is kept in memory and used, and saved once the disk takes it`,
     );
     if (!this.#stopped) {
       // Unref'd: a save waiting for the disk never keeps a command alive.
