@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { BotlinkError, describeError, toBotlinkError, withFix } from '../../protocol/errors.js';
+import { BotlinkError, describeError, messageOf, toBotlinkError, withFix } from '../../protocol/errors.js';
 import { VERSION } from '../../version.js';
 import { resetBackoff, retryAfter } from '../token/backoff.js';
 import type { AgentConfig } from '../config/config.js';
@@ -184,7 +184,7 @@ export class Daemon {
     try {
       writeStatusFile(this.#config.runtimeDir, doc);
     } catch (err) {
-      this.#log.warn({ err: err instanceof Error ? err.message : String(err), runtimeDir: this.#config.runtimeDir }, 'cannot write status.json');
+      this.#log.warn({ err: messageOf(err), runtimeDir: this.#config.runtimeDir }, 'cannot write status.json');
     }
   }
 

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { messageOf } from '../../protocol/errors.js';
 import type { Identity } from '../../protocol/wire.js';
 import { BUILD_TIME_MS } from '../../version.js';
 import { CloudClient } from '../cloud/client.js';
@@ -42,7 +43,7 @@ export function openRuntime(config: AgentConfig, opts: RuntimeOptions): AgentRun
     clock,
     readOnly: opts.readOnlyStore === true,
     onCorrupt: ({ movedTo, error }) =>
-      log.error({ movedTo, err: error instanceof Error ? error.message : String(error) }, 'token database was corrupt: moved aside, starting with an empty cache'),
+      log.error({ movedTo, err: messageOf(error) }, 'token database was corrupt: moved aside, starting with an empty cache'),
   });
   const serverTime = new ServerTime(clock);
   const api = new CloudClient({

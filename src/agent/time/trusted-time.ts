@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { messageOf } from '../../protocol/errors.js';
 import type { TimeReader } from './clock.js';
 import type { ServerTime } from './servertime.js';
 import { chooseSigningTime, FRESH_SAMPLE_MS, needsSample, type SigningTime } from './signingtime.js';
@@ -105,7 +106,7 @@ export class TrustedTime {
       },
       (err: unknown) => {
         this.#sampling = false;
-        this.#o.log.debug({ err: err instanceof Error ? err.message : String(err) }, 'server time sample failed');
+        this.#o.log.debug({ err: messageOf(err) }, 'server time sample failed');
       },
     );
   }

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { BotlinkError, toBotlinkError } from '../../protocol/errors.js';
+import { BotlinkError, messageOf, toBotlinkError } from '../../protocol/errors.js';
 import type { Identity } from '../../protocol/wire.js';
 import { CloudError, type CloudClient } from '../cloud/client.js';
 import { resetBackoff, retriesOnSchedule, retryAfter, TOKEN_BACKOFF, type BackoffSettings, type BackoffState } from './backoff.js';
@@ -338,7 +338,7 @@ export class TokenManager {
     try {
       stored = this.#o.store.loadPair(this.#storeIdentity);
     } catch (err) {
-      this.#o.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'cannot read the token store: going on with the token held');
+      this.#o.log.warn({ err: messageOf(err) }, 'cannot read the token store: going on with the token held');
       return;
     }
     if (this.#saver.unsaved && this.#pair && !(stored && issuedAt(stored) > issuedAt(this.#pair))) return;

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { messageOf } from '../../protocol/errors.js';
 import { nextBackoff, resetBackoff, type BackoffSettings, type BackoffState } from './backoff.js';
 import type { Cancel, Clock, Random } from '../time/clock.js';
 import { LAST_SERVER_TIME_KEY, type StoreIdentity, type TokenPair, type TokenStore } from '../store/token-store.js';
@@ -87,7 +88,7 @@ export class PairSaver {
 
   #failed(err: unknown): void {
     const first = this.#error === undefined;
-    this.#error = err instanceof Error ? err.message : String(err);
+    this.#error = messageOf(err);
     const next = nextBackoff(this.#backoff, this.#o.backoff, this.#o.random());
     this.#backoff = next.state;
     this.#dueAtMono = this.#o.clock.monoNow() + next.delayMs;
