@@ -5,6 +5,7 @@ import { claimInstance } from '../../src/agent/store/instance.js';
 import { TokenStore, type StoreIdentity, type TokenPair } from '../../src/agent/store/token-store.js';
 import type { ReferenceService } from '../../src/service/server.js';
 import { AgentKit } from '../helpers/agent-kit.js';
+import { Changes } from '../helpers/changes.js';
 import { runCli } from '../helpers/daemon-proc.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 import { fillUp, mountTmpfs, remount } from '../helpers/tmpfs.js';
@@ -26,11 +27,12 @@ function smallDisk(dir = mkdtempSync(join(tempDir('botlink-disk-'), 'state-'))):
 }
 
 /** A token manager (its log on a healthy disk) whose store lives in `stateDir`. */
-function kitOn(svc: ReferenceService, stateDir: string): { k: AgentKit; store: TokenStore } {
+function kitOn(svc: ReferenceService, stateDir: string): { k: AgentKit; store: TokenStore; changes: Changes } {
   const store = TokenStore.open(stateDir);
-  const k = new AgentKit({ url: svc.url, secret: SECRET, manager: { store, backoff: FAST, saveBackoff: FAST } });
+  const changes = new Changes();
+  const k = new AgentKit({ url: svc.url, secret: SECRET, manager: { store, backoff: FAST, saveBackoff: FAST, onChange: changes.onChange } });
   cleanups.push(() => store.close(), () => k.close());
-  return { k, store };
+  return { k, store, changes };
 }
 
 const bot: StoreIdentity = { baseUrl: 'http://127.0.0.1:9', accessKeyId: 'AK', kind: 'bot', id: 'bot-1' };
@@ -39,7 +41,7 @@ describe('token manager on a full or read-only disk', () => {
   it('a full disk: the pair the server issued is used at once, and saved when space returns', async () => {
     const svc = await service(SEED);
     const stateDir = smallDisk();
-    const { k, store } = kitOn(svc, stateDir);
+    const { k, store, changes } = kitOn(svc, stateDir);
     k.tokens.start();
     const first = await k.tokens.current();
     const filler = fillUp(stateDir);
@@ -53,7 +55,7 @@ describe('token manager on a full or read-only disk', () => {
     expect(store.peekPair()?.pair.accessToken).toBe(first);
 
     rmSync(filler);
-    await waitFor(() => k.tokens.snapshot().store.persisted, 10_000, 'the save once space returned');
+    await changes.until(() => k.tokens.snapshot().store.persisted, 'the save once space returned');
     expect(store.peekPair()?.pair.accessToken).toBe(second);
     expect(k.logText()).toMatch(/state persisted again/);
     expect(svc.stats.getToken.total).toBe(1);
@@ -84,7 +86,7 @@ describe('token manager on a full or read-only disk', () => {
     seeded.store.close();
     remount(stateDir, 'ro');
 
-    const { k, store } = kitOn(svc, stateDir);
+    const { k, store, changes } = kitOn(svc, stateDir);
     k.tokens.start();
     await expect(k.tokens.current()).resolves.toBe(first);
     k.tokens.invalidate(first);
@@ -93,7 +95,7 @@ describe('token manager on a full or read-only disk', () => {
     expect(k.tokens.snapshot().store).toEqual({ persisted: false, lastError: expect.stringMatching(/readonly/) });
 
     remount(stateDir, 'rw');
-    await waitFor(() => k.tokens.snapshot().store.persisted, 10_000, 'the save once the disk was writable');
+    await changes.until(() => k.tokens.snapshot().store.persisted, 'the save once the disk was writable');
     expect(store.peekPair()?.pair.accessToken).toBe(second);
   });
 });

@@ -8,9 +8,9 @@ import { lockAddress } from '../../src/agent/store/lock.js';
 import { TokenStore } from '../../src/agent/store/token-store.js';
 import type { ReferenceService } from '../../src/service/server.js';
 import { AgentKit, UNKNOWN, type AgentKitOptions } from '../helpers/agent-kit.js';
+import { Changes } from '../helpers/changes.js';
 import { useHarness } from '../helpers/harness.js';
 import { fillUp, mountTmpfs } from '../helpers/tmpfs.js';
-import { waitFor } from '../helpers/wait-for.js';
 
 const SECRET = 'tok3n-test-s3cret-value';
 const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: SECRET, vendors: [{ vendorId: 'V1', bots: ['bot-1', 'bot-2'] }] }] };
@@ -41,35 +41,38 @@ describe('TokenManager against the reference service', () => {
     expect(svc.stats.refreshToken.total).toBe(0);
   });
 
+  // The schedule to the millisecond is test/unit/token-manager.test.ts's, on a manual clock; this is the same on real time.
   it('refreshes (not signs) when the access token nears expiry, and signs again when the refresh token runs out', async () => {
     const svc = await service(SEED, { accessTtlS: 2, refreshTtlS: 7 });
-    const k = kit(svc);
+    const changes = new Changes();
+    const k = kit(svc, { manager: { onChange: changes.onChange } });
+    const renewals = () => k.tokens.snapshot().renewals;
     k.tokens.start();
     const first = await k.tokens.current();
-    await waitFor(() => k.tokens.snapshot().renewals.refreshed >= 1, 5000, 'a refresh');
+    await changes.until(() => renewals().refreshed >= 1, 'a refresh');
     expect(svc.stats.getToken.ok).toBe(1);
     expect(await k.tokens.current()).not.toBe(first);
-    await waitFor(() => k.tokens.snapshot().renewals.signed >= 2, 10_000, 'a re-sign before the refresh token expires');
-    expect(k.tokens.snapshot().renewals.signed).toBe(2);
+    await changes.until(() => renewals().signed >= 2, 'a re-sign before the refresh token expires');
+    expect(renewals().signed).toBe(2);
+    expect(svc.stats.refreshToken.ok).toBe(renewals().refreshed);
   });
 
   it('runs the signed flow when the service refuses the refresh token', async () => {
-    const dir = tempDir('botlink-tokens-');
-    const dbFile = join(dir, 'svc.db');
-    let svc = await service(SEED, { accessTtlS: 2, dbFile });
+    const svc1 = await service(SEED);
     const stateDir = tempDir('botlink-tokens-');
-    const k1 = kit(svc, { stateDir });
+    const k1 = kit(svc1, { stateDir });
     k1.tokens.start();
-    await k1.tokens.current();
+    const cached = await k1.tokens.current();
     await k1.close();
-    await svc.close();
+    await svc1.close();
     // A service on the same address that never issued our tokens: refresh is refused (1007), getToken must follow.
-    svc = await service(SEED, { accessTtlS: 2, port: svc.port });
+    const svc = await service(SEED, { port: svc1.port });
     const k2 = kit(svc, { stateDir });
     k2.tokens.start();
-    await waitFor(() => svc.stats.getToken.ok === 1, 5000, 'the signed flow');
-    expect(svc.stats.refreshToken.total).toBeGreaterThanOrEqual(1);
-    expect(svc.stats.refreshToken.ok).toBe(0);
+    k2.tokens.invalidate(cached);
+    await expect(k2.tokens.current()).resolves.not.toBe(cached);
+    expect(svc.stats.refreshToken).toMatchObject({ total: 1, ok: 0 });
+    expect(svc.stats.getToken.ok).toBe(1);
   });
 
   it('gets a token after three 1006 answers, backing off in between', async () => {
@@ -114,11 +117,12 @@ describe('TokenManager against the reference service', () => {
     await good.close();
     const clock1970 = withWallClock(() => 86_400_000);
     const unsynced = { verdict: 'unsynced' as const, source: 'floor' as const, detail: 'before build time' };
-    const k = kit(svc, { stateDir, clock: clock1970, verdict: unsynced });
+    const changes = new Changes();
+    const k = kit(svc, { stateDir, clock: clock1970, verdict: unsynced, manager: { onChange: changes.onChange } });
     k.tokens.start();
     await expect(k.tokens.current()).resolves.toBe(token);
     // Beside handing out the cached token, it fetched server time so the expiry can be judged.
-    await waitFor(() => k.tokens.snapshot().clock.trusted, 5000, 'a server time sample');
+    await changes.until(() => k.tokens.snapshot().clock.trusted, 'a server time sample');
     expect(k.tokens.snapshot().clock.source).toBe('server');
     expect(svc.stats.getToken.total).toBe(1);
     for (const ts of svc.stats.getToken.timestamps) expect(Math.abs(Number(ts) - Date.now())).toBeLessThan(60_000);
@@ -139,7 +143,8 @@ describe('TokenManager against the reference service', () => {
     k.tokens.start();
     const cached = await k.tokens.current();
     k.tokens.invalidate(cached);
-    await waitFor(() => k.tokens.snapshot().renewals.refreshed === 1, 5000, 'the refresh');
+    await expect(k.tokens.current()).resolves.not.toBe(cached);
+    expect(k.tokens.snapshot().renewals.refreshed).toBe(1);
     expect(k.serverTime.now()).toBeUndefined();
     expect(k.store.getMeta('lastServerTimeMs')).toBe(floor);
   });
@@ -202,12 +207,14 @@ describe('TokenManager against the reference service', () => {
   });
 
   it('the secret never reaches the database file, the log or an error', async () => {
-    const svc = await service(SEED, { accessTtlS: 2 });
+    const svc = await service(SEED);
     svc.faults.failNextGetToken(1);
     const k = kit(svc);
     k.tokens.start();
+    const first = await k.tokens.current();
+    k.tokens.invalidate(first);
     await k.tokens.current();
-    await waitFor(() => k.tokens.snapshot().renewals.refreshed >= 1, 5000, 'a refresh');
+    expect(k.tokens.snapshot().renewals.refreshed).toBe(1);
     // The database file and its WAL, read as raw bytes.
     for (const f of readdirSync(k.stateDir)) {
       expect(readFileSync(join(k.stateDir, f)).includes(Buffer.from(SECRET))).toBe(false);
