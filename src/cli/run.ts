@@ -20,7 +20,7 @@ export async function run(argv: string[]): Promise<number> {
   }
   const config = loadCommandConfig(values.config);
   if (typeof config === 'number') return config;
-  let logging;
+  let logging: ReturnType<typeof createLogger>;
   try {
     // A log file the daemon cannot open (root-owned after a rotation) is no reason to stay down: stderr is journald.
     logging = createLogger({ file: config.logFile, level: config.logLevel, name: 'botlink', stderrIfUnwritable: true });

@@ -201,13 +201,13 @@ describe('decideNextAction: short lifetimes (5 s access, 30 s refresh)', () => {
   });
 
   it.each([-1, 0, 1])('following the wakes with jitter %i refreshes before expiry', (jitter) => {
-    const after = (elapsed: number) =>
+    const decisionAfter = (elapsed: number) =>
       decideNextAction(factsOf({ ...short, accessLeft: 5 * S - elapsed, refreshLeft: 30 * S - elapsed, jitter }), nowFor('trusted'));
     let elapsed = 0;
-    let decision = after(elapsed);
+    let decision = decisionAfter(elapsed);
     while (decision.action === 'use') {
       elapsed += decision.wakeInMs;
-      decision = after(elapsed);
+      decision = decisionAfter(elapsed);
     }
     expect(decision).toEqual(REFRESH);
     expect(elapsed).toBeLessThan(5 * S);

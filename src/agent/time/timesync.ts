@@ -87,7 +87,7 @@ async function checkSyncFile(path: string): Promise<Answer> {
 
 async function checkChrony(run: CommandRunner, argv: readonly string[], timeoutMs: number): Promise<Answer> {
   const out = await run(argv, timeoutMs);
-  if (!out || out.code !== 0) return undefined;
+  if (out?.code !== 0) return undefined;
   const tracking = parseChronyTracking(out.stdout);
   if (!tracking) return undefined;
   const { leap, offsetS } = tracking;
@@ -109,7 +109,7 @@ export function parseChronyTracking(stdout: string): { leap: string; offsetS: nu
 
 async function checkTimedated(run: CommandRunner, argv: readonly string[], timeoutMs: number): Promise<Answer> {
   const out = await run(argv, timeoutMs);
-  if (!out || out.code !== 0) return undefined;
+  if (out?.code !== 0) return undefined;
   const value = out.stdout.trim();
   if (value !== 'yes' && value !== 'no') return undefined;
   return {
