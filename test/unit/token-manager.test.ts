@@ -33,7 +33,9 @@ interface Rig {
 }
 
 /** A service and a token manager sharing one manual clock; `random` pins every jitter draw. */
-async function rig(o: { clock?: ManualClock; random?: number; service?: ReferenceServiceOptions; kit?: Partial<AgentKitOptions> } = {}): Promise<Rig> {
+async function rig(
+  o: { clock?: ManualClock; random?: number; service?: ReferenceServiceOptions; kit?: Partial<AgentKitOptions> } = {},
+): Promise<Rig> {
   const clock = o.clock ?? new ManualClock();
   const svc = await service(SEED, { now: () => clock.wallNow(), ...o.service });
   const changes = new Changes();

@@ -29,7 +29,11 @@ export interface ClockStatus {
  * How long a time-sync verdict holds. Unsynced is re-checked each minute (NTP usually syncs soon after
  * boot); synced or no source at all rarely change, and each check spawns chronyc and timedatectl.
  */
-export const VERDICT_TTL_MS: Readonly<Record<TimeSyncResult['verdict'], number>> = { unsynced: 60_000, synced: 5 * 60_000, unknown: 10 * 60_000 };
+export const VERDICT_TTL_MS: Readonly<Record<TimeSyncResult['verdict'], number>> = {
+  unsynced: 60_000,
+  synced: 5 * 60_000,
+  unknown: 10 * 60_000,
+};
 /** Pace of background server time samples while they fail (network down). */
 export const SAMPLE_RETRY_MS = 30_000;
 

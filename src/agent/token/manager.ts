@@ -7,6 +7,7 @@ import type { Cancel, Clock, Random } from '../time/clock.js';
 import { PairSaver, SAVE_BACKOFF } from './pair-saver.js';
 import { issuedAt, pairFacts, refreshedPair, signedPair } from './pairs.js';
 import { underRenewLock, type RenewLockDeps } from './renew-lock.js';
+import { Waiters } from './waiters.js';
 import { accessUsableFor, decideNextAction, DEFAULT_POLICY, type PolicySettings, type TokenFacts } from './policy.js';
 import type { ServerTime } from '../time/servertime.js';
 import { signedGetToken } from './signflow.js';
@@ -45,13 +46,6 @@ export interface TokenSnapshot {
   store: { persisted: boolean; lastError: string | null };
 }
 
-interface Waiter {
-  minLeftMs: number;
-  failFast: boolean;
-  resolve(token: string): void;
-  reject(err: unknown): void;
-}
-
 /**
  * Holds the access token: loads it from the store, decides with the pure policy when to refresh or
  * sign, performs that (single-flight, under the stateDir's cross-process renew lock) and hands tokens
@@ -68,7 +62,7 @@ export class TokenManager {
   #pair: TokenPair | undefined;
   #facts: Omit<TokenFacts, 'access' | 'refresh' | 'neededLeftMs'> = { accessRejected: false, refreshFailed: false, jitter: 0 };
   #backoff: BackoffState = resetBackoff();
-  #waiters: Waiter[] = [];
+  readonly #waiters = new Waiters();
   #cancelTimer: Cancel | undefined;
   #running: Promise<void> | undefined;
   #again = false;
@@ -117,7 +111,7 @@ export class TokenManager {
     this.#cancelTimer?.();
     this.#saver.stop();
     const err = new BotlinkError('ERR_STOPPED', 'token manager stopped', 'fatal');
-    for (const w of this.#waiters.splice(0)) w.reject(err);
+    this.#waiters.reject(err, true);
   }
 
   /**
@@ -129,19 +123,10 @@ export class TokenManager {
     const minLeftMs = opts.minLeftMs ?? 0;
     const ready = this.#usableToken(minLeftMs);
     if (ready !== undefined) return Promise.resolve(ready);
-    return new Promise<string>((resolve, reject) => {
-      const waiter: Waiter = { minLeftMs, failFast: opts.failFast ?? false, resolve, reject };
-      this.#waiters.push(waiter);
-      opts.signal?.addEventListener(
-        'abort',
-        () => {
-          this.#waiters = this.#waiters.filter((w) => w !== waiter);
-          reject(this.#lastError ?? opts.signal?.reason);
-        },
-        { once: true },
-      );
-      this.#kick();
-    });
+    const abortReason = (): unknown => this.#lastError ?? opts.signal?.reason;
+    const waiting = this.#waiters.add({ minLeftMs, failFast: opts.failFast ?? false, signal: opts.signal }, abortReason);
+    this.#kick();
+    return waiting;
   }
 
   /** The server refused this access token (Unauthorized): renew before handing out another. */
@@ -197,12 +182,10 @@ export class TokenManager {
     await this.#time.verdict();
     if (this.#pair) this.#time.sampleIfStale();
     const now = { mono: this.#o.clock.monoNow(), serverTime: this.#time.now() };
-    // The longest life a waiting caller needs: a token shorter than that is renewed ahead of the schedule.
-    const neededLeftMs = Math.max(0, ...this.#waiters.map((w) => w.minLeftMs));
-    const decision = decideNextAction({ ...this.#currentFacts(), neededLeftMs }, now, this.#policy);
+    const decision = decideNextAction({ ...this.#currentFacts(), neededLeftMs: this.#waiters.neededLeftMs() }, now, this.#policy);
     switch (decision.action) {
       case 'use':
-        this.#settleWaiters();
+        this.#waiters.settle((minLeftMs) => this.#usableToken(minLeftMs));
         this.#schedule(decision.wakeInMs);
         return;
       case 'backoff':
@@ -290,10 +273,7 @@ export class TokenManager {
     const next = retryAfter(error.retry, this.#backoff, this.#o.backoff ?? TOKEN_BACKOFF, this.#o.random());
     this.#backoff = next.state;
     const waitMs = next.delayMs;
-    if (!retriesOnSchedule(error.retry)) {
-      for (const w of this.#waiters.filter((x) => x.failFast)) w.reject(error);
-      this.#waiters = this.#waiters.filter((x) => !x.failFast);
-    }
+    if (!retriesOnSchedule(error.retry)) this.#waiters.reject(error);
     const level = error.retry === 'retry-backoff' ? 'warn' : 'error';
     this.#o.log[level]({ code: error.code, retry: error.retry, fix: error.fix, retryInMs: Math.round(waitMs) }, error.message);
     this.#lastError = error;
@@ -310,16 +290,6 @@ export class TokenManager {
     if (this.#stopped) return;
     // Unref'd (the clock's default): a waiting timer never keeps a command such as `botlink token` alive.
     this.#cancelTimer = this.#o.clock.setTimer(Math.max(0, ms), () => this.#kick());
-  }
-
-  #settleWaiters(): void {
-    const keep: Waiter[] = [];
-    for (const w of this.#waiters) {
-      const token = this.#usableToken(w.minLeftMs);
-      if (token !== undefined) w.resolve(token);
-      else keep.push(w);
-    }
-    this.#waiters = keep;
   }
 
   #usableToken(minLeftMs: number): string | undefined {
