@@ -1,0 +1,72 @@
+import type { LookupFunction } from 'node:net';
+import type { Logger } from 'pino';
+import { BOT_INVALID_RETRY_MS, DISPLACED_BACKOFF, LINK_BACKOFF, type BackoffSettings } from '../token/backoff.js';
+import type { Clock, Random } from '../time/clock.js';
+
+/** What the link needs from the token manager. */
+export interface TokenSource {
+  current(opts: { minLeftMs?: number; signal?: AbortSignal }): Promise<string>;
+  invalidate(token?: string): void;
+}
+
+/** The link's tunables; each one left out takes its value from LINK_DEFAULTS. */
+export interface LinkTunables {
+  /** A token with less life than this is renewed before connecting (default 5 min). */
+  tokenMarginMs?: number;
+  backoff?: BackoffSettings;
+  displacedBackoff?: BackoffSettings;
+  botInvalidRetryMs?: number;
+  heartbeatIntervalMs?: number;
+  heartbeatTimeoutMs?: number;
+  /** The whole handshake (connect, upgrade, any refusal body) gets this long in total (default 10 s). */
+  connectTimeoutMs?: number;
+  /** A connection up this long resets the reconnect backoff (default 60 s). */
+  stableAfterMs?: number;
+}
+
+export interface LinkOptions extends LinkTunables {
+  wsUrl: string;
+  botId: string;
+  tokens: TokenSource;
+  clock: Clock;
+  log: Logger;
+  /** Jitter source (default the system's); tests pin it. */
+  random?: Random;
+  /** Resolves the WebSocket host; default the system resolver (tests inject failures and recovery). */
+  lookup?: LookupFunction;
+}
+
+/** Every tunable with its value, and the botId the link speaks for: what its decisions and timers read. */
+export interface LinkSettings extends Readonly<Required<LinkTunables>> {
+  readonly botId: string;
+}
+
+/** 300 ms of 48 kHz 16-bit stereo PCM is 57,600 B (76,800 in base64 JSON): 1 MiB is ~13× that, as the relay's app limit (§3.5). */
+export const MAX_CLOUD_MESSAGE_BYTES = 1024 * 1024;
+
+/** The one source of the link's defaults (the config's tunables can read theirs from here). */
+export const LINK_DEFAULTS: Readonly<Required<LinkTunables>> = Object.freeze({
+  tokenMarginMs: 300_000,
+  backoff: LINK_BACKOFF,
+  displacedBackoff: DISPLACED_BACKOFF,
+  botInvalidRetryMs: BOT_INVALID_RETRY_MS,
+  heartbeatIntervalMs: 20_000,
+  heartbeatTimeoutMs: 10_000,
+  connectTimeoutMs: 10_000,
+  stableAfterMs: 60_000,
+});
+
+/** Fills every tunable the caller left out, once, so no use site carries a default of its own. */
+export function resolveLinkSettings(t: LinkTunables & { botId: string }): LinkSettings {
+  return Object.freeze({
+    botId: t.botId,
+    tokenMarginMs: t.tokenMarginMs ?? LINK_DEFAULTS.tokenMarginMs,
+    backoff: t.backoff ?? LINK_DEFAULTS.backoff,
+    displacedBackoff: t.displacedBackoff ?? LINK_DEFAULTS.displacedBackoff,
+    botInvalidRetryMs: t.botInvalidRetryMs ?? LINK_DEFAULTS.botInvalidRetryMs,
+    heartbeatIntervalMs: t.heartbeatIntervalMs ?? LINK_DEFAULTS.heartbeatIntervalMs,
+    heartbeatTimeoutMs: t.heartbeatTimeoutMs ?? LINK_DEFAULTS.heartbeatTimeoutMs,
+    connectTimeoutMs: t.connectTimeoutMs ?? LINK_DEFAULTS.connectTimeoutMs,
+    stableAfterMs: t.stableAfterMs ?? LINK_DEFAULTS.stableAfterMs,
+  });
+}
