@@ -1,9 +1,9 @@
+import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { systemClock } from '../../src/agent/time/clock.js';
 import { LinkSupervisor, type TokenSource } from '../../src/agent/link/supervisor.js';
 import { AgentKit } from '../helpers/agent-kit.js';
+import { ManualClock } from '../helpers/manual-clock.js';
 import { json, startScriptedServer } from '../helpers/scripted-server.js';
-import { waitFor } from '../helpers/wait-for.js';
 
 // Found by the agent fuzz: a token that cannot be an HTTP header value used to crash the link.
 const unexpected: unknown[] = [];
@@ -18,10 +18,15 @@ describe('tokens that cannot be a header value', () => {
     const server = await startScriptedServer((_req, res) =>
       json(res, { accessToken, expireIn: 7200, refreshToken: 'r', refreshExpireIn: 604800, code: 0, msg: '' }),
     );
-    const kit = new AgentKit({ url: server.url, manager: { backoff: { baseMs: 20, capMs: 100 } } });
+    let failed: () => void;
+    const failure = new Promise<void>((resolve) => (failed = resolve));
+    const kit: AgentKit = new AgentKit({
+      url: server.url,
+      manager: { backoff: { baseMs: 20, capMs: 100 }, onChange: () => kit.tokens.snapshot().lastError && failed() },
+    });
     try {
       kit.tokens.start();
-      await waitFor(() => kit.tokens.snapshot().lastError !== undefined, 10_000, 'a token error');
+      await failure;
       expect(kit.tokens.snapshot().lastError?.code).toBe('ERR_BAD_RESPONSE');
       expect(kit.store.peekPair()).toBeUndefined();
       expect(unexpected.map(String)).toEqual([]);
@@ -35,19 +40,28 @@ describe('tokens that cannot be a header value', () => {
     const invalidated: (string | undefined)[] = [];
     const tokens: TokenSource = { current: async () => bad, invalidate: (t) => void invalidated.push(t) };
     const kit = new AgentKit({ url: 'http://127.0.0.1:9' });
-    const link = new LinkSupervisor({ wsUrl: 'ws://127.0.0.1:9/soulmate/voiceChat/v1', botId: 'bot-1', tokens, clock: systemClock, log: kit.log, random: () => 0 });
-    // random 0 makes every backoff delay 0 ms, the worst case for this check: the link retries before
-    // the test looks again (full jitter did that on CI). So record what it had done at each backoff.
-    const backoffs: { reason: string; state: string; invalidated: (string | undefined)[] }[] = [];
-    link.on('backoff', (b: { reason: string }) =>
-      backoffs.push({ reason: b.reason, state: link.status.state, invalidated: [...invalidated] }),
-    );
+    // On a manual clock the retry waits for the test instead of racing it (full jitter can make it 0 ms).
+    const clock = new ManualClock();
+    const link = new LinkSupervisor({
+      wsUrl: 'ws://127.0.0.1:9/soulmate/voiceChat/v1',
+      botId: 'bot-1',
+      tokens,
+      clock,
+      log: kit.log,
+      random: () => 0.5,
+    });
+    const backoff = once(link, 'backoff');
     link.start();
     try {
-      await waitFor(() => backoffs.length > 0, 10_000, 'a backoff');
-      expect(backoffs[0]?.reason).toContain('cannot open the WebSocket');
-      expect(backoffs[0]?.state).toBe('backoff');
-      expect(backoffs[0]?.invalidated).toEqual([bad]);
+      const [{ reason }] = (await backoff) as [{ reason: string }];
+      expect(reason).toContain('cannot open the WebSocket');
+      expect(link.status.state).toBe('backoff');
+      expect(invalidated).toEqual([bad]);
+      expect(clock.pending()).toEqual([250]);
+      const again = once(link, 'backoff');
+      await clock.advance(250);
+      await again;
+      expect(invalidated).toEqual([bad, bad]);
       expect(unexpected.map(String)).toEqual([]);
     } finally {
       await link.stop();
