@@ -1,5 +1,7 @@
 import { sleepOn, type Cancel, type Clock } from '../../src/agent/time/clock.js';
 
+const MAX_TIMERS_PER_ADVANCE = 10_000;
+
 interface Pending {
   at: number;
   seq: number;
@@ -56,9 +58,11 @@ export class ManualClock implements Clock {
   async advance(ms: number): Promise<void> {
     const until = this.#mono + ms;
     await settle();
-    for (;;) {
+    for (let fired = 0; ; fired++) {
       const next = this.#sorted()[0];
       if (!next || next.at > until) break;
+      // A chain of timers that re-arm at once would spin here forever: fail the test instead.
+      if (fired >= MAX_TIMERS_PER_ADVANCE) throw new Error(`ManualClock: over ${MAX_TIMERS_PER_ADVANCE} timers fired in one advance(${ms}): a timer re-arms at 0 ms?`);
       this.#timers = this.#timers.filter((t) => t !== next);
       this.#wall += next.at - this.#mono;
       this.#mono = next.at;

@@ -69,6 +69,13 @@ describe('ManualClock', () => {
     expect(log).toEqual(['async after 10', 'timer 20']);
   });
 
+  it('fails an advance whose timers re-arm at 0 ms forever instead of spinning', async () => {
+    const clock = new ManualClock();
+    const rearm = (): void => void clock.setTimer(0, rearm);
+    rearm();
+    await expect(clock.advance(1)).rejects.toThrow(/timers fired in one advance/);
+  });
+
   it('sleep wakes at its deadline or on abort', async () => {
     const clock = new ManualClock();
     let woke = false;
