@@ -3,6 +3,7 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { TokenStore } from '../../src/agent/store/token-store.js';
+import { WS_FAILURE_FIXES, WsMessage } from '../../src/protocol/codes.js';
 import { DAEMON_SECRET, runCli, type CliRun, type DeviceDir } from '../helpers/daemon-proc.js';
 import { cleanEnv } from '../helpers/env.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
@@ -129,6 +130,20 @@ describe('botlink doctor (the built bundle as a child process)', () => {
     expect(svc.stats.ws.displaced).toBe(0);
     expect(svc.stats.ws.total).toBe(1);
     expect(d.status()?.link.state).toBe('connected');
+  });
+
+  it("prints the fix the running daemon's link carries, read from status.json", async () => {
+    const svc = await service(DAEMON_SEED);
+    svc.faults.refuseWebSockets(WsMessage.BOT_INVALID);
+    const d = device(svc.url);
+    const p = daemon(d);
+    await d.waitForLink('backoff');
+    const r = await doctor(d);
+    expect(line(r.lines, 'websocket')).toBe(
+      `FAIL  websocket: daemon pid ${p.child.pid}: link backoff since ${new Date(d.status()!.link.since).toISOString()}: ` +
+        `${WsMessage.BOT_INVALID} (no second socket opened: it would displace the daemon) — fix: ${WS_FAILURE_FIXES[WsMessage.BOT_INVALID]}`,
+    );
+    expect(r.code).toBe(1);
   });
 
   it('fails the database check for a corrupt file (moved aside) and for one open to others', async () => {

@@ -79,6 +79,19 @@ describe('BotlinkError', () => {
   });
 });
 
+describe('one way to read an error', () => {
+  it('no module writes out messageOf again, nor pastes ". Fix: …" into a message', () => {
+    const found: string[] = [];
+    for (const file of sources(SRC)) {
+      if (file.endsWith(join('protocol', 'errors.ts'))) continue;
+      const text = readFileSync(file, 'utf8');
+      if (/instanceof Error \? \w+\.message : String\(/.test(text)) found.push(`messageOf written out in ${file}`);
+      if (/\. Fix: /.test(text)) found.push(`a fix pasted into a message in ${file}`);
+    }
+    expect(found).toEqual([]);
+  });
+});
+
 describe("the printers' helpers", () => {
   it('messageOf takes the message of an Error and the string form of anything else', () => {
     expect(messageOf(new Error('boom'))).toBe('boom');

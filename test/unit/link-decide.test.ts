@@ -155,6 +155,12 @@ const ROWS: [string, LinkEnding, Given, Expect][] = [
     { next: backoff(99), reason: 'no token: service down', attempt: 1, invalidate: false },
   ],
   [
+    "token refused for a reason a person must fix → the token error's fix",
+    { kind: 'no-token', message: 'getToken refused with code 1005', fix: 'check the secret-key file' },
+    {},
+    { next: backoff(99), reason: 'no token: getToken refused with code 1005', fix: 'check the secret-key file', attempt: 1 },
+  ],
+  [
     'token unavailable on attempt 4 → the configured cap',
     { kind: 'no-token', message: 'x' },
     { attempt: 4 },

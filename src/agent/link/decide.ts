@@ -20,8 +20,8 @@ export const MAX_FAILURE_BODY = 4096;
 
 /** How one connection attempt ended, as the shell saw it first (the close itself when nothing came before). */
 export type LinkEnding =
-  /** The token manager could not give a token. */
-  | { readonly kind: 'no-token'; readonly message: string }
+  /** The token manager could not give a token; `fix` is its error's. */
+  | { readonly kind: 'no-token'; readonly message: string; readonly fix?: string | undefined }
   /** The WebSocket request could not even be built (a bad URL or token). */
   | { readonly kind: 'unopenable'; readonly message: string }
   /** The upgrade was answered with HTTP: its status and (the start of) its body. */
@@ -100,16 +100,17 @@ export function decideLink(ending: LinkEnding, facts: LinkFacts, settings: LinkS
     const backoff = { attempt: Math.max(memory.backoff.attempt, DROPPED_FIRST_ATTEMPT) };
     return retry({ ...memory, backoff, unauthorizedStreak: 0 }, cause.drop, settings, random);
   }
-  return retry(memory, cause.drop, settings, random, ending.kind === 'unopenable');
+  const decision = retry(memory, cause.drop, settings, random, ending.kind === 'unopenable');
+  return cause.fix === undefined ? decision : { ...decision, fix: cause.fix };
 }
 
-type Cause = { readonly failure: WsFailure } | { readonly drop: string };
+type Cause = { readonly failure: WsFailure } | { readonly drop: string; readonly fix?: string | undefined };
 
 /** One of the three 400 failures, or a plain drop with the words the status shows. */
 function causeOf(ending: LinkEnding, settings: LinkSettings): Cause {
   switch (ending.kind) {
     case 'no-token':
-      return { drop: `no token: ${ending.message}` };
+      return { drop: `no token: ${ending.message}`, fix: ending.fix };
     case 'unopenable':
       return { drop: `cannot open the WebSocket: ${ending.message}` };
     case 'refused': {

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { IncomingMessage } from 'node:http';
 import WebSocket, { type RawData } from 'ws';
-import { messageOf } from '../../protocol/errors.js';
+import { fixOf, messageOf } from '../../protocol/errors.js';
 import { systemRandom, type Cancel, type Random } from '../time/clock.js';
 import {
   decideLink,
@@ -119,7 +119,7 @@ export class LinkSupervisor extends EventEmitter {
       token = await this.#o.tokens.current({ minLeftMs: this.#s.tokenMarginMs, signal: this.#abort.signal });
     } catch (err) {
       if (this.#stopped) return;
-      this.#decide({ kind: 'no-token', message: messageOf(err) }, undefined);
+      this.#decide({ kind: 'no-token', message: messageOf(err), fix: fixOf(err) }, undefined);
       return;
     }
     if (this.#stopped) return;
