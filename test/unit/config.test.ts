@@ -16,7 +16,8 @@ import {
 import { readSecretFile, Secret, SecretFileError } from '../../src/agent/config/secret.js';
 import { DEFAULT_TIMEOUT_MS } from '../../src/agent/cloud/client.js';
 import { describeError } from '../../src/protocol/errors.js';
-import { LINK_BACKOFF, TOKEN_BACKOFF } from '../../src/agent/token/backoff.js';
+import { LINK_DEFAULTS } from '../../src/agent/link/options.js';
+import { TOKEN_BACKOFF } from '../../src/agent/token/backoff.js';
 import { DEFAULT_POLICY } from '../../src/agent/token/policy.js';
 
 const SECRET = 'S3cr3t-value-7f9c';
@@ -67,14 +68,18 @@ describe('loadConfig: values and defaults', () => {
   });
 
   it('takes each tunable default from the module it tunes, so the two cannot drift apart', () => {
-    expect(TUNABLE_DEFAULTS).toMatchObject({
+    expect(TUNABLE_DEFAULTS).toEqual({
       httpTimeoutMs: DEFAULT_TIMEOUT_MS,
       refreshMarginS: DEFAULT_POLICY.refreshMarginMs / 1000,
       resignMarginS: DEFAULT_POLICY.resignMarginMs / 1000,
       tokenBackoffBaseMs: TOKEN_BACKOFF.baseMs,
       tokenBackoffCapMs: TOKEN_BACKOFF.capMs,
-      linkBackoffBaseMs: LINK_BACKOFF.baseMs,
-      linkBackoffCapMs: LINK_BACKOFF.capMs,
+      linkMarginS: LINK_DEFAULTS.tokenMarginMs / 1000,
+      linkBackoffBaseMs: LINK_DEFAULTS.backoff.baseMs,
+      linkBackoffCapMs: LINK_DEFAULTS.backoff.capMs,
+      heartbeatIntervalMs: LINK_DEFAULTS.heartbeatIntervalMs,
+      heartbeatTimeoutMs: LINK_DEFAULTS.heartbeatTimeoutMs,
+      connectTimeoutMs: LINK_DEFAULTS.connectTimeoutMs,
     });
   });
 

@@ -1,5 +1,6 @@
 import { DEFAULT_TIMEOUT_MS } from '../cloud/client.js';
-import { LINK_BACKOFF, TOKEN_BACKOFF } from '../token/backoff.js';
+import { LINK_DEFAULTS } from '../link/options.js';
+import { TOKEN_BACKOFF } from '../token/backoff.js';
 import { DEFAULT_POLICY } from '../token/policy.js';
 
 export const DEFAULT_CONFIG_FILE = '/etc/botlink/config.json';
@@ -15,14 +16,14 @@ export const TUNABLE_DEFAULTS = Object.freeze({
   httpTimeoutMs: DEFAULT_TIMEOUT_MS,
   refreshMarginS: DEFAULT_POLICY.refreshMarginMs / 1000,
   resignMarginS: DEFAULT_POLICY.resignMarginMs / 1000,
-  linkMarginS: 300,
+  linkMarginS: LINK_DEFAULTS.tokenMarginMs / 1000,
   tokenBackoffBaseMs: TOKEN_BACKOFF.baseMs,
   tokenBackoffCapMs: TOKEN_BACKOFF.capMs,
-  linkBackoffBaseMs: LINK_BACKOFF.baseMs,
-  linkBackoffCapMs: LINK_BACKOFF.capMs,
-  heartbeatIntervalMs: 20_000,
-  heartbeatTimeoutMs: 10_000,
-  connectTimeoutMs: 10_000,
+  linkBackoffBaseMs: LINK_DEFAULTS.backoff.baseMs,
+  linkBackoffCapMs: LINK_DEFAULTS.backoff.capMs,
+  heartbeatIntervalMs: LINK_DEFAULTS.heartbeatIntervalMs,
+  heartbeatTimeoutMs: LINK_DEFAULTS.heartbeatTimeoutMs,
+  connectTimeoutMs: LINK_DEFAULTS.connectTimeoutMs,
 });
 export type TunableKey = keyof typeof TUNABLE_DEFAULTS;
 
