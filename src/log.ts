@@ -126,7 +126,10 @@ export function createLogger(opts: LoggerOptions): BotlinkLogger {
   );
 
   if (unwritable) {
-    logger.error({ code: unwritable.code, fix: unwritable.fix }, `${unwritable.message}. Logging to stderr (journald) instead until botlink restarts`);
+    logger.error(
+      { code: unwritable.code, fix: unwritable.fix },
+      `${unwritable.message}. Logging to stderr (journald) instead until botlink restarts`,
+    );
   }
 
   let closed = false;
@@ -168,12 +171,10 @@ function openLogFile(file: string): void {
     if (created) giveToFolderOwner(file);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code ?? String(err);
-    throw new BotlinkError(
-      'ERR_LOG_FILE',
-      `cannot write the log file ${file} (${code})`,
-      'needs-config',
-      { cause: err, fix: "make it and its folder writable by the agent user, or set logFile to '-' for stdout" },
-    );
+    throw new BotlinkError('ERR_LOG_FILE', `cannot write the log file ${file} (${code})`, 'needs-config', {
+      cause: err,
+      fix: "make it and its folder writable by the agent user, or set logFile to '-' for stdout",
+    });
   }
 }
 

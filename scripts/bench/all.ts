@@ -23,14 +23,19 @@ const SERVICE_GOAL = 0.5;
 /** Boot → connected with an empty stateDir (agent signs) vs the minimal sign + fetch + ws script. */
 async function bootUncached(fx: LinkFixture, n: number): Promise<{ agent: number[]; floor: number[] }> {
   const device = fx.ws.device(BOTS[1]!, fx.svc);
-  const once = (start: () => Child, before = (): void => undefined) => async (): Promise<number> => {
-    before();
-    const { ms: took, child } = await timeToConnected(fx.svc, device.botId, start);
-    await disconnect(fx.svc, device.botId, child);
-    return took;
-  };
+  const once =
+    (start: () => Child, before = (): void => undefined) =>
+    async (): Promise<number> => {
+      before();
+      const { ms: took, child } = await timeToConnected(fx.svc, device.botId, start);
+      await disconnect(fx.svc, device.botId, child);
+      return took;
+    };
   const [agent = [], floor = []] = await alternate(n, [
-    once(() => fx.ws.agent(device), () => device.forgetTokens()),
+    once(
+      () => fx.ws.agent(device),
+      () => device.forgetTokens(),
+    ),
     once(() => fx.ws.signingClient(fx.svc, device)),
   ]);
   return { agent, floor };
@@ -83,7 +88,10 @@ interface ServiceFigures {
 
 /** service.ts runs its servers in a forked child of its own: run it as `npm run bench:service` would. */
 async function serviceBench(): Promise<ServiceFigures> {
-  const child = spawn(process.execPath, [join(ROOT, 'scripts', 'bench', 'run.mjs'), 'service'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [join(ROOT, 'scripts', 'bench', 'run.mjs'), 'service'], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   let output = '';
   child.stdout.on('data', (d: Buffer) => (output += d.toString()));
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
@@ -133,16 +141,48 @@ async function main(): Promise<void> {
 
   const ratioRow = (name: string, a: number[], b: number[], goal: number): string[] => {
     const r = median(a) / median(b);
-    return [name, ms(median(a)), ms(median(b)), times(r), `≤ ${goal}×`, verdict(r <= goal), `${spread(a).toFixed(2)} · ${spread(b).toFixed(2)}`];
+    return [
+      name,
+      ms(median(a)),
+      ms(median(b)),
+      times(r),
+      `≤ ${goal}×`,
+      verdict(r <= goal),
+      `${spread(a).toFixed(2)} · ${spread(b).toFixed(2)}`,
+    ];
   };
   const rss = median(idling.rssKiB.agent) / median(idling.rssKiB.floor);
   const cpu = median(idling.cpuMsPerMin.agent) / median(idling.cpuMsPerMin.floor);
   const rows = [
     ratioRow('boot → connected, cached token vs minimal ws client', cached.agent, cached.floor, BOOT_GOAL),
     ratioRow('boot → connected, no cache vs minimal sign + fetch + ws', uncached.agent, uncached.floor, BOOT_GOAL),
-    [`RSS after ${IDLE_MS / 1000} s connected vs minimal client`, kib(median(idling.rssKiB.agent)), kib(median(idling.rssKiB.floor)), times(rss), `≤ ${RSS_GOAL}×`, verdict(rss <= RSS_GOAL), ''],
-    ['CPU in the 2nd idle minute vs minimal client, 20 s ping', perMin(median(idling.cpuMsPerMin.agent)), perMin(median(idling.cpuMsPerMin.floor)), times(cpu), `≤ ${CPU_GOAL}×`, verdict(cpu <= CPU_GOAL), ''],
-    ['service restart → reconnected (from listen)', ms(median(restart)), '—', '—', `≤ ${RECONNECT_GOAL_MS} ms`, verdict(median(restart) <= RECONNECT_GOAL_MS), spread(restart).toFixed(2)],
+    [
+      `RSS after ${IDLE_MS / 1000} s connected vs minimal client`,
+      kib(median(idling.rssKiB.agent)),
+      kib(median(idling.rssKiB.floor)),
+      times(rss),
+      `≤ ${RSS_GOAL}×`,
+      verdict(rss <= RSS_GOAL),
+      '',
+    ],
+    [
+      'CPU in the 2nd idle minute vs minimal client, 20 s ping',
+      perMin(median(idling.cpuMsPerMin.agent)),
+      perMin(median(idling.cpuMsPerMin.floor)),
+      times(cpu),
+      `≤ ${CPU_GOAL}×`,
+      verdict(cpu <= CPU_GOAL),
+      '',
+    ],
+    [
+      'service restart → reconnected (from listen)',
+      ms(median(restart)),
+      '—',
+      '—',
+      `≤ ${RECONNECT_GOAL_MS} ms`,
+      verdict(median(restart) <= RECONNECT_GOAL_MS),
+      spread(restart).toFixed(2),
+    ],
     ...(service.ratios.length ? service.ratios : [{ label: 'not found in its output', ratio: NaN }]).map(({ label, ratio }) => [
       `reference service getToken/s vs node:http echo${label ? ` (${label})` : ''}`,
       '',

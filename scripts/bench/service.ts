@@ -131,7 +131,9 @@ async function main(): Promise<void> {
     const file = await load(child, urls.file, '/auth/getToken', c, tokenOk);
     ratios.push({ memory: memory.rps / echo.rps, file: file.rps / echo.rps });
     const errors = memory.errors + file.errors;
-    rows.push(`${String(c).padStart(4)} │${cell(echo)} │${cell(memory)} │${cell(file)} │${String(errors).padStart(4)} ${(memory.rps / echo.rps).toFixed(2).padStart(5)} ${(file.rps / echo.rps).toFixed(2).padStart(5)}`);
+    rows.push(
+      `${String(c).padStart(4)} │${cell(echo)} │${cell(memory)} │${cell(file)} │${String(errors).padStart(4)} ${(memory.rps / echo.rps).toFixed(2).padStart(5)} ${(file.rps / echo.rps).toFixed(2).padStart(5)}`,
+    );
   }
   child.disconnect();
   console.log(`getToken vs a node:http JSON echo server; loopback, undici Pool, servers in a forked child;`);

@@ -67,7 +67,8 @@ function bundleSections(bundle: string): { line: number; name: string }[] {
 async function profile(bundle: string, dir: string): Promise<[string, number][]> {
   const profDir = join(dir, 'prof');
   mkdirSync(profDir, { recursive: true });
-  for (let i = 0; i < PROFILE_RUNS; i++) await timeRun(['--cpu-prof', '--cpu-prof-interval', '100', '--cpu-prof-dir', profDir, bundle, '--version']);
+  for (let i = 0; i < PROFILE_RUNS; i++)
+    await timeRun(['--cpu-prof', '--cpu-prof-interval', '100', '--cpu-prof-dir', profDir, bundle, '--version']);
   const sections = bundleSections(bundle);
   const sectionOf = (line: number): string => {
     let name = 'bundle prelude';
@@ -86,7 +87,11 @@ async function profile(bundle: string, dir: string): Promise<[string, number][]>
       const { url, functionName, lineNumber } = n.callFrame;
       if (url === bundleUrl) bucket.set(n.id, `bundle: ${sectionOf(lineNumber)}`);
       else if (url === '') bucket.set(n.id, functionName || '(anonymous)');
-      else bucket.set(n.id, `${functionName || '(anonymous)'} (${url.startsWith('node:') ? url : relative(ROOT, url.replace(/^file:\/\//, ''))})`);
+      else
+        bucket.set(
+          n.id,
+          `${functionName || '(anonymous)'} (${url.startsWith('node:') ? url : relative(ROOT, url.replace(/^file:\/\//, ''))})`,
+        );
     }
     prof.samples.forEach((id, i) => {
       const key = bucket.get(id) ?? '?';
@@ -133,7 +138,10 @@ async function main(): Promise<void> {
     if (ratio > GOAL) {
       console.log(`\ngoal missed: where \`botlink --version\` spends its CPU (self time, mean of ${PROFILE_RUNS} profiled runs)`);
       const top = (await profile(ws.bundle, ws.dir)).slice(0, 12);
-      printTable(['where', 'ms'], top.map(([k, v]) => [k, v.toFixed(1)]));
+      printTable(
+        ['where', 'ms'],
+        top.map(([k, v]) => [k, v.toFixed(1)]),
+      );
       console.log('compileSourceTextModule is V8 compiling an ES module source: the bundle is one module, so all of it.');
     }
   } finally {

@@ -29,7 +29,8 @@ export async function demo(argv: string[]): Promise<number> {
     return Exit.OK;
   }
   const durationS = values.duration === undefined ? undefined : Number(values.duration);
-  if (durationS !== undefined && !(Number.isFinite(durationS) && durationS > 0)) throw new UsageError(`--duration must be a positive number of seconds\n${USAGE}`);
+  if (durationS !== undefined && !(Number.isFinite(durationS) && durationS > 0))
+    throw new UsageError(`--duration must be a positive number of seconds\n${USAGE}`);
 
   const dir = mkdtempSync(join(tmpdir(), 'botlink-demo-'));
   const logging = createLogger({ file: '-', level: 'info', pretty: true });

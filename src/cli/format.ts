@@ -37,7 +37,10 @@ export function formatLeft(expiresAt: number, now: number): string {
 
 /** "2025-01-31 12:00:05Z": UTC to the second, one width for every line. */
 export function formatTime(ms: number): string {
-  return new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
+  return new Date(ms)
+    .toISOString()
+    .replace('T', ' ')
+    .replace(/\.\d+Z$/, 'Z');
 }
 
 /** "+12 ms", "-1.5 s": a clock offset with its sign. */
@@ -56,7 +59,8 @@ export interface FailureContext {
   identity: { kind: 'bot' | 'vendor'; id: string };
 }
 
-const CLOCK_FIX = 'the device clock is more than 5 minutes off the service: check NTP (timedatectl status, chronyc tracking), then run botlink doctor';
+const CLOCK_FIX =
+  'the device clock is more than 5 minutes off the service: check NTP (timedatectl status, chronyc tracking), then run botlink doctor';
 
 /** The cause as the error states it, and the one thing to do about it: what the command knows, else the error's own fix. */
 export function explainFailure(err: unknown, ctx: FailureContext): { cause: string; fix: string | undefined } {
@@ -65,22 +69,29 @@ export function explainFailure(err: unknown, ctx: FailureContext): { cause: stri
   const { kind, id } = ctx.identity;
   switch (code) {
     case 'ERR_CLOUD_1005':
-      return { cause, fix: `check the secret-key file (${ctx.secretKeyFile}) and accessKeyId "${ctx.accessKeyId}": they must be the pair issued together` };
+      return {
+        cause,
+        fix: `check the secret-key file (${ctx.secretKeyFile}) and accessKeyId "${ctx.accessKeyId}": they must be the pair issued together`,
+      };
     case 'ERR_CLOUD_1003':
     case 'ERR_CLOCK_UNTRUSTED':
       return { cause, fix: CLOCK_FIX };
     case 'ERR_CLOUD_1004':
       return {
         cause,
-        fix: kind === 'vendor'
-          ? `vendorId "${id}" not known under this access key ("${ctx.accessKeyId}"): check --vendor-id and accessKeyId`
-          : `botId "${id}" not known under this access key ("${ctx.accessKeyId}"): run botlink provision, or fix botId in the config`,
+        fix:
+          kind === 'vendor'
+            ? `vendorId "${id}" not known under this access key ("${ctx.accessKeyId}"): check --vendor-id and accessKeyId`
+            : `botId "${id}" not known under this access key ("${ctx.accessKeyId}"): run botlink provision, or fix botId in the config`,
       };
     case 'ERR_REGISTER_REFUSED':
       return { cause, fix: 'the service refused to register this device: check --vendor-id, --app-id and --type' };
   }
   if (isNetworkFailure(err)) {
-    return { cause, fix: `cannot reach baseUrl ${ctx.baseUrl}: check the network, DNS and the baseUrl setting (botlink doctor tells which step fails)` };
+    return {
+      cause,
+      fix: `cannot reach baseUrl ${ctx.baseUrl}: check the network, DNS and the baseUrl setting (botlink doctor tells which step fails)`,
+    };
   }
   return { cause, fix: fixOf(err) };
 }

@@ -48,7 +48,8 @@ export async function provision(argv: string[]): Promise<number> {
   const vendorId = requiredId('vendor-id', values['vendor-id']);
   const deviceId = requiredId('device-id', values['device-id']);
   const type = values.type ?? DEFAULT_TYPE;
-  if (!(DEVICE_TYPES as readonly string[]).includes(type)) throw new UsageError(`--type must be ${DEVICE_TYPES.join(' or ')}, got '${type}'\n${USAGE}`);
+  if (!(DEVICE_TYPES as readonly string[]).includes(type))
+    throw new UsageError(`--type must be ${DEVICE_TYPES.join(' or ')}, got '${type}'\n${USAGE}`);
   const loaded = configFor(values.config, vendorId);
   if (typeof loaded === 'number') return loaded;
   const { config, injected } = loaded;

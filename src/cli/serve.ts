@@ -98,7 +98,9 @@ export async function serve(argv: string[]): Promise<number> {
     }
     throw err;
   }
-  service.events.on('internal-error', (err: unknown) => note(`internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`));
+  service.events.on('internal-error', (err: unknown) =>
+    note(`internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`),
+  );
   process.stdout.write(`listening on ${service.url}\n`);
 
   const signal = await new Promise<NodeJS.Signals>((resolve) => {

@@ -74,14 +74,18 @@ async function gather(config: AgentConfig): Promise<StatusReport> {
     let identity: StatusReport['identity'] = fromConfig;
     try {
       const resolved = resolveIdentity(rt);
-      identity = resolved.kind === 'bot' ? { kind: 'bot', id: resolved.id, provisioned: resolved.provisioned } : { kind: 'vendor', id: resolved.id };
+      identity =
+        resolved.kind === 'bot' ? { kind: 'bot', id: resolved.id, provisioned: resolved.provisioned } : { kind: 'vendor', id: resolved.id };
     } catch {
       // No deviceId and no board serial: the config's identity is all there is to show.
     }
     const cached = rt.store.peekPair();
     const pair =
-      cached && cached.identity.kind === identity.kind && cached.identity.id === identity.id &&
-      cached.identity.baseUrl === config.baseUrl && cached.identity.accessKeyId === config.accessKeyId
+      cached &&
+      cached.identity.kind === identity.kind &&
+      cached.identity.id === identity.id &&
+      cached.identity.baseUrl === config.baseUrl &&
+      cached.identity.accessKeyId === config.accessKeyId
         ? cached.pair
         : undefined;
     return fromDatabase(identity, await rt.checkTimeSync(), pair, daemon?.pid, daemon ? undefined : doc);
@@ -134,8 +138,18 @@ function summary(r: StatusReport, wallNow: number): string {
     ['identity', `${r.identity.kind} ${r.identity.id}${identityNote(r)}`],
     ['daemon', daemonLine(r, wallNow)],
     ['clock', clockLine(r)],
-    ['access', r.token.accessExpiresAt === null ? 'no token cached' : `${formatLeft(r.token.accessExpiresAt, now)} (until ${formatTime(r.token.accessExpiresAt)})`],
-    ['refresh', r.token.refreshExpiresAt === null ? 'no token cached' : `${formatLeft(r.token.refreshExpiresAt, now)} (until ${formatTime(r.token.refreshExpiresAt)})`],
+    [
+      'access',
+      r.token.accessExpiresAt === null
+        ? 'no token cached'
+        : `${formatLeft(r.token.accessExpiresAt, now)} (until ${formatTime(r.token.accessExpiresAt)})`,
+    ],
+    [
+      'refresh',
+      r.token.refreshExpiresAt === null
+        ? 'no token cached'
+        : `${formatLeft(r.token.refreshExpiresAt, now)} (until ${formatTime(r.token.refreshExpiresAt)})`,
+    ],
     ['link', linkLine(r, wallNow)],
     [
       'last error',
@@ -148,7 +162,10 @@ function summary(r: StatusReport, wallNow: number): string {
     ],
   ];
   if (r.store?.persisted === false) {
-    rows.push(['state', `not persisted: ${r.store.lastError ?? 'unknown error'} (the daemon keeps its token in memory and saves it once the disk takes it)`]);
+    rows.push([
+      'state',
+      `not persisted: ${r.store.lastError ?? 'unknown error'} (the daemon keeps its token in memory and saves it once the disk takes it)`,
+    ]);
   }
   return rows.map(([k, v]) => `${`${k}:`.padEnd(12)}${v}\n`).join('');
 }
@@ -174,7 +191,9 @@ function clockLine(r: StatusReport): string {
   const offset = offsetMs === null ? 'offset to the service not measured' : `${formatOffset(offsetMs)} from the service`;
   const trust = r.clock.trusted
     ? 'trusted for signing'
-    : r.source === 'status-file' ? 'no server time sample yet (the daemon takes one before it signs)' : 'not trusted: the daemon signs with the service\'s time';
+    : r.source === 'status-file'
+      ? 'no server time sample yet (the daemon takes one before it signs)'
+      : "not trusted: the daemon signs with the service's time";
   return `${verdict} (${from}), ${offset}, ${trust}`;
 }
 

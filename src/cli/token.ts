@@ -31,7 +31,8 @@ export async function token(argv: string[]): Promise<number> {
     return Exit.OK;
   }
   const timeoutS = values.timeout === undefined ? DEFAULT_TIMEOUT_S : Number(values.timeout);
-  if (!(Number.isFinite(timeoutS) && timeoutS > 0)) throw new UsageError(`--timeout must be a positive number of seconds, got '${values.timeout}'\n${USAGE}`);
+  if (!(Number.isFinite(timeoutS) && timeoutS > 0))
+    throw new UsageError(`--timeout must be a positive number of seconds, got '${values.timeout}'\n${USAGE}`);
   const config = loadCommandConfig(values.config);
   if (typeof config === 'number') return config;
   const json = values.json === true;
@@ -60,7 +61,10 @@ export async function token(argv: string[]): Promise<number> {
     // The store holds the pair the manager just vouched for (or a newer one the daemon saved since).
     const stored = rt.store.peekPair();
     const same = stored && stored.identity.kind === 'bot' && stored.identity.id === bot.id && stored.identity.baseUrl === config.baseUrl;
-    if (!same) throw new BotlinkError('ERR_STORE_CHANGED', 'the cached token changed identity while it was read', 'retry-soon', { fix: 'run botlink token again' });
+    if (!same)
+      throw new BotlinkError('ERR_STORE_CHANGED', 'the cached token changed identity while it was read', 'retry-soon', {
+        fix: 'run botlink token again',
+      });
     // Never the refresh token: it mints access tokens for days, and a script needs only this one.
     const { accessToken, accessExpiresAt, refreshExpiresAt } = stored.pair;
     process.stdout.write(`${JSON.stringify({ accessToken, accessExpiresAt, refreshExpiresAt })}\n`);

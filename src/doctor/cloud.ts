@@ -14,7 +14,10 @@ const NO_TIME_FIX = 'enable NTP (timedatectl set-ntp true) or make the token ser
 
 /** A failed cloud call with the fix it carries; without one, suspect the path to the service. */
 function cloudFailure(err: unknown, who = ''): Outcome {
-  return fail(`${who}${messageOf(err)}`, fixOf(err) ?? 'check that the service runs and the network path to it (proxy, firewall); run doctor again');
+  return fail(
+    `${who}${messageOf(err)}`,
+    fixOf(err) ?? 'check that the service runs and the network path to it (proxy, firewall); run doctor again',
+  );
 }
 
 function formatOffset(ms: number): string {
@@ -28,8 +31,10 @@ function daemonLink(pid: number, status: StatusDoc | undefined, config: AgentCon
   const why = 'no second socket opened: it would displace the daemon';
   if (status?.pid !== pid) {
     const found = status ? `is from pid ${status.pid}` : 'is missing or unreadable';
-    return fail(`daemon pid ${pid} runs but ${join(config.runtimeDir, STATUS_FILE)} ${found} (${why})`,
-      `check that the daemon uses runtimeDir ${config.runtimeDir}`);
+    return fail(
+      `daemon pid ${pid} runs but ${join(config.runtimeDir, STATUS_FILE)} ${found} (${why})`,
+      `check that the daemon uses runtimeDir ${config.runtimeDir}`,
+    );
   }
   const { state, since, lastError, fix: linkFix } = status.link;
   const when = new Date(since).toISOString();
@@ -48,7 +53,10 @@ export const clockCheck: Check = {
     const said = v.source === 'none' ? `${v.verdict}: ${v.detail}` : `${v.verdict} (${v.source}): ${v.detail}`;
     if (v.verdict === 'synced') return ok(said);
     // DESIGN §4: a clock that is not synced is fine while the service's Date header can stand in for it.
-    const why = await rt.api.sampleServerTime().then(() => '', (err: unknown) => ` (${messageOf(err)})`);
+    const why = await rt.api.sampleServerTime().then(
+      () => '',
+      (err: unknown) => ` (${messageOf(err)})`,
+    );
     if (rt.serverTime.now() === undefined) return fail(`${said}; and no server time can be had${why}`, NO_TIME_FIX);
     return ok(`${said}; the agent signs with the service's time instead (±${Math.round(rt.serverTime.errorMs()!)} ms)`);
   },
@@ -91,12 +99,15 @@ export const serverTimeCheck: Check = {
       return cloudFailure(err);
     }
     const offset = rt.serverTime.offsetMs();
-    if (offset === undefined) return fail('no usable Date header in the answer', 'check that baseUrl points at the token service (a proxy may drop Date)');
+    if (offset === undefined)
+      return fail('no usable Date header in the answer', 'check that baseUrl points at the token service (a proxy may drop Date)');
     const said = `the service clock is ${formatOffset(offset)} the local clock (±${Math.round(rt.serverTime.errorMs()!)} ms)`;
     if (Math.abs(offset) <= MAX_WALL_DISAGREEMENT_MS) return ok(said);
     if (ctx.verdict?.verdict === 'synced') {
-      return fail(`${said}, yet ${ctx.verdict.source} says the clock is synced`,
-        'NTP follows a wrong time: check its servers (timedatectl timesync-status, chronyc sources); meanwhile the agent signs with the service time');
+      return fail(
+        `${said}, yet ${ctx.verdict.source} says the clock is synced`,
+        'NTP follows a wrong time: check its servers (timedatectl timesync-status, chronyc sources); meanwhile the agent signs with the service time',
+      );
     }
     return ok(`${said}; the clock is not synced, so the agent signs with the service's time`);
   },
@@ -122,7 +133,8 @@ export const getTokenCheck: Check = {
       const answer = await rt.api.getToken({ kind: identity.kind, id: identity.id }, at.ms);
       ctx.token = answer.accessToken;
       const signedWith = at.source === 'wall' ? 'the local clock' : "the service's time";
-      const unprovisioned = identity.kind === 'vendor' ? `; no botId yet for device ${identity.deviceId}: the daemon registers it on start` : '';
+      const unprovisioned =
+        identity.kind === 'vendor' ? `; no botId yet for device ${identity.deviceId}: the daemon registers it on start` : '';
       return ok(`${who}: token issued, valid ${answer.expireIn} s, signed with ${signedWith}${unprovisioned}`);
     } catch (err) {
       if (err instanceof CloudError && err.serviceCode !== undefined) {

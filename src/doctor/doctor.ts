@@ -59,7 +59,10 @@ async function runOne(check: Check, ctx: DoctorContext): Promise<{ outcome: Outc
     const limit = `no answer within ${ctx.timeoutMs / 1000} s`;
     return { outcome: fail(limit, 'check the network path to the service (firewall, proxy, routing)'), timedOut: true };
   } catch (err) {
-    return { outcome: fail(`unexpected error: ${messageOf(err)}`, 'report it to the botlink maintainers with this output'), timedOut: false };
+    return {
+      outcome: fail(`unexpected error: ${messageOf(err)}`, 'report it to the botlink maintainers with this output'),
+      timedOut: false,
+    };
   } finally {
     clearTimeout(backstop);
   }

@@ -39,12 +39,15 @@ function modeOf(path: string): number | undefined {
 
 /** A logger that keeps the store's warnings, so the database check can report a corrupt file moved aside. */
 function troubleLog(into: string[]) {
-  return pino({ level: 'warn', base: null, timestamp: false }, {
-    write(line: string) {
-      const entry = JSON.parse(line) as { msg?: string; movedTo?: string };
-      into.push(`${entry.msg ?? 'token store warning'}${entry.movedTo ? ` (to ${entry.movedTo})` : ''}`);
+  return pino(
+    { level: 'warn', base: null, timestamp: false },
+    {
+      write(line: string) {
+        const entry = JSON.parse(line) as { msg?: string; movedTo?: string };
+        into.push(`${entry.msg ?? 'token store warning'}${entry.movedTo ? ` (to ${entry.movedTo})` : ''}`);
+      },
     },
-  });
+  );
 }
 
 export const configCheck: Check = {
@@ -115,13 +118,17 @@ export const databaseCheck: Check = {
     }
     const integrity = store.integrityCheck();
     if (integrity !== 'ok') {
-      return fail(`${store.path}: integrity_check: ${integrity.split('\n')[0]}`,
-        `stop botlink and move ${store.path} aside; the agent then starts with an empty cache and signs again`);
+      return fail(
+        `${store.path}: integrity_check: ${integrity.split('\n')[0]}`,
+        `stop botlink and move ${store.path} aside; the agent then starts with an empty cache and signs again`,
+      );
     }
     const before = ctx.dbModeBefore;
     if (before !== undefined && before !== 0o600) {
-      return fail(`${store.path} had mode ${octal(before)} (reset to 0600 on open)`,
-        'find what loosened it (a copy or restore without modes); the tokens in it were readable by others');
+      return fail(
+        `${store.path} had mode ${octal(before)} (reset to 0600 on open)`,
+        'find what loosened it (a copy or restore without modes); the tokens in it were readable by others',
+      );
     }
     return ok(`${store.path}: integrity ok, mode ${octal(statSync(store.path).mode)}`);
   },

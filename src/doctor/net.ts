@@ -34,9 +34,10 @@ export async function checkDns(url: URL): Promise<Outcome> {
     return { status: 'ok', detail: `${host} → ${addresses.map((a) => a.address).join(', ')}` };
   } catch (err) {
     const code = errorCode(err);
-    const fix = code === 'ENOTFOUND'
-      ? `the name does not exist: check the host in baseUrl (${host})`
-      : 'no DNS answer: check the network and the name servers in /etc/resolv.conf';
+    const fix =
+      code === 'ENOTFOUND'
+        ? `the name does not exist: check the host in baseUrl (${host})`
+        : 'no DNS answer: check the network and the name servers in /etc/resolv.conf';
     return { status: 'fail', detail: `${host}: ${code}`, fix };
   }
 }
@@ -71,7 +72,12 @@ export function checkTcp(url: URL, signal: AbortSignal, clock: Clock): Promise<O
   const started = clock.monoNow();
   return new Promise((resolve) => {
     const socket = tcpConnect({ host, port });
-    const finish = settleOnce(socket, signal, () => ({ status: 'fail', detail: `${where}: no answer (timed out)`, fix: NETWORK_FIX }), resolve);
+    const finish = settleOnce(
+      socket,
+      signal,
+      () => ({ status: 'fail', detail: `${where}: no answer (timed out)`, fix: NETWORK_FIX }),
+      resolve,
+    );
     socket.once('connect', () => {
       const ms = Math.round(clock.monoNow() - started);
       finish({ status: 'ok', detail: `${where} (${socket.remoteAddress}) connected in ${ms} ms` });
@@ -94,8 +100,10 @@ function tlsFix(code: string, host: string): string {
     case 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY':
     case 'SELF_SIGNED_CERT_IN_CHAIN':
     case 'DEPTH_ZERO_SELF_SIGNED_CERT':
-      return 'the certificate chain is not trusted: a proxy may intercept TLS, or CA certificates are missing ' +
-        '(install ca-certificates, or name the CA with NODE_EXTRA_CA_CERTS)';
+      return (
+        'the certificate chain is not trusted: a proxy may intercept TLS, or CA certificates are missing ' +
+        '(install ca-certificates, or name the CA with NODE_EXTRA_CA_CERTS)'
+      );
     default:
       return `check that baseUrl points at the token service over https; ${NETWORK_FIX}`;
   }
@@ -109,13 +117,21 @@ export function checkTls(url: URL, signal: AbortSignal, clock: Clock): Promise<O
   const { host, port } = endpointOf(url);
   return new Promise((resolve) => {
     const socket = tlsConnect({ host, port, ...(!isIP(host) && { servername: host }) });
-    const finish = settleOnce(socket, signal, () => ({ status: 'fail', detail: `${host}:${port}: no TLS handshake (timed out)`, fix: NETWORK_FIX }), resolve);
+    const finish = settleOnce(
+      socket,
+      signal,
+      () => ({ status: 'fail', detail: `${host}:${port}: no TLS handshake (timed out)`, fix: NETWORK_FIX }),
+      resolve,
+    );
     socket.once('secureConnect', () => {
       const cert = socket.getPeerCertificate();
       const until = Date.parse(cert.valid_to);
       const days = Math.floor((until - clock.wallNow()) / DAY_MS);
       const subject = cert.subject?.CN ?? host;
-      finish({ status: 'ok', detail: `${socket.getProtocol() ?? 'TLS'}, certificate for ${subject} valid until ${cert.valid_to} (${days} days left)` });
+      finish({
+        status: 'ok',
+        detail: `${socket.getProtocol() ?? 'TLS'}, certificate for ${subject} valid until ${cert.valid_to} (${days} days left)`,
+      });
     });
     socket.once('error', (err) => {
       const code = errorCode(err);
@@ -162,11 +178,15 @@ export function checkWsHandshake(wsUrl: string, botId: string, token: string, si
       });
       res.on('end', () => {
         const failure = parseWsFailure(body) ?? (res.statusCode === 401 ? WsMessage.UNAUTHORIZED : undefined);
-        finish(failure ? refused(failure) : {
-          status: 'fail',
-          detail: `handshake refused with HTTP ${res.statusCode}`,
-          fix: 'check that wsUrl points at the service WebSocket endpoint',
-        });
+        finish(
+          failure
+            ? refused(failure)
+            : {
+                status: 'fail',
+                detail: `handshake refused with HTTP ${res.statusCode}`,
+                fix: 'check that wsUrl points at the service WebSocket endpoint',
+              },
+        );
       });
       res.on('error', () => finish({ status: 'fail', detail: 'handshake answer broken off', fix: NETWORK_FIX }));
     });
@@ -185,7 +205,12 @@ export function checkWsHandshake(wsUrl: string, botId: string, token: string, si
       const failure = parseWsFailure(reason.toString('utf8'));
       if (failure) finish(refused(failure));
       else if (accepted) finish(accepted);
-      else finish({ status: 'fail', detail: `closed by the service right after the handshake (${code}${reason.length ? ` ${reason.toString('utf8')}` : ''})`, fix: 'run botlink doctor again; if it persists, ask the service operator' });
+      else
+        finish({
+          status: 'fail',
+          detail: `closed by the service right after the handshake (${code}${reason.length ? ` ${reason.toString('utf8')}` : ''})`,
+          fix: 'run botlink doctor again; if it persists, ask the service operator',
+        });
     });
     ws.on('error', (err) => finish({ status: 'fail', detail: `${wsUrl}: ${errorCode(err)}`, fix: `check wsUrl; ${NETWORK_FIX}` }));
   });

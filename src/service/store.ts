@@ -108,12 +108,8 @@ function prepareStatements(db: Database.Database) {
     findToken: db.prepare<[string], TokenRow>(
       'SELECT kind, access_key_id, identity_kind, identity_id, expires_at FROM tokens WHERE hash = ?',
     ),
-    botOfDevice: db.prepare<[string, string], { bot_id: string }>(
-      'SELECT bot_id FROM bots WHERE vendor_id = ? AND device_id = ?',
-    ),
-    insertDevice: db.prepare(
-      'INSERT INTO bots (bot_id, vendor_id, device_id, app_id, type, name) VALUES (?, ?, ?, ?, ?, ?)',
-    ),
+    botOfDevice: db.prepare<[string, string], { bot_id: string }>('SELECT bot_id FROM bots WHERE vendor_id = ? AND device_id = ?'),
+    insertDevice: db.prepare('INSERT INTO bots (bot_id, vendor_id, device_id, app_id, type, name) VALUES (?, ?, ?, ?, ?, ?)'),
     purgeNonces: db.prepare('DELETE FROM nonces WHERE expires_at < ?'),
     purgeTokens: db.prepare('DELETE FROM tokens WHERE expires_at < ?'),
     purgeRefreshed: db.prepare('DELETE FROM refreshed WHERE expires_at < ?'),

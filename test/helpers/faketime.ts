@@ -43,7 +43,11 @@ setTimeout(() => process.stdout.write(JSON.stringify({ d0, m0, wall: Date.now() 
 export function probeNodeClocks(spec: string): ClockProbe {
   const realBefore = Date.now();
   const monoBefore = Number(process.hrtime.bigint() / 1_000_000n);
-  const out = execFileSync(process.execPath, ['-e', PROBE], { env: { ...process.env, ...faketimeEnv(spec) }, encoding: 'utf8', timeout: 10_000 });
+  const out = execFileSync(process.execPath, ['-e', PROBE], {
+    env: { ...process.env, ...faketimeEnv(spec) },
+    encoding: 'utf8',
+    timeout: 10_000,
+  });
   const realAfter = Date.now();
   const monoAfter = Number(process.hrtime.bigint() / 1_000_000n);
   const r = JSON.parse(out) as { d0: number; m0: number; wall: number; perf: number };

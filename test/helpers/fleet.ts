@@ -177,7 +177,14 @@ export class FleetAgent {
 
   constructor(opts: { url: string; wsUrl: string; botId: string; link?: Partial<LinkOptions> }) {
     this.kit = new AgentKit({ url: opts.url, identity: { kind: 'bot', id: opts.botId } });
-    this.link = new LinkSupervisor({ wsUrl: opts.wsUrl, botId: opts.botId, tokens: this.kit.tokens, clock: systemClock, log: this.kit.log, ...opts.link });
+    this.link = new LinkSupervisor({
+      wsUrl: opts.wsUrl,
+      botId: opts.botId,
+      tokens: this.kit.tokens,
+      clock: systemClock,
+      log: this.kit.log,
+      ...opts.link,
+    });
     this.link.on('state', ({ state }: { state: LinkState }) => {
       if (state === 'connecting' || state === 'connected') this.events.push({ t: performance.now(), kind: state });
     });

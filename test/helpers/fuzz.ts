@@ -30,19 +30,59 @@ export const chance = (rng: Rng, p: number): boolean => rng() < p;
 export const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Content-Type values a peer may send, JSON or not. */
-export const CONTENT_TYPES: readonly string[] = ['application/json', 'application/json; charset=utf-8', 'text/html', 'text/plain', 'application/octet-stream', 'application/json; charset=latin1', '*/*', ''];
+export const CONTENT_TYPES: readonly string[] = [
+  'application/json',
+  'application/json; charset=utf-8',
+  'text/html',
+  'text/plain',
+  'application/octet-stream',
+  'application/json; charset=latin1',
+  '*/*',
+  '',
+];
 
 /** Characters that break naive parsers, escapers and header writers. */
 export const AWKWARD_CHARS = ['\u0000', '\n', '\r', '"', '\\', '\u007f', '\u00ff', '\u2028', '\u202e', '\ufeff', '\ud800', '😀', 'é'];
 
 /** Byte sequences that are not UTF-8. */
-export const INVALID_UTF8: readonly (readonly number[])[] = [[0xff], [0xc3, 0x28], [0x80], [0xed, 0xa0, 0x80], [0xf8, 0x88, 0x80, 0x80, 0x80], [0xe2, 0x82]];
+export const INVALID_UTF8: readonly (readonly number[])[] = [
+  [0xff],
+  [0xc3, 0x28],
+  [0x80],
+  [0xed, 0xa0, 0x80],
+  [0xf8, 0x88, 0x80, 0x80, 0x80],
+  [0xe2, 0x82],
+];
 
 /** Numbers a JSON reader must not take for a sane integer. */
-export const ODD_NUMBERS: readonly string[] = ['0', '-1', '1.5', '1e308', '1e999', '-1e999', '9007199254740993', '2e-400', '-0', '7200.000001', '1E3'];
+export const ODD_NUMBERS: readonly string[] = [
+  '0',
+  '-1',
+  '1.5',
+  '1e308',
+  '1e999',
+  '-1e999',
+  '9007199254740993',
+  '2e-400',
+  '-0',
+  '7200.000001',
+  '1E3',
+];
 
 /** Strings that look like numbers to a lax reader. */
-export const NUMBERISH_STRINGS: readonly string[] = ['NaN', 'Infinity', '-Infinity', '7200', '0x1C20', '', ' ', 'null', 'undefined', '1e3', '٧٢٠٠'];
+export const NUMBERISH_STRINGS: readonly string[] = [
+  'NaN',
+  'Infinity',
+  '-Infinity',
+  '7200',
+  '0x1C20',
+  '',
+  ' ',
+  'null',
+  'undefined',
+  '1e3',
+  '٧٢٠٠',
+];
 
 export function randomString(rng: Rng, maxLen: number): string {
   const len = int(rng, maxLen + 1);
@@ -77,7 +117,8 @@ export function randomJson(rng: Rng, depth = 3): unknown {
       return Array.from({ length: int(rng, 4) }, () => randomJson(rng, depth - 1));
     default: {
       const o: Record<string, unknown> = {};
-      for (let i = int(rng, 5); i > 0; i--) o[pick(rng, ['code', 'msg', 'accessToken', 'expireIn', 'data', 'state', 'x', randomString(rng, 6)])] = randomJson(rng, depth - 1);
+      for (let i = int(rng, 5); i > 0; i--)
+        o[pick(rng, ['code', 'msg', 'accessToken', 'expireIn', 'data', 'state', 'x', randomString(rng, 6)])] = randomJson(rng, depth - 1);
       return o;
     }
   }
@@ -92,7 +133,9 @@ export function deepNesting(rng: Rng, maxDepth: number): string {
 // ---- WebSocket wire (RFC 6455), for peers that must be able to send what no library would ----
 
 /** Close codes a peer may send, and codes no peer may (RFC 6455 §7.4). */
-export const VALID_CLOSE_CODES: readonly number[] = [1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014, 3000, 4000, 4001, 4999];
+export const VALID_CLOSE_CODES: readonly number[] = [
+  1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014, 3000, 4000, 4001, 4999,
+];
 export const INVALID_CLOSE_CODES: readonly number[] = [0, 999, 1004, 1005, 1006, 1015, 1016, 2999, 5000, 65535];
 
 /** Sec-WebSocket-Accept for a client's Sec-WebSocket-Key. */

@@ -7,7 +7,9 @@ import { createReferenceService, type ReferenceService, type ReferenceServiceOpt
 import { DAEMON_SECRET, DeviceDir, startDaemon, type DaemonProc } from './daemon-proc.js';
 
 /** The accounts a DeviceDir signs against by default: AK with DAEMON_SECRET, vendor V1 owning bot-1. */
-export const DAEMON_SEED: Seed = { accounts: [{ accessKeyId: 'AK', secretKey: DAEMON_SECRET, vendors: [{ vendorId: 'V1', bots: ['bot-1'] }] }] };
+export const DAEMON_SEED: Seed = {
+  accounts: [{ accessKeyId: 'AK', secretKey: DAEMON_SECRET, vendors: [{ vendorId: 'V1', bots: ['bot-1'] }] }],
+};
 
 export type Cleanup = () => unknown;
 

@@ -62,7 +62,8 @@ export class ManualClock implements Clock {
       const next = this.#sorted()[0];
       if (!next || next.at > until) break;
       // A chain of timers that re-arm at once would spin here forever: fail the test instead.
-      if (fired >= MAX_TIMERS_PER_ADVANCE) throw new Error(`ManualClock: over ${MAX_TIMERS_PER_ADVANCE} timers fired in one advance(${ms}): a timer re-arms at 0 ms?`);
+      if (fired >= MAX_TIMERS_PER_ADVANCE)
+        throw new Error(`ManualClock: over ${MAX_TIMERS_PER_ADVANCE} timers fired in one advance(${ms}): a timer re-arms at 0 ms?`);
       this.#timers = this.#timers.filter((t) => t !== next);
       this.#wall += next.at - this.#mono;
       this.#mono = next.at;

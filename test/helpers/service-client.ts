@@ -13,12 +13,7 @@ export interface Reply {
 }
 
 /** POSTs a body (an object is sent as JSON, a string or Buffer as is) and reads the whole answer. */
-export async function post(
-  baseUrl: string,
-  path: string,
-  body: unknown,
-  headers: Record<string, string> = {},
-): Promise<Reply> {
+export async function post(baseUrl: string, path: string, body: unknown, headers: Record<string, string> = {}): Promise<Reply> {
   const raw = typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body);
   const res = await request(new URL(path, baseUrl), {
     method: 'POST',

@@ -17,7 +17,9 @@ export const TEST_TOOLS = {
 export type TestTool = keyof typeof TEST_TOOLS;
 
 /** Debian's multiarch folders for the faketime package's preload library (amd64, arm64, armhf). */
-const LIBFAKETIME_PATHS = ['x86_64-linux-gnu', 'aarch64-linux-gnu', 'arm-linux-gnueabihf'].map((triplet) => `/usr/lib/${triplet}/faketime/libfaketime.so.1`);
+const LIBFAKETIME_PATHS = ['x86_64-linux-gnu', 'aarch64-linux-gnu', 'arm-linux-gnueabihf'].map(
+  (triplet) => `/usr/lib/${triplet}/faketime/libfaketime.so.1`,
+);
 
 /** PATH plus the sbin folders a non-root PATH lacks (logrotate lives in /usr/sbin). */
 function searchPath(): string[] {

@@ -23,7 +23,10 @@ async function clientFor(script: Script, opts: Partial<ConstructorParameters<typ
     onDateSample: (date) => samples.push(date),
     ...opts,
   });
-  cleanups.push(() => server.close(), () => client.close());
+  cleanups.push(
+    () => server.close(),
+    () => client.close(),
+  );
   return { server, client, samples };
 }
 
@@ -81,7 +84,12 @@ describe('CloudClient.getToken', () => {
     for (const body of [first!, second!]) {
       expect(body['accessNonce']).toMatch(/^[0-9a-f]{32}$/);
       const { accessKeyId, accessNonce, accessTimestamp, accessVersion } = body as Record<string, string>;
-      expect(body['accessSign']).toBe(signV2({ accessKeyId: accessKeyId!, accessNonce: accessNonce!, accessTimestamp: accessTimestamp!, accessVersion: accessVersion! }, SECRET));
+      expect(body['accessSign']).toBe(
+        signV2(
+          { accessKeyId: accessKeyId!, accessNonce: accessNonce!, accessTimestamp: accessTimestamp!, accessVersion: accessVersion! },
+          SECRET,
+        ),
+      );
     }
     expect(first!['accessNonce']).not.toBe(second!['accessNonce']);
     expect(samples).toHaveLength(2);
@@ -90,18 +98,29 @@ describe('CloudClient.getToken', () => {
 
   it('keeps a base path in baseUrl', async () => {
     const server = await startScriptedServer((_req, res) => json(res, tokenOk));
-    const client = new CloudClient({ baseUrl: `${server.url}/api/`, accessKeyId: 'AK', secretKey: { reveal: () => SECRET }, clock: systemClock });
-    cleanups.push(() => server.close(), () => client.close());
+    const client = new CloudClient({
+      baseUrl: `${server.url}/api/`,
+      accessKeyId: 'AK',
+      secretKey: { reveal: () => SECRET },
+      clock: systemClock,
+    });
+    cleanups.push(
+      () => server.close(),
+      () => client.close(),
+    );
     await client.getToken({ kind: 'bot', id: 'b' }, NOW);
     expect(server.requests[0]!.url).toBe('/api/auth/getToken');
   });
 
-  it.each([0, 5_000, 999_999_999_999, 10_000_000_000_000, Number.NaN])('refuses to sign with timestamp %d and sends nothing', async (ts) => {
-    const { client, server } = await clientFor((_req, res) => json(res, tokenOk));
-    const err = await failure(client.getToken({ kind: 'bot', id: 'b' }, ts));
-    expect(err.retry).toBe('needs-clock');
-    expect(server.requests).toHaveLength(0);
-  });
+  it.each([0, 5_000, 999_999_999_999, 10_000_000_000_000, Number.NaN])(
+    'refuses to sign with timestamp %d and sends nothing',
+    async (ts) => {
+      const { client, server } = await clientFor((_req, res) => json(res, tokenOk));
+      const err = await failure(client.getToken({ kind: 'bot', id: 'b' }, ts));
+      expect(err.retry).toBe('needs-clock');
+      expect(server.requests).toHaveLength(0);
+    },
+  );
 
   it.each([
     [1001, 'fatal'],
@@ -125,13 +144,62 @@ describe('CloudClient failures are typed', () => {
     ['malformed JSON', (_q, res) => res.end('{"code":0,'), 'ERR_BAD_RESPONSE', 'retry-backoff'],
     ['wrong types', (_q, res) => json(res, { ...tokenOk, expireIn: '7200' }), 'ERR_BAD_RESPONSE', 'retry-backoff'],
     ['a JSON array', (_q, res) => json(res, [1, 2]), 'ERR_BAD_RESPONSE', 'retry-backoff'],
-    ['HTTP 500 with HTML', (_q, res) => { res.writeHead(500, { 'content-type': 'text/html' }); res.end('<h1>oops</h1>'); }, 'ERR_HTTP_STATUS', 'retry-backoff'],
-    ['HTTP 503 with HTML', (_q, res) => { res.writeHead(503, { 'content-type': 'text/html' }); res.end('<h1>busy</h1>'); }, 'ERR_HTTP_STATUS', 'retry-backoff'],
-    ['HTTP 404', (_q, res) => { res.writeHead(404); res.end(); }, 'ERR_HTTP_STATUS', 'needs-config'],
-    ['a redirect', (_q, res) => { res.writeHead(302, { location: 'http://127.0.0.1:1/' }); res.end(); }, 'ERR_HTTP_REDIRECT', 'needs-config'],
+    [
+      'HTTP 500 with HTML',
+      (_q, res) => {
+        res.writeHead(500, { 'content-type': 'text/html' });
+        res.end('<h1>oops</h1>');
+      },
+      'ERR_HTTP_STATUS',
+      'retry-backoff',
+    ],
+    [
+      'HTTP 503 with HTML',
+      (_q, res) => {
+        res.writeHead(503, { 'content-type': 'text/html' });
+        res.end('<h1>busy</h1>');
+      },
+      'ERR_HTTP_STATUS',
+      'retry-backoff',
+    ],
+    [
+      'HTTP 404',
+      (_q, res) => {
+        res.writeHead(404);
+        res.end();
+      },
+      'ERR_HTTP_STATUS',
+      'needs-config',
+    ],
+    [
+      'a redirect',
+      (_q, res) => {
+        res.writeHead(302, { location: 'http://127.0.0.1:1/' });
+        res.end();
+      },
+      'ERR_HTTP_REDIRECT',
+      'needs-config',
+    ],
     ['a body over 64 KiB', (_q, res) => json(res, { ...tokenOk, pad: 'x'.repeat(70_000) }), 'ERR_RESPONSE_TOO_LARGE', 'retry-backoff'],
-    ['a reset mid-body', (_q, res) => { res.writeHead(200, { 'content-length': '500' }); res.write('{"code":0,"access'); setTimeout(() => res.socket?.destroy(), 20); }, 'ERR_NETWORK', 'retry-backoff'],
-    ['a body that never finishes', (_q, res) => { res.writeHead(200, { 'content-length': '500' }); res.write('{"code":0'); }, 'ERR_TIMEOUT', 'retry-backoff'],
+    [
+      'a reset mid-body',
+      (_q, res) => {
+        res.writeHead(200, { 'content-length': '500' });
+        res.write('{"code":0,"access');
+        setTimeout(() => res.socket?.destroy(), 20);
+      },
+      'ERR_NETWORK',
+      'retry-backoff',
+    ],
+    [
+      'a body that never finishes',
+      (_q, res) => {
+        res.writeHead(200, { 'content-length': '500' });
+        res.write('{"code":0');
+      },
+      'ERR_TIMEOUT',
+      'retry-backoff',
+    ],
     ['headers that never come', () => undefined, 'ERR_TIMEOUT', 'retry-backoff'],
   ];
   it.each(cases)('%s', async (_name, script, code, retry) => {
@@ -146,7 +214,12 @@ describe('CloudClient failures are typed', () => {
     await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
     const { port } = probe.address() as AddressInfo;
     await new Promise<void>((r) => probe.close(() => r()));
-    const client = new CloudClient({ baseUrl: `http://127.0.0.1:${port}`, accessKeyId: 'AK', secretKey: { reveal: () => SECRET }, clock: systemClock });
+    const client = new CloudClient({
+      baseUrl: `http://127.0.0.1:${port}`,
+      accessKeyId: 'AK',
+      secretKey: { reveal: () => SECRET },
+      clock: systemClock,
+    });
     cleanups.push(() => client.close());
     const err = await failure(client.getToken({ kind: 'bot', id: 'b' }, NOW));
     expect(err.code).toBe('ERR_NETWORK');
@@ -168,7 +241,10 @@ describe('CloudClient.sampleServerTime', () => {
       clock: systemClock,
       onDateSample: (date) => dates.push(date),
     });
-    cleanups.push(() => server.close(), () => client.close());
+    cleanups.push(
+      () => server.close(),
+      () => client.close(),
+    );
     await client.sampleServerTime();
     expect(server.requests.map((r) => [r.method, r.url, r.body])).toEqual([['HEAD', '/api/', '']]);
     expect(server.requests[0]!.headers['authorization']).toBeUndefined();

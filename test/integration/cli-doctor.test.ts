@@ -8,11 +8,27 @@ import { DAEMON_SECRET, runCli, type CliRun, type DeviceDir } from '../helpers/d
 import { cleanEnv } from '../helpers/env.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 
-const CHECKS = ['config', 'secret file', 'state dir', 'runtime dir', 'clock', 'dns', 'tcp', 'tls', 'server time', 'getToken', 'websocket', 'database'];
+const CHECKS = [
+  'config',
+  'secret file',
+  'state dir',
+  'runtime dir',
+  'clock',
+  'dns',
+  'tcp',
+  'tls',
+  'server time',
+  'getToken',
+  'websocket',
+  'database',
+];
 const { service, device, daemon } = useHarness();
 
 /** Runs doctor and splits its output into the check lines (by name) and the summary. */
-async function doctor(d: DeviceDir, env?: NodeJS.ProcessEnv): Promise<CliRun & { lines: Map<string, string>; summary: string; ms: number }> {
+async function doctor(
+  d: DeviceDir,
+  env?: NodeJS.ProcessEnv,
+): Promise<CliRun & { lines: Map<string, string>; summary: string; ms: number }> {
   const started = performance.now();
   const run = await runCli(['doctor', '--config', d.configFile], { ...(env && { env }) });
   const ms = performance.now() - started;
@@ -114,7 +130,9 @@ describe('botlink doctor (the built bundle as a child process)', () => {
     const r = await doctor(d, cleanEnv({ PATH: `${bin}:${process.env.PATH ?? ''}` }));
     expect(r.code).toBe(1);
     expect(line(r.lines, 'clock')).toMatch(/^ok {4}clock: synced/);
-    expect(line(r.lines, 'server time')).toMatch(/^FAIL {2}server time: the service clock is (59\d|60\d)\.\d s ahead of .* synced — fix: .*NTP/);
+    expect(line(r.lines, 'server time')).toMatch(
+      /^FAIL {2}server time: the service clock is (59\d|60\d)\.\d s ahead of .* synced — fix: .*NTP/,
+    );
     // The signing time still comes from the service, so the round trip works.
     expect(line(r.lines, 'getToken')).toMatch(/^ok {4}getToken: .*signed with the service's time/);
   });
@@ -152,7 +170,9 @@ describe('botlink doctor (the built bundle as a child process)', () => {
     mkdirSync(d.stateDir);
     writeFileSync(join(d.stateDir, 'botlink.db'), 'not a database at all, just bytes'.repeat(200));
     const corrupt = await doctor(d);
-    expect(line(corrupt.lines, 'database')).toMatch(/^FAIL {2}database: token database was corrupt.*\(to .*botlink\.db\.corrupt-\d+\) — fix: /);
+    expect(line(corrupt.lines, 'database')).toMatch(
+      /^FAIL {2}database: token database was corrupt.*\(to .*botlink\.db\.corrupt-\d+\) — fix: /,
+    );
     expect(corrupt.code).toBe(1);
 
     chmodSync(join(d.stateDir, 'botlink.db'), 0o644);

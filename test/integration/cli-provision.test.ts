@@ -9,7 +9,11 @@ function provision(d: DeviceDir, ...flags: string[]) {
 }
 
 function botIdOf(stdout: string): string | undefined {
-  return stdout.trimEnd().split('\n').at(-1)?.match(/^botId: (\S+)$/)?.[1];
+  return stdout
+    .trimEnd()
+    .split('\n')
+    .at(-1)
+    ?.match(/^botId: (\S+)$/)?.[1];
 }
 
 describe('botlink provision', () => {

@@ -113,7 +113,10 @@ describe('botlink status', () => {
     const d = device(svc, { botId: 'bot-1' }, 'not-the-secret');
     daemon(d);
     await waitFor(() => d.status()?.token.lastError != null, 10_000, 'status.json token.lastError');
-    expect(d.status()!.token).toMatchObject({ lastError: expect.stringMatching(/^getToken refused with code 1005/), fix: expect.stringMatching(/secret-key file/) });
+    expect(d.status()!.token).toMatchObject({
+      lastError: expect.stringMatching(/^getToken refused with code 1005/),
+      fix: expect.stringMatching(/secret-key file/),
+    });
     const { human, json } = await status(d, ['not-the-secret']);
     expect(json.token.fix).toMatch(/secret-key file/);
     expect(human).toMatch(/^last error: +token: getToken refused with code 1005\b.* — fix: .*secret-key file/m);

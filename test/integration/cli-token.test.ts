@@ -96,7 +96,7 @@ describe('botlink token', () => {
     expect(svc.stats.getToken.total).toBe(0);
   });
 
-  it('uses the running daemon\'s token instead of signing again', async () => {
+  it("uses the running daemon's token instead of signing again", async () => {
     const svc = await service(DAEMON_SEED);
     const d = device(svc.url);
     daemon(d);

@@ -33,8 +33,17 @@ async function rig(script: Script, opts: Partial<CloudClientOptions> = {}) {
     arrive();
     script(req, res, body);
   });
-  const client = new CloudClient({ baseUrl: server.url, accessKeyId: 'AK', secretKey: { reveal: () => 'SK' }, clock: systemClock, ...opts });
-  cleanups.push(() => server.close(), () => client.close());
+  const client = new CloudClient({
+    baseUrl: server.url,
+    accessKeyId: 'AK',
+    secretKey: { reveal: () => 'SK' },
+    clock: systemClock,
+    ...opts,
+  });
+  cleanups.push(
+    () => server.close(),
+    () => client.close(),
+  );
   return { server, client, arrived };
 }
 
@@ -78,17 +87,24 @@ describe('every cloud call has a total deadline', () => {
 
   it('defaults to the longest per-phase timeout, so no phase outlasts it', async () => {
     // The body timeout is the longest and restarts with every byte: only the deadline it implies ends the call.
-    const { client } = await rig(trickleBody(TRICKLE.everyMs, TRICKLE.totalBytes, { bytes: 0 }), { connectTimeoutMs: 500, headersTimeoutMs: 500, bodyTimeoutMs: 2000 });
+    const { client } = await rig(trickleBody(TRICKLE.everyMs, TRICKLE.totalBytes, { bytes: 0 }), {
+      connectTimeoutMs: 500,
+      headersTimeoutMs: 500,
+      bodyTimeoutMs: 2000,
+    });
     const { err } = await rejection(call(client, 'getToken'));
     expect(err).toMatchObject({ code: 'ERR_TIMEOUT', retry: 'retry-backoff' });
     expect(err.message).toContain('the cloud did not answer within 2 s');
   });
 
   it('a call that finishes within the deadline is not disturbed by it', async () => {
-    const { client } = await rig((_req, res) => {
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ accessToken: 'at', expireIn: 60, code: 0, msg: '' }));
-    }, { deadlineMs: 5000 });
+    const { client } = await rig(
+      (_req, res) => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ accessToken: 'at', expireIn: 60, code: 0, msg: '' }));
+      },
+      { deadlineMs: 5000 },
+    );
     await expect(client.refreshToken({ kind: 'bot', id: 'b' }, 'rt')).resolves.toEqual({ accessToken: 'at', expireIn: 60 });
   });
 });

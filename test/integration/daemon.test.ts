@@ -41,7 +41,9 @@ describe('botlink run (the built bundle as a child process)', () => {
     const second = daemon(d);
     const result = await second.exited;
     expect(result.code).toBe(69);
-    expect(second.stderr).toMatch(/another botlink daemon \(pid \d+\) already runs .*\n {2}fix: stop it first \(systemctl stop botlink\)\n/);
+    expect(second.stderr).toMatch(
+      /another botlink daemon \(pid \d+\) already runs .*\n {2}fix: stop it first \(systemctl stop botlink\)\n/,
+    );
   });
 
   it('reopens its log file on SIGHUP (logrotate renames, then signals)', async () => {

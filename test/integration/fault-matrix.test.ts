@@ -150,7 +150,11 @@ const isConnected = (r: Rig) => (): boolean => r.link.status.state === 'connecte
 
 /** Connected again after the fault: at least `afterReconnects` reconnects, state machine never left its five states. */
 async function expectRecovered(r: Rig, afterReconnects: number, what: string): Promise<void> {
-  await waitFor(() => r.link.status.state === 'connected' && r.link.status.reconnects >= afterReconnects, 10_000, `recovery to connected after ${what}`);
+  await waitFor(
+    () => r.link.status.state === 'connected' && r.link.status.reconnects >= afterReconnects,
+    10_000,
+    `recovery to connected after ${what}`,
+  );
   expect(r.link.status.lastError).toBeNull();
   expect(r.states.filter((s) => !LINK_STATES.has(s))).toEqual([]);
 }
@@ -165,7 +169,12 @@ function expectPairKept(r: Rig, before: TokenPair, signedBefore: number, failure
 async function firstConnect(r: Rig): Promise<{ before: TokenPair; signed: number; failures: number; reconnects: number }> {
   r.start();
   await waitFor(isConnected(r), 10_000, 'first connect');
-  return { before: r.pair()!, signed: r.kit.tokens.snapshot().renewals.signed, failures: r.tokenFailures.length, reconnects: r.link.status.reconnects };
+  return {
+    before: r.pair()!,
+    signed: r.kit.tokens.snapshot().renewals.signed,
+    failures: r.tokenFailures.length,
+    reconnects: r.link.status.reconnects,
+  };
 }
 
 const brokenAnswers = (r: Rig, route: 'getToken' | 'refreshToken'): number => r.svc.stats[route].total - r.svc.stats[route].ok;
@@ -306,7 +315,9 @@ const KINDS: [string, () => Promise<void>][] = [
     async () => {
       const r = await rig();
       const { before, signed, failures, reconnects } = await firstConnect(r);
-      const intruder = new WebSocket(`${r.svc.wsUrl}?botId=bot-1`, { headers: { Authorization: `Bearer ${await r.kit.tokens.current()}` } });
+      const intruder = new WebSocket(`${r.svc.wsUrl}?botId=bot-1`, {
+        headers: { Authorization: `Bearer ${await r.kit.tokens.current()}` },
+      });
       intruder.on('error', () => undefined);
       await waitFor(() => r.displaced === 1 && r.link.status.state === 'displaced', 5000, 'the agent displaced');
       expect(r.link.status.lastError).toContain('REPEAT_CLIENT_SESSION');

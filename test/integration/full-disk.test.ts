@@ -30,8 +30,15 @@ function smallDisk(dir = mkdtempSync(join(tempDir('botlink-disk-'), 'state-'))):
 function kitOn(svc: ReferenceService, stateDir: string): { k: AgentKit; store: TokenStore; changes: Changes } {
   const store = TokenStore.open(stateDir);
   const changes = new Changes();
-  const k = new AgentKit({ url: svc.url, secret: SECRET, manager: { store, backoff: FAST, saveBackoff: FAST, onChange: changes.onChange } });
-  cleanups.push(() => store.close(), () => k.close());
+  const k = new AgentKit({
+    url: svc.url,
+    secret: SECRET,
+    manager: { store, backoff: FAST, saveBackoff: FAST, onChange: changes.onChange },
+  });
+  cleanups.push(
+    () => store.close(),
+    () => k.close(),
+  );
   return { k, store, changes };
 }
 
@@ -120,10 +127,18 @@ describe('the daemon on a full or read-only disk', () => {
 
     expect((await p.stop('SIGTERM')).code).toBe(0);
     const again = daemon(d);
-    await waitFor(() => d.status()?.pid === again.child.pid && d.status()?.link.state === 'connected', 15_000, 'connected after a restart on the full disk');
+    await waitFor(
+      () => d.status()?.pid === again.child.pid && d.status()?.link.state === 'connected',
+      15_000,
+      'connected after a restart on the full disk',
+    );
 
     rmSync(filler);
-    await waitFor(() => d.status()?.store?.persisted === true && d.log().includes('state persisted again'), 15_000, 'the save once space returned');
+    await waitFor(
+      () => d.status()?.store?.persisted === true && d.log().includes('state persisted again'),
+      15_000,
+      'the save once space returned',
+    );
     const held = d.status()!.token.accessExpiresAt!;
     const reader = TokenStore.open(d.stateDir, { readOnly: true });
     cleanups.push(() => reader.close());

@@ -33,7 +33,14 @@ import { startScriptedServer } from '../helpers/scripted-server.js';
 const SEED = fuzzSeed(20261122);
 const HTTP_CASES = 2400;
 
-const RETRY_CLASSES: ReadonlySet<RetryClass> = new Set(['retry-soon', 'retry-backoff', 'needs-clock', 'needs-config', 'needs-provisioning', 'fatal']);
+const RETRY_CLASSES: ReadonlySet<RetryClass> = new Set([
+  'retry-soon',
+  'retry-backoff',
+  'needs-clock',
+  'needs-config',
+  'needs-provisioning',
+  'fatal',
+]);
 const MAX_RESPONSE_BYTES = 64 * 1024;
 
 const unexpected = collectUnexpected();
@@ -64,8 +71,22 @@ interface HttpCase {
   shape: string;
 }
 
-const STATUSES = [200, 201, 202, 204, 206, 299, 301, 302, 304, 307, 308, 400, 401, 403, 404, 405, 408, 413, 418, 429, 451, 500, 502, 503, 504, 599, 999];
-const GARBAGE_DATES = ['yesterday', '', 'Thu, 01 Jan 1970 00:00:00 GMT', 'Fri, 31 Dec 9999 23:59:59 GMT', '0', '-1', 'NaN', ' ', 'Mon, 32 Foo 2025 25:61:61 GMT', '2025-11-21T00:00:00Z', '1763683200000'];
+const STATUSES = [
+  200, 201, 202, 204, 206, 299, 301, 302, 304, 307, 308, 400, 401, 403, 404, 405, 408, 413, 418, 429, 451, 500, 502, 503, 504, 599, 999,
+];
+const GARBAGE_DATES = [
+  'yesterday',
+  '',
+  'Thu, 01 Jan 1970 00:00:00 GMT',
+  'Fri, 31 Dec 9999 23:59:59 GMT',
+  '0',
+  '-1',
+  'NaN',
+  ' ',
+  'Mon, 32 Foo 2025 25:61:61 GMT',
+  '2025-11-21T00:00:00Z',
+  '1763683200000',
+];
 /** Answers no HTTP parser may accept. */
 const RAW_ANSWERS = [
   'HTTP/1.1 200 OK\r\nContent-Length: abc\r\n\r\n{}',
@@ -86,7 +107,14 @@ function token(rng: Rng): string {
 function successBody(rng: Rng, method: Method): Record<string, unknown> {
   switch (method) {
     case 'getToken':
-      return { accessToken: token(rng), expireIn: 1 + int(rng, 1e6), refreshToken: token(rng), refreshExpireIn: 1 + int(rng, 1e7), code: 0, msg: '' };
+      return {
+        accessToken: token(rng),
+        expireIn: 1 + int(rng, 1e6),
+        refreshToken: token(rng),
+        refreshExpireIn: 1 + int(rng, 1e7),
+        code: 0,
+        msg: '',
+      };
     case 'refreshToken':
     case 'sampleServerTime':
       return { accessToken: token(rng), expireIn: 1 + int(rng, 1e6), code: 0, msg: pick(rng, ['', 'ok', 'success']) };
@@ -120,11 +148,17 @@ function httpBody(rng: Rng, method: Method): { body: Buffer; shape: string } {
       // Number literals no JSON.stringify would produce: huge, fractional, NaN-like.
       const literal = pick(rng, [...ODD_NUMBERS, 'NaN', 'Infinity', '-Infinity', '0x10', '+1', '01']);
       const field = pick(rng, ['code', 'expireIn', 'refreshExpireIn']);
-      return { body: Buffer.from(JSON.stringify({ ...success, [field]: '@n@' }).replace('"@n@"', literal)), shape: `literal ${field}=${literal}` };
+      return {
+        body: Buffer.from(JSON.stringify({ ...success, [field]: '@n@' }).replace('"@n@"', literal)),
+        shape: `literal ${field}=${literal}`,
+      };
     }
     case 5: {
       const code = pick(rng, [1001, 1002, 1003, 1004, 1005, 1006, 1007, 42, -1, 2 ** 31, 4.5, '1006', 1e21, null]);
-      const answer = method === 'registerDevice' ? { state: 'FAILURE', code, msg: randomString(rng, 30) } : { code, msg: chance(rng, 0.8) ? randomString(rng, 30) : oddValue(rng) };
+      const answer =
+        method === 'registerDevice'
+          ? { state: 'FAILURE', code, msg: randomString(rng, 30) }
+          : { code, msg: chance(rng, 0.8) ? randomString(rng, 30) : oddValue(rng) };
       return { body: text(answer), shape: 'code-failure' };
     }
     case 6:
@@ -138,7 +172,10 @@ function httpBody(rng: Rng, method: Method): { body: Buffer; shape: string } {
     case 9: {
       const whole = text(success);
       const at = whole.indexOf('"', 2) + 1;
-      return { body: Buffer.concat([whole.subarray(0, at), Buffer.from(pick(rng, INVALID_UTF8)), whole.subarray(at)]), shape: 'invalid-utf8' };
+      return {
+        body: Buffer.concat([whole.subarray(0, at), Buffer.from(pick(rng, INVALID_UTF8)), whole.subarray(at)]),
+        shape: 'invalid-utf8',
+      };
     }
     case 10:
       return { body: Buffer.alloc(0), shape: 'empty' };
@@ -149,7 +186,12 @@ function httpBody(rng: Rng, method: Method): { body: Buffer; shape: string } {
       return { body: text({ ...success, padding: 'x'.repeat(pad) }), shape: 'oversize' };
     }
     default:
-      return { body: Buffer.from(pick(rng, ['<html><body>502 Bad Gateway</body></html>', 'null', '[]', '"text"', '0', 'true', '{}', '{"code":0}', ' {"code":0} '])), shape: 'odd-document' };
+      return {
+        body: Buffer.from(
+          pick(rng, ['<html><body>502 Bad Gateway</body></html>', 'null', '[]', '"text"', '0', 'true', '{}', '{"code":0}', ' {"code":0} ']),
+        ),
+        shape: 'odd-document',
+      };
   }
 }
 
@@ -163,10 +205,23 @@ function httpCase(rng: Rng, index: number): HttpCase {
   if (date === 0) headers['date'] = new Date().toUTCString();
   else if (date === 1) headers['date'] = pick(rng, GARBAGE_DATES);
   else if (date === 2) headers['date'] = [new Date().toUTCString(), pick(rng, GARBAGE_DATES)];
-  if (status >= 300 && status < 400 && chance(rng, 0.7)) headers['location'] = pick(rng, ['/elsewhere', 'http://127.0.0.1:1/', 'https://example.invalid/auth']);
+  if (status >= 300 && status < 400 && chance(rng, 0.7))
+    headers['location'] = pick(rng, ['/elsewhere', 'http://127.0.0.1:1/', 'https://example.invalid/auth']);
   const t = rng();
   let transport: Transport =
-    t < 0.82 ? 'whole' : t < 0.9 ? 'chunked' : t < 0.925 ? 'reset-before-headers' : t < 0.95 ? 'reset-mid-body' : t < 0.953 ? 'stall-headers' : t < 0.956 ? 'stall-body' : 'raw';
+    t < 0.82
+      ? 'whole'
+      : t < 0.9
+        ? 'chunked'
+        : t < 0.925
+          ? 'reset-before-headers'
+          : t < 0.95
+            ? 'reset-mid-body'
+            : t < 0.953
+              ? 'stall-headers'
+              : t < 0.956
+                ? 'stall-body'
+                : 'raw';
   // A 204, a 304, an empty body or the answer to a HEAD is complete once the headers are in: there is no body left to break.
   const bodiless = status === 204 || status === 304 || body.length === 0 || method === 'sampleServerTime';
   if (bodiless && ['chunked', 'reset-mid-body', 'stall-body'].includes(transport)) transport = 'whole';
@@ -234,7 +289,9 @@ function expected(c: HttpCase): Expected {
   // A server time sample takes any status and no body; only a Date that can be read counts.
   if (c.method === 'sampleServerTime') {
     const date = c.headers['date'];
-    return typeof date === 'string' && Number.isFinite(Date.parse(date)) ? { ok: true, value: undefined } : { ok: false, code: 'ERR_BAD_RESPONSE' };
+    return typeof date === 'string' && Number.isFinite(Date.parse(date))
+      ? { ok: true, value: undefined }
+      : { ok: false, code: 'ERR_BAD_RESPONSE' };
   }
   const noBody = c.status === 204 || c.status === 304;
   const oversize = !noBody && c.body.length > MAX_RESPONSE_BYTES;
@@ -254,7 +311,8 @@ function expected(c: HttpCase): Expected {
   }
   if (!isObject(json)) return { ok: false, code: 'ERR_BAD_RESPONSE' };
   if (c.method === 'registerDevice') {
-    if (json['state'] === 'SUCCESS') return goodText(json['data']) ? { ok: true, value: json['data'] } : { ok: false, code: 'ERR_BAD_RESPONSE' };
+    if (json['state'] === 'SUCCESS')
+      return goodText(json['data']) ? { ok: true, value: json['data'] } : { ok: false, code: 'ERR_BAD_RESPONSE' };
     return json['state'] === 'FAILURE' ? { ok: false, code: 'ERR_REGISTER_REFUSED' } : { ok: false, code: 'ERR_BAD_RESPONSE' };
   }
   const code = json['code'];
@@ -286,10 +344,13 @@ function judge(c: HttpCase, outcome: { ok: true; value: unknown } | { ok: false;
   const what = `#${c.index} ${c.method} ${c.transport} ${c.status} ${c.shape} ${JSON.stringify(c.body.subarray(0, 100).toString('latin1'))}`;
   if (outcome.ok) {
     if (!want.ok) return `${what}: resolved ${JSON.stringify(outcome.value)?.slice(0, 120)}, expected ${String(want.code)}`;
-    return JSON.stringify(outcome.value) === JSON.stringify(want.value) ? undefined : `${what}: resolved ${JSON.stringify(outcome.value)?.slice(0, 120)} instead of the body's values`;
+    return JSON.stringify(outcome.value) === JSON.stringify(want.value)
+      ? undefined
+      : `${what}: resolved ${JSON.stringify(outcome.value)?.slice(0, 120)} instead of the body's values`;
   }
   const { err } = outcome;
-  if (!(err instanceof CloudError)) return `${what}: threw ${err instanceof Error ? `${err.constructor.name} ${err.message}` : String(err)}, not a CloudError`;
+  if (!(err instanceof CloudError))
+    return `${what}: threw ${err instanceof Error ? `${err.constructor.name} ${err.message}` : String(err)}, not a CloudError`;
   if (!RETRY_CLASSES.has(err.retry)) return `${what}: unknown retry class ${err.retry}`;
   if (want.ok) return `${what}: failed with ${err.code} (${err.message}) on a valid success`;
   const matches = typeof want.code === 'string' ? err.code === want.code : want.code.test(err.code);
@@ -350,7 +411,11 @@ describe(`CloudClient under generated answers (seed ${SEED})`, () => {
           );
           const problem = judge(c, outcome);
           if (problem) problems.push(problem);
-          const key = outcome.ok ? 'success' : outcome.err instanceof CloudError ? outcome.err.code.replace(/^ERR_CLOUD_.*/, 'ERR_CLOUD_n') : 'other';
+          const key = outcome.ok
+            ? 'success'
+            : outcome.err instanceof CloudError
+              ? outcome.err.code.replace(/^ERR_CLOUD_.*/, 'ERR_CLOUD_n')
+              : 'other';
           tally[key] = (tally[key] ?? 0) + 1;
         }
       } finally {
@@ -361,7 +426,18 @@ describe(`CloudClient under generated answers (seed ${SEED})`, () => {
     expect(problems, `seed ${SEED}`).toEqual([]);
     expect(misrouted, `seed ${SEED}`).toEqual([]);
     // Every class of outcome is reached, valid successes included.
-    for (const key of ['success', 'ERR_BAD_RESPONSE', 'ERR_HTTP_STATUS', 'ERR_HTTP_REDIRECT', 'ERR_NETWORK', 'ERR_TIMEOUT', 'ERR_RESPONSE_TOO_LARGE', 'ERR_CLOUD_n', 'ERR_REFRESH_REFUSED', 'ERR_REGISTER_REFUSED']) {
+    for (const key of [
+      'success',
+      'ERR_BAD_RESPONSE',
+      'ERR_HTTP_STATUS',
+      'ERR_HTTP_REDIRECT',
+      'ERR_NETWORK',
+      'ERR_TIMEOUT',
+      'ERR_RESPONSE_TOO_LARGE',
+      'ERR_CLOUD_n',
+      'ERR_REFRESH_REFUSED',
+      'ERR_REGISTER_REFUSED',
+    ]) {
       expect(tally[key] ?? 0, `${key} in ${JSON.stringify(tally)}`).toBeGreaterThan(0);
     }
     expect(serverTime.now() === undefined || Number.isFinite(serverTime.now())).toBe(true);

@@ -71,7 +71,23 @@ function carrierMeaning(payload: string, bare = true): { failure: Failure | unde
   return { failure: undefined, ambiguous: loose };
 }
 
-const NEAR_MESSAGES = ['unauthorized', 'UNAUTHORIZED', 'Unauthorized.', 'Un authorized', 'Unauthorised', 'Unauthorized\u0000', 'REPEAT_CLIENT_SESSIONS', 'repeat_client_session', 'REPEAT-CLIENT-SESSION', 'botId not found', 'botId not found or invalid!', 'botid not found or invalid', 'code 400', '400', ''];
+const NEAR_MESSAGES = [
+  'unauthorized',
+  'UNAUTHORIZED',
+  'Unauthorized.',
+  'Un authorized',
+  'Unauthorised',
+  'Unauthorized\u0000',
+  'REPEAT_CLIENT_SESSIONS',
+  'repeat_client_session',
+  'REPEAT-CLIENT-SESSION',
+  'botId not found',
+  'botId not found or invalid!',
+  'botid not found or invalid',
+  'code 400',
+  '400',
+  '',
+];
 const NEAR_CODES: readonly unknown[] = [200, 500, 4000, 40, -400, 400.5, null, 'x', true, [400], 0];
 
 function canonicalCarrier(rng: Rng, failure: Failure, bare = true): string {
@@ -98,7 +114,15 @@ function nearMissCarrier(rng: Rng): string {
     case 2:
       return JSON.stringify({ code: pick(rng, NEAR_CODES), msg: pick(rng, FAILURES) });
     case 3:
-      return JSON.stringify(pick(rng, [{ msg: pick(rng, FAILURES) }, { code: 400 }, [400, pick(rng, FAILURES)], { code: 400, msg: [pick(rng, FAILURES)] }, { code: 400, msg: { text: pick(rng, FAILURES) } }]));
+      return JSON.stringify(
+        pick(rng, [
+          { msg: pick(rng, FAILURES) },
+          { code: 400 },
+          [400, pick(rng, FAILURES)],
+          { code: 400, msg: [pick(rng, FAILURES)] },
+          { code: 400, msg: { text: pick(rng, FAILURES) } },
+        ]),
+      );
     case 4:
       return JSON.stringify(randomJson(rng, 3));
     default:
@@ -122,7 +146,11 @@ function refusalScenario(rng: Rng): WsScenario {
   const status = pick(rng, [400, 400, 401, 401, 403, 404, 426, 429, 500, 503, 200, 301, 418]);
   const carrier = int(rng, 3);
   const failure = carrier === 0 ? pick(rng, FAILURES) : undefined;
-  const body = failure ? canonicalCarrier(rng, failure) : carrier === 1 ? nearMissCarrier(rng) : pick(rng, ['', '<html>nope</html>', randomString(rng, 200), 'x'.repeat(5000 + int(rng, 20_000))]);
+  const body = failure
+    ? canonicalCarrier(rng, failure)
+    : carrier === 1
+      ? nearMissCarrier(rng)
+      : pick(rng, ['', '<html>nope</html>', randomString(rng, 200), 'x'.repeat(5000 + int(rng, 20_000))]);
   const delivery = pick(rng, ['length', 'length', 'chunked', 'close', 'truncated'] as const);
   const bytes = Buffer.from(body);
   const head = [`HTTP/1.1 ${status} ${pick(rng, ['Bad Request', 'Nope', ''])}`, `Content-Type: ${pick(rng, CONTENT_TYPES)}`];
@@ -135,7 +163,10 @@ function refusalScenario(rng: Rng): WsScenario {
     payload = bytes;
   } else if (delivery === 'chunked') {
     head.push('Transfer-Encoding: chunked');
-    payload = bytes.length > 0 ? Buffer.concat([Buffer.from(`${bytes.length.toString(16)}\r\n`), bytes, Buffer.from('\r\n0\r\n\r\n')]) : Buffer.from('0\r\n\r\n');
+    payload =
+      bytes.length > 0
+        ? Buffer.concat([Buffer.from(`${bytes.length.toString(16)}\r\n`), bytes, Buffer.from('\r\n0\r\n\r\n')])
+        : Buffer.from('0\r\n\r\n');
   } else {
     payload = bytes;
   }
@@ -205,7 +236,9 @@ function openScenario(rng: Rng): WsScenario {
       messages++;
       desc.push(`text ${JSON.stringify(text.slice(0, 40))}`);
     } else if (kind === 2) {
-      parts.push(frame(0x2, Buffer.from(chance(rng, 0.5) ? JSON.stringify({ code: 400, msg: pick(rng, FAILURES) }) : randomBytes(rng, 300))));
+      parts.push(
+        frame(0x2, Buffer.from(chance(rng, 0.5) ? JSON.stringify({ code: 400, msg: pick(rng, FAILURES) }) : randomBytes(rng, 300))),
+      );
       messages++;
       desc.push('binary');
     } else if (kind === 3) {
@@ -228,7 +261,8 @@ function openScenario(rng: Rng): WsScenario {
   if (carrier === 'close') ending = 'close';
   let checkable = true;
   if (ending === 'close') {
-    const reason = carrier === 'close' && failure ? canonicalCarrier(rng, failure) : chance(rng, 0.5) ? nearMissCarrier(rng).slice(0, 40) : '';
+    const reason =
+      carrier === 'close' && failure ? canonicalCarrier(rng, failure) : chance(rng, 0.5) ? nearMissCarrier(rng).slice(0, 40) : '';
     if (carrier !== 'close') ambiguous ||= carrierMeaning(reason).ambiguous || carrierMeaning(reason).failure !== undefined;
     const reasonBytes = Buffer.from(reason);
     const code = pick(rng, VALID_CLOSE_CODES);
@@ -256,7 +290,12 @@ function openScenario(rng: Rng): WsScenario {
   return {
     write: (key) => {
       const accept = wsAccept(key);
-      return Buffer.concat([Buffer.from(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`), ...parts]);
+      return Buffer.concat([
+        Buffer.from(
+          `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`,
+        ),
+        ...parts,
+      ]);
     },
     failure,
     ambiguous,
@@ -332,7 +371,11 @@ async function runLane(lane: number, logDir: string): Promise<LaneResult> {
       if (n > WS_PER_LANE) return resolve();
       stall = setTimeout(() => {
         const stuck = peer.served.get(n);
-        reject(new Error(`seed ${SEED} lane ${lane}: the link made no progress for 10 s at attempt ${n} (${stuck?.desc ?? 'never reached the peer'}), state ${link.status.state}`));
+        reject(
+          new Error(
+            `seed ${SEED} lane ${lane}: the link made no progress for 10 s at attempt ${n} (${stuck?.desc ?? 'never reached the peer'}), state ${link.status.state}`,
+          ),
+        );
       }, 10_000);
     };
   });
@@ -372,7 +415,10 @@ async function runLane(lane: number, logDir: string): Promise<LaneResult> {
     const a = attempts[n];
     if (a) a.messages++;
   });
-  cleanups.push(() => link.stop(), () => clearTimeout(stall));
+  cleanups.push(
+    () => link.stop(),
+    () => clearTimeout(stall),
+  );
   progressed();
   link.start();
   await done;
@@ -397,8 +443,10 @@ async function runLane(lane: number, logDir: string): Promise<LaneResult> {
     if (s.messages !== undefined) messagesChecked++;
     const endings = a.backoffs.length + (a.invalidated && a.backoffs.length === 0 ? 1 : 0);
     if (seen.length > 1 || endings !== 1) problems.push(`${where}: ${endings} endings, recognised [${seen.join(', ')}] for ${s.desc}`);
-    else if (!s.ambiguous && seen[0] !== s.failure) problems.push(`${where}: recognised ${seen[0] ?? 'nothing'}, expected ${s.failure ?? 'nothing'} for ${s.desc}`);
-    else if (s.messages !== undefined && a.messages !== s.messages) problems.push(`${where}: passed on ${a.messages} messages, expected ${s.messages} for ${s.desc}`);
+    else if (!s.ambiguous && seen[0] !== s.failure)
+      problems.push(`${where}: recognised ${seen[0] ?? 'nothing'}, expected ${s.failure ?? 'nothing'} for ${s.desc}`);
+    else if (s.messages !== undefined && a.messages !== s.messages)
+      problems.push(`${where}: passed on ${a.messages} messages, expected ${s.messages} for ${s.desc}`);
   }
   return { problems, states, attempts: WS_PER_LANE, recognised, messagesChecked };
 }

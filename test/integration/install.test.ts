@@ -118,7 +118,9 @@ describe('scripts/install.sh', () => {
     expect(lines).toContain('+ systemctl enable --now botlink-logrotate.timer');
   });
 
-  it('installs a working tree into a prefix: program, command, unit, logrotate, config 0600, no secret, no systemctl', { timeout: INSTALL_TIMEOUT_MS }, () => {
+  it('installs a working tree into a prefix: program, command, unit, logrotate, config 0600, no secret, no systemctl', {
+    timeout: INSTALL_TIMEOUT_MS,
+  }, () => {
     const bin = fakeBin(false);
     const root = tempDir('botlink-root-');
     const r = install(['--prefix', root], bin);
@@ -130,7 +132,9 @@ describe('scripts/install.sh', () => {
     expect(readFileSync(join(app, 'dist', 'botlink.mjs')).equals(readFileSync(BUNDLE))).toBe(true);
     expect(mode(join(app, 'dist', 'botlink.mjs'))).toBe('0755');
     expect(mode(join(app, 'bin', 'botlink'))).toBe('0755');
-    expect(readFileSync(join(root, 'etc/systemd/system/botlink.service'), 'utf8')).toBe(readFileSync(join(ROOT, 'systemd/botlink.service'), 'utf8'));
+    expect(readFileSync(join(root, 'etc/systemd/system/botlink.service'), 'utf8')).toBe(
+      readFileSync(join(ROOT, 'systemd/botlink.service'), 'utf8'),
+    );
     expect(mode(join(root, 'etc/systemd/system/botlink.service'))).toBe('0644');
     expect(readFileSync(join(root, 'etc/logrotate.d/botlink'), 'utf8')).toBe(readFileSync(join(ROOT, 'systemd/botlink.logrotate'), 'utf8'));
     expect(mode(join(root, 'etc/logrotate.d/botlink'))).toBe('0644');
@@ -140,7 +144,9 @@ describe('scripts/install.sh', () => {
       expect(mode(join(root, 'etc/systemd/system', unit))).toBe('0644');
     }
     expect(mode(join(root, 'etc/botlink'))).toBe('0755');
-    expect(readFileSync(join(root, 'etc/botlink/config.json'), 'utf8')).toBe(readFileSync(join(ROOT, 'systemd/config.example.json'), 'utf8'));
+    expect(readFileSync(join(root, 'etc/botlink/config.json'), 'utf8')).toBe(
+      readFileSync(join(ROOT, 'systemd/config.example.json'), 'utf8'),
+    );
     expect(mode(join(root, 'etc/botlink/config.json'))).toBe('0600');
     expect(readdirSync(join(root, 'etc/botlink'))).toEqual(['config.json']);
     expect(r.stdout).toContain("sudo sh -c 'umask 077 && cat > /etc/botlink/secret-key'");
@@ -160,7 +166,9 @@ describe('scripts/install.sh', () => {
     expect(realpathSync(command)).toBe(realpathSync(join(app, 'bin', 'botlink')));
   });
 
-  it('the installed command runs from the prefix alone and loads its native addons from it, each only when used', { timeout: INSTALL_TIMEOUT_MS }, async () => {
+  it('the installed command runs from the prefix alone and loads its native addons from it, each only when used', {
+    timeout: INSTALL_TIMEOUT_MS,
+  }, async () => {
     const root = tempDir('botlink-root-');
     expect(install(['--prefix', root], fakeBin(false)).status).toBe(0);
     const app = join(root, 'opt', 'botlink');
@@ -185,7 +193,11 @@ describe('scripts/install.sh', () => {
     expect(loaded()).toEqual([]);
     const resolved = execFileSync(
       process.execPath,
-      ['-e', "const r = require('node:module').createRequire(process.argv[1]); console.log(r.resolve('better-sqlite3') + '\\n' + r.resolve('unix-dgram'))", join(app, 'dist', 'botlink.mjs')],
+      [
+        '-e',
+        "const r = require('node:module').createRequire(process.argv[1]); console.log(r.resolve('better-sqlite3') + '\\n' + r.resolve('unix-dgram'))",
+        join(app, 'dist', 'botlink.mjs'),
+      ],
       { encoding: 'utf8' },
     );
     for (const path of resolved.trim().split('\n')) expect(path.startsWith(`${app}/node_modules/`)).toBe(true);
@@ -206,7 +218,9 @@ describe('scripts/install.sh', () => {
     expect(loaded()).toEqual([join(realpathSync(app), 'node_modules/better-sqlite3/build/Release/better_sqlite3.node')]);
   });
 
-  it('is idempotent: a second run upgrades the program, keeps an edited config and leaves the same tree', { timeout: 2 * INSTALL_TIMEOUT_MS }, () => {
+  it('is idempotent: a second run upgrades the program, keeps an edited config and leaves the same tree', {
+    timeout: 2 * INSTALL_TIMEOUT_MS,
+  }, () => {
     const bin = fakeBin(false);
     const root = tempDir('botlink-root-');
     expect(install(['--prefix', root], bin).status).toBe(0);

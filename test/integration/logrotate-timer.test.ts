@@ -88,9 +88,14 @@ describe('botlink-logrotate.timer: the snippet’s maxsize looked at every hour'
     expect(settings(TIMER_FILE, 'Timer', 'Persistent')).toEqual([]);
     expect(settings(TIMER_FILE, 'Timer', 'Unit')).toEqual([]);
     expect(settings(TIMER_FILE, 'Install', 'WantedBy')).toEqual(['timers.target']);
-    const r = spawnSync(requireTool('systemd-analyze'), ['calendar', '--iterations=3', '*-*-* *:30:00'], { encoding: 'utf8', env: { ...process.env, TZ: 'UTC' } });
+    const r = spawnSync(requireTool('systemd-analyze'), ['calendar', '--iterations=3', '*-*-* *:30:00'], {
+      encoding: 'utf8',
+      env: { ...process.env, TZ: 'UTC' },
+    });
     expect(r.status, r.stderr).toBe(0);
-    const elapses = [...r.stdout.matchAll(/(?:Next elapse|Iter\. #\d): \w+ (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC/g)].map((m) => Date.parse(`${m[1]!.replace(' ', 'T')}Z`));
+    const elapses = [...r.stdout.matchAll(/(?:Next elapse|Iter\. #\d): \w+ (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC/g)].map((m) =>
+      Date.parse(`${m[1]!.replace(' ', 'T')}Z`),
+    );
     expect(elapses).toHaveLength(3);
     expect([elapses[1]! - elapses[0]!, elapses[2]! - elapses[1]!]).toEqual([3_600_000, 3_600_000]);
     expect(new Date(elapses[0]!).getUTCMinutes()).toBe(30);
@@ -100,10 +105,14 @@ describe('botlink-logrotate.timer: the snippet’s maxsize looked at every hour'
     requireTool('logrotate');
     const dir = tempDir('botlink-logrotate-verify-');
     for (const file of [TIMER_FILE, SERVICE_FILE]) copyFileSync(file, join(dir, file.split('/').at(-1)!));
-    const r = spawnSync(requireTool('systemd-analyze'), ['verify', '--man=no', join(dir, 'botlink-logrotate.timer'), join(dir, 'botlink-logrotate.service')], {
-      encoding: 'utf8',
-      env: { ...process.env, SYSTEMD_LOG_COLOR: '0' },
-    });
+    const r = spawnSync(
+      requireTool('systemd-analyze'),
+      ['verify', '--man=no', join(dir, 'botlink-logrotate.timer'), join(dir, 'botlink-logrotate.service')],
+      {
+        encoding: 'utf8',
+        env: { ...process.env, SYSTEMD_LOG_COLOR: '0' },
+      },
+    );
     expect(r.status, r.stderr).toBe(0);
     expect((r.stdout + r.stderr).trim()).toBe('');
   });
@@ -141,14 +150,20 @@ describe('botlink-logrotate.timer: the snippet’s maxsize looked at every hour'
     const s = scratch();
     sized(s.log, MAXSIZE + 1);
     // The daily run, as far as the lock goes: holds the state file's flock until its stdin closes.
-    const holder = spawn(requireTool('flock'), ['--exclusive', s.state, 'sh', '-c', 'echo locked; read _'], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const holder = spawn(requireTool('flock'), ['--exclusive', s.state, 'sh', '-c', 'echo locked; read _'], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
     cleanups.push(() => holder.kill('SIGKILL'));
     let held = '';
     holder.stdout.on('data', (b: Buffer) => (held += b.toString()));
     await waitFor(() => held.includes('locked'), 10_000, 'flock holding the state file');
 
     const [cmd, ...args] = s.argv();
-    const withoutWait = spawnSync(cmd!, args.filter((a) => a !== '--wait-for-state-lock'), { encoding: 'utf8', env: s.env });
+    const withoutWait = spawnSync(
+      cmd!,
+      args.filter((a) => a !== '--wait-for-state-lock'),
+      { encoding: 'utf8', env: s.env },
+    );
     expect(withoutWait.status).not.toBe(0);
     expect(withoutWait.stderr).toContain('already locked');
 
@@ -158,7 +173,10 @@ describe('botlink-logrotate.timer: the snippet’s maxsize looked at every hour'
     run.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
     const exited = new Promise<number | null>((resolve) => run.once('exit', (code) => resolve(code)));
     // The kernel lists a process blocked in flock() as "->" in /proc/locks.
-    const waiting = () => readFileSync('/proc/locks', 'utf8').split('\n').some((l) => l.includes('->') && l.split(/\s+/).includes(String(run.pid)));
+    const waiting = () =>
+      readFileSync('/proc/locks', 'utf8')
+        .split('\n')
+        .some((l) => l.includes('->') && l.split(/\s+/).includes(String(run.pid)));
     await waitFor(waiting, 10_000, 'logrotate waiting on the state lock');
     expect(existsSync(`${s.log}.1`)).toBe(false);
 

@@ -34,7 +34,10 @@ function ownedDevice(baseUrl: string): DeviceDir {
 }
 
 function walk(dir: string): string[] {
-  return [dir, ...readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(join(dir, e.name)) : [join(dir, e.name)]))];
+  return [
+    dir,
+    ...readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(join(dir, e.name)) : [join(dir, e.name)])),
+  ];
 }
 
 /** Whatever under `dir` does not belong to UID: what the daemon's user could not open or replace. */
@@ -45,10 +48,14 @@ function notOwned(d: DeviceDir): string[] {
 /** `botlink run` as UID, the way the unit runs it as its DynamicUser. */
 function daemonAsUser(d: DeviceDir): DaemonProc {
   const setpriv = requireTool('setpriv');
-  const child = spawn(setpriv, ['--reuid', String(UID), '--regid', String(UID), '--clear-groups', process.execPath, BUNDLE, 'run', '--config', d.configFile], {
-    env: cleanEnv({ BOTLINK_SECRET_KEY_FILE: join(d.dir, 'credentials', 'secret-key') }),
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    setpriv,
+    ['--reuid', String(UID), '--regid', String(UID), '--clear-groups', process.execPath, BUNDLE, 'run', '--config', d.configFile],
+    {
+      env: cleanEnv({ BOTLINK_SECRET_KEY_FILE: join(d.dir, 'credentials', 'secret-key') }),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   const p = new DaemonProc(child);
   cleanups.push(() => p.stop('SIGKILL'));
   return p;
@@ -63,7 +70,7 @@ async function connectedAsUser(d: DeviceDir, p: DaemonProc): Promise<void> {
 }
 
 describe('commands run as root leave nothing the daemon cannot use', () => {
-  it('sudo botlink token creates the log and the database as the folders\' owner; the daemon then runs', async () => {
+  it("sudo botlink token creates the log and the database as the folders' owner; the daemon then runs", async () => {
     const svc = await service(DAEMON_SEED);
     const d = ownedDevice(svc.url);
     const token = await runCli(['token', '--config', d.configFile]);
@@ -76,7 +83,7 @@ describe('commands run as root leave nothing the daemon cannot use', () => {
     await connectedAsUser(d, p);
     // The daemon used the token the root command saved.
     expect(svc.stats.getToken.total).toBe(1);
-    await waitFor(() => d.log().includes('botlink starting'), 5000, 'the daemon\'s first line in the log file');
+    await waitFor(() => d.log().includes('botlink starting'), 5000, "the daemon's first line in the log file");
   });
 
   it('a root-owned log file (left by an older release) is no configuration error: the daemon logs to stderr and runs', async () => {

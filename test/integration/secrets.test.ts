@@ -36,7 +36,10 @@ async function tokenTap(target: string): Promise<{ url: string; tokens: Set<stri
     req.on('end', () => {
       request(new URL(req.url ?? '/', target), {
         method: 'POST',
-        headers: { 'content-type': req.headers['content-type'] ?? 'application/json', ...(req.headers.authorization && { authorization: req.headers.authorization }) },
+        headers: {
+          'content-type': req.headers['content-type'] ?? 'application/json',
+          ...(req.headers.authorization && { authorization: req.headers.authorization }),
+        },
         body: Buffer.concat(chunks),
       }).then(
         async (answer) => {
@@ -80,7 +83,10 @@ function syncedTimedatectl(): { binDir: string; argsLog: string } {
 /** Whatever the kernel shows of a running process: its arguments and its environment. */
 function procView(p: DaemonProc): { name: string; text: string }[] {
   const pid = p.child.pid!;
-  return ['cmdline', 'environ'].map((file) => ({ name: `/proc/${pid}/${file}`, text: readFileSync(`/proc/${pid}/${file}`).toString('latin1') }));
+  return ['cmdline', 'environ'].map((file) => ({
+    name: `/proc/${pid}/${file}`,
+    text: readFileSync(`/proc/${pid}/${file}`).toString('latin1'),
+  }));
 }
 
 function filesUnder(dir: string): string[] {
@@ -149,7 +155,11 @@ describe('secrets: the daemon through a sign, refresh, re-sign, faults, a clock 
 
     await first.stop('SIGKILL');
     const second = daemon(device, env);
-    await waitFor(() => device.status()?.pid === second.child.pid && device.status()?.link.state === 'connected', 15_000, 'connected after SIGKILL and restart');
+    await waitFor(
+      () => device.status()?.pid === second.child.pid && device.status()?.link.state === 'connected',
+      15_000,
+      'connected after SIGKILL and restart',
+    );
     seen.push(...procView(second));
     expect((await second.stop('SIGTERM')).code).toBe(0);
 
@@ -157,7 +167,11 @@ describe('secrets: the daemon through a sign, refresh, re-sign, faults, a clock 
     const issued = svc.stats.getToken.ok * 2 + svc.stats.refreshToken.ok;
     expect(tap.tokens.size).toBe(issued);
     expect(issued).toBeGreaterThanOrEqual(6);
-    const db = [...DB_FILES].map((name) => join(device.stateDir, name)).filter((path) => existsSync(path)).map((path) => readFileSync(path).toString('latin1')).join('');
+    const db = [...DB_FILES]
+      .map((name) => join(device.stateDir, name))
+      .filter((path) => existsSync(path))
+      .map((path) => readFileSync(path).toString('latin1'))
+      .join('');
 
     const texts = [
       ...seen,
@@ -178,7 +192,9 @@ describe('secrets: the daemon through a sign, refresh, re-sign, faults, a clock 
     const leaks = (among: { name: string; text: string }[]): string[] =>
       among.flatMap(({ name, text }) => [
         ...(occurrences(text, SECRET) > 0 ? [`${name}: the secret`] : []),
-        ...[...tap.tokens].filter((token) => text.includes(token.slice(0, TOKEN_PREFIX))).map((token) => `${name}: token ${token.slice(0, 6)}…`),
+        ...[...tap.tokens]
+          .filter((token) => text.includes(token.slice(0, TOKEN_PREFIX)))
+          .map((token) => `${name}: token ${token.slice(0, 6)}…`),
       ]);
     expect(leaks(texts)).toEqual([]);
     // The scan finds what is there: the secret in its own file, a token in the cache.

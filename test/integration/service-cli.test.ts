@@ -105,7 +105,11 @@ describe('botlink serve', () => {
     ['not-json.json', '{"accounts": [', /not valid JSON/],
     ['bad-shape.json', '{"accounts":[{"accessKeyId":"A","secretKey":"","vendors":[]}]}', /accounts\[0\]\.secretKey/],
     ['unknown-key.json', '{"accounts":[],"extra":1}', /extra: unknown key/],
-    ['dup-bot.json', '{"accounts":[{"accessKeyId":"A","secretKey":"S","vendors":[{"vendorId":"V","bots":["b","b"]}]}]}', /duplicate botId 'b'/],
+    [
+      'dup-bot.json',
+      '{"accounts":[{"accessKeyId":"A","secretKey":"S","vendors":[{"vendorId":"V","bots":["b","b"]}]}]}',
+      /duplicate botId 'b'/,
+    ],
   ])('a bad seed file %s exits 65 naming the problem', async (name, content, message) => {
     const file = join(dir, name);
     if (content !== null) writeFileSync(file, content);

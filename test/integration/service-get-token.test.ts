@@ -253,7 +253,9 @@ describe('getToken stats under an unauthenticated flood', () => {
   it('counts 16 KB accessTimestamps but keeps none of them: only 13-digit ones are held', async () => {
     const before = structuredClone({ ...service.stats.getToken });
     const junk = 'x'.repeat(16_000);
-    const replies = await Promise.all(Array.from({ length: 200 }, () => call({ ...signedGetTokenBody({ timestamp: stamp() }), accessTimestamp: junk })));
+    const replies = await Promise.all(
+      Array.from({ length: 200 }, () => call({ ...signedGetTokenBody({ timestamp: stamp() }), accessTimestamp: junk })),
+    );
     expect(replies.every((r) => r.json?.['code'] === 1003)).toBe(true);
     const now = service.stats.getToken;
     expect(now.total).toBe(before.total + 200);

@@ -182,7 +182,11 @@ describe('nextResponses', () => {
 
   it('never-finish sends headers and never the whole body', async () => {
     service.faults.nextResponses('never-finish', 1);
-    const res = await request(`${service.url}/auth/getToken`, { method: 'POST', body: JSON.stringify(signedGetTokenBody()), bodyTimeout: 300 });
+    const res = await request(`${service.url}/auth/getToken`, {
+      method: 'POST',
+      body: JSON.stringify(signedGetTokenBody()),
+      bodyTimeout: 300,
+    });
     expect(res.statusCode).toBe(200);
     await expect(res.body.text()).rejects.toThrow(/timeout/i);
   });

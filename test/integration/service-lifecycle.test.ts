@@ -29,7 +29,8 @@ describe('the state table of the specification', () => {
     const service = await createReferenceService({ accessTtlS: ACCESS_S, refreshTtlS: REFRESH_S, now: () => t });
     try {
       const ws = async (token: string | undefined): Promise<string> => settle(await connectWs(service.wsUrl, 'bot-1', token));
-      const refresh = (refreshToken: string) => post(service.url, '/auth/refreshToken', { accessKeyId: 'AK', refreshToken, botId: 'bot-1' });
+      const refresh = (refreshToken: string) =>
+        post(service.url, '/auth/refreshToken', { accessKeyId: 'AK', refreshToken, botId: 'bot-1' });
 
       // No token.
       expect(await ws(undefined)).toBe('{"code":400,"msg":"Unauthorized"}');
@@ -84,7 +85,11 @@ describe('restart', () => {
     try {
       expect(second.port).toBe(port);
       expect(settle(await connectWs(second.wsUrl, 'bot-1', tokens.accessToken))).toBe('open');
-      const refreshed = await post(second.url, '/auth/refreshToken', { accessKeyId: 'AK', refreshToken: tokens.refreshToken, botId: 'bot-1' });
+      const refreshed = await post(second.url, '/auth/refreshToken', {
+        accessKeyId: 'AK',
+        refreshToken: tokens.refreshToken,
+        botId: 'bot-1',
+      });
       expect(refreshed.json?.['code']).toBe(0);
       const again = await post(second.url, '/device/register', device, { authorization: `Bearer ${vendor.accessToken}` });
       expect(again.json?.['data']).toBe(registered.json?.['data']);

@@ -10,7 +10,14 @@ import { connectWs, getTokens, post, signedGetTokenBody, type Reply } from '../h
 
 const seed: Seed = {
   accounts: [
-    { accessKeyId: 'AK', secretKey: 'SK', vendors: [{ vendorId: 'V1', bots: ['bot-1'] }, { vendorId: 'V3', bots: [] }] },
+    {
+      accessKeyId: 'AK',
+      secretKey: 'SK',
+      vendors: [
+        { vendorId: 'V1', bots: ['bot-1'] },
+        { vendorId: 'V3', bots: [] },
+      ],
+    },
     { accessKeyId: 'AK2', secretKey: 'SK2', vendors: [{ vendorId: 'V2', bots: ['bot-2'] }] },
   ],
 };

@@ -139,7 +139,9 @@ describe('systemd/botlink.service: what the daemon needs from it', () => {
 
 describe(`systemd-analyze on the unit (.ci/run installs systemd)`, () => {
   function security(file: string) {
-    const r = spawnSync(requireTool('systemd-analyze'), ['security', '--offline=yes', '--threshold=20', '--no-pager', file], { encoding: 'utf8' });
+    const r = spawnSync(requireTool('systemd-analyze'), ['security', '--offline=yes', '--threshold=20', '--no-pager', file], {
+      encoding: 'utf8',
+    });
     const m = /Overall exposure level for \S+: (\d+(?:\.\d+)?)/.exec(r.stdout);
     return { status: r.status, exposure: m ? Number(m[1]) : undefined, output: r.stdout + r.stderr };
   }
@@ -165,7 +167,10 @@ describe(`systemd-analyze on the unit (.ci/run installs systemd)`, () => {
     const dir = tempDir('botlink-verify-');
     const file = join(dir, 'botlink.service');
     writeFileSync(file, existsSync('/usr/bin/node') ? text : text.replaceAll('/usr/bin/node', process.execPath));
-    const r = spawnSync(requireTool('systemd-analyze'), ['verify', '--man=no', file], { encoding: 'utf8', env: { ...process.env, SYSTEMD_LOG_COLOR: '0' } });
+    const r = spawnSync(requireTool('systemd-analyze'), ['verify', '--man=no', file], {
+      encoding: 'utf8',
+      env: { ...process.env, SYSTEMD_LOG_COLOR: '0' },
+    });
     return { status: r.status, output: (r.stdout + r.stderr).trim() };
   }
 
@@ -200,9 +205,7 @@ class UnitRun {
     for (const f of ['config.json', 'secret-key']) chmodSync(join(this.credentials, f), 0o400);
     this.logFile = join(dir, 'log', 'botlink.log');
     this.runtimeDir = join(dir, 'run');
-    const [program, script, ...args] = required('Service', 'ExecStart')
-      .replaceAll('${CREDENTIALS_DIRECTORY}', this.credentials)
-      .split(' ');
+    const [program, script, ...args] = required('Service', 'ExecStart').replaceAll('${CREDENTIALS_DIRECTORY}', this.credentials).split(' ');
     expect([program, script]).toEqual(['/usr/bin/node', '/opt/botlink/dist/botlink.mjs']);
     const env = cleanEnv({
       CREDENTIALS_DIRECTORY: this.credentials,
@@ -235,7 +238,8 @@ class UnitRun {
 /** A datagram socket standing in for systemd's notify socket (node has no unix datagram sockets). */
 async function notifyListener(dir: string): Promise<{ path: string; received: () => string }> {
   const path = join(dir, 'notify.sock');
-  const py = 'import socket,sys\ns=socket.socket(socket.AF_UNIX,socket.SOCK_DGRAM)\ns.bind(sys.argv[1])\nprint("LISTENING",flush=True)\nwhile True: print(s.recv(4096).decode().replace("\\n"," | "),flush=True)\n';
+  const py =
+    'import socket,sys\ns=socket.socket(socket.AF_UNIX,socket.SOCK_DGRAM)\ns.bind(sys.argv[1])\nprint("LISTENING",flush=True)\nwhile True: print(s.recv(4096).decode().replace("\\n"," | "),flush=True)\n';
   const listener = spawn(requireTool('python3'), ['-u', '-c', py, path], { stdio: ['ignore', 'pipe', 'inherit'] });
   cleanups.push(() => listener.kill('SIGKILL'));
   let received = '';
@@ -312,7 +316,9 @@ describe('systemd/botlink.logrotate', () => {
 
     it('accepts the snippet in debug mode, which changes nothing', () => {
       const dir = tempDir('botlink-logrotate-');
-      const r = spawnSync(requireTool('logrotate'), ['-d', '-s', join(dir, 'logrotate.state'), copyFor(dir, snippet)], { encoding: 'utf8' });
+      const r = spawnSync(requireTool('logrotate'), ['-d', '-s', join(dir, 'logrotate.state'), copyFor(dir, snippet)], {
+        encoding: 'utf8',
+      });
       const output = r.stdout + r.stderr;
       expect(r.status, output).toBe(0);
       expect(output).toContain(`rotating pattern: ${dirname(DEFAULTS.logFile)}/*.log`);

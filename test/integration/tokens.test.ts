@@ -199,7 +199,11 @@ describe('TokenManager against the reference service', () => {
     const svc = await service(SEED);
     const k = kit(svc, { secret: 'not-the-secret' });
     k.tokens.start();
-    const err = (await k.tokens.current({ failFast: true }).catch((e: unknown) => e)) as Error & { code: string; retry: string; fix: string };
+    const err = (await k.tokens.current({ failFast: true }).catch((e: unknown) => e)) as Error & {
+      code: string;
+      retry: string;
+      fix: string;
+    };
     expect(err.code).toBe('ERR_CLOUD_1005');
     expect(err.retry).toBe('needs-config');
     expect(err.fix).toContain('secret-key');

@@ -75,7 +75,9 @@ async function bootUntilConnected(d: DeviceDir, env: NodeJS.ProcessEnv): Promise
     const s = d.status();
     if (s !== undefined && s.pid === proc.child.pid && s.link.state === 'connected') return { proc, bootMs: performance.now() - started };
     if (proc.child.exitCode !== null || performance.now() - started > CONNECT_TIMEOUT_MS) {
-      throw new Error(`no connected within ${CONNECT_TIMEOUT_MS} ms (exit ${proc.child.exitCode})\n${proc.stderr}\n${d.log().split('\n').slice(-30).join('\n')}`);
+      throw new Error(
+        `no connected within ${CONNECT_TIMEOUT_MS} ms (exit ${proc.child.exitCode})\n${proc.stderr}\n${d.log().split('\n').slice(-30).join('\n')}`,
+      );
     }
     await sleep(5);
   }

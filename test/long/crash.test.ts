@@ -59,7 +59,9 @@ function inspectAgentDb(path: string): DbCheck {
   // Read-write, as the next start opens it: a kill mid-write leaves a hot journal that only a writer rolls back.
   const db = new Database(path, { fileMustExist: true });
   try {
-    const integrity = (db.pragma('integrity_check', { simple: false }) as { integrity_check: string }[]).map((r) => r.integrity_check).join('\n');
+    const integrity = (db.pragma('integrity_check', { simple: false }) as { integrity_check: string }[])
+      .map((r) => r.integrity_check)
+      .join('\n');
     const rows = db.prepare<[], PairRow>('SELECT * FROM token_pair').all();
     const columns = (db.pragma('table_info(token_pair)', { simple: false }) as { name: string }[]).map((c) => c.name);
     return { integrity, rows, columns };
@@ -211,7 +213,10 @@ function percentile(sorted: number[], p: number): number {
 }
 
 function recoveryLine(list: Cycle[]): string {
-  const ms = list.map((c) => c.connectedMs).filter((x): x is number => x !== undefined).sort((a, b) => a - b);
+  const ms = list
+    .map((c) => c.connectedMs)
+    .filter((x): x is number => x !== undefined)
+    .sort((a, b) => a - b);
   const f = (x: number) => x.toFixed(0);
   return `${ms.length} restarts, median ${f(percentile(ms, 50))} ms, p95 ${f(percentile(ms, 95))} ms, max ${f(ms.at(-1) ?? NaN)} ms`;
 }

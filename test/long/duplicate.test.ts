@@ -125,7 +125,10 @@ describe('duplicate identity: two devices configured with one botId', () => {
     expect(agents[0]!.waits.length).toBeGreaterThanOrEqual(2);
     expect(agents[1]!.waits.length).toBeGreaterThanOrEqual(1);
     for (const a of agents) {
-      expect(a.seen.some((s) => s.startsWith('displaced | REPEAT_CLIENT_SESSION')), `${a.name} status.json: ${a.seen.join('; ')}`).toBe(true);
+      expect(
+        a.seen.some((s) => s.startsWith('displaced | REPEAT_CLIENT_SESSION')),
+        `${a.name} status.json: ${a.seen.join('; ')}`,
+      ).toBe(true);
       a.waits.forEach((w, j) => {
         if (w.retriedAt === undefined) return;
         const waited = w.retriedAt - w.at;

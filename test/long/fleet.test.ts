@@ -56,7 +56,8 @@ function checkSchedule(agent: FleetAgent, name: string): ScheduleCheck {
       if (connectedAt !== undefined) attempt = Math.max(attempt, DROPPED_FIRST_ATTEMPT);
       connectedAt = undefined;
       const ceiling = backoffCeiling(attempt, LINK_BACKOFF);
-      if (!(e.delayMs >= 0 && e.delayMs <= ceiling)) violations.push(`${name}: delay ${e.delayMs} ms above the ceiling ${ceiling} ms of attempt ${attempt}`);
+      if (!(e.delayMs >= 0 && e.delayMs <= ceiling))
+        violations.push(`${name}: delay ${e.delayMs} ms above the ceiling ${ceiling} ms of attempt ${attempt}`);
       attempt++;
       pending = { t: e.t, delayMs: e.delayMs, fromConnecting: lastConnecting };
       continue;
@@ -120,7 +121,9 @@ describe('fleet: 200 agents, one service stopped for 10 s and restarted on the s
 
     const checks = agents.map((a, i) => checkSchedule(a, BOTS[i]!));
     const violations = checks.flatMap((c) => c.violations);
-    const retries = agents.flatMap((a) => a.events.filter((e) => e.kind === 'connecting' && e.t >= outageAt && e.t <= allBackAt).map((e) => e.t));
+    const retries = agents.flatMap((a) =>
+      a.events.filter((e) => e.kind === 'connecting' && e.t >= outageAt && e.t <= allBackAt).map((e) => e.t),
+    );
     const busiest = busiestWindow(retries, 1000);
     const share = busiest.count / retries.length;
     const perAgentAttempts = agents.map((a) => a.events.filter((e) => e.kind === 'connecting' && e.t >= outageAt).length);

@@ -111,6 +111,9 @@ describe('soak: the daemon for 5 minutes with 5 s access and 30 s refresh tokens
     expect(availability).toBeGreaterThanOrEqual(0.99);
     expect(statusAvailability).toBeGreaterThanOrEqual(0.99);
     expect(rss5 / rss1 - 1).toBeLessThan(0.1);
-    expect(fds5, JSON.stringify({ minute1: fdKinds(minute1.find((s) => s.fds.length === fds1)!.fds, device.dir), minute5: report.fds.kinds })).toBeLessThanOrEqual(fds1);
+    expect(
+      fds5,
+      JSON.stringify({ minute1: fdKinds(minute1.find((s) => s.fds.length === fds1)!.fds, device.dir), minute5: report.fds.kinds }),
+    ).toBeLessThanOrEqual(fds1);
   });
 });

@@ -42,7 +42,9 @@ describe.each(ARCHES)('the %s package', (arch) => {
       const unit = readFileSync(join(dir, 'lib/systemd/system', name), 'utf8');
       expect(unit).toBe(readFileSync(join(ROOT, 'systemd', name), 'utf8').replaceAll('/opt/botlink/', '/usr/lib/botlink/'));
     }
-    expect(readFileSync(join(dir, 'lib/systemd/system/botlink.service'), 'utf8')).toMatch(/^ExecStart=\/usr\/bin\/node \/usr\/lib\/botlink\/dist\/botlink\.mjs run /m);
+    expect(readFileSync(join(dir, 'lib/systemd/system/botlink.service'), 'utf8')).toMatch(
+      /^ExecStart=\/usr\/bin\/node \/usr\/lib\/botlink\/dist\/botlink\.mjs run /m,
+    );
     expect(readlinkSync(join(dir, 'usr/bin/botlink'))).toBe('../lib/botlink/bin/botlink');
 
     const addons = all.filter((f) => f.endsWith('.node'));
@@ -54,9 +56,13 @@ describe.each(ARCHES)('the %s package', (arch) => {
     const r = await exec('lintian', ['--no-cfg', '--display-info', debFile(arch)], { timeoutMs: 120_000 });
     console.log(`lintian ${arch}:\n${r.stdout.trim() || '(nothing)'}`);
     const tags = [...r.stdout.matchAll(/^([EWI]): botlink[^:]*: (\S+)/gm)].map(([, level, tag]) => ({ level, tag }));
-    expect(tags.filter((t) => t.level === 'E'), r.stdout).toEqual([]);
+    expect(
+      tags.filter((t) => t.level === 'E'),
+      r.stdout,
+    ).toEqual([]);
     const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-    for (const { tag } of tags.filter((t) => t.level === 'W')) expect(readme, `lintian warning ${tag} is not explained in README.md`).toContain(tag);
+    for (const { tag } of tags.filter((t) => t.level === 'W'))
+      expect(readme, `lintian warning ${tag} is not explained in README.md`).toContain(tag);
     expect(r.code, r.stderr).toBe(0);
   });
 });
@@ -118,7 +124,12 @@ exec /usr/bin/systemctl --root=/ "$@"
   it('installed with dpkg: --version, then `run` on the installed config reaches connected, `status` and `token` answer, SIGTERM stops it', async () => {
     const svc = await service(DAEMON_SEED);
     const root = scratchRoot();
-    const config = { ...JSON.parse(readFileSync(join(ROOT, 'systemd/config.example.json'), 'utf8')), baseUrl: svc.url, accessKeyId: 'AK', botId: 'bot-1' };
+    const config = {
+      ...JSON.parse(readFileSync(join(ROOT, 'systemd/config.example.json'), 'utf8')),
+      baseUrl: svc.url,
+      accessKeyId: 'AK',
+      botId: 'bot-1',
+    };
     delete config.vendorId;
     // The installed command with the installed paths: /etc/botlink, /var/lib/botlink, /run/botlink, /var/log/botlink.
     const r = await root.sh(`
@@ -181,7 +192,11 @@ exec /usr/bin/systemctl --root=/ "$@"
     const lines = found.trim().split('\n');
     expect(lines[0]).toMatch(/^botlink:x:\d+:$/);
     expect(lines.slice(1, 4)).toEqual(['600 root', 'template', VERSION]);
-    expect(lines.slice(4)).toEqual(units().filter((u) => u.wantedBy).map((u) => `/lib/systemd/system/${u.name}`));
+    expect(lines.slice(4)).toEqual(
+      units()
+        .filter((u) => u.wantedBy)
+        .map((u) => `/lib/systemd/system/${u.name}`),
+    );
     // Enabled through `systemctl preset` on the unit files; nothing asked a systemd that is not running.
     expect(calls).toMatch(/ preset botlink\.service$/m);
     expect(runtimeCalls(calls)).toEqual([]);
@@ -219,7 +234,9 @@ exec /usr/bin/systemctl --root=/ "$@"
     const root = scratchRoot();
     const others = units().filter((u) => u.wantedBy && u.name !== 'botlink.service');
     // A running systemd, and no policy-rc.d that forbids starting services (container images have one).
-    const first = await root.sh('mkdir -p /run/systemd/system && rm -f /usr/sbin/policy-rc.d && dpkg -i /tmp/botlink.deb && cat /var/log/systemctl.calls');
+    const first = await root.sh(
+      'mkdir -p /run/systemd/system && rm -f /usr/sbin/policy-rc.d && dpkg -i /tmp/botlink.deb && cat /var/log/systemctl.calls',
+    );
     expect(first.code, first.stderr).toBe(0);
     expect(first.stdout).toContain('daemon-reload');
     for (const u of others) expect(first.stdout).toContain(`--quiet --system start ${u.name}`);
@@ -239,6 +256,10 @@ exec /usr/bin/systemctl --root=/ "$@"
     const remove = await root.sh('rm /var/log/systemctl.calls && dpkg -r botlink >/dev/null && cat /var/log/systemctl.calls');
     expect(remove.code, remove.stderr).toBe(0);
     const stop = remove.stdout.split('\n').find((l) => l.startsWith('stop '));
-    expect(stop?.split(' ').slice(1).sort()).toEqual(units().map((u) => u.name).sort());
+    expect(stop?.split(' ').slice(1).sort()).toEqual(
+      units()
+        .map((u) => u.name)
+        .sort(),
+    );
   });
 });

@@ -60,7 +60,11 @@ export function elfMachine(file: string): string {
 }
 
 /** Runs a command to completion, never throwing on its exit code; killed after `timeoutMs`. */
-export function exec(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; cwd?: string } = {}): Promise<CliRun> {
+export function exec(
+  cmd: string,
+  args: string[],
+  opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; cwd?: string } = {},
+): Promise<CliRun> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { env: opts.env ?? process.env, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
@@ -98,7 +102,9 @@ export class ScratchRoot {
 
   /** Runs `script` with sh -e as root inside the scratch root. */
   async sh(script: string): Promise<CliRun> {
-    const r = await exec('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', ENTER, 'enter', this.dir, script], { timeoutMs: 120_000 });
+    const r = await exec('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', ENTER, 'enter', this.dir, script], {
+      timeoutMs: 120_000,
+    });
     if (/mount:|unshare:|chroot:/.test(r.stderr) && r.code !== 0) {
       throw new Error(`the scratch root needs root and an overlay of / in a private mount namespace:\n${r.stderr}`);
     }

@@ -127,14 +127,37 @@ describe('loadConfig: values and defaults', () => {
 
 describe('loadConfig: bad values name the key', () => {
   const table: [string, unknown][] = [
-    ['baseUrl', 'not a url'], ['baseUrl', 'ftp://example.com'], ['baseUrl', 'https://u:p@example.com'],
-    ['baseUrl', 'https://example.com/?botId=1'], ['baseUrl', 42], ['baseUrl', ''],
-    ['wsUrl', 'https://example.com'], ['wsUrl', 'wss://example.com/#x'], ['wsUrl', null],
-    ['accessKeyId', ''], ['accessKeyId', 'A K'], ['accessKeyId', 5],
-    ['secretKeyFile', ''], ['secretKeyFile', 'a\0b'], ['secretKeyFile', ['x']],
-    ['botId', 'x'.repeat(257)], ['botId', 'a\tb'], ['vendorId', 'v\n1'], ['deviceId', {}],
-    ['stateDir', 7], ['runtimeDir', false], ['logFile', ''], ['logLevel', 'verbose'], ['logLevel', 'INFO'],
-    ...Object.keys(TUNABLE_DEFAULTS).flatMap((k): [string, unknown][] => [[k, 0], [k, -5], [k, '100'], [k, 1e13], [k, null]]),
+    ['baseUrl', 'not a url'],
+    ['baseUrl', 'ftp://example.com'],
+    ['baseUrl', 'https://u:p@example.com'],
+    ['baseUrl', 'https://example.com/?botId=1'],
+    ['baseUrl', 42],
+    ['baseUrl', ''],
+    ['wsUrl', 'https://example.com'],
+    ['wsUrl', 'wss://example.com/#x'],
+    ['wsUrl', null],
+    ['accessKeyId', ''],
+    ['accessKeyId', 'A K'],
+    ['accessKeyId', 5],
+    ['secretKeyFile', ''],
+    ['secretKeyFile', 'a\0b'],
+    ['secretKeyFile', ['x']],
+    ['botId', 'x'.repeat(257)],
+    ['botId', 'a\tb'],
+    ['vendorId', 'v\n1'],
+    ['deviceId', {}],
+    ['stateDir', 7],
+    ['runtimeDir', false],
+    ['logFile', ''],
+    ['logLevel', 'verbose'],
+    ['logLevel', 'INFO'],
+    ...Object.keys(TUNABLE_DEFAULTS).flatMap((k): [string, unknown][] => [
+      [k, 0],
+      [k, -5],
+      [k, '100'],
+      [k, 1e13],
+      [k, null],
+    ]),
   ];
   it.each(table)('%s = %j', (key, value) => {
     const e = configError(() => load({ ...base(), [key]: value }));
@@ -220,10 +243,17 @@ describe('loadConfig: environment', () => {
     const absent = join(dir, 'etc-botlink-config.json');
     const c = loadConfig({
       defaultFile: absent,
-      env: { BOTLINK_BASE_URL: 'https://a.example', BOTLINK_ACCESS_KEY_ID: 'AK', BOTLINK_SECRET_KEY_FILE: secretPath, BOTLINK_VENDOR_ID: 'V' },
+      env: {
+        BOTLINK_BASE_URL: 'https://a.example',
+        BOTLINK_ACCESS_KEY_ID: 'AK',
+        BOTLINK_SECRET_KEY_FILE: secretPath,
+        BOTLINK_VENDOR_ID: 'V',
+      },
     });
     expect(c.source.file).toBeNull();
-    expect(describeSource(c.source)).toBe(`environment only (BOTLINK_ACCESS_KEY_ID, BOTLINK_BASE_URL, BOTLINK_SECRET_KEY_FILE, BOTLINK_VENDOR_ID); no file at ${absent}`);
+    expect(describeSource(c.source)).toBe(
+      `environment only (BOTLINK_ACCESS_KEY_ID, BOTLINK_BASE_URL, BOTLINK_SECRET_KEY_FILE, BOTLINK_VENDOR_ID); no file at ${absent}`,
+    );
   });
 });
 
@@ -315,10 +345,18 @@ describe('loadConfig: the secret', () => {
 describe('the loaded config', () => {
   it('is deeply frozen', () => {
     const c = load(base()) as unknown as Record<string, unknown> & { source: { env: string[] } };
-    expect(() => { c.baseUrl = 'https://evil.example'; }).toThrow(TypeError);
-    expect(() => { c.secretKey = new Secret('x'); }).toThrow(TypeError);
-    expect(() => { c.source.env.push('X'); }).toThrow(TypeError);
-    expect(() => { delete c.botId; }).toThrow(TypeError);
+    expect(() => {
+      c.baseUrl = 'https://evil.example';
+    }).toThrow(TypeError);
+    expect(() => {
+      c.secretKey = new Secret('x');
+    }).toThrow(TypeError);
+    expect(() => {
+      c.source.env.push('X');
+    }).toThrow(TypeError);
+    expect(() => {
+      delete c.botId;
+    }).toThrow(TypeError);
     expect(Object.isFrozen(c.secretKey)).toBe(true);
   });
 

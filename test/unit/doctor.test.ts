@@ -36,12 +36,25 @@ const signal = (ms = 5000) => AbortSignal.timeout(ms);
 
 describe('failWith', () => {
   it('prints the message as the detail and the fix the error carries, never one cut out of the message', () => {
-    const err = new BotlinkError('ERR_STORE_ACCESS', 'cannot use the token store /x (EACCES: no). Fix: this is not cut out', 'needs-config', { fix: 'chown it' });
-    expect(failWith(err, 'fallback')).toEqual({ status: 'fail', detail: 'cannot use the token store /x (EACCES: no). Fix: this is not cut out', fix: 'chown it' });
+    const err = new BotlinkError(
+      'ERR_STORE_ACCESS',
+      'cannot use the token store /x (EACCES: no). Fix: this is not cut out',
+      'needs-config',
+      { fix: 'chown it' },
+    );
+    expect(failWith(err, 'fallback')).toEqual({
+      status: 'fail',
+      detail: 'cannot use the token store /x (EACCES: no). Fix: this is not cut out',
+      fix: 'chown it',
+    });
   });
 
   it('falls back to the fix of the check for an error that carries none, or anything else thrown', () => {
-    expect(failWith(new BotlinkError('ERR_INTERNAL', 'odd — really', 'fatal'), 'check the disk')).toEqual({ status: 'fail', detail: 'odd — really', fix: 'check the disk' });
+    expect(failWith(new BotlinkError('ERR_INTERNAL', 'odd — really', 'fatal'), 'check the disk')).toEqual({
+      status: 'fail',
+      detail: 'odd — really',
+      fix: 'check the disk',
+    });
     expect(failWith(new Error('boom'), 'check the disk')).toEqual({ status: 'fail', detail: 'boom', fix: 'check the disk' });
   });
 });
@@ -63,8 +76,27 @@ describe('endpointOf and checkDns', () => {
 describe('checkTls', () => {
   it('reports a self-signed certificate by its code with a CA fix', async () => {
     const dir = tempDir('botlink-tls-');
-    execFileSync(requireTool('openssl'), ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2',
-      '-subj', '/CN=localhost', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' });
+    execFileSync(
+      requireTool('openssl'),
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-days',
+        '2',
+        '-subj',
+        '/CN=localhost',
+        '-keyout',
+        join(dir, 'key.pem'),
+        '-out',
+        join(dir, 'cert.pem'),
+      ],
+      { stdio: 'ignore' },
+    );
     const server = createTlsServer({ key: readFileSync(join(dir, 'key.pem')), cert: readFileSync(join(dir, 'cert.pem')) }, (s) => s.end());
     const port = await listen(server);
     const outcome = await checkTls(new URL(`https://localhost:${port}`), signal(), systemClock);
@@ -82,7 +114,10 @@ describe('checkTls', () => {
   });
 
   it('passes plain http (the config allows it only on loopback)', async () => {
-    expect(await checkTls(new URL('http://127.0.0.1:1'), signal(), systemClock)).toEqual({ status: 'ok', detail: 'plain http on loopback' });
+    expect(await checkTls(new URL('http://127.0.0.1:1'), signal(), systemClock)).toEqual({
+      status: 'ok',
+      detail: 'plain http on loopback',
+    });
   });
 });
 
@@ -107,7 +142,11 @@ describe('checkWsHandshake', () => {
     const svc = await service(SEED);
     // The service judges the token first, so only a valid token with no botId draws this answer.
     const outcome = await checkWsHandshake(svc.wsUrl, '', await botToken(svc), signal(), systemClock);
-    expect(outcome).toMatchObject({ status: 'fail', detail: `refused: ${WsMessage.BOT_INVALID}`, fix: expect.stringMatching(/botlink provision/) });
+    expect(outcome).toMatchObject({
+      status: 'fail',
+      detail: `refused: ${WsMessage.BOT_INVALID}`,
+      fix: expect.stringMatching(/botlink provision/),
+    });
   });
 });
 

@@ -61,7 +61,8 @@ describe('explainFailure', () => {
     secretKeyFile: '/etc/botlink/secret-key',
     identity: { kind: 'vendor', id: 'V1' },
   };
-  const cloud = (code: number) => new CloudError(`ERR_CLOUD_${code}`, `getToken refused with code ${code}`, 'needs-config', { serviceCode: code });
+  const cloud = (code: number) =>
+    new CloudError(`ERR_CLOUD_${code}`, `getToken refused with code ${code}`, 'needs-config', { serviceCode: code });
 
   it('names the secret-key file and accessKeyId for a refused signature', () => {
     const { cause, fix } = explainFailure(cloud(1005), ctx);
@@ -82,7 +83,9 @@ describe('explainFailure', () => {
 
   it('sends network failures to baseUrl', () => {
     for (const code of ['ERR_NETWORK', 'ERR_DNS', 'ERR_TIMEOUT', 'ERR_DEADLINE', 'ERR_HTTP_STATUS'] as const) {
-      expect(explainFailure(new BotlinkError(code, 'x', 'retry-backoff'), ctx).fix).toContain('cannot reach baseUrl https://api.example.com');
+      expect(explainFailure(new BotlinkError(code, 'x', 'retry-backoff'), ctx).fix).toContain(
+        'cannot reach baseUrl https://api.example.com',
+      );
     }
   });
 
@@ -92,12 +95,18 @@ describe('explainFailure', () => {
       cause: 'cannot use the store',
       fix: 'chown it',
     });
-    expect(explainFailure(new BotlinkError(code, 'cannot use the store', 'needs-config'), ctx)).toEqual({ cause: 'cannot use the store', fix: undefined });
+    expect(explainFailure(new BotlinkError(code, 'cannot use the store', 'needs-config'), ctx)).toEqual({
+      cause: 'cannot use the store',
+      fix: undefined,
+    });
     expect(explainFailure('plain', ctx)).toEqual({ cause: 'plain', fix: undefined });
   });
 
   it('prefers what the command knows to the fix the error carries', () => {
-    const refused = new CloudError('ERR_CLOUD_1005', 'getToken refused with code 1005', 'needs-config', { serviceCode: 1005, fix: 'check the secret' });
+    const refused = new CloudError('ERR_CLOUD_1005', 'getToken refused with code 1005', 'needs-config', {
+      serviceCode: 1005,
+      fix: 'check the secret',
+    });
     expect(explainFailure(refused, ctx).fix).toContain('secret-key file (/etc/botlink/secret-key)');
   });
 });

@@ -54,7 +54,11 @@ describe('locateJsonError', () => {
 describe('locateJsonError agrees with JSON.parse', () => {
   it('on every one-character deletion and insertion in a seed file, where JSON.parse names a position', () => {
     const text = JSON.stringify(
-      { accounts: [{ accessKeyId: 'AK', secretKey: 'S\\"K\u00e9', vendors: [{ vendorId: 'V1', bots: ['bot-1'] }], n: [-1.5e3, 0, true, null] }] },
+      {
+        accounts: [
+          { accessKeyId: 'AK', secretKey: 'S\\"K\u00e9', vendors: [{ vendorId: 'V1', bots: ['bot-1'] }], n: [-1.5e3, 0, true, null] },
+        ],
+      },
       null,
       2,
     );

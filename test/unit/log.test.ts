@@ -31,15 +31,25 @@ function make(level = 'info'): BotlinkLogger {
 
 async function lines(log: BotlinkLogger, path = file): Promise<Record<string, unknown>[]> {
   await log.flush();
-  return readFileSync(path, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+  return readFileSync(path, 'utf8')
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
 }
 
 /** Runs `body` (TypeScript, with createLogger in scope) in a child process: stdout and stderr are the log's own. */
 function runScript(body: string) {
   const script = `import { createLogger } from ${JSON.stringify(join(process.cwd(), 'src/log.ts'))};\n${body}`;
   const bundled = join(dir, 'script.cjs');
-  buildSync({ stdin: { contents: script, loader: 'ts', resolveDir: process.cwd() }, bundle: true, platform: 'node',
-    format: 'cjs', outfile: bundled, logLevel: 'error' });
+  buildSync({
+    stdin: { contents: script, loader: 'ts', resolveDir: process.cwd() },
+    bundle: true,
+    platform: 'node',
+    format: 'cjs',
+    outfile: bundled,
+    logLevel: 'error',
+  });
   return spawnSync(process.execPath, [bundled], { encoding: 'utf8' });
 }
 
@@ -90,7 +100,10 @@ describe('redaction', () => {
     log.logger.warn(new Error(`rejected Bearer ${TOKEN}, retrying`));
     const out = await lines(log);
     expect(JSON.stringify(out)).not.toContain(TOKEN);
-    expect(out[0]).toMatchObject({ dump: `GET / HTTP/1.1\r\nAuthorizat1on: Bearer ${REDACTED}\r\nHost: x`, msg: `sent Bearer ${REDACTED}` });
+    expect(out[0]).toMatchObject({
+      dump: `GET / HTTP/1.1\r\nAuthorizat1on: Bearer ${REDACTED}\r\nHost: x`,
+      msg: `sent Bearer ${REDACTED}`,
+    });
     expect(out[1]!.msg).toBe(`rejected Bearer ${REDACTED}, retrying`);
   });
 
@@ -112,7 +125,10 @@ describe('createLogger', () => {
     log.logger.warn({ reconnects: 2 }, 'kept');
     log.logger.error('kept too');
     const out = await lines(log);
-    expect(out.map((l) => [l.level, l.msg])).toEqual([['warn', 'kept'], ['error', 'kept too']]);
+    expect(out.map((l) => [l.level, l.msg])).toEqual([
+      ['warn', 'kept'],
+      ['error', 'kept too'],
+    ]);
     expect(out[0]).toMatchObject({ name: 'agent', pid: process.pid, reconnects: 2 });
     expect(Date.parse(String(out[0]!.time))).not.toBeNaN();
   });
@@ -138,7 +154,12 @@ describe('createLogger', () => {
     child.info('after close');
     log.close();
     const text = readFileSync(file, 'utf8');
-    expect(text.trim().split('\n').map((l) => (JSON.parse(l) as { i: number }).i)).toEqual([...Array(100).keys()]);
+    expect(
+      text
+        .trim()
+        .split('\n')
+        .map((l) => (JSON.parse(l) as { i: number }).i),
+    ).toEqual([...Array(100).keys()]);
     expect(text).not.toContain('after close');
   });
 
@@ -189,7 +210,10 @@ describe('createLogger', () => {
     `);
     expect(run.status, run.stderr).toBe(0);
     expect(run.stdout).toBe('flushed\n');
-    const out = run.stderr.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const out = run.stderr
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(out).toMatchObject([
       {
         level: 'error',

@@ -82,38 +82,123 @@ const ROWS: [string, Pair, Decision, Decision][] = [
   ['refresh expired → sign', { accessLeft: -H, refreshLeft: -S }, SIGN, USE_UNTIL_CLOCK],
   ['refresh expired, no access → sign (refresh tried first without time)', { refreshLeft: -S }, SIGN, REFRESH],
   ['refresh failed → sign', { accessLeft: -MIN, refreshLeft: 6 * D, refreshFailed: true }, SIGN, USE_UNTIL_CLOCK],
-  ['refresh failed, access rejected → sign', { accessLeft: H, refreshLeft: 6 * D, refreshFailed: true, accessRejected: true }, SIGN, WAIT_CLOCK],
-  ['refresh failed, access still valid → use until the refresh point', { accessLeft: 2 * H, refreshLeft: 6 * D, refreshFailed: true }, use(MIN), USE_UNTIL_CLOCK],
-  ['access rejected (Unauthorized) with valid refresh → refresh', { accessLeft: 2 * H, refreshLeft: 6 * D, accessRejected: true }, REFRESH, REFRESH],
+  [
+    'refresh failed, access rejected → sign',
+    { accessLeft: H, refreshLeft: 6 * D, refreshFailed: true, accessRejected: true },
+    SIGN,
+    WAIT_CLOCK,
+  ],
+  [
+    'refresh failed, access still valid → use until the refresh point',
+    { accessLeft: 2 * H, refreshLeft: 6 * D, refreshFailed: true },
+    use(MIN),
+    USE_UNTIL_CLOCK,
+  ],
+  [
+    'access rejected (Unauthorized) with valid refresh → refresh',
+    { accessLeft: 2 * H, refreshLeft: 6 * D, accessRejected: true },
+    REFRESH,
+    REFRESH,
+  ],
   ['access rejected, refresh near expiry → sign', { accessLeft: 2 * H, refreshLeft: 12 * H, accessRejected: true }, SIGN, REFRESH],
   ['access rejected, no refresh token → sign', { accessLeft: 2 * H, accessRejected: true }, SIGN, WAIT_CLOCK],
   ['access valid, no refresh token → use', { accessLeft: 2 * H }, use(MIN), USE_UNTIL_CLOCK],
   ['access expired, no refresh token → sign', { accessLeft: -S }, SIGN, USE_UNTIL_CLOCK],
   ['access exactly at the 30 min margin → refresh', { accessLeft: 30 * MIN, refreshLeft: 6 * D }, REFRESH, USE_UNTIL_CLOCK],
-  ['access 1 ms before the margin → use, wake no sooner than 1 s', { accessLeft: 30 * MIN + 1, refreshLeft: 6 * D }, use(S), USE_UNTIL_CLOCK],
+  [
+    'access 1 ms before the margin → use, wake no sooner than 1 s',
+    { accessLeft: 30 * MIN + 1, refreshLeft: 6 * D },
+    use(S),
+    USE_UNTIL_CLOCK,
+  ],
   ['refresh point in 10 s → use, wake in 10 s', { accessLeft: 30 * MIN + 10 * S, refreshLeft: 6 * D }, use(10 * S), USE_UNTIL_CLOCK],
   ['re-sign point in 20 s → use, wake in 20 s', { accessLeft: 2 * H, refreshLeft: D + 20 * S }, use(20 * S), USE_UNTIL_CLOCK],
   ['refresh exactly 1 day left → sign', { accessLeft: 2 * H, refreshLeft: D }, SIGN, USE_UNTIL_CLOCK],
-  ['retry scheduled in 30 s → backoff 30 s', { retryInMs: 30 * S }, { action: 'backoff', wakeInMs: 30 * S }, { action: 'backoff', wakeInMs: 30 * S }],
-  ['retry scheduled, even with a usable token → backoff', { accessLeft: 2 * H, refreshLeft: 6 * D, retryInMs: 1 }, { action: 'backoff', wakeInMs: 1 }, { action: 'backoff', wakeInMs: 1 }],
+  [
+    'retry scheduled in 30 s → backoff 30 s',
+    { retryInMs: 30 * S },
+    { action: 'backoff', wakeInMs: 30 * S },
+    { action: 'backoff', wakeInMs: 30 * S },
+  ],
+  [
+    'retry scheduled, even with a usable token → backoff',
+    { accessLeft: 2 * H, refreshLeft: 6 * D, retryInMs: 1 },
+    { action: 'backoff', wakeInMs: 1 },
+    { action: 'backoff', wakeInMs: 1 },
+  ],
   ['retry time reached → decide as usual', { refreshLeft: 6 * D, retryInMs: 0 }, REFRESH, REFRESH],
   ['retry time passed → decide as usual', { retryInMs: -5 * S }, SIGN, WAIT_CLOCK],
   // A caller waiting for a token with some life left (current({ minLeftMs })); the need is capped at half the lifetime.
   ['a caller needs less than left → use', { accessLeft: 2 * H, refreshLeft: 6 * D, neededLeft: 59 * MIN }, use(MIN), USE_UNTIL_CLOCK],
-  ['a caller needs 1 ms less than left → use', { accessLeft: 50 * MIN, refreshLeft: 6 * D, neededLeft: 50 * MIN - 1 }, use(MIN), USE_UNTIL_CLOCK],
-  ['a caller needs exactly the life left → refresh ahead of schedule', { accessLeft: 50 * MIN, refreshLeft: 6 * D, neededLeft: 50 * MIN }, REFRESH, USE_UNTIL_CLOCK],
-  ['a caller needs more than left → refresh ahead of schedule', { accessLeft: 50 * MIN, refreshLeft: 6 * D, neededLeft: 55 * MIN }, REFRESH, USE_UNTIL_CLOCK],
-  ['a need over half the lifetime is capped: more than 1 h left → use', { accessLeft: 61 * MIN, refreshLeft: 6 * D, neededLeft: 90 * MIN }, use(MIN), USE_UNTIL_CLOCK],
-  ['a need over half the lifetime is capped: exactly 1 h left → refresh', { accessLeft: H, refreshLeft: 6 * D, neededLeft: 90 * MIN }, REFRESH, USE_UNTIL_CLOCK],
-  ['an infinite need is capped at half the lifetime → use', { accessLeft: 2 * H, refreshLeft: 6 * D, neededLeft: Infinity }, use(MIN), USE_UNTIL_CLOCK],
-  ['a need on a short token is capped at half its 5 s', { accessLeft: 2_600, accessLife: 5 * S, refreshLeft: 6 * D, neededLeft: MIN }, use(1_350), USE_UNTIL_CLOCK],
+  [
+    'a caller needs 1 ms less than left → use',
+    { accessLeft: 50 * MIN, refreshLeft: 6 * D, neededLeft: 50 * MIN - 1 },
+    use(MIN),
+    USE_UNTIL_CLOCK,
+  ],
+  [
+    'a caller needs exactly the life left → refresh ahead of schedule',
+    { accessLeft: 50 * MIN, refreshLeft: 6 * D, neededLeft: 50 * MIN },
+    REFRESH,
+    USE_UNTIL_CLOCK,
+  ],
+  [
+    'a caller needs more than left → refresh ahead of schedule',
+    { accessLeft: 50 * MIN, refreshLeft: 6 * D, neededLeft: 55 * MIN },
+    REFRESH,
+    USE_UNTIL_CLOCK,
+  ],
+  [
+    'a need over half the lifetime is capped: more than 1 h left → use',
+    { accessLeft: 61 * MIN, refreshLeft: 6 * D, neededLeft: 90 * MIN },
+    use(MIN),
+    USE_UNTIL_CLOCK,
+  ],
+  [
+    'a need over half the lifetime is capped: exactly 1 h left → refresh',
+    { accessLeft: H, refreshLeft: 6 * D, neededLeft: 90 * MIN },
+    REFRESH,
+    USE_UNTIL_CLOCK,
+  ],
+  [
+    'an infinite need is capped at half the lifetime → use',
+    { accessLeft: 2 * H, refreshLeft: 6 * D, neededLeft: Infinity },
+    use(MIN),
+    USE_UNTIL_CLOCK,
+  ],
+  [
+    'a need on a short token is capped at half its 5 s',
+    { accessLeft: 2_600, accessLife: 5 * S, refreshLeft: 6 * D, neededLeft: MIN },
+    use(1_350),
+    USE_UNTIL_CLOCK,
+  ],
   ['a need of zero or less is no need → use', { accessLeft: 31 * MIN, refreshLeft: 6 * D, neededLeft: -MIN }, use(MIN), USE_UNTIL_CLOCK],
-  ['a caller needs more, refresh failed → sign', { accessLeft: 50 * MIN, refreshLeft: 6 * D, refreshFailed: true, neededLeft: 55 * MIN }, SIGN, USE_UNTIL_CLOCK],
-  ['a caller needs more, refresh near expiry → sign', { accessLeft: 50 * MIN, refreshLeft: 12 * H, neededLeft: 55 * MIN }, SIGN, USE_UNTIL_CLOCK],
+  [
+    'a caller needs more, refresh failed → sign',
+    { accessLeft: 50 * MIN, refreshLeft: 6 * D, refreshFailed: true, neededLeft: 55 * MIN },
+    SIGN,
+    USE_UNTIL_CLOCK,
+  ],
+  [
+    'a caller needs more, refresh near expiry → sign',
+    { accessLeft: 50 * MIN, refreshLeft: 12 * H, neededLeft: 55 * MIN },
+    SIGN,
+    USE_UNTIL_CLOCK,
+  ],
   ['a caller needs more, no refresh token → sign', { accessLeft: 50 * MIN, neededLeft: 55 * MIN }, SIGN, USE_UNTIL_CLOCK],
-  ['a caller needs more, access rejected → refresh', { accessLeft: 2 * H, refreshLeft: 6 * D, accessRejected: true, neededLeft: 55 * MIN }, REFRESH, REFRESH],
+  [
+    'a caller needs more, access rejected → refresh',
+    { accessLeft: 2 * H, refreshLeft: 6 * D, accessRejected: true, neededLeft: 55 * MIN },
+    REFRESH,
+    REFRESH,
+  ],
   ['a caller needs some, no access token → refresh', { refreshLeft: 6 * D, neededLeft: MIN }, REFRESH, REFRESH],
-  ['a caller needs more, retry scheduled → backoff', { accessLeft: 50 * MIN, refreshLeft: 6 * D, neededLeft: 55 * MIN, retryInMs: 30 * S }, { action: 'backoff', wakeInMs: 30 * S }, { action: 'backoff', wakeInMs: 30 * S }],
+  [
+    'a caller needs more, retry scheduled → backoff',
+    { accessLeft: 50 * MIN, refreshLeft: 6 * D, neededLeft: 55 * MIN, retryInMs: 30 * S },
+    { action: 'backoff', wakeInMs: 30 * S },
+    { action: 'backoff', wakeInMs: 30 * S },
+  ],
 ];
 
 const CLOCKS: ClockCase[] = ['trusted', 'untrusted-with-sample', 'untrusted-without'];
@@ -168,8 +253,7 @@ describe('decideNextAction: jitter moves the refresh point by ±10 % of the marg
     [NaN, 30 * MIN],
   ])('jitter %s → refresh at %i ms left', (jitter, refreshAtLeft) => {
     const now = nowFor('trusted');
-    const at = (accessLeft: number) =>
-      decideNextAction(factsOf({ accessLeft, refreshLeft: 6 * D, jitter }), now, longRecheck);
+    const at = (accessLeft: number) => decideNextAction(factsOf({ accessLeft, refreshLeft: 6 * D, jitter }), now, longRecheck);
     expect(at(refreshAtLeft)).toEqual(REFRESH);
     expect(at(refreshAtLeft + 5 * S)).toEqual(use(5 * S));
     expect(at(40 * MIN)).toEqual(use(40 * MIN - refreshAtLeft));
@@ -252,19 +336,20 @@ describe('accessUsableFor', () => {
     ['an infinite need is capped too', { accessLeft: 61 * MIN }, 'trusted', Infinity, true],
     ['a NaN lifetime caps nothing', { accessLeft: H, accessLife: NaN }, 'trusted', 2 * H, false],
     ['a negative lifetime caps nothing', { accessLeft: H, accessLife: -1 }, 'trusted', 2 * H, false],
-    ['unknown time: the need is the server\'s to judge', { accessLeft: H }, 'untrusted-without', 3 * H, true],
+    ["unknown time: the need is the server's to judge", { accessLeft: H }, 'untrusted-without', 3 * H, true],
   ])('%s [%s] → %s', (_name, pair, clock, minLeftMs, expected) => {
     expect(accessUsableFor(factsOf(pair), nowFor(clock), minLeftMs)).toBe(expected);
   });
 });
 
-describe('property: a caller\'s need renews exactly as the manager used to force it', () => {
+describe("property: a caller's need renews exactly as the manager used to force it", () => {
   /** The manager before the need was a fact: decide, then, if a caller needed more life, decide again as if rejected. */
   function forcedByCaller(facts: TokenFacts, now: PolicyNow, neededLeftMs: number): Decision {
     const { neededLeftMs: _n, ...plain } = facts;
     const decision = decideNextAction(plain, now);
     const capped = facts.access ? Math.min(neededLeftMs, facts.access.lifetimeMs / 2) : neededLeftMs;
-    const short = facts.access && !plain.accessRejected && now.serverTime !== undefined && !(facts.access.expiresAt - now.serverTime > capped);
+    const short =
+      facts.access && !plain.accessRejected && now.serverTime !== undefined && !(facts.access.expiresAt - now.serverTime > capped);
     return decision.action === 'use' && short ? decideNextAction({ ...plain, accessRejected: true }, now) : decision;
   }
 
@@ -292,7 +377,8 @@ describe('property: a caller\'s need renews exactly as the manager used to force
         const facts = factsOf(pair, now.mono);
         const expected = forcedByCaller(facts, now, pair.neededLeft ?? 0);
         const got = decideNextAction(facts, now);
-        if (JSON.stringify(got) !== JSON.stringify(expected)) differ.push(`${JSON.stringify(pair)} [${clock}] → ${JSON.stringify(got)}, was ${JSON.stringify(expected)}`);
+        if (JSON.stringify(got) !== JSON.stringify(expected))
+          differ.push(`${JSON.stringify(pair)} [${clock}] → ${JSON.stringify(got)}, was ${JSON.stringify(expected)}`);
       }
     }
     expect(differ).toEqual([]);
@@ -303,7 +389,13 @@ describe('property: a caller\'s need renews exactly as the manager used to force
     const bad: string[] = [];
     for (let i = 0; i < 5_000; i++) {
       const accessLife = [ACCESS_LIFE, 5 * S, 8 * H, 1][i % 4]!;
-      const pair: Pair = { accessLeft: accessLife, accessLife, refreshLeft: 7 * D, jitter: random() * 2 - 1, neededLeft: i % 7 === 0 ? Infinity : random() * 3 * accessLife };
+      const pair: Pair = {
+        accessLeft: accessLife,
+        accessLife,
+        refreshLeft: 7 * D,
+        jitter: random() * 2 - 1,
+        neededLeft: i % 7 === 0 ? Infinity : random() * 3 * accessLife,
+      };
       const d = decideNextAction(factsOf(pair), nowFor('trusted'));
       if (d.action !== 'use') bad.push(`${JSON.stringify(pair)} → ${JSON.stringify(d)}`);
     }

@@ -2,7 +2,13 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/agent/config/config.js';
-import { BOTLINK_APP_ID, boardSerial, machineAppSpecificId, resolveIdentity, type BoardPaths } from '../../src/agent/daemon/provisioning.js';
+import {
+  BOTLINK_APP_ID,
+  boardSerial,
+  machineAppSpecificId,
+  resolveIdentity,
+  type BoardPaths,
+} from '../../src/agent/daemon/provisioning.js';
 import { TokenStore } from '../../src/agent/store/token-store.js';
 import { BotlinkError } from '../../src/protocol/errors.js';
 import { useHarness } from '../helpers/harness.js';
@@ -16,7 +22,8 @@ const SYSTEMD_ANSWERS: [machineId: string, appSpecific: string][] = [
   ['0123456789abcdef0123456789abcdef', 'f51c147d34b449e5a4956fab88d1af47'],
   ['b08dfa6083e7567a1921a715000001fb', 'f0e1e664afeb4849b636f76fad671645'],
 ];
-const PI_CPUINFO = 'processor\t: 0\nHardware\t: BCM2835\nRevision\t: c03114\nSerial\t\t: 10000000ABCDEF01\nModel\t\t: Raspberry Pi 4 Model B Rev 1.4\n';
+const PI_CPUINFO =
+  'processor\t: 0\nHardware\t: BCM2835\nRevision\t: c03114\nSerial\t\t: 10000000ABCDEF01\nModel\t\t: Raspberry Pi 4 Model B Rev 1.4\n';
 const PC_CPUINFO = 'processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R)\n';
 
 /** A board whose /proc/cpuinfo and /etc/machine-id hold the given text (undefined: the file is absent). */
@@ -32,7 +39,14 @@ function board(cpuinfo: string | undefined, machineId: string | undefined): Boar
 function runtime(config: Record<string, unknown> = {}) {
   const dir = tempDir('botlink-provisioning-');
   writeFileSync(join(dir, 'secret-key'), 'SK\n', { mode: 0o600 });
-  const body = { baseUrl: 'https://api.example.com', accessKeyId: 'AK', secretKeyFile: 'secret-key', vendorId: 'V1', stateDir: 'state', ...config };
+  const body = {
+    baseUrl: 'https://api.example.com',
+    accessKeyId: 'AK',
+    secretKeyFile: 'secret-key',
+    vendorId: 'V1',
+    stateDir: 'state',
+    ...config,
+  };
   writeFileSync(join(dir, 'config.json'), JSON.stringify(body));
   const loaded = loadConfig({ file: join(dir, 'config.json'), env: {} });
   const store = TokenStore.open(loaded.stateDir);
@@ -86,7 +100,11 @@ describe('boardSerial', () => {
 describe('resolveIdentity: which deviceId registers, and upgrades keep their botId', () => {
   it('registers a board without a Pi serial under the hashed machine id', () => {
     const { rt } = runtime();
-    expect(resolveIdentity(rt, board(PC_CPUINFO, `${MACHINE_ID}\n`))).toEqual({ kind: 'vendor', id: 'V1', deviceId: '97fea7c30f9e4ae0a73ce674e79bdd43' });
+    expect(resolveIdentity(rt, board(PC_CPUINFO, `${MACHINE_ID}\n`))).toEqual({
+      kind: 'vendor',
+      id: 'V1',
+      deviceId: '97fea7c30f9e4ae0a73ce674e79bdd43',
+    });
   });
 
   it('keeps the botId a board was provisioned with under its raw machine id (no new registration on upgrade)', () => {
@@ -104,10 +122,18 @@ describe('resolveIdentity: which deviceId registers, and upgrades keep their bot
 
   it('leaves a configured deviceId and a Pi serial as they were: no hash, no legacy lookup', () => {
     const configured = runtime({ deviceId: MACHINE_ID });
-    expect(resolveIdentity(configured.rt, board(PC_CPUINFO, `${MACHINE_ID}\n`))).toEqual({ kind: 'vendor', id: 'V1', deviceId: MACHINE_ID });
+    expect(resolveIdentity(configured.rt, board(PC_CPUINFO, `${MACHINE_ID}\n`))).toEqual({
+      kind: 'vendor',
+      id: 'V1',
+      deviceId: MACHINE_ID,
+    });
     const pi = runtime();
     pi.store.setProvisionedBotId(pi.key(MACHINE_ID), 'bot-legacy');
-    expect(resolveIdentity(pi.rt, board(PI_CPUINFO, `${MACHINE_ID}\n`))).toEqual({ kind: 'vendor', id: 'V1', deviceId: '10000000abcdef01' });
+    expect(resolveIdentity(pi.rt, board(PI_CPUINFO, `${MACHINE_ID}\n`))).toEqual({
+      kind: 'vendor',
+      id: 'V1',
+      deviceId: '10000000abcdef01',
+    });
   });
 
   it('a configured botId wins over everything', () => {

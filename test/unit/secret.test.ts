@@ -39,7 +39,9 @@ describe('readSecretFile: the owner (these tests run as root and chown for real)
     const path = secretOwnedBy(OTHER_UID);
     const e = refusal(path);
     expect(e.path).toBe(path);
-    expect(e.message).toBe(`secret key file ${path} is owned by uid ${OTHER_UID}, which is neither this user (uid 0) nor root; refusing to use it`);
+    expect(e.message).toBe(
+      `secret key file ${path} is owned by uid ${OTHER_UID}, which is neither this user (uid 0) nor root; refusing to use it`,
+    );
     expect(e.fix).toBe(`run \`sudo chown root: ${path}\``);
     expect(e.message).not.toContain(SECRET);
   });
@@ -65,7 +67,17 @@ describe('readSecretFile as a non-root agent user (setpriv)', () => {
   /** Reads `path` as uid/gid 4243 with no groups; `readAnything` grants CAP_DAC_READ_SEARCH, so only the owner rule can refuse. */
   function readAs(path: string, readAnything: boolean): string {
     const caps = readAnything ? ['--inh-caps', '+dac_read_search', '--ambient-caps', '+dac_read_search'] : [];
-    const args = ['--reuid', String(AGENT_UID), '--regid', String(AGENT_UID), '--clear-groups', ...caps, process.execPath, child.file, path];
+    const args = [
+      '--reuid',
+      String(AGENT_UID),
+      '--regid',
+      String(AGENT_UID),
+      '--clear-groups',
+      ...caps,
+      process.execPath,
+      child.file,
+      path,
+    ];
     const r = spawnSync(requireTool('setpriv'), args, { encoding: 'utf8' });
     expect(r.status, r.stderr).toBe(0);
     return r.stdout;

@@ -40,12 +40,7 @@ function world(opts: { maxRttMs?: number; maxSampleAgeMs?: number } = {}) {
 describe('ServerTime', () => {
   it('knows nothing before the first sample', () => {
     const { st } = world();
-    expect([st.now(), st.offsetMs(), st.errorMs(), st.lastSampleMono()]).toEqual([
-      undefined,
-      undefined,
-      undefined,
-      undefined,
-    ]);
+    expect([st.now(), st.offsetMs(), st.errorMs(), st.lastSampleMono()]).toEqual([undefined, undefined, undefined, undefined]);
   });
 
   it('a single sample: midpoint of [D − received, D + 1 s − sent], error half its width', () => {
@@ -156,12 +151,7 @@ describe('ServerTime', () => {
     clock.mono += 60_000;
     expect(st.lastSampleMono()).toBe(100);
     clock.mono += 1;
-    expect([st.now(), st.errorMs(), st.lastSampleMono(), st.offsetMs()]).toEqual([
-      undefined,
-      undefined,
-      undefined,
-      undefined,
-    ]);
+    expect([st.now(), st.errorMs(), st.lastSampleMono(), st.offsetMs()]).toEqual([undefined, undefined, undefined, undefined]);
   });
 
   it('when the narrowing samples age out, the estimate rests on the newer ones', () => {

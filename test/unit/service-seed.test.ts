@@ -6,7 +6,14 @@ import { DEFAULT_SEED, loadSeedFile, parseSeed, SeedError } from '../../src/serv
 
 const valid = {
   accounts: [
-    { accessKeyId: 'AK', secretKey: 'SK', vendors: [{ vendorId: 'V1', bots: ['bot-1', 'bot-2'] }, { vendorId: 'V2', bots: [] }] },
+    {
+      accessKeyId: 'AK',
+      secretKey: 'SK',
+      vendors: [
+        { vendorId: 'V1', bots: ['bot-1', 'bot-2'] },
+        { vendorId: 'V2', bots: [] },
+      ],
+    },
     { accessKeyId: 'AK2', secretKey: 'SK2', vendors: [] },
   ],
 };
@@ -39,10 +46,22 @@ describe('parseSeed', () => {
     ['no account at all', { accounts: [] }, /^accounts: needs at least one account/],
     ['an unknown top-level key', { ...valid, extra: 1 }, /^extra: unknown key/],
     ['an account that is not an object', { accounts: ['AK'] }, /^accounts\[0\]: expected a JSON object/],
-    ['an empty secretKey', { accounts: [{ accessKeyId: 'AK', secretKey: '', vendors: [] }] }, /^accounts\[0\]\.secretKey: expected a non-empty string/],
+    [
+      'an empty secretKey',
+      { accounts: [{ accessKeyId: 'AK', secretKey: '', vendors: [] }] },
+      /^accounts\[0\]\.secretKey: expected a non-empty string/,
+    ],
     ['a numeric accessKeyId', { accounts: [{ accessKeyId: 1, secretKey: 'S', vendors: [] }] }, /^accounts\[0\]\.accessKeyId/],
-    ['an unknown account key', { accounts: [{ accessKeyId: 'A', secretKey: 'S', vendors: [], secret: 'x' }] }, /^accounts\[0\]\.secret: unknown key/],
-    ['vendors not an array', { accounts: [{ accessKeyId: 'A', secretKey: 'S', vendors: {} }] }, /^accounts\[0\]\.vendors: expected an array/],
+    [
+      'an unknown account key',
+      { accounts: [{ accessKeyId: 'A', secretKey: 'S', vendors: [], secret: 'x' }] },
+      /^accounts\[0\]\.secret: unknown key/,
+    ],
+    [
+      'vendors not an array',
+      { accounts: [{ accessKeyId: 'A', secretKey: 'S', vendors: {} }] },
+      /^accounts\[0\]\.vendors: expected an array/,
+    ],
     [
       'a bot that is not a string',
       { accounts: [{ accessKeyId: 'A', secretKey: 'S', vendors: [{ vendorId: 'V', bots: ['b', 2] }] }] },
@@ -55,7 +74,12 @@ describe('parseSeed', () => {
     ],
     [
       'a duplicate accessKeyId',
-      { accounts: [{ accessKeyId: 'A', secretKey: 'S', vendors: [] }, { accessKeyId: 'A', secretKey: 'T', vendors: [] }] },
+      {
+        accounts: [
+          { accessKeyId: 'A', secretKey: 'S', vendors: [] },
+          { accessKeyId: 'A', secretKey: 'T', vendors: [] },
+        ],
+      },
       /^accounts\[1\]\.accessKeyId: duplicate accessKeyId 'A'/,
     ],
     [
@@ -70,7 +94,18 @@ describe('parseSeed', () => {
     ],
     [
       'a botId under two vendors',
-      { accounts: [{ accessKeyId: 'A', secretKey: 'S', vendors: [{ vendorId: 'V', bots: ['b'] }, { vendorId: 'W', bots: ['b'] }] }] },
+      {
+        accounts: [
+          {
+            accessKeyId: 'A',
+            secretKey: 'S',
+            vendors: [
+              { vendorId: 'V', bots: ['b'] },
+              { vendorId: 'W', bots: ['b'] },
+            ],
+          },
+        ],
+      },
       /^accounts\[0\]\.vendors\[1\]\.bots\[0\]: duplicate botId 'b'/,
     ],
   ])('refuses %s, naming the spot', (_name, value, message) => {
@@ -99,10 +134,22 @@ describe('loadSeedFile', () => {
   });
 
   it.each([
-    ['a missing comma after the secret', '{"accounts":[{"accessKeyId":"AK",\n "secretKey":"SUPERSECRET123" "vendors":[]}]}', 'line 2, column 31 (offset 64)'],
-    ['an unquoted secret', '{"accounts":[{"accessKeyId":"AK",\n "secretKey":SUPERSECRET123,"vendors":[]}]}', 'line 2, column 14 (offset 47)'],
+    [
+      'a missing comma after the secret',
+      '{"accounts":[{"accessKeyId":"AK",\n "secretKey":"SUPERSECRET123" "vendors":[]}]}',
+      'line 2, column 31 (offset 64)',
+    ],
+    [
+      'an unquoted secret',
+      '{"accounts":[{"accessKeyId":"AK",\n "secretKey":SUPERSECRET123,"vendors":[]}]}',
+      'line 2, column 14 (offset 47)',
+    ],
     ['an unterminated secret', '{"accounts":[{"accessKeyId":"AK","secretKey":"SUPERSECRET123', 'line 1, column 61 (offset 60)'],
-    ['a control character in the secret', '{"accounts":[{"accessKeyId":"AK","secretKey":"SUPERSECRET\u0007123"}]}', 'line 1, column 58 (offset 57)'],
+    [
+      'a control character in the secret',
+      '{"accounts":[{"accessKeyId":"AK","secretKey":"SUPERSECRET\u0007123"}]}',
+      'line 1, column 58 (offset 57)',
+    ],
   ])('names the position of %s, never the text', (_name, text, position) => {
     const file = join(dir, 'secret.json');
     writeFileSync(file, text);

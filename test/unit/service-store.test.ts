@@ -61,7 +61,12 @@ describe('ServiceStore', () => {
     expect(store.transaction(() => store.claimNonce('AK', 'old', 5000))).toBe(true);
     expect(store.transaction(() => store.claimNonce('AK', 'new', 5000))).toBe(false);
     expect(store.findToken('h-old')).toBeUndefined();
-    expect(store.findToken('h-new')).toEqual({ kind: 'refresh', accessKeyId: 'AK', identity: { kind: 'vendor', id: 'V1' }, expiresAt: 3000 });
+    expect(store.findToken('h-new')).toEqual({
+      kind: 'refresh',
+      accessKeyId: 'AK',
+      identity: { kind: 'vendor', id: 'V1' },
+      expiresAt: 3000,
+    });
   });
 
   it('a refresh token keeps only its two newest refreshed access tokens, however often it is used', async () => {

@@ -46,7 +46,12 @@ describe('signature V2 known-answer vectors', () => {
 
   it('changes with every signed field and with the key', () => {
     const v = vectors[0]!;
-    const base = { accessKeyId: v.accessKeyId, accessNonce: v.accessNonce, accessTimestamp: v.accessTimestamp, accessVersion: v.accessVersion };
+    const base = {
+      accessKeyId: v.accessKeyId,
+      accessNonce: v.accessNonce,
+      accessTimestamp: v.accessTimestamp,
+      accessVersion: v.accessVersion,
+    };
     const sign = signV2(base, v.secretKey);
     for (const key of Object.keys(base) as (keyof typeof base)[]) {
       expect(signV2({ ...base, [key]: `${base[key]}x` }, v.secretKey)).not.toBe(sign);

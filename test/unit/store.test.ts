@@ -277,7 +277,6 @@ describe('TokenStore corruption and access errors', () => {
   });
 });
 
-
 describe('TokenStore lock key', () => {
   it('is random per database and read alike by every opener', () => {
     const a = open();
@@ -386,13 +385,20 @@ describe('TokenStore read-only (botlink status)', () => {
     store.savePair(bot, pair);
     closeAll();
     // A writer killed mid-transaction, its cache too small to hold the changes: the journal is hot.
-    const crash = spawnSync(process.execPath, ['-e', `
+    const crash = spawnSync(
+      process.execPath,
+      [
+        '-e',
+        `
       const db = new (require('better-sqlite3'))(${JSON.stringify(store.path)});
       db.pragma('cache_size = 1');
       db.exec('BEGIN');
       for (let i = 0; i < 2000; i++) db.prepare('INSERT INTO meta (key, value) VALUES (?, ?)').run('k' + i, 'x'.repeat(200));
       process.kill(process.pid, 'SIGKILL');
-    `], { cwd: process.cwd() });
+    `,
+      ],
+      { cwd: process.cwd() },
+    );
     expect(crash.signal).toBe('SIGKILL');
     expect(existsSync(`${store.path}-journal`)).toBe(true);
     let error: unknown;

@@ -35,7 +35,8 @@ describe('scripts/test-tools.sh and test/helpers/tools.ts', () => {
     for (const tool of Object.keys(TEST_TOOLS) as TestTool[]) requireTool(tool);
     const bin = tempDir('botlink-test-tools-');
     const calls = join(bin, 'calls');
-    for (const name of ['apt-get', 'sudo']) writeFileSync(join(bin, name), `#!/bin/sh\necho "${name} $*" >> '${calls}'\nexit 1\n`, { mode: 0o755 });
+    for (const name of ['apt-get', 'sudo'])
+      writeFileSync(join(bin, name), `#!/bin/sh\necho "${name} $*" >> '${calls}'\nexit 1\n`, { mode: 0o755 });
     const r = script([], { ...process.env, PATH: `${bin}${delimiter}${process.env.PATH ?? ''}` });
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toBe(`test-tools: all present (${Object.keys(TEST_TOOLS).join(' ')})\n`);

@@ -129,7 +129,11 @@ describe('parseGetTokenResponse', () => {
 
 describe('parseRefreshTokenResponse', () => {
   it('reads success and failure, rejects bad shapes', () => {
-    expect(parseRefreshTokenResponse({ accessToken: 'a', expireIn: 60, code: 0, msg: '' })).toEqual({ ok: true, accessToken: 'a', expireIn: 60 });
+    expect(parseRefreshTokenResponse({ accessToken: 'a', expireIn: 60, code: 0, msg: '' })).toEqual({
+      ok: true,
+      accessToken: 'a',
+      expireIn: 60,
+    });
     expect(parseRefreshTokenResponse({ code: 1101, msg: 'x' })).toEqual({ ok: false, code: 1101, msg: 'x' });
     expect(fieldOf(() => parseRefreshTokenResponse({ code: 0, expireIn: 60 }))).toBe('accessToken');
   });
@@ -158,11 +162,11 @@ describe('WebSocket failures', () => {
   );
 });
 
-describe('the guide\'s displacement event (DESIGN §1.4)', () => {
+describe("the guide's displacement event (DESIGN §1.4)", () => {
   const event = (envelope: Record<string, unknown>) => JSON.stringify(envelope);
   const displaced = { eventType: 'REPEAT_CLIENT_SESSION', eventData: {} };
   it.each([
-    ['the guide\'s example, code 200', event({ code: 200, msg: 'success', contentType: 'EVENT', content: displaced })],
+    ["the guide's example, code 200", event({ code: 200, msg: 'success', contentType: 'EVENT', content: displaced })],
     ['code 400', event({ code: 400, msg: 'REPEAT_CLIENT_SESSION', contentType: 'EVENT', content: displaced })],
     ['any other code', event({ code: 4001, msg: 'kicked', contentType: 'EVENT', content: displaced })],
     ['no code or msg at all', event({ contentType: 'EVENT', content: { eventType: 'REPEAT_CLIENT_SESSION' } })],
@@ -174,14 +178,17 @@ describe('the guide\'s displacement event (DESIGN §1.4)', () => {
     // A text frame only takes JSON forms; the event is one.
     expect(parseWsFailure(payload, { bare: false })).toBe(WsMessage.REPEAT_SESSION);
   });
-  it('fits a close reason (123 bytes) in the guide\'s shape', () => {
+  it("fits a close reason (123 bytes) in the guide's shape", () => {
     const reason = event({ code: 200, msg: 'success', contentType: 'EVENT', content: displaced });
     expect(Buffer.byteLength(reason)).toBeLessThanOrEqual(123);
   });
   it.each([
     ['another event', event({ code: 200, contentType: 'EVENT', content: { eventType: 'CFG_BOT_EVENT', eventData: {} } })],
     ['the marker in a chat reply', event({ code: 200, contentType: 'AGENT', content: displaced })],
-    ['the marker as eventData', event({ code: 200, contentType: 'EVENT', content: { eventType: 'COMPLETE', eventData: { eventType: 'REPEAT_CLIENT_SESSION' } } })],
+    [
+      'the marker as eventData',
+      event({ code: 200, contentType: 'EVENT', content: { eventType: 'COMPLETE', eventData: { eventType: 'REPEAT_CLIENT_SESSION' } } }),
+    ],
     ['the marker as text content', event({ code: 200, contentType: 'EVENT', content: 'REPEAT_CLIENT_SESSION' })],
     ['content null', event({ code: 200, contentType: 'EVENT', content: null })],
     ['content an array', event({ code: 200, contentType: 'EVENT', content: ['REPEAT_CLIENT_SESSION'] })],

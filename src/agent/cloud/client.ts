@@ -75,7 +75,12 @@ export class CloudClient {
     this.#basePath = url.pathname.replace(/\/+$/, '');
     this.#origin = url.origin;
     this.#deadlineMs =
-      opts.deadlineMs ?? Math.max(opts.connectTimeoutMs ?? DEFAULT_TIMEOUT_MS, opts.headersTimeoutMs ?? DEFAULT_TIMEOUT_MS, opts.bodyTimeoutMs ?? DEFAULT_TIMEOUT_MS);
+      opts.deadlineMs ??
+      Math.max(
+        opts.connectTimeoutMs ?? DEFAULT_TIMEOUT_MS,
+        opts.headersTimeoutMs ?? DEFAULT_TIMEOUT_MS,
+        opts.bodyTimeoutMs ?? DEFAULT_TIMEOUT_MS,
+      );
   }
 
   /** The signed flow (DESIGN §1.2); `timestampMs` must come from a trusted clock or server time. */
@@ -104,9 +109,14 @@ export class CloudClient {
     const body = { accessKeyId: this.#opts.accessKeyId, refreshToken, ...identityFieldsOf(identity) };
     const answer = parseOr(parseRefreshTokenResponse, await this.#post('/auth/refreshToken', body));
     if (answer.ok) return { accessToken: answer.accessToken, expireIn: answer.expireIn };
-    throw new CloudError('ERR_REFRESH_REFUSED', `refreshToken refused (code ${answer.code}${answer.msg ? `: ${answer.msg}` : ''}); signing again`, 'retry-soon', {
-      serviceCode: answer.code,
-    });
+    throw new CloudError(
+      'ERR_REFRESH_REFUSED',
+      `refreshToken refused (code ${answer.code}${answer.msg ? `: ${answer.msg}` : ''}); signing again`,
+      'retry-soon',
+      {
+        serviceCode: answer.code,
+      },
+    );
   }
 
   /** Registers a device under a vendor (DESIGN §1.5) with the vendor's access token; resolves to the botId. */
@@ -114,7 +124,11 @@ export class CloudClient {
     const answer = parseOr(parseRegisterDeviceResponse, await this.#post('/device/register', req, vendorAccessToken));
     if (answer.ok) return answer.botId;
     const retry: RetryClass = answer.code === '401' ? 'retry-soon' : 'needs-config';
-    throw new CloudError('ERR_REGISTER_REFUSED', `device registration refused (code ${answer.code}${answer.msg ? `: ${answer.msg}` : ''})`, retry);
+    throw new CloudError(
+      'ERR_REGISTER_REFUSED',
+      `device registration refused (code ${answer.code}${answer.msg ? `: ${answer.msg}` : ''})`,
+      retry,
+    );
   }
 
   /**
@@ -126,7 +140,11 @@ export class CloudClient {
     const route = `HEAD ${path}`;
     const { date } = await this.#call(route, { path, method: 'HEAD' });
     if (date === undefined || !Number.isFinite(Date.parse(date))) {
-      throw new CloudError('ERR_BAD_RESPONSE', `${route}: the answer carried no valid Date header, so it gives no server time`, 'retry-backoff');
+      throw new CloudError(
+        'ERR_BAD_RESPONSE',
+        `${route}: the answer carried no valid Date header, so it gives no server time`,
+        'retry-backoff',
+      );
     }
   }
 
@@ -228,7 +246,9 @@ function parseOr<T>(parse: (value: unknown) => T, value: unknown): T {
     return parse(value);
   } catch (err) {
     if (err instanceof WireError) {
-      throw new CloudError('ERR_BAD_RESPONSE', `the service answered with an unexpected shape (${err.message})`, 'retry-backoff', { cause: err });
+      throw new CloudError('ERR_BAD_RESPONSE', `the service answered with an unexpected shape (${err.message})`, 'retry-backoff', {
+        cause: err,
+      });
     }
     throw err;
   }
@@ -270,4 +290,3 @@ function networkError(route: string, err: unknown): CloudError {
   }
   return new CloudError('ERR_NETWORK', `${route}: cannot reach the service (${detail})`, 'retry-backoff', { cause: err });
 }
-

@@ -23,9 +23,10 @@ let loading: Promise<UndiciParts> | undefined;
  * undici's index exports, so an upgrade that moves them fails there and not on a device.
  */
 export function undiciParts(): Promise<UndiciParts> {
-  loading ??= Promise.all([import('undici/lib/dispatcher/pool.js'), import('undici/lib/api/api-request.js')]).then(
-    ([pool, request]) => ({ Pool: pool.default, request: request.default }),
-  );
+  loading ??= Promise.all([import('undici/lib/dispatcher/pool.js'), import('undici/lib/api/api-request.js')]).then(([pool, request]) => ({
+    Pool: pool.default,
+    request: request.default,
+  }));
   return loading;
 }
 

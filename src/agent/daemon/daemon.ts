@@ -66,13 +66,17 @@ export class Daemon {
       );
     }
     if ('lock' in claim) this.#instance = claim.lock;
-    else this.#log.error({ code: 'ERR_LOCK_UNUSABLE' }, `instance lock unavailable (${claim.unusable}): running without the one-daemon check`);
+    else
+      this.#log.error({ code: 'ERR_LOCK_UNUSABLE' }, `instance lock unavailable (${claim.unusable}): running without the one-daemon check`);
     // stop() came while the claim was pending: it could not release what it did not see.
     if (this.#stopping) {
       await this.#instance?.release();
       return;
     }
-    this.#log.info({ version: VERSION, pid: process.pid, baseUrl: this.#config.baseUrl, stateDir: this.#config.stateDir }, 'botlink starting');
+    this.#log.info(
+      { version: VERSION, pid: process.pid, baseUrl: this.#config.baseUrl, stateDir: this.#config.stateDir },
+      'botlink starting',
+    );
     const botId = await this.#botId(rt);
     if (botId === undefined) return;
     this.#identity = { kind: 'bot', id: botId };

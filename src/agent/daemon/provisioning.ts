@@ -53,9 +53,7 @@ function readOptional(path: string): string | undefined {
 }
 
 /** What the agent signs as: a bot, or a vendor that must first register this device. */
-export type ResolvedIdentity =
-  | { kind: 'bot'; id: string; provisioned: boolean }
-  | { kind: 'vendor'; id: string; deviceId: string };
+export type ResolvedIdentity = { kind: 'bot'; id: string; provisioned: boolean } | { kind: 'vendor'; id: string; deviceId: string };
 
 /** This device has no identity to sign as: the config must name one. */
 export class ProvisioningError extends BotlinkError {

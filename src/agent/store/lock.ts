@@ -53,7 +53,8 @@ export async function acquireLock(key: string, name: LockName): Promise<LockClai
     if (server) return { ok: true, lock: { release: () => new Promise((resolve) => server.close(() => resolve())) } };
     const probe = await probeAddress(address, key);
     if (probe.state !== 'free') return { ok: false, probe };
-    if (attempt === BIND_ATTEMPTS) return { ok: false, probe: { state: 'unusable', detail: `${name} lock bound and freed ${BIND_ATTEMPTS} times in a row` } };
+    if (attempt === BIND_ATTEMPTS)
+      return { ok: false, probe: { state: 'unusable', detail: `${name} lock bound and freed ${BIND_ATTEMPTS} times in a row` } };
   }
 }
 

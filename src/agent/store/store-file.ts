@@ -90,17 +90,12 @@ export function isCorruption(error: unknown): boolean {
 export function accessError(path: string, error: unknown): StoreError {
   if (error instanceof StoreError) return error;
   const reason = (error as { code?: string }).code ?? String(error);
-  return new StoreError(
-    'ERR_STORE_ACCESS',
-    `cannot use the token store ${path} (${reason}: ${messageOf(error)})`,
-    'needs-config',
-    {
-      cause: error,
-      fix:
-        'stateDir must be a directory that the user botlink runs as can write (create it, chown it to that user, chmod 0700) ' +
-        'on a writable disk with free space',
-    },
-  );
+  return new StoreError('ERR_STORE_ACCESS', `cannot use the token store ${path} (${reason}: ${messageOf(error)})`, 'needs-config', {
+    cause: error,
+    fix:
+      'stateDir must be a directory that the user botlink runs as can write (create it, chown it to that user, chmod 0700) ' +
+      'on a writable disk with free space',
+  });
 }
 
 /** Why a read-only open failed; the file is left exactly as it was. */
@@ -126,12 +121,10 @@ export function readError(path: string, error: unknown): StoreError {
       { cause: error, fix: 'restart the daemon: systemctl restart botlink' },
     );
   }
-  return new StoreError(
-    'ERR_STORE_ACCESS',
-    `cannot read the token store ${path} (${detail})`,
-    'needs-config',
-    { cause: error, fix: 'run this as root or as the user botlink runs as' },
-  );
+  return new StoreError('ERR_STORE_ACCESS', `cannot read the token store ${path} (${detail})`, 'needs-config', {
+    cause: error,
+    fix: 'run this as root or as the user botlink runs as',
+  });
 }
 
 /** A hot rollback journal belongs to its database: moved with it, the copy stays consistent. */

@@ -83,9 +83,11 @@ function prepareStatements(db: Database.Database) {
     putPair: db.prepare(`INSERT OR REPLACE INTO token_pair (${PAIR_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     dropOtherPair: db.prepare(`DELETE FROM token_pair WHERE kind = ? AND NOT (${SAME_IDENTITY})`),
     clearPair: db.prepare('DELETE FROM token_pair'),
-    getBot: db.prepare<string[], string>(
-      'SELECT bot_id FROM provisioned_bot WHERE base_url = ? AND access_key_id = ? AND vendor_id = ? AND device_id = ?',
-    ).pluck(),
+    getBot: db
+      .prepare<string[], string>(
+        'SELECT bot_id FROM provisioned_bot WHERE base_url = ? AND access_key_id = ? AND vendor_id = ? AND device_id = ?',
+      )
+      .pluck(),
     putBot: db.prepare(
       'INSERT OR REPLACE INTO provisioned_bot (base_url, access_key_id, vendor_id, device_id, bot_id) VALUES (?, ?, ?, ?, ?)',
     ),
@@ -199,7 +201,15 @@ export class TokenStore {
     const { accessToken, accessExpiresAt, refreshToken, refreshExpiresAt, issuedAt } = pair;
     const accessIssuedAt = pair.accessIssuedAt ?? null;
     this.write(() =>
-      this.stmt.putPair.run(...identityArgs(identity), accessToken, accessExpiresAt, refreshToken, refreshExpiresAt, issuedAt, accessIssuedAt),
+      this.stmt.putPair.run(
+        ...identityArgs(identity),
+        accessToken,
+        accessExpiresAt,
+        refreshToken,
+        refreshExpiresAt,
+        issuedAt,
+        accessIssuedAt,
+      ),
     );
   }
 

@@ -39,10 +39,13 @@ function systemTimer(ms: number, fn: () => void, opts: TimerOptions = {}): Cance
     if (left > MAX_TIMEOUT_MS) {
       handle = setTimeout(arm, MAX_TIMEOUT_MS);
     } else {
-      handle = setTimeout(() => {
-        handle = undefined;
-        fn();
-      }, Math.max(0, left));
+      handle = setTimeout(
+        () => {
+          handle = undefined;
+          fn();
+        },
+        Math.max(0, left),
+      );
     }
     if (!opts.ref) handle.unref();
   };

@@ -15,16 +15,11 @@ export const NO_TRUSTED_TIME = 'no trusted time: clock not synchronised and no s
 /** Signing needs a time we trust and none can be had yet. */
 export class ClockNotTrustedError extends BotlinkError {
   constructor(reason: string = NO_TRUSTED_TIME) {
-    super(
-      'ERR_CLOCK_UNTRUSTED',
-      reason,
-      'needs-clock',
-      {
-        fix:
-          'check that NTP runs (timedatectl status, chronyc tracking) and that the token service ' +
-          'is reachable over the network, so its Date header can supply the time',
-      },
-    );
+    super('ERR_CLOCK_UNTRUSTED', reason, 'needs-clock', {
+      fix:
+        'check that NTP runs (timedatectl status, chronyc tracking) and that the token service ' +
+        'is reachable over the network, so its Date header can supply the time',
+    });
   }
 }
 
@@ -42,9 +37,7 @@ export function chooseSigningTime(verdict: TimeSyncResult, server: ServerTime, c
   if (verdict.verdict === 'synced') {
     const wall = Math.round(clock.wallNow());
     const contradicted =
-      serverNow !== undefined &&
-      hasFreshSample(server, clock, FRESH_SAMPLE_MS) &&
-      Math.abs(serverNow - wall) > MAX_WALL_DISAGREEMENT_MS;
+      serverNow !== undefined && hasFreshSample(server, clock, FRESH_SAMPLE_MS) && Math.abs(serverNow - wall) > MAX_WALL_DISAGREEMENT_MS;
     return contradicted ? { ok: true, ms: serverNow, source: 'server' } : { ok: true, ms: wall, source: 'wall' };
   }
   if (serverNow !== undefined) return { ok: true, ms: serverNow, source: 'server' };

@@ -74,11 +74,7 @@ export function resetBackoff(): BackoffState {
 }
 
 /** The delay for the current attempt and the state for the one after. */
-export function nextBackoff(
-  state: BackoffState,
-  settings: BackoffSettings,
-  random: number,
-): { delayMs: number; state: BackoffState } {
+export function nextBackoff(state: BackoffState, settings: BackoffSettings, random: number): { delayMs: number; state: BackoffState } {
   const attempt = attemptIndex(state.attempt);
   return {
     delayMs: backoffDelay(attempt, settings, random),

@@ -317,4 +317,3 @@ export class TokenManager {
     this.#saver.settled();
   }
 }
-

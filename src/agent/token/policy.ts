@@ -75,10 +75,7 @@ function scaledMargin(configured: number, lifetimeMs: number | undefined, diviso
  * min(configured, lifetime/7) for re-sign, so 2 h/7 d tokens get 30 min/1 day and a demo token of
  * seconds still refreshes before it expires.
  */
-export function effectiveMargins(
-  facts: TokenFacts,
-  settings: PolicySettings,
-): { refreshMarginMs: number; resignMarginMs: number } {
+export function effectiveMargins(facts: TokenFacts, settings: PolicySettings): { refreshMarginMs: number; resignMarginMs: number } {
   return {
     refreshMarginMs: scaledMargin(settings.refreshMarginMs, facts.access?.lifetimeMs, REFRESH_LIFETIME_DIVISOR),
     resignMarginMs: scaledMargin(settings.resignMarginMs, facts.refresh?.lifetimeMs, RESIGN_LIFETIME_DIVISOR),
@@ -116,11 +113,7 @@ function useFor(untilMs: number[], settings: PolicySettings): Decision {
   return { action: 'use', wakeInMs: Math.max(MIN_USE_WAKE_MS, wake) };
 }
 
-export function decideNextAction(
-  facts: TokenFacts,
-  now: PolicyNow,
-  settings: PolicySettings = DEFAULT_POLICY,
-): Decision {
+export function decideNextAction(facts: TokenFacts, now: PolicyNow, settings: PolicySettings = DEFAULT_POLICY): Decision {
   const retryAt = facts.retryAtMono;
   // A non-finite retry time is ignored rather than obeyed: it would park the manager forever.
   if (retryAt !== undefined && Number.isFinite(retryAt) && retryAt > now.mono) {

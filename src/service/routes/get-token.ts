@@ -39,13 +39,7 @@ export const getToken: Route = (ctx, { input }) => {
   return ctx.store.transaction(() => issue(ctx, req, identity, timestamp, now));
 };
 
-function issue(
-  ctx: ServiceContext,
-  req: GetTokenRequest,
-  identity: Identity,
-  timestamp: number,
-  now: number,
-): Record<string, unknown> {
+function issue(ctx: ServiceContext, req: GetTokenRequest, identity: Identity, timestamp: number, now: number): Record<string, unknown> {
   // Kept until its timestamp leaves the window, after which the same request fails with 1003 anyway.
   if (!ctx.store.claimNonce(req.accessKeyId, req.accessNonce, Math.max(timestamp, now) + ctx.timestampWindowMs)) {
     return { code: Code.ILLEGAL_PARAMETERS, msg: 'nonce already used' };
