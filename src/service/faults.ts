@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import { WsMessage } from '../protocol/codes.js';
+import type { WsMessage } from '../protocol/codes.js';
 
 /** Ways an HTTP answer can be broken on purpose, for tests of the agent's client. */
 export const BROKEN_RESPONSES = [

@@ -112,7 +112,7 @@ describe('scripts/install.sh', () => {
     expect(r.status, r.output).toBe(0);
     expect(bin.calls()).toEqual([]);
     const lines = r.stdout.split('\n');
-    expect(lines).toContain('+ install -D -m 0644 ' + ROOT + 'systemd/botlink.service /etc/systemd/system/botlink.service');
+    expect(lines).toContain(`+ install -D -m 0644 ${ROOT}systemd/botlink.service /etc/systemd/system/botlink.service`);
     expect(lines).toContain('+ systemctl daemon-reload');
     expect(lines).toContain('+ systemctl enable botlink.service');
     expect(lines).toContain('+ systemctl enable --now botlink-logrotate.timer');

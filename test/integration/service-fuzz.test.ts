@@ -81,6 +81,7 @@ function malformed(rng: Rng, spec: RouteSpec): string | Buffer {
       return bytes;
     }
     case 8:
+      // biome-ignore lint/correctness/noPrecisionLoss: 1e400 is Infinity on purpose (JSON.stringify makes it null).
       return JSON.stringify(pick(rng, [null, 0, -1, 'text', true, [], [body], 1e400]));
     case 9: {
       const field = pick(rng, spec.exact);

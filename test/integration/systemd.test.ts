@@ -83,6 +83,7 @@ describe('systemd/botlink.service: what the daemon needs from it', () => {
     expect(required('Service', 'Type')).toBe('notify');
     expect(required('Service', 'NotifyAccess')).toBe('main');
     expect(required('Service', 'ExecStart')).toBe(
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: systemd's own ${} specifier, not a template.
       '/usr/bin/node /opt/botlink/dist/botlink.mjs run --config ${CREDENTIALS_DIRECTORY}/config.json',
     );
     expect(unit.get('Service')!.get('LoadCredential')).toEqual([
@@ -205,6 +206,7 @@ class UnitRun {
     for (const f of ['config.json', 'secret-key']) chmodSync(join(this.credentials, f), 0o400);
     this.logFile = join(dir, 'log', 'botlink.log');
     this.runtimeDir = join(dir, 'run');
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: systemd's own ${} specifier, not a template.
     const [program, script, ...args] = required('Service', 'ExecStart').replaceAll('${CREDENTIALS_DIRECTORY}', this.credentials).split(' ');
     expect([program, script]).toEqual(['/usr/bin/node', '/opt/botlink/dist/botlink.mjs']);
     const env = cleanEnv({

@@ -147,7 +147,9 @@ describe('duplicate identity: two devices configured with one botId', () => {
     const agents = [0, 1].map(() => new FleetAgent({ url: svc.url, wsUrl: svc.wsUrl, botId: BOT, link: { displacedBackoff: fast } }));
     for (const a of agents) cleanups.push(() => a.close());
     const order: number[] = [];
-    agents.forEach((a, i) => a.link.on('displaced', () => order.push(i)));
+    agents.forEach((a, i) => {
+      a.link.on('displaced', () => order.push(i));
+    });
 
     agents[0]!.start();
     await waitFor(() => agents[0]!.connected, 10_000, 'first agent connected');

@@ -20,7 +20,7 @@ const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: 'SK', vendors: [{ vend
  */
 const TIMER_TOLERANCE_MS = 50;
 
-const cleanups: (() => Promise<unknown> | void)[] = [];
+const cleanups: (() => unknown)[] = [];
 afterAll(async () => {
   while (cleanups.length) await cleanups.pop()!();
 });

@@ -7,7 +7,9 @@ import { ARCHES, debFile, elfMachine, exec, extract, field, files, ROOT, Scratch
 
 const { cleanups, service, tempDir } = useHarness();
 const extracted = new Map<Arch, string>();
-afterAll(() => extracted.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
+afterAll(() => {
+  for (const dir of extracted.values()) rmSync(dir, { recursive: true, force: true });
+});
 
 /** The package's files, unpacked once per file. */
 function unpacked(arch: Arch): string {

@@ -238,11 +238,11 @@ describe('createLogger', () => {
     expect(run.stderr).toBe('flushed\n');
     const out = run.stdout.trim().split('\n');
     expect(out).toHaveLength(3);
-    expect(out[0]).toMatch(/^\d\d:\d\d:\d\d\.\d{3} INFO  link: connected reconnects=0 url="ws:\/\/127\.0\.0\.1:1\/x y"$/);
+    expect(out[0]).toMatch(/^\d\d:\d\d:\d\d\.\d{3} INFO {2}link: connected reconnects=0 url="ws:\/\/127\.0\.0\.1:1\/x y"$/);
     expect(out[1]).toMatch(/^\d\d:\d\d:\d\d\.\d{3} ERROR link: handshake failed err="Unauthorized" accessToken=\[redacted\]$/);
     // Expiries are times a person reads (ISO 8601 UTC); durations stay numbers.
     expect(out[2]).toMatch(
-      /^\d\d:\d\d:\d\d\.\d{3} INFO  link: token refreshed accessExpiresAt=2026-11-22T22:26:09\.506Z refreshExpiresAt=2026-11-29T22:06:40\.000Z retryInMs=1500$/,
+      /^\d\d:\d\d:\d\d\.\d{3} INFO {2}link: token refreshed accessExpiresAt=2026-11-22T22:26:09\.506Z refreshExpiresAt=2026-11-29T22:06:40\.000Z retryInMs=1500$/,
     );
   });
 

@@ -56,6 +56,7 @@ describe('readSecretFile as a non-root agent user (setpriv)', () => {
   beforeAll(async () => {
     child = await bundleChild(
       "import { readSecretFile } from './src/agent/config/secret.ts';\n" +
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the child's own template literal, in its source text.
         'try { process.stdout.write(`ok ${readSecretFile(process.argv[2]!).reveal()}`); } catch (e) { const { message, fix } = e as { message: string; fix?: string }; process.stdout.write(`refused ${message} | fix: ${fix}`); }\n',
       'secret-child.ts',
       'secret-owner-',

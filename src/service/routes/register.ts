@@ -12,7 +12,7 @@ function failure(code: '400' | '401' | '403', msg: string): Record<string, unkno
 /** POST /device/register, DESIGN §1.5: a vendor's access token registers a device, once per deviceId. */
 export const register: Route = (ctx, { input, authorization }) => {
   const token = bearerAccess(ctx, authorization);
-  if (!token || token.identity.kind !== 'vendor') return failure('401', WsMessage.UNAUTHORIZED);
+  if (token?.identity.kind !== 'vendor') return failure('401', WsMessage.UNAUTHORIZED);
   if (!input.ok) return failure('400', input.reason);
   let req: RegisterDeviceRequest;
   try {
