@@ -379,3 +379,43 @@ describe('the loaded config', () => {
     expect(inspect(c)).toContain('secretKey: [redacted]');
   });
 });
+
+describe('loadConfig: the local API keys (DESIGN §3.2, §3.5)', () => {
+  it('puts the socket in runtimeDir and leaves the group to the daemon by default', () => {
+    const c = load({ ...base(), runtimeDir: '/run/x' });
+    expect([c.localSocket, c.localGroup]).toEqual(['/run/x/botlink.sock', null]);
+    expect(load(base()).localSocket).toBe('/run/botlink/botlink.sock');
+  });
+
+  it('turns the local API off with "" and resolves a relative socket against the config file', () => {
+    expect(load({ ...base(), localSocket: '' }).localSocket).toBeNull();
+    expect(load(base(), { BOTLINK_LOCAL_SOCKET: '' }).localSocket).toBeNull();
+    expect(load({ ...base(), localSocket: 'api.sock' }).localSocket).toBe(join(dir, 'api.sock'));
+  });
+
+  it('takes a gid, or a group name from /etc/group, in the file and the environment', () => {
+    expect(load({ ...base(), localGroup: 4243 }).localGroup).toBe(4243);
+    expect(load(base(), { BOTLINK_LOCAL_GROUP: '4243' }).localGroup).toBe(4243);
+    expect(load({ ...base(), localGroup: 'root' }).localGroup).toBe(0);
+    expect(load(base(), { BOTLINK_LOCAL_GROUP: 'root' }).localGroup).toBe(0);
+  });
+
+  it.each([
+    [{ localSocket: 7 }, 'localSocket', /"localSocket" in .* must be a path, or "" to turn the local API off/],
+    [{ localSocket: `/${'s'.repeat(120)}` }, 'localSocket', /at most 107 bytes/],
+    [{ localGroup: -1 }, 'localGroup', /must be a group name or a gid/],
+    [{ localGroup: 1.5 }, 'localGroup', /must be a group name or a gid/],
+    [{ localGroup: 'bad group' }, 'localGroup', /must be a group name or a gid; got "bad group"/],
+    [{ localGroup: 'no-such-group-x' }, 'localGroup', /names group "no-such-group-x", which is not in \/etc\/group/],
+  ])('refuses %j naming the key', (extra, key, message) => {
+    const e = configError(() => load({ ...base(), ...extra }));
+    expect(e.key).toBe(key);
+    expect(e.message).toMatch(message);
+  });
+
+  it('says how to fix a group that does not exist', () => {
+    const e = configError(() => load(base(), { BOTLINK_LOCAL_GROUP: 'no-such-group-x' }));
+    expect(e.message).toContain('BOTLINK_LOCAL_GROUP (localGroup)');
+    expect(e.fix).toMatch(/addgroup --system no-such-group-x.*numeric gid/);
+  });
+});

@@ -3,6 +3,7 @@ import { DEFAULT_CONFIG_FILE, DEFAULTS, type LogLevel, type TunableKey, WS_PATH 
 import { ConfigError } from './error.js';
 import { readConfigFile } from './file.js';
 import { CONFIG_KEYS, type ConfigKey, ENV_TO_KEY, envVarFor, type TextKey } from './keys.js';
+import { localValues } from './local.js';
 import { readSecretFile, type Secret, SecretFileError } from './secret.js';
 import { closest } from './suggest.js';
 import { type Raw, textValue, tunableValues } from './values.js';
@@ -23,6 +24,10 @@ export interface ConfigValues extends Readonly<Record<TunableKey, number>> {
   readonly runtimeDir: string;
   readonly logFile: string;
   readonly logLevel: LogLevel;
+  /** The local API's Unix socket; null when turned off (`""`). */
+  readonly localSocket: string | null;
+  /** The gid the socket is given; null: the daemon's own group. */
+  readonly localGroup: number | null;
 }
 
 /** Where the configuration came from: the file read (null: none) and the variables that applied. */
@@ -91,6 +96,7 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; defau
     });
   }
   const tunables = tunableValues(raw);
+  const runtimeDir = text('runtimeDir') ?? DEFAULTS.runtimeDir;
 
   const values: ConfigValues = Object.freeze({
     baseUrl,
@@ -101,9 +107,10 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; defau
     vendorId,
     deviceId: text('deviceId'),
     stateDir: text('stateDir') ?? DEFAULTS.stateDir,
-    runtimeDir: text('runtimeDir') ?? DEFAULTS.runtimeDir,
+    runtimeDir,
     logFile: text('logFile') ?? DEFAULTS.logFile,
     logLevel: (text('logLevel') ?? DEFAULTS.logLevel) as LogLevel,
+    ...localValues(raw, runtimeDir),
     ...tunables,
   });
   let secretKey: Secret;

@@ -14,9 +14,12 @@ export const TEXT_KEYS = [
   'logLevel',
 ] as const;
 export type TextKey = (typeof TEXT_KEYS)[number];
-export type ConfigKey = TextKey | TunableKey;
+/** The local API's keys (DESIGN §3.2, §3.5): read by local.ts, each with a value of its own shape. */
+export const LOCAL_KEYS = ['localSocket', 'localGroup'] as const;
+export type LocalKey = (typeof LOCAL_KEYS)[number];
+export type ConfigKey = TextKey | LocalKey | TunableKey;
 export const TUNABLE_KEYS = Object.freeze(Object.keys(TUNABLE_DEFAULTS) as TunableKey[]);
-export const CONFIG_KEYS: readonly ConfigKey[] = Object.freeze([...TEXT_KEYS, ...TUNABLE_KEYS]);
+export const CONFIG_KEYS: readonly ConfigKey[] = Object.freeze([...TEXT_KEYS, ...LOCAL_KEYS, ...TUNABLE_KEYS]);
 
 /** `baseUrl` → `BOTLINK_BASE_URL`. */
 export function envVarFor(key: ConfigKey): string {

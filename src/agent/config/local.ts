@@ -1,0 +1,67 @@
+import { readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { ConfigError } from './error.js';
+import type { ConfigKey } from './keys.js';
+import { bad, type Raw } from './values.js';
+
+export const LOCAL_SOCKET_FILE = 'botlink.sock';
+/** Where group names are looked up: Node has no getgrnam, and a device keeps its groups here. */
+export const GROUP_FILE = '/etc/group';
+/** The largest gid Linux accepts ((gid_t)-1 means "unchanged" to chown). */
+const MAX_GID = 0xfffffffe;
+
+/** The local API's socket (null: turned off with "") and its group (null: the daemon's own), DESIGN §3.2. */
+export function localValues(
+  raw: ReadonlyMap<ConfigKey, Raw>,
+  runtimeDir: string,
+  groupFile = GROUP_FILE,
+): { localSocket: string | null; localGroup: number | null } {
+  return { localSocket: socketValue(raw.get('localSocket'), runtimeDir), localGroup: groupValue(raw.get('localGroup'), groupFile) };
+}
+
+function socketValue(r: Raw | undefined, runtimeDir: string): string | null {
+  if (r === undefined) return join(runtimeDir, LOCAL_SOCKET_FILE);
+  if (typeof r.value !== 'string') throw bad('localSocket', r, 'must be a path, or "" to turn the local API off');
+  if (r.value === '') return null;
+  if (r.value.includes('\0')) throw bad('localSocket', r, 'must be a file system path');
+  const path = resolve(r.baseDir, r.value);
+  // sun_path holds 107 bytes and a NUL: a longer path cannot be bound at all.
+  if (Buffer.byteLength(path) > 107) throw bad('localSocket', r, `must be at most 107 bytes long (a Unix socket path); got ${path}`);
+  return path;
+}
+
+function groupValue(r: Raw | undefined, groupFile: string): number | null {
+  if (r === undefined) return null;
+  const v = r.fromEnv && typeof r.value === 'string' && /^\d+$/.test(r.value) ? Number(r.value) : r.value;
+  if (typeof v === 'number') {
+    if (Number.isInteger(v) && v >= 0 && v <= MAX_GID) return v;
+    throw bad('localGroup', r, `must be a group name or a gid (0 to ${MAX_GID}); got ${JSON.stringify(r.value)}`);
+  }
+  if (typeof v !== 'string' || !/^[A-Za-z_][A-Za-z0-9_.-]*\$?$/.test(v) || v.length > 32) {
+    throw bad('localGroup', r, `must be a group name or a gid; got ${JSON.stringify(r.value)}`);
+  }
+  const gid = gidOf(v, groupFile);
+  if (gid !== undefined) return gid;
+  return missingGroup(r, v, groupFile);
+}
+
+function missingGroup(r: Raw, name: string, groupFile: string): never {
+  throw new ConfigError('localGroup', `${r.where} names group "${name}", which is not in ${groupFile}`, {
+    fix: `create the group (addgroup --system ${name}) or give its numeric gid; or ${r.fix}`,
+  });
+}
+
+/** The gid of a group named in the group file, or undefined. */
+function gidOf(name: string, groupFile: string): number | undefined {
+  let text: string;
+  try {
+    text = readFileSync(groupFile, 'utf8');
+  } catch {
+    return undefined;
+  }
+  for (const line of text.split('\n')) {
+    const [group, , gid] = line.split(':');
+    if (group === name && gid !== undefined && /^\d+$/.test(gid)) return Number(gid);
+  }
+  return undefined;
+}
