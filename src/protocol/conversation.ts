@@ -1,0 +1,155 @@
+/**
+ * The conversation frames of DESIGN §1.7 and botlink's own BOTLINK frame (§3.5). The reference service
+ * speaks the subset; the relay carries frames unread and looks only at what it must, cheaply.
+ */
+
+export const ContentType = {
+  TEXT: 'TEXT',
+  AUDIO: 'AUDIO',
+  EVENT: 'EVENT',
+  PING: 'PING',
+  PONG: 'PONG',
+  ASR: 'ASR',
+  AGENT: 'AGENT',
+  TTS: 'TTS',
+  ACTIVITY: 'ACTIVITY',
+} as const;
+export type ContentType = (typeof ContentType)[keyof typeof ContentType];
+const CONTENT_TYPES: readonly string[] = Object.values(ContentType);
+
+export const ConversationEvent = {
+  CFG_BOT_EVENT: 'CFG_BOT_EVENT',
+  CLIENT_VOICE_CHAT_UPDATE: 'CLIENT_VOICE_CHAT_UPDATE',
+  SERVER_VOICE_CHAT_UPDATED: 'SERVER_VOICE_CHAT_UPDATED',
+  CALL_AGENT_START_EVENT: 'CALL_AGENT_START_EVENT',
+  TTS_COMPLETE: 'TTS_COMPLETE',
+  COMPLETE: 'COMPLETE',
+  CLIENT_AUDIO_FINISH: 'CLIENT_AUDIO_FINISH',
+  CLIENT_INTERRUPT: 'CLIENT_INTERRUPT',
+  CALL_AGENT_INTERRUPTED: 'CALL_AGENT_INTERRUPTED',
+  REPEAT_CLIENT_SESSION: 'REPEAT_CLIENT_SESSION',
+} as const;
+export type ConversationEvent = (typeof ConversationEvent)[keyof typeof ConversationEvent];
+
+/** The guide's answer to a binary frame on a connection whose voice config is not binary. */
+export const AUDIO_BINARY_NOT_SUPPORTED = 'audio binary not support.';
+
+type Obj = Record<string, unknown>;
+
+/** A frame from the device: `{mid, uid?, contentType, content}`. */
+export interface UpFrame {
+  mid: string | undefined;
+  contentType: ContentType;
+  content: Obj;
+}
+
+/** A frame from the service: `{code: 200, msg, requestId, mid, contentType, content, t}`, in that key order. */
+export interface DownFrame {
+  code: 200;
+  msg: string;
+  requestId: string;
+  mid: string;
+  contentType: ContentType;
+  content: Obj;
+  t: number;
+}
+
+export function downFrame(f: { requestId: string; mid: string; contentType: ContentType; content: Obj; t: number }): string {
+  const frame: DownFrame = {
+    code: 200,
+    msg: 'success',
+    requestId: f.requestId,
+    mid: f.mid,
+    contentType: f.contentType,
+    content: f.content,
+    t: f.t,
+  };
+  return JSON.stringify(frame);
+}
+
+export function upFrame(contentType: ContentType, content: Obj, mid?: string): string {
+  return JSON.stringify({ ...(mid !== undefined && { mid }), contentType, content });
+}
+
+/** An EVENT's content: `{eventType, eventData}` plus extra fields such as `roundId`. */
+export function eventContent(eventType: ConversationEvent, eventData: Obj = {}, extra: Obj = {}): Obj {
+  return { eventType, eventData, ...extra };
+}
+
+/** The service's error frame, `{code: 400, msg}`, as the guide shows it (no envelope). */
+export function conversationErrorBody(msg: string): string {
+  return JSON.stringify({ code: 400, msg });
+}
+
+export type ParsedUpFrame = { ok: true; frame: UpFrame } | { ok: false; msg: string };
+
+function isObject(v: unknown): v is Obj {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Reads an up frame; a refusal's msg says what is wrong so an app developer can fix the frame. */
+export function parseUpFrame(text: string): ParsedUpFrame {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return { ok: false, msg: 'malformed frame: not JSON' };
+  }
+  if (!isObject(parsed)) return { ok: false, msg: 'malformed frame: expected a JSON object' };
+  const { mid, contentType, content } = parsed;
+  if (typeof contentType !== 'string' || !CONTENT_TYPES.includes(contentType)) {
+    return { ok: false, msg: `malformed frame: contentType must be one of ${CONTENT_TYPES.join(', ')}` };
+  }
+  if (mid !== undefined && typeof mid !== 'string') return { ok: false, msg: 'malformed frame: mid must be a string' };
+  if (content !== undefined && !isObject(content)) return { ok: false, msg: 'malformed frame: content must be an object' };
+  return { ok: true, frame: { mid, contentType: contentType as ContentType, content: content ?? {} } };
+}
+
+/** The eventType of an EVENT frame's content, if it has one. */
+export function eventTypeOf(frame: { contentType: string; content: Obj }): string | undefined {
+  if (frame.contentType !== ContentType.EVENT) return undefined;
+  const type = frame.content['eventType'];
+  return typeof type === 'string' ? type : undefined;
+}
+
+/** A voice config's audio mode: `eventData.audio.binary`; undefined when eventData has no `audio` object. */
+export function voiceConfigAudio(eventData: unknown): { binary: boolean } | undefined {
+  if (!isObject(eventData) || !isObject(eventData['audio'])) return undefined;
+  return { binary: eventData['audio']['binary'] === true };
+}
+
+/** `contentType` botlink speaks in; the cloud never sends it. */
+export const BOTLINK_CONTENT_TYPE = 'BOTLINK';
+
+/**
+ * Whether a text frame is the `EVENT` `eventType`: a substring search first, so only the rare frame
+ * that mentions the event is parsed (a TTS frame saying its name is not one).
+ */
+export function isConversationEvent(frame: Buffer, eventType: string): boolean {
+  if (!frame.includes(eventType)) return false;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(frame.toString('utf8'));
+  } catch {
+    return false;
+  }
+  if (typeof parsed !== 'object' || parsed === null) return false;
+  const { contentType, content } = parsed as Record<string, unknown>;
+  return (
+    contentType === 'EVENT' &&
+    typeof content === 'object' &&
+    content !== null &&
+    (content as Record<string, unknown>)['eventType'] === eventType
+  );
+}
+
+export interface LinkStateData {
+  state: string;
+  sessionId: string | null;
+  retryInMs?: number;
+}
+
+/** botlink's state frame to an app: `{"contentType":"BOTLINK","content":{"eventType":"LINK_STATE","eventData":…}}`. */
+export function linkStateFrame(data: LinkStateData): string {
+  return JSON.stringify({ contentType: BOTLINK_CONTENT_TYPE, content: { eventType: 'LINK_STATE', eventData: data } });
+}
