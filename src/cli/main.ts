@@ -12,6 +12,9 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   doctor: async () => (await import('./doctor.js')).doctor,
   serve: async () => (await import('./serve.js')).serve,
   demo: async () => (await import('./demo.js')).demo,
+  chat: async () => (await import('./chat.js')).chat,
+  // Hidden: the demo's app, a separate process attached to the relay.
+  'demo-app': async () => (await import('./demo-app.js')).demoApp,
 };
 
 const USAGE = `usage: botlink <command> [options]
@@ -24,6 +27,7 @@ commands:
   doctor     field diagnostics
   serve      the reference token service
   demo       reference service and agent on loopback
+  chat       one conversation round through the running daemon
 
 botlink <command> --help for its options; botlink --version`;
 

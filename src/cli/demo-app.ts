@@ -1,0 +1,65 @@
+import { parseFlags } from './common.js';
+import { Exit, UsageError } from './exit.js';
+import { failureLines, formatDuration } from './format.js';
+import { type LinkStateData, RelayClient, RelayRefused, RoundLost } from './relay-client.js';
+
+const USAGE = 'usage: botlink demo-app --socket PATH [--every S]   (the app `botlink demo` runs; default every 3 s)';
+
+/**
+ * `botlink demo-app`: a small conversation app, a process of its own like a real one. It attaches to
+ * botlink's relay, asks something every few seconds while the link is connected, and prints every
+ * exchange and every LINK_STATE, so the demo shows the conversation carrying on across drops.
+ */
+export async function demoApp(argv: string[]): Promise<number> {
+  const { values } = parseFlags(argv, { socket: { type: 'string' }, every: { type: 'string' } }, USAGE);
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return Exit.OK;
+  }
+  if (values.socket === undefined) throw new UsageError(`--socket is required\n${USAGE}`);
+  const everyS = values.every === undefined ? 3 : Number(values.every);
+  if (!(Number.isFinite(everyS) && everyS > 0)) throw new UsageError(`--every must be a positive number of seconds\n${USAGE}`);
+
+  let client: RelayClient;
+  try {
+    client = await RelayClient.connect(values.socket);
+  } catch (err) {
+    if (!(err instanceof RelayRefused)) throw err;
+    process.stderr.write(failureLines('demo app', err.message, err.fix));
+    return Exit.UNAVAILABLE;
+  }
+  const say = (line: string): void => void process.stdout.write(`app: ${line}\n`);
+  say(`attached to ${values.socket}`);
+  const sayState = (s: LinkStateData): void =>
+    say(
+      `LINK_STATE ${s.state}${s.retryInMs === undefined ? '' : ` (retry in ${formatDuration(s.retryInMs)})`}${s.sessionId ? ` session ${s.sessionId}` : ''}`,
+    );
+  if (client.state) sayState(client.state);
+  client.on('state', sayState);
+
+  let asked = 0;
+  let busy = false;
+  const ask = async (): Promise<void> => {
+    if (busy || client.state?.state !== 'connected') return;
+    busy = true;
+    const question = `hello from the demo app, round ${++asked}`;
+    say(`→ "${question}"`);
+    try {
+      const { reply, roundId, ms } = await client.round(question);
+      say(`← "${reply}" (${roundId}, ${ms} ms)`);
+    } catch (err) {
+      if (!(err instanceof RoundLost)) throw err;
+      say(`round ${asked} lost: ${err.message}; the next one goes once the link is back`);
+    } finally {
+      busy = false;
+    }
+  };
+  const asker = setInterval(() => void ask(), everyS * 1000);
+  void ask();
+
+  // The daemon's stop ends the app: LINK_STATE stopped, then close 1001.
+  const { code, reason } = await client.whenClosed();
+  clearInterval(asker);
+  say(`relay closed (${code}${reason ? ` ${reason}` : ''}) after ${asked} rounds`);
+  return code === 1001 ? Exit.OK : Exit.UNAVAILABLE;
+}

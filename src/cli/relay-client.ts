@@ -1,0 +1,210 @@
+import { randomUUID } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import { resolve } from 'node:path';
+import WebSocket, { type RawData } from 'ws';
+import type { LinkState } from '../agent/link/supervisor.js';
+import { socketGroupName } from './socket-group.js';
+
+/** The relay's path on the local socket: the cloud's own (DESIGN §3.5). */
+export const RELAY_PATH = '/soulmate/voiceChat/v1';
+
+/** botlink's own frame (DESIGN §3.5): where the cloud link stands. */
+export interface LinkStateData {
+  state: LinkState;
+  sessionId?: string;
+  retryInMs?: number;
+}
+
+/** The relay could not be reached or refused this app: what happened and what a person does about it. */
+export class RelayRefused extends Error {
+  constructor(
+    message: string,
+    readonly fix: string,
+  ) {
+    super(message);
+  }
+}
+
+/** A round that cannot finish: the link left `connected`, the cloud answered an error, or the relay closed. */
+export class RoundLost extends Error {}
+
+export interface RoundResult {
+  reply: string;
+  roundId: string;
+  /** From sending TEXT to the round's COMPLETE. */
+  ms: number;
+}
+
+type Frame = { contentType?: unknown; code?: unknown; msg?: unknown; content?: unknown };
+type Content = { eventType?: unknown; eventData?: unknown; roundId?: unknown; text?: unknown };
+
+const record = (v: unknown): Record<string, unknown> => (typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : {});
+
+/** The LINK_STATE data of a frame, else undefined. */
+export function linkStateOf(frame: Frame): LinkStateData | undefined {
+  const content = record(frame.content) as Content;
+  if (frame.contentType !== 'BOTLINK' || content.eventType !== 'LINK_STATE') return undefined;
+  const data = record(content.eventData);
+  return typeof data.state === 'string' ? (data as unknown as LinkStateData) : undefined;
+}
+
+/**
+ * An app's side of botlink's relay, as `botlink chat` and the demo app use it: the link state as it
+ * changes ('state' events), and TEXT rounds one at a time.
+ */
+export class RelayClient extends EventEmitter<{ state: [LinkStateData]; frame: [Frame]; close: [number, string] }> {
+  readonly #ws: WebSocket;
+  state: LinkStateData | undefined;
+  closed: { code: number; reason: string } | undefined;
+
+  private constructor(ws: WebSocket) {
+    super();
+    this.#ws = ws;
+    ws.on('message', (data: RawData, isBinary: boolean) => {
+      if (isBinary) return; // audio: a text round's client has no use for it
+      let frame: Frame;
+      try {
+        frame = record(JSON.parse(data.toString())) as Frame;
+      } catch {
+        return;
+      }
+      const state = linkStateOf(frame);
+      if (state) {
+        this.state = state;
+        this.emit('state', state);
+      } else this.emit('frame', frame);
+    });
+    ws.on('close', (code, reason) => {
+      this.closed = { code, reason: reason.toString() };
+      this.emit('close', code, this.closed.reason);
+    });
+  }
+
+  /** Attaches to the relay at `socketPath`; rejects with RelayRefused naming the socket and the fix. */
+  static connect(socketPath: string): Promise<RelayClient> {
+    const path = resolve(socketPath);
+    return new Promise((done, fail) => {
+      const ws = new WebSocket(`ws+unix://${path}:${RELAY_PATH}`);
+      ws.once('open', () => {
+        ws.removeAllListeners('error');
+        ws.on('error', () => {}); // a reset after the handshake shows as 'close'
+        done(new RelayClient(ws));
+      });
+      ws.once('unexpected-response', (_req, res) => {
+        let body = '';
+        res.on('data', (d: Buffer) => (body += d.toString()));
+        res.on('end', () => fail(refusedByStatus(path, res.statusCode ?? 0, body)));
+        res.on('error', () => fail(refusedByStatus(path, res.statusCode ?? 0, body)));
+      });
+      ws.once('error', (err: NodeJS.ErrnoException) => fail(refusedByError(path, err)));
+    });
+  }
+
+  /** Resolves once the link is `connected` (at once when it is). */
+  untilConnected(): Promise<void> {
+    if (this.state?.state === 'connected') return Promise.resolve();
+    return new Promise((done, fail) => {
+      const onState = (s: LinkStateData): void => {
+        if (s.state !== 'connected') return;
+        this.off('close', onClose);
+        this.off('state', onState);
+        done();
+      };
+      const onClose = (code: number): void => {
+        this.off('state', onState);
+        fail(new RoundLost(closedMessage(code)));
+      };
+      this.on('state', onState);
+      this.once('close', onClose);
+    });
+  }
+
+  /** One TEXT round: `onPiece` gets each AGENT piece as it comes; resolves on the round's COMPLETE. */
+  round(input: string, onPiece: (text: string) => void = () => {}): Promise<RoundResult> {
+    const started = performance.now();
+    let roundId: string | undefined;
+    let reply = '';
+    return new Promise((done, fail) => {
+      const finish = (err?: Error): void => {
+        this.off('frame', onFrame);
+        this.off('state', onState);
+        this.off('close', onClose);
+        if (err) fail(err);
+        else done({ reply, roundId: roundId ?? '', ms: Math.round(performance.now() - started) });
+      };
+      const onFrame = (frame: Frame): void => {
+        if (typeof frame.code === 'number' && frame.code !== 200) {
+          finish(new RoundLost(`the cloud answered ${frame.code}: ${String(frame.msg)}`));
+          return;
+        }
+        const content = record(frame.content) as Content;
+        if (typeof content.roundId !== 'string') return;
+        roundId ??= content.roundId; // the first frame of the round names it
+        if (content.roundId !== roundId) return;
+        if (frame.contentType === 'AGENT' && typeof content.text === 'string') {
+          reply += content.text;
+          onPiece(content.text);
+        } else if (frame.contentType === 'EVENT' && content.eventType === 'COMPLETE') finish();
+      };
+      const onState = (s: LinkStateData): void => {
+        if (s.state !== 'connected') finish(new RoundLost(`the cloud link went ${s.state} during the round: its reply is lost`));
+      };
+      const onClose = (code: number): void => finish(new RoundLost(closedMessage(code)));
+      this.on('frame', onFrame);
+      this.on('state', onState);
+      this.once('close', onClose);
+      this.#ws.send(JSON.stringify({ mid: randomUUID(), contentType: 'TEXT', content: { input } }));
+    });
+  }
+
+  /** Resolves with the relay's close (at once when it is closed). */
+  whenClosed(): Promise<{ code: number; reason: string }> {
+    const { closed } = this;
+    if (closed) return Promise.resolve(closed);
+    return new Promise((done) => this.once('close', (code, reason) => done({ code, reason })));
+  }
+
+  close(): void {
+    this.#ws.close(1000);
+  }
+}
+
+function closedMessage(code: number): string {
+  return code === 1001 ? 'the botlink daemon stopped (close 1001)' : `botlink closed the relay (close ${code})`;
+}
+
+/** What to check when botlink's socket does not answer or goes away. */
+export const DAEMON_FIX = 'is the daemon running? systemctl status botlink (the socket is localSocket in the config)';
+
+function refusedByError(path: string, err: NodeJS.ErrnoException): RelayRefused {
+  switch (err.code) {
+    case 'ENOENT':
+      return new RelayRefused(`no botlink local API at ${path} (no such socket)`, DAEMON_FIX);
+    case 'ECONNREFUSED':
+      return new RelayRefused(`nothing listens on ${path} (connection refused)`, DAEMON_FIX);
+    case 'EACCES': {
+      const group = socketGroupName(path);
+      return new RelayRefused(
+        `permission denied on ${path}`,
+        `only root and group ${group} may use it: sudo usermod -aG ${group} $USER, then log in again (a service: SupplementaryGroups=${group})`,
+      );
+    }
+    default:
+      return new RelayRefused(`cannot attach to ${path}: ${err.message}`, DAEMON_FIX);
+  }
+}
+
+function refusedByStatus(path: string, status: number, body: string): RelayRefused {
+  let msg = body.trim();
+  try {
+    msg = String(record(JSON.parse(body)).msg ?? msg);
+  } catch {
+    // not JSON: the body as it came
+  }
+  if (status === 409)
+    return new RelayRefused(
+      `another app is attached to botlink's relay at ${path} (HTTP 409: ${msg})`,
+      'botlink serves one app at a time: stop the other app first (botlink status shows relay.attached)',
+    );
+  return new RelayRefused(`botlink refused the relay at ${path} (HTTP ${status}: ${msg})`, DAEMON_FIX);
+}
