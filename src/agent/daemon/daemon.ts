@@ -6,12 +6,17 @@ import type { AgentConfig } from '../config/config.js';
 import { claimInstance } from '../store/instance.js';
 import type { HeldLock } from '../store/lock.js';
 import { LinkSupervisor } from '../link/supervisor.js';
+import { Relay } from '../local/relay.js';
+import type { RelayCounters } from '../local/relay-port.js';
+import { LocalApi } from '../local/server.js';
 import type { Cancel } from '../time/clock.js';
 import { createNotifier, type Notifier } from './notify.js';
 import { provision, resolveIdentity, type BoardPaths } from './provisioning.js';
 import { openRuntime, type AgentRuntime, type RuntimeOptions } from './runtime.js';
 import { writeStatusFile, type StatusDoc } from './status.js';
 import type { TokenManager } from '../token/manager.js';
+
+const NO_RELAY: RelayCounters = Object.freeze({ attached: false, framesUp: 0, framesDown: 0, dropped: 0 });
 
 /** The longest delay a Node timer takes in one go: the keep-alive timer only needs to exist, not to fire. */
 const KEEPALIVE_MS = 2 ** 31 - 1;
@@ -32,6 +37,9 @@ export class Daemon {
   #rt: AgentRuntime | undefined;
   #tokens: TokenManager | undefined;
   #link: LinkSupervisor | undefined;
+  #relay: Relay | undefined;
+  /** The local API (DESIGN §3.5); none when localSocket is "". */
+  #local: LocalApi | undefined;
   #identity: { kind: 'bot' | 'vendor'; id: string };
   /** This stateDir's one-daemon lock, held from start() to stop(). */
   #instance: HeldLock | undefined;
@@ -97,9 +105,28 @@ export class Daemon {
     });
     this.#link = link;
     link.on('state', () => this.#publish());
+    this.#relay = new Relay({ link, clock: rt.clock, log: this.#log.child({ part: 'relay' }) });
     tokens.start();
     link.start();
     this.#publish();
+    await this.#startLocalApi(this.#relay);
+  }
+
+  async #startLocalApi(relay: Relay): Promise<void> {
+    const path = this.#config.localSocket;
+    if (path === null) return;
+    const api = new LocalApi({
+      path,
+      gid: this.#config.localGroup,
+      relay,
+      log: this.#log.child({ part: 'local' }),
+      status: () => this.statusDoc(),
+      tokens: () => this.#tokens,
+    });
+    await api.start();
+    this.#local = api;
+    // stop() ran while the socket was being bound: it could not remove what it did not see.
+    if (this.#stopping) await api.stop();
   }
 
   get link(): LinkSupervisor | undefined {
@@ -116,6 +143,8 @@ export class Daemon {
     this.#notify.stopping();
     this.#abort.abort();
     this.#tokens?.stop();
+    // The app hears `stopped` while the cloud socket is still there, then the link closes it.
+    await (this.#local ? this.#local.stop() : this.#relay?.stop());
     await this.#link?.stop();
     const rt = this.#rt;
     if (rt) {
@@ -214,6 +243,7 @@ export class Daemon {
       },
       store: snap?.store ?? { persisted: true, lastError: null },
       link: this.#link?.status ?? { state: 'connecting', since: clock ? clock.wallNow() : 0, reconnects: 0, lastError: null },
+      relay: { ...(this.#relay?.counters ?? NO_RELAY) },
     };
   }
 }

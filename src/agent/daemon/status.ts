@@ -1,6 +1,7 @@
 import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import type { LinkStatus } from '../link/supervisor.js';
+import type { RelayCounters } from '../local/relay-port.js';
 
 /** `<runtimeDir>/status.json` (DESIGN §3.4, stable). Tokens never appear in it. */
 export interface StatusDoc {
@@ -10,6 +11,7 @@ export interface StatusDoc {
   clock: { trusted: boolean; source: string; offsetMs: number | null; verdict?: string };
   token: { accessExpiresAt: number | null; refreshExpiresAt: number | null; lastError?: string | null; fix?: string };
   link: LinkStatus;
+  relay: RelayCounters;
   /** Whether the token held is saved in stateDir; false on a full or read-only disk (the daemon retries). */
   store?: { persisted: boolean; lastError: string | null };
   version?: string;

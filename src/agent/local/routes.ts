@@ -1,0 +1,79 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { describeError } from '../../protocol/errors.js';
+
+/** The relay's path: the cloud's own, so an app written for the cloud changes only its URL (DESIGN §3.5). */
+export const RELAY_PATH = '/soulmate/voiceChat/v1';
+
+/** What /v1/token needs of the token manager: an answer now, never a wait on the cloud. */
+export interface TokenSource {
+  current(opts: { signal?: AbortSignal }): Promise<string>;
+  snapshot(): { accessExpiresAt: number | undefined };
+}
+
+export interface RouteDeps {
+  /** The status object of DESIGN §3.4, as the daemon writes it to status.json. */
+  status(): object;
+  /** The token manager, once the device's identity is known. */
+  tokens(): TokenSource | undefined;
+}
+
+interface Answer {
+  status: number;
+  body: object;
+}
+
+const fault = (status: number, msg: string): Answer => ({ status, body: { code: status, msg } });
+
+/** The path of a request line, or undefined for one that is not an absolute path (`*`, a full URL, garbage). */
+export function pathOf(url: string | undefined): string | undefined {
+  if (url === undefined || !url.startsWith('/')) return undefined;
+  try {
+    return new URL(url, 'http://botlink.local').pathname;
+  } catch {
+    return undefined;
+  }
+}
+
+const ROUTES: Readonly<Record<string, (deps: RouteDeps) => Answer | Promise<Answer>>> = {
+  '/v1/status': (deps) => ({ status: 200, body: deps.status() }),
+  '/v1/token': (deps) => tokenAnswer(deps.tokens()),
+};
+
+/** Answers one plain (non-upgrade) request; only GET without a body is served. */
+export async function answer(req: IncomingMessage, res: ServerResponse, deps: RouteDeps): Promise<void> {
+  const route = ROUTES[pathOf(req.url) ?? ''];
+  let reply: Answer;
+  if (!route) reply = fault(404, `no such path on the botlink local API: GET /v1/status, GET /v1/token or ${RELAY_PATH}`);
+  else if (req.method !== 'GET') {
+    res.setHeader('Allow', 'GET');
+    reply = fault(405, `${req.method} is not allowed here: use GET`);
+  } else if (req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0) {
+    reply = fault(413, 'the local API takes no request body');
+  } else reply = await route(deps);
+  // A body left unread would be drained: close instead, so nobody streams into a connection we ignore.
+  if (reply.status === 413) res.shouldKeepAlive = false;
+  const text = JSON.stringify(reply.body);
+  res.writeHead(reply.status, {
+    'Content-Type': 'application/json',
+    'Content-Length': Buffer.byteLength(text),
+    'Cache-Control': 'no-store',
+  });
+  res.end(text);
+}
+
+/** `{accessToken, expiresAt}` when a usable token is held now; else 503 saying why. Never waits. */
+async function tokenAnswer(tokens: TokenSource | undefined): Promise<Answer> {
+  if (!tokens) return fault(503, 'no token yet: this device has no botId yet (botlink is provisioning it; see GET /v1/status)');
+  const now = new AbortController();
+  const pending = tokens.current({ signal: now.signal });
+  // Read in the same tick as current(): the expiry of the very token it resolves with, if it holds one.
+  const expiresAt = tokens.snapshot().accessExpiresAt;
+  // Aborting at once turns "wait for a renewal" into "none now", while the manager still gets on with it.
+  now.abort(new Error('botlink is getting one right now; ask again in a moment'));
+  try {
+    const accessToken = await pending;
+    return { status: 200, body: { accessToken, expiresAt } };
+  } catch (err) {
+    return fault(503, `no token now: ${describeError(err)}`);
+  }
+}

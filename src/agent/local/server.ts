@@ -1,0 +1,90 @@
+import { createServer, type Server } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { Logger } from 'pino';
+import { messageOf } from '../../protocol/errors.js';
+import type { RelayPort } from './relay-port.js';
+import { answer, pathOf, RELAY_PATH, type RouteDeps } from './routes.js';
+import { type BoundSocket, bindSocket, checkSocketPath, unlinkBound } from './socket-file.js';
+
+/** Node's own HTTP limits for local clients (DESIGN §3.5): small headers, short patience, no body. */
+export const LOCAL_LIMITS = Object.freeze({
+  maxHeaderSize: 8 * 1024,
+  /** A request's headers must arrive within this, its whole self within requestTimeoutMs. */
+  headersTimeoutMs: 5_000,
+  requestTimeoutMs: 10_000,
+  /** An idle keep-alive connection between requests. */
+  keepAliveTimeoutMs: 5_000,
+  /** A connection that sends nothing at all. */
+  idleTimeoutMs: 30_000,
+  /** How often Node looks for connections over the header and request timeouts. */
+  checkIntervalMs: 1_000,
+});
+
+export interface LocalApiOptions extends RouteDeps {
+  path: string;
+  /** The socket's group; null keeps the daemon's own. */
+  gid: number | null;
+  relay: RelayPort;
+  log: Logger;
+}
+
+/** The local API (DESIGN §3.5): HTTP/1.1 on one Unix socket whose permissions decide who may connect. */
+export class LocalApi {
+  readonly #o: LocalApiOptions;
+  readonly #server: Server;
+  #bound: BoundSocket | undefined;
+
+  constructor(opts: LocalApiOptions) {
+    this.#o = opts;
+    this.#server = createServer({
+      maxHeaderSize: LOCAL_LIMITS.maxHeaderSize,
+      headersTimeout: LOCAL_LIMITS.headersTimeoutMs,
+      requestTimeout: LOCAL_LIMITS.requestTimeoutMs,
+      keepAliveTimeout: LOCAL_LIMITS.keepAliveTimeoutMs,
+      connectionsCheckingInterval: LOCAL_LIMITS.checkIntervalMs,
+    });
+    this.#server.timeout = LOCAL_LIMITS.idleTimeoutMs;
+    this.#server.on('request', (req, res) => {
+      answer(req, res, opts).catch((err: unknown) => {
+        opts.log.error({ err: messageOf(err), url: req.url }, 'local API request failed');
+        res.destroy();
+      });
+    });
+    this.#server.on('upgrade', (req, socket: Duplex, head: Buffer) => this.#upgrade(req, socket, head));
+  }
+
+  get path(): string {
+    return this.#o.path;
+  }
+
+  /** Binds the socket; a dead one left by a crash is replaced, a live one or any other file is an error. */
+  async start(): Promise<void> {
+    await checkSocketPath(this.#o.path);
+    this.#bound = await bindSocket(this.#server, this.#o.path, this.#o.gid);
+    this.#o.log.info({ socket: this.#o.path, gid: this.#o.gid ?? process.getgid?.() }, 'local API listening');
+  }
+
+  /** Stops accepting, ends the app's relay, closes every connection and removes the socket file. */
+  async stop(): Promise<void> {
+    const bound = this.#bound;
+    this.#bound = undefined;
+    if (!bound) return;
+    const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
+    await this.#o.relay.stop();
+    this.#server.closeAllConnections();
+    await closed;
+    unlinkBound(bound);
+  }
+
+  #upgrade(req: Parameters<RelayPort['handleUpgrade']>[0], socket: Duplex, head: Buffer): void {
+    if (pathOf(req.url) === RELAY_PATH) {
+      // The relay owns the connection from here: the server's idle limit is for HTTP only.
+      if ('setTimeout' in socket && typeof socket.setTimeout === 'function') socket.setTimeout(0);
+      this.#o.relay.handleUpgrade(req, socket, head);
+      return;
+    }
+    const body = JSON.stringify({ code: 404, msg: `no upgrade here: the relay is on ${RELAY_PATH}` });
+    const head404 = `HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}`;
+    socket.end(`${head404}\r\nConnection: close\r\n\r\n${body}`, () => socket.destroy());
+  }
+}
