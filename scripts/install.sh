@@ -16,6 +16,7 @@ Installs botlink from this checkout (run `npm ci` first; the bundle is built whe
   /etc/logrotate.d/botlink
   /etc/systemd/system/botlink-logrotate.{service,timer}   hourly size check of the log
   /etc/botlink/config.json         from the template, only when there is none (mode 0600)
+  the `botlink` system group       the local API's users (the service runs in it), when missing
 Then reloads systemd, enables botlink.service and starts botlink-logrotate.timer; it starts (or
 restarts, to upgrade) the service once /etc/botlink/secret-key exists and config.json is no longer
 the bare template.
@@ -182,10 +183,13 @@ elif [ -n "$(find "$ETC/secret-key" -perm /077)" ]; then
   note "warning: /etc/botlink/secret-key is readable by group or others: run \`sudo chmod 600 /etc/botlink/secret-key\`"
 fi
 
+# The unit runs in this group (Group=botlink): members may use the local API socket (0660), e.g. a voice
+# app's unit with SupplementaryGroups=botlink.
 if [ "$PREFIXED" = 1 ]; then
-  note "installed below $ROOT; systemctl not run (--prefix)"
+  note "installed below $ROOT; systemctl not run (--prefix); on the target create the group: groupadd --system botlink"
   exit 0
 fi
+getent group botlink >/dev/null || act groupadd --system botlink
 act systemctl daemon-reload
 act systemctl enable botlink.service
 act systemctl enable --now botlink-logrotate.timer

@@ -15,7 +15,7 @@ const PKG = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
   devDependencies: Record<string, string>;
 };
 /** Commands that change files or the system: under --dry-run none may run at all. */
-const MUTATORS = ['install', 'cp', 'mv', 'rm', 'ln', 'chmod', 'chown', 'mkdir', 'touch', 'tee', 'systemctl'];
+const MUTATORS = ['install', 'cp', 'mv', 'rm', 'ln', 'chmod', 'chown', 'mkdir', 'touch', 'tee', 'systemctl', 'groupadd'];
 /** One install copies ~12 MB and runs `npm ls`: seconds on an idle machine, more on 2 busy cores. */
 const INSTALL_TIMEOUT_MS = 60_000;
 const REAL_NPM = execFileSync('sh', ['-c', 'command -v npm'], { encoding: 'utf8' }).trim();
@@ -104,6 +104,7 @@ describe('scripts/install.sh', () => {
     }
     expect(r.stdout).toMatch(/^\+ cp -a --no-preserve=ownership \S+\/better-sqlite3\/build\/Release\/better_sqlite3\.node /m);
     expect(r.stdout).not.toContain('+ systemctl');
+    expect(r.stdout).toContain('on the target create the group: groupadd --system botlink');
   });
 
   it('--dry-run without --prefix shows the systemctl steps and changes nothing (every changing command is a tripwire)', () => {
@@ -114,6 +115,11 @@ describe('scripts/install.sh', () => {
     const lines = r.stdout.split('\n');
     expect(lines).toContain(`+ install -D -m 0644 ${ROOT}systemd/botlink.service /etc/systemd/system/botlink.service`);
     expect(lines).toContain('+ systemctl daemon-reload');
+    // The unit's Group=botlink: made when this host has no such group yet.
+    const hasGroup = spawnSync('getent', ['group', 'botlink']).status === 0;
+    const groupadd = lines.indexOf('+ groupadd --system botlink');
+    expect(groupadd >= 0).toBe(!hasGroup);
+    if (!hasGroup) expect(groupadd).toBeLessThan(lines.indexOf('+ systemctl daemon-reload'));
     expect(lines).toContain('+ systemctl enable botlink.service');
     expect(lines).toContain('+ systemctl enable --now botlink-logrotate.timer');
   });
