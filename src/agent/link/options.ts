@@ -32,6 +32,8 @@ export interface LinkOptions extends LinkTunables {
   log: Logger;
   /** Jitter source (default the system's); tests pin it. */
   random?: Random;
+  /** A fresh sessionId for a connection no app decided (default a random UUID, as the guide advises). */
+  newSessionId?: () => string;
   /** Resolves the WebSocket host; default the system resolver (tests inject failures and recovery). */
   lookup?: LookupFunction;
 }

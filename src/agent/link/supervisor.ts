@@ -1,6 +1,8 @@
 import { EventEmitter } from 'node:events';
+import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import WebSocket, { type RawData } from 'ws';
+import { isConversationEvent } from '../../protocol/conversation.js';
 import { fixOf, messageOf } from '../../protocol/errors.js';
 import { systemRandom, type Cancel, type Random } from '../time/clock.js';
 import {
@@ -12,10 +14,13 @@ import {
   type LinkEnding,
   type LinkMemory,
 } from './decide.js';
-import { MAX_CLOUD_MESSAGE_BYTES, resolveLinkSettings, type LinkOptions, type LinkSettings } from './options.js';
+import { resolveLinkSettings, type LinkOptions, type LinkSettings } from './options.js';
+import { cloudUrl, decidedSessionId, NO_PARAMS, sameParams, type ConnParams } from './params.js';
+import { closeWithin, openCloudSocket } from './socket.js';
 
 export { DROPPED_FIRST_ATTEMPT } from './decide.js';
 export { MAX_CLOUD_MESSAGE_BYTES, type LinkOptions, type TokenSource } from './options.js';
+export { NO_PARAMS, type ConnParams } from './params.js';
 
 export type LinkState = 'connecting' | 'connected' | 'backoff' | 'displaced' | 'stopped';
 
@@ -29,24 +34,42 @@ export interface LinkStatus {
   fix?: string;
 }
 
-/** A closing handshake the peer leaves unfinished is cut after this (ws would wait 30 s). */
-const CLOSE_GRACE_MS = 2000;
+/** The 'state' event: the status, plus how long until the next attempt while waiting in backoff or displaced. */
+export interface LinkStateChange extends LinkStatus {
+  retryInMs?: number;
+}
+
+/** What useParams did: the open socket already had them, it is being replaced, or the next attempt takes them. */
+export type ParamsOutcome = 'kept' | 'reconnecting' | 'later';
+
+/** The greeting is a small event: a larger frame is never searched for it. */
+const MAX_GREETING_BYTES = 16 * 1024;
 
 const idle: Cancel = () => undefined;
 
 /**
  * Keeps exactly one authenticated WebSocket open: connects with a fresh token, watches it with
- * ping/pong, and reconnects as decideLink says. Emits 'state' (LinkStatus), 'connected', 'message'
- * (data, isBinary), 'backoff' ({delayMs, reason}), 'displaced' ({count}) and 'stopped'.
+ * ping/pong, and reconnects as decideLink says. Emits 'state' (LinkStateChange), 'connected', 'message'
+ * (data: Buffer, isBinary), 'backoff' ({delayMs, reason}), 'displaced' ({count}) and 'stopped'.
  */
 export class LinkSupervisor extends EventEmitter {
   readonly #o: LinkOptions;
   readonly #s: LinkSettings;
   readonly #random: Random;
+  readonly #newSessionId: () => string;
   #status: LinkStatus;
   #memory: LinkMemory = initialLinkMemory();
   #ws: WebSocket | undefined;
   #token: string | undefined;
+  /** The parameters an app decided for the next connections. */
+  #params: ConnParams = NO_PARAMS;
+  /** The parameters and sessionId the current (or last) socket was opened with. */
+  #sockParams: ConnParams | undefined;
+  #sockSessionId: string | null = null;
+  /** The last CFG_BOT_EVENT of the current socket, replayed to an app that attaches to it. */
+  #greeting: Buffer | undefined;
+  /** A socket being closed to reopen with new parameters. */
+  #replacing: Promise<void> | undefined;
   /** What ended the current socket, when something said so before its close. */
   #ending: LinkEnding | undefined;
   /** The cloud answered the current socket (a pong or a message). */
@@ -63,11 +86,46 @@ export class LinkSupervisor extends EventEmitter {
     this.#o = opts;
     this.#s = resolveLinkSettings(opts);
     this.#random = opts.random ?? systemRandom;
+    this.#newSessionId = opts.newSessionId ?? randomUUID;
     this.#status = { state: 'stopped', since: opts.clock.wallNow(), reconnects: 0, lastError: null };
   }
 
   get status(): LinkStatus {
     return { ...this.#status };
+  }
+
+  /** The sessionId of the connection: the app's when it decided one, else the current (or last) socket's. */
+  get sessionId(): string | null {
+    return decidedSessionId(this.#params) ?? this.#sockSessionId;
+  }
+
+  /** The open connection's CFG_BOT_EVENT greeting, as the cloud sent it. */
+  get greeting(): Buffer | undefined {
+    return this.#status.state === 'connected' ? this.#greeting : undefined;
+  }
+
+  /** Takes an app's parameters for the cloud connection; a socket opened with others is replaced at once. */
+  useParams(params: ConnParams): ParamsOutcome {
+    this.#params = params;
+    const ws = this.#ws;
+    if (this.#stopped || !ws) return 'later';
+    if (this.#sockParams && sameParams(this.#sockParams, params)) return 'kept';
+    this.#ws = undefined;
+    this.#greeting = undefined;
+    this.#upSinceMono = undefined;
+    this.#stopHeartbeat();
+    this.#setState('connecting', this.#status.lastError, this.#status.fix);
+    this.#o.log.info('the app asked for other connection parameters: reconnecting with them');
+    this.#replacing = closeWithin(ws, 'parameters changed', (ms, fn) => this.#timer(ms, fn)).then(() => {
+      this.#replacing = undefined;
+      void this.#connect();
+    });
+    return 'reconnecting';
+  }
+
+  /** No app decides any more: later connections get fresh sessions; the open one is kept. */
+  forgetParams(): void {
+    this.#params = NO_PARAMS;
   }
 
   start(): void {
@@ -85,28 +143,16 @@ export class LinkSupervisor extends EventEmitter {
     this.#abort?.abort();
     const ws = this.#ws;
     this.#ws = undefined;
-    if (ws && ws.readyState !== WebSocket.CLOSED) {
-      await new Promise<void>((resolve) => {
-        const cancelForce = this.#timer(CLOSE_GRACE_MS, () => {
-          ws.terminate();
-          resolve();
-        });
-        ws.once('close', () => {
-          cancelForce();
-          resolve();
-        });
-        if (ws.readyState === WebSocket.OPEN) ws.close(1000, 'shutdown');
-        else ws.terminate();
-      });
-    }
+    if (ws) await closeWithin(ws, 'shutdown', (ms, fn) => this.#timer(ms, fn));
+    await this.#replacing;
     this.#setState('stopped', this.#status.lastError, this.#status.fix);
     this.emit('stopped');
   }
 
-  /** Sends on the open socket; false when not connected. */
-  send(data: string | Buffer): boolean {
+  /** Sends on the open socket, as a text or a binary frame; false when not connected. */
+  send(data: string | Buffer, binary = typeof data !== 'string'): boolean {
     if (this.#status.state !== 'connected' || this.#ws?.readyState !== WebSocket.OPEN) return false;
-    this.#ws.send(data);
+    this.#ws.send(data, { binary });
     return true;
   }
 
@@ -123,24 +169,20 @@ export class LinkSupervisor extends EventEmitter {
       return;
     }
     if (this.#stopped) return;
-    const url = new URL(this.#o.wsUrl);
-    url.searchParams.set('botId', this.#o.botId);
+    const params = this.#params;
+    const sessionId = decidedSessionId(params) ?? this.#newSessionId();
     let ws: WebSocket;
     try {
-      ws = new WebSocket(url, {
-        headers: { Authorization: `Bearer ${token}` },
-        perMessageDeflate: false,
-        followRedirects: false,
-        maxPayload: MAX_CLOUD_MESSAGE_BYTES,
-        closeTimeout: CLOSE_GRACE_MS,
-        ...(this.#o.lookup && { lookup: this.#o.lookup }),
-      });
+      ws = openCloudSocket(cloudUrl(this.#o.wsUrl, this.#o.botId, params, sessionId), token, this.#o.lookup);
     } catch (err) {
       this.#decide({ kind: 'unopenable', message: messageOf(err) }, token);
       return;
     }
     this.#ws = ws;
     this.#token = token;
+    this.#sockParams = params;
+    this.#sockSessionId = sessionId;
+    this.#greeting = undefined;
     this.#ending = undefined;
     this.#accepted = false;
     const cancelHandshake = this.#handshakeDeadline(ws);
@@ -206,13 +248,16 @@ export class LinkSupervisor extends EventEmitter {
       return;
     }
     this.#accepted = true;
-    this.#o.log.debug({ size, isBinary }, 'message received');
-    this.emit('message', data, isBinary);
+    // binaryType 'nodebuffer': ws hands every message over as one Buffer.
+    const frame = data as Buffer;
+    if (!isBinary && size <= MAX_GREETING_BYTES && isConversationEvent(frame, 'CFG_BOT_EVENT')) this.#greeting = frame;
+    this.emit('message', frame, isBinary);
   }
 
   #onClose(ws: WebSocket, code: number, reason: string): void {
     if (ws !== this.#ws) return;
     this.#ws = undefined;
+    this.#greeting = undefined;
     this.#stopHeartbeat();
     if (this.#stopped) return;
     const upMs = this.#upSinceMono === undefined ? undefined : this.#o.clock.monoNow() - this.#upSinceMono;
@@ -241,7 +286,7 @@ export class LinkSupervisor extends EventEmitter {
       return;
     }
     if (this.#stopped) return;
-    this.#setState(next.state, reason, fix);
+    this.#setState(next.state, reason, fix, next.delayMs);
     this.emit('backoff', { delayMs: next.delayMs, reason });
     this.#cancelRetry();
     this.#cancelRetry = this.#timer(next.delayMs, () => void this.#connect());
@@ -275,7 +320,7 @@ export class LinkSupervisor extends EventEmitter {
     return this.#o.clock.setTimer(ms, fn, { ref: true });
   }
 
-  #setState(state: LinkState, lastError: string | null, fix?: string): void {
+  #setState(state: LinkState, lastError: string | null, fix?: string, retryInMs?: number): void {
     const changed = state !== this.#status.state || lastError !== this.#status.lastError || fix !== this.#status.fix;
     if (!changed) return;
     if (state !== this.#status.state) this.#status.since = this.#o.clock.wallNow();
@@ -287,6 +332,7 @@ export class LinkSupervisor extends EventEmitter {
       { state, reconnects: this.#status.reconnects, ...(lastError && { reason: lastError }), ...(fix && { fix }) },
       `link ${state}`,
     );
-    this.emit('state', this.status);
+    const change: LinkStateChange = { ...this.status, ...(retryInMs !== undefined && { retryInMs }) };
+    this.emit('state', change);
   }
 }
