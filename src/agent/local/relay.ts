@@ -1,0 +1,176 @@
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { Logger } from 'pino';
+import WebSocket, { WebSocketServer, type RawData } from 'ws';
+import { isConversationEvent, linkStateFrame, type LinkStateData } from '../../protocol/conversation.js';
+import type { LinkStateChange, LinkSupervisor } from '../link/supervisor.js';
+import type { Clock } from '../time/clock.js';
+import { appParams } from './app-params.js';
+import {
+  APP_CLOSE_GRACE_MS,
+  MAX_APP_BACKLOG_BYTES,
+  MAX_APP_FRAME_BYTES,
+  MAX_VOICE_CONFIG_BYTES,
+  stateChanged,
+  stateData,
+} from './relay-decide.js';
+import type { RelayCounters, RelayPort } from './relay-port.js';
+
+/** What the relay uses of the link. */
+export type RelayLink = Pick<LinkSupervisor, 'status' | 'sessionId' | 'greeting' | 'useParams' | 'forgetParams' | 'send' | 'on' | 'off'>;
+
+export interface RelayOptions {
+  link: RelayLink;
+  clock: Clock;
+  log: Logger;
+}
+
+/**
+ * Carries one app's conversation over the link's cloud socket (DESIGN §3.5): frames pass unread
+ * both ways, botlink's state reaches the app as LINK_STATE, and the voice config is replayed on
+ * every new cloud connection. Nothing is ever queued: what cannot go now is dropped and counted.
+ */
+export class Relay implements RelayPort {
+  readonly #link: RelayLink;
+  readonly #clock: Clock;
+  readonly #log: Logger;
+  readonly #wss = new WebSocketServer({
+    noServer: true,
+    clientTracking: false,
+    perMessageDeflate: false,
+    maxPayload: MAX_APP_FRAME_BYTES,
+  });
+  readonly #counters: RelayCounters = { attached: false, framesUp: 0, framesDown: 0, dropped: 0 };
+  #app: WebSocket | undefined;
+  /** The attached app's last CLIENT_VOICE_CHAT_UPDATE: the service wants it once per connection. */
+  #voiceConfig: Buffer | undefined;
+  #lastState: LinkStateData | undefined;
+  /** Monotonic ms of the link's next attempt, while it waits. */
+  #retryAt: number | undefined;
+  #stopped = false;
+
+  readonly #onState = (change: LinkStateChange): void => {
+    this.#retryAt = change.retryInMs === undefined ? undefined : this.#clock.monoNow() + change.retryInMs;
+    if (this.#app) this.#sendState(false);
+  };
+  readonly #onConnected = (): void => {
+    // Before any app frame: the service refuses audio on a connection that has no voice config.
+    if (this.#app && this.#voiceConfig && this.#link.send(this.#voiceConfig, false)) this.#counters.framesUp++;
+  };
+  readonly #onCloudFrame = (data: Buffer, isBinary: boolean): void => {
+    const app = this.#app;
+    if (!app || app.readyState !== WebSocket.OPEN) {
+      this.#counters.dropped++;
+      return;
+    }
+    this.#counters.framesDown++;
+    this.#toApp(app, data, isBinary);
+  };
+
+  constructor(opts: RelayOptions) {
+    this.#link = opts.link;
+    this.#clock = opts.clock;
+    this.#log = opts.log;
+    this.#link.on('state', this.#onState);
+    this.#link.on('connected', this.#onConnected);
+    this.#link.on('message', this.#onCloudFrame);
+  }
+
+  get counters(): RelayCounters {
+    return { ...this.#counters };
+  }
+
+  handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    if (this.#stopped) return refuse(socket, 503, 'botlink is stopping: connect again once it runs');
+    if (this.#app) return refuse(socket, 409, 'another app is attached: botlink relays one conversation at a time');
+    // ws answers a malformed handshake itself and then never calls back.
+    this.#wss.handleUpgrade(req, socket, head, (ws) => this.#attach(ws, appParams(req.url)));
+  }
+
+  async stop(): Promise<void> {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    this.#link.off('state', this.#onState);
+    this.#link.off('connected', this.#onConnected);
+    this.#link.off('message', this.#onCloudFrame);
+    const app = this.#app;
+    if (!app) return;
+    this.#detach(app);
+    if (app.readyState !== WebSocket.OPEN) return;
+    app.send(linkStateFrame({ state: 'stopped', sessionId: this.#link.sessionId }));
+    const closed = new Promise<void>((resolve) => app.once('close', () => resolve()));
+    this.#close(app, 1001, 'botlink is stopping');
+    await closed;
+  }
+
+  /** Closes an app, and cuts it when it does not finish the closing handshake (ws would wait 30 s). */
+  #close(app: WebSocket, code: number, reason: string): void {
+    const cancel = this.#clock.setTimer(APP_CLOSE_GRACE_MS, () => app.terminate());
+    app.once('close', cancel);
+    app.close(code, reason);
+  }
+
+  #attach(ws: WebSocket, params: ReturnType<typeof appParams>): void {
+    // Before the app is attached: a reconnect's own state change would otherwise reach it twice.
+    const outcome = this.#link.useParams(params);
+    this.#app = ws;
+    this.#counters.attached = true;
+    this.#voiceConfig = undefined;
+    this.#log.info({ outcome }, 'app attached');
+    ws.on('message', (data: RawData, isBinary: boolean) => this.#fromApp(ws, data as Buffer, isBinary));
+    ws.on('error', (err) => this.#log.warn({ err: err.message }, 'app socket failed'));
+    ws.on('close', (code) => {
+      this.#log.info({ code }, 'app detached');
+      this.#detach(ws);
+    });
+    this.#sendState(true);
+    const greeting = outcome === 'kept' ? this.#link.greeting : undefined;
+    if (greeting) this.#toApp(ws, greeting, false);
+  }
+
+  #detach(ws: WebSocket): void {
+    if (this.#app !== ws) return;
+    this.#app = undefined;
+    this.#counters.attached = false;
+    this.#voiceConfig = undefined;
+    this.#lastState = undefined;
+    this.#link.forgetParams();
+  }
+
+  #fromApp(ws: WebSocket, data: Buffer, isBinary: boolean): void {
+    if (ws !== this.#app) return;
+    // A config sent while the cloud is down is still the app's config: the next connection gets it first.
+    if (!isBinary && data.length <= MAX_VOICE_CONFIG_BYTES && isConversationEvent(data, 'CLIENT_VOICE_CHAT_UPDATE')) {
+      this.#voiceConfig = data;
+    }
+    if (this.#link.send(data, isBinary)) this.#counters.framesUp++;
+    else this.#counters.dropped++;
+  }
+
+  #sendState(always: boolean): void {
+    const app = this.#app;
+    if (!app) return;
+    const data = stateData(this.#link.status.state, this.#link.sessionId, this.#retryAt, this.#clock.monoNow());
+    if (!always && !stateChanged(this.#lastState, data)) return;
+    this.#lastState = data;
+    this.#toApp(app, linkStateFrame(data), false);
+  }
+
+  /** Sends to the app; an app that leaves MAX_APP_BACKLOG_BYTES unread is closed, the cloud never slowed. */
+  #toApp(app: WebSocket, data: Buffer | string, isBinary: boolean): void {
+    app.send(data, { binary: isBinary });
+    if (app.bufferedAmount < MAX_APP_BACKLOG_BYTES) return;
+    this.#log.warn({ waiting: app.bufferedAmount }, 'the app stopped reading: closed with 1008');
+    this.#detach(app);
+    this.#close(app, 1008, 'app too slow: 4 MiB unread');
+  }
+}
+
+/** Answers an upgrade with a JSON `{code, msg}` and hangs up. */
+function refuse(socket: Duplex, code: 409 | 503, msg: string): void {
+  const body = JSON.stringify({ code, msg });
+  const reason = code === 409 ? 'Conflict' : 'Service Unavailable';
+  socket.end(
+    `HTTP/1.1 ${code} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
