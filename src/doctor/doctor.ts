@@ -2,7 +2,7 @@ import { systemClock, type Clock } from '../agent/time/clock.js';
 import { clockCheck, dnsCheck, getTokenCheck, serverTimeCheck, tcpCheck, tlsCheck, websocketCheck } from './cloud.js';
 import { messageOf } from '../protocol/errors.js';
 import { fail, skip, UNMET, type Check, type CheckResult, type DoctorContext, type Outcome } from './check.js';
-import { configCheck, databaseCheck, runtimeDirCheck, secretFileCheck, stateDirCheck } from './local.js';
+import { configCheck, databaseCheck, localApiCheck, runtimeDirCheck, secretFileCheck, stateDirCheck } from './local.js';
 
 export type { CheckResult } from './check.js';
 
@@ -40,6 +40,7 @@ const CHECKS: readonly Check[] = [
   serverTimeCheck,
   getTokenCheck,
   websocketCheck,
+  localApiCheck,
   databaseCheck,
 ];
 

@@ -1,4 +1,4 @@
-import { mkdirSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { lstatSync, mkdirSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { ConfigError, describeSource, loadConfig } from '../agent/config/config.js';
@@ -7,6 +7,9 @@ import { fail, failWith, octal, ok, skip, UNMET, type Check, type Outcome } from
 import { openRuntime } from '../agent/daemon/runtime.js';
 import { systemRandom } from '../agent/time/clock.js';
 import { SecretFileError } from '../agent/config/secret.js';
+import { readStatusFile } from '../agent/daemon/status.js';
+import { SOCKET_MODE } from '../agent/local/socket-file.js';
+import { runningDaemon } from '../agent/store/instance.js';
 
 /** Creates the directory as the agent would, then proves it writable with a file created and removed. */
 function probeDir(key: 'stateDir' | 'runtimeDir', dir: string, mode: number): Outcome | undefined {
@@ -131,5 +134,43 @@ export const databaseCheck: Check = {
       );
     }
     return ok(`${store.path}: integrity ok, mode ${octal(statSync(store.path).mode)}`);
+  },
+};
+
+const RESTART_FIX = 'restart botlink (systemctl restart botlink): it makes the socket afresh at start';
+
+/** The local API socket of a running daemon (DESIGN §3.5): there, mode 0660, in localGroup; and whether an app is attached. */
+export const localApiCheck: Check = {
+  name: 'local api',
+  needs: ['runtime'],
+  async run(ctx) {
+    const config = ctx.config!;
+    const path = config.localSocket;
+    if (path === null) return ok('turned off (localSocket is "")');
+    const group = config.localGroup === null ? "the daemon's own group" : `gid ${config.localGroup}`;
+    const daemon = await runningDaemon(ctx.rt!.store);
+    if (!daemon) return ok(`no daemon runs; botlink makes ${path} at start (mode ${octal(SOCKET_MODE)}, ${group})`);
+    let st: ReturnType<typeof lstatSync>;
+    try {
+      st = lstatSync(path);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code ?? messageOf(err);
+      return fail(`daemon pid ${daemon.pid} runs but ${path}: ${code}`, `check that the daemon uses localSocket ${path}; ${RESTART_FIX}`);
+    }
+    if (!st.isSocket()) return fail(`${path} is not a socket`, `remove it; ${RESTART_FIX}`);
+    if ((st.mode & 0o777) !== SOCKET_MODE) {
+      return fail(`${path} has mode ${octal(st.mode)}, not ${octal(SOCKET_MODE)}`, `find what changed it; ${RESTART_FIX}`);
+    }
+    if (config.localGroup !== null && st.gid !== config.localGroup) {
+      return fail(`${path} is in gid ${st.gid}, not localGroup ${config.localGroup}`, RESTART_FIX);
+    }
+    const status = readStatusFile(config.runtimeDir);
+    const app =
+      status?.pid !== daemon.pid || !status.relay
+        ? 'app: unknown (no status.json of this daemon)'
+        : status.relay.attached
+          ? 'an app is attached'
+          : 'no app attached';
+    return ok(`${path}: mode ${octal(st.mode)}, gid ${st.gid}; ${app}`);
   },
 };

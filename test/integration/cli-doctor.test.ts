@@ -7,6 +7,7 @@ import { WS_FAILURE_FIXES, WsMessage } from '../../src/protocol/codes.js';
 import { DAEMON_SECRET, runCli, type CliRun, type DeviceDir } from '../helpers/daemon-proc.js';
 import { cleanEnv } from '../helpers/env.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 const CHECKS = [
   'config',
@@ -20,6 +21,7 @@ const CHECKS = [
   'server time',
   'getToken',
   'websocket',
+  'local api',
   'database',
 ];
 const { service, device, daemon } = useHarness();
@@ -61,7 +63,7 @@ describe('botlink doctor (the built bundle as a child process)', () => {
     const r = await doctor(d);
     expect(r.code).toBe(0);
     for (const l of r.lines.values()) expect(l).toMatch(/^ok {4}/);
-    expect(r.summary).toBe('12 checks, 0 failed');
+    expect(r.summary).toBe('13 checks, 0 failed');
     expect(line(r.lines, 'getToken')).toMatch(/bot bot-1: token issued/);
     expect(line(r.lines, 'websocket')).toMatch(/accepted bot bot-1 .*closed with 1000/);
     expect(line(r.lines, 'tls')).toMatch(/plain http on loopback/);
@@ -78,7 +80,7 @@ describe('botlink doctor (the built bundle as a child process)', () => {
     expect(r.code).toBe(1);
     expect(line(r.lines, 'getToken')).toMatch(/^FAIL {2}getToken: .*code 1005.* — fix: .*secret-key/);
     expect(line(r.lines, 'websocket')).toMatch(/^skip {2}/);
-    expect(r.summary).toBe('12 checks, 1 failed, 1 skipped');
+    expect(r.summary).toBe('13 checks, 1 failed, 1 skipped');
   });
 
   it('names botlink provision for an unknown botId (1004)', async () => {
@@ -116,7 +118,7 @@ describe('botlink doctor (the built bundle as a child process)', () => {
     expect(r.code).toBe(78);
     expect(r.stdout.split('\n')[0]).toMatch(/^FAIL {2}config: "baseUrl" in .* — fix: /);
     expect([...r.lines.values()].slice(1).every((l) => l.startsWith('skip'))).toBe(true);
-    expect(r.summary).toBe('12 checks, 1 failed, 11 skipped');
+    expect(r.summary).toBe('13 checks, 1 failed, 12 skipped');
   });
 
   it('fails the server time check when NTP says synced but the service is 10 min ahead', async () => {
@@ -148,6 +150,25 @@ describe('botlink doctor (the built bundle as a child process)', () => {
     expect(svc.stats.ws.displaced).toBe(0);
     expect(svc.stats.ws.total).toBe(1);
     expect(d.status()?.link.state).toBe('connected');
+  });
+
+  it("checks the running daemon's local API socket: there, mode 0660, in localGroup, and whether an app is attached", async () => {
+    const svc = await service(DAEMON_SEED);
+    const d = device(svc.url, { botId: 'bot-1', localGroup: 4243 });
+    const sock = join(d.runtimeDir, 'botlink.sock');
+    const idle = await doctor(d);
+    expect(line(idle.lines, 'local api')).toBe(`ok    local api: no daemon runs; botlink makes ${sock} at start (mode 0660, gid 4243)`);
+    daemon(d);
+    await d.waitForLink('connected');
+    await waitFor(() => d.log().includes('"local API listening"'), 10_000, 'the local API listening');
+    const good = await doctor(d);
+    expect(line(good.lines, 'local api')).toBe(`ok    local api: ${sock}: mode 0660, gid 4243; no app attached`);
+    chmodSync(sock, 0o666);
+    const loose = await doctor(d);
+    expect(line(loose.lines, 'local api')).toMatch(
+      new RegExp(`^FAIL  local api: ${sock} has mode 0666, not 0660 — fix: .*systemctl restart botlink`),
+    );
+    expect(loose.code).toBe(1);
   });
 
   it("prints the fix the running daemon's link carries, read from status.json", async () => {
