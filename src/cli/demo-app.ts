@@ -55,7 +55,11 @@ export async function demoApp(argv: string[]): Promise<number> {
     }
   };
   const asker = setInterval(() => void ask(), everyS * 1000);
-  void ask();
+  // Once the link is back, ask at once: the conversation resumes without waiting for the next tick.
+  client.on('state', (s) => {
+    if (s.state === 'connected') void ask();
+  });
+  void ask(); // the link may have been connected before the listener above
 
   // The daemon's stop ends the app: LINK_STATE stopped, then close 1001.
   const { code, reason } = await client.whenClosed();

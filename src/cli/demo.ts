@@ -1,6 +1,8 @@
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { loadConfig } from '../agent/config/config.js';
 import { Daemon } from '../agent/daemon/daemon.js';
 import { systemClock, systemRandom } from '../agent/time/clock.js';
@@ -16,11 +18,16 @@ const ACCESS_TTL_S = 8;
 const REFRESH_TTL_S = 30;
 const DROP_EVERY_MS = 20_000;
 const DEMO_SECRET = 'demo-secret-key';
+/** The app asks this often: several rounds between two drops. */
+const APP_EVERY_S = 3;
+/** The app leaves by itself once the daemon's stop closes the relay; this bounds the wait. */
+const APP_EXIT_WAIT_MS = 5000;
 
 /**
  * `botlink demo`: the reference service and the agent on loopback. The device starts with only a
  * vendorId, so it provisions itself, then signs, connects, refreshes, re-signs and rides out a
- * forced drop of its WebSocket every 20 s.
+ * forced drop of its WebSocket every 20 s. A small app, a process of its own (`botlink demo-app`),
+ * converses through the daemon's relay all along.
  */
 export async function demo(argv: string[]): Promise<number> {
   const { values } = parseFlags(argv, { duration: { type: 'string' } }, USAGE);
@@ -66,6 +73,7 @@ export async function demo(argv: string[]): Promise<number> {
     svc.faults.dropAllSockets();
   }, DROP_EVERY_MS);
 
+  let app: DemoApp | undefined;
   let finish!: () => void;
   const finished = new Promise<void>((resolve) => (finish = resolve));
   process.once('SIGINT', finish);
@@ -75,16 +83,26 @@ export async function demo(argv: string[]): Promise<number> {
   try {
     await daemon.start();
     log.info(`demo: running${durationS === undefined ? ' — Ctrl-C to stop' : ` for ${durationS} s`}; state in ${dir}`);
+    // The demo's config leaves localSocket at its default, so it is never off here.
+    if (config.localSocket) app = startApp(config.localSocket, (line) => log.info(line));
     await finished;
   } finally {
     clearInterval(dropper);
     clearTimeout(timer);
     const link = daemon.link?.status;
     await daemon.stop();
+    const rounds = await app?.stopped();
     await svc.close();
     const { getToken, refreshToken, register } = svc.stats;
     log.info(
-      { registered: register.ok, signed: getToken.ok, refreshed: refreshToken.ok, reconnects: link?.reconnects ?? 0 },
+      {
+        registered: register.ok,
+        signed: getToken.ok,
+        refreshed: refreshToken.ok,
+        reconnects: link?.reconnects ?? 0,
+        appRounds: rounds?.ok ?? 0,
+        appRoundsLost: rounds?.lost ?? 0,
+      },
       'demo: summary',
     );
     await logging.flush();
@@ -92,4 +110,33 @@ export async function demo(argv: string[]): Promise<number> {
     rmSync(dir, { recursive: true, force: true });
   }
   return Exit.OK;
+}
+
+interface DemoApp {
+  /** Waits for the app to leave (the daemon's stop closes its relay), then says how its rounds went. */
+  stopped(): Promise<{ ok: number; lost: number }>;
+}
+
+/** `botlink demo-app` as a child process, like a real app; its lines go to `print` as they come. */
+function startApp(socketPath: string, print: (line: string) => void): DemoApp {
+  const child = spawn(process.execPath, [process.argv[1]!, 'demo-app', '--socket', socketPath, '--every', String(APP_EVERY_S)], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const rounds = { ok: 0, lost: 0 };
+  const onLine = (line: string): void => {
+    if (line.startsWith('app: ← ')) rounds.ok++;
+    else if (/^app: round \d+ lost/.test(line)) rounds.lost++;
+    print(line);
+  };
+  createInterface({ input: child.stdout }).on('line', onLine);
+  createInterface({ input: child.stderr }).on('line', print);
+  const exited = new Promise<void>((done) => child.once('close', () => done()));
+  return {
+    async stopped() {
+      const bound = setTimeout(() => child.kill('SIGKILL'), APP_EXIT_WAIT_MS);
+      await exited;
+      clearTimeout(bound);
+      return rounds;
+    },
+  };
 }
