@@ -1,0 +1,174 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { chmodSync, chownSync, existsSync, mkdirSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { BUNDLE } from '../../scripts/build.mjs';
+import { type CliRun, DAEMON_SECRET, type DaemonProc, type DeviceDir, runCli } from '../helpers/daemon-proc.js';
+import { cleanEnv } from '../helpers/env.js';
+import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
+import { requireTool } from '../helpers/tools.js';
+import { waitFor } from '../helpers/wait-for.js';
+
+const { cleanups, service, device, daemon, tempDir } = useHarness();
+
+/** Another user, and a group it is not in, for the socket's permissions. */
+const APP_UID = 4243;
+const SOCKET_GID = 4250;
+
+/** A daemon whose cloud never answers: its local API is up, its link never connects. */
+async function daemonWithoutCloud(): Promise<{ d: DeviceDir; p: DaemonProc; socket: string }> {
+  const svc = await service(DAEMON_SEED);
+  const url = svc.url;
+  await svc.close();
+  const d = device(url);
+  const p = daemon(d);
+  const socket = join(d.runtimeDir, 'botlink.sock');
+  await waitFor(() => existsSync(socket), 10_000, `the local API socket ${socket}`);
+  return { d, p, socket };
+}
+
+/** `botlink chat` as APP_UID through setpriv, in `groups` only. */
+function chatAs(groups: number[], args: string[]): Promise<CliRun> {
+  const setpriv = requireTool('setpriv');
+  const ids = ['--reuid', String(APP_UID), '--regid', String(APP_UID)];
+  const groupArgs = groups.length ? ['--groups', groups.join(',')] : ['--clear-groups'];
+  return new Promise((resolve, reject) => {
+    const child = spawn(setpriv, [...ids, ...groupArgs, process.execPath, BUNDLE, 'chat', ...args], {
+      env: cleanEnv(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('error', reject);
+    child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr }));
+  });
+}
+
+describe('botlink chat without a daemon', () => {
+  it('usage mistakes exit 64, a bad config 78, a turned-off local API 78 naming the key', async () => {
+    const d = device('http://127.0.0.1:9');
+    for (const args of [
+      ['--config', d.configFile],
+      ['--timeout', 'soon', 'hi'],
+      ['--config', d.configFile, '--socket', '/x', 'hi'],
+      ['--nope', 'hi'],
+    ]) {
+      const run = await runCli(['chat', ...args]);
+      expect(run.code, `${args.join(' ')}: ${run.stderr}`).toBe(64);
+      expect(run.stderr).toContain('usage: botlink chat');
+    }
+    const missing = await runCli(['chat', '--config', join(d.dir, 'nope.json'), 'hi']);
+    expect(missing.code, missing.stderr).toBe(78);
+    d.writeConfig({ baseUrl: 'http://127.0.0.1:9', botId: 'bot-1', localSocket: '' });
+    const off = await runCli(['chat', '--config', d.configFile, 'hi']);
+    expect(off.code).toBe(78);
+    expect(off.stderr).toContain('the local API is turned off (localSocket is "")');
+  });
+
+  it('no socket (ENOENT) and a stale socket file (ECONNREFUSED) exit 69 naming the socket and the fix', async () => {
+    const d = device('http://127.0.0.1:9');
+    const socket = join(d.runtimeDir, 'botlink.sock');
+    const none = await runCli(['chat', '--config', d.configFile, 'hello']);
+    expect(none.code, none.stderr).toBe(69);
+    expect(none.stderr).toContain(`no botlink local API at ${socket}`);
+    expect(none.stderr).toContain('fix: is the daemon running? systemctl status botlink');
+
+    // What a crashed daemon leaves: the file of a socket nobody listens on.
+    const python = requireTool('python3');
+    mkdirSync(d.runtimeDir, { recursive: true });
+    const made = spawnSync(python, ['-c', 'import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])', socket]);
+    expect(made.status, made.stderr.toString()).toBe(0);
+    const stale = await runCli(['chat', '--socket', socket, 'hello']);
+    expect(stale.code, stale.stderr).toBe(69);
+    expect(stale.stderr).toContain(`nothing listens on ${socket} (connection refused)`);
+    expect(stale.stderr).toContain('systemctl status botlink');
+  });
+
+  it('a user outside the socket group gets EACCES: exit 69 naming the group to join', async () => {
+    const dir = tempDir('botlink-chat-acl-');
+    chmodSync(dir, 0o755);
+    const socket = join(dir, 'botlink.sock');
+    const server = createServer((c) => c.destroy());
+    await new Promise<void>((resolve) => server.listen(socket, resolve));
+    cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    chownSync(socket, 0, SOCKET_GID);
+    chmodSync(socket, 0o660);
+    const run = await chatAs([], ['--socket', socket, 'hello']);
+    expect(run.code, run.stderr).toBe(69);
+    expect(run.stderr).toContain(`permission denied on ${socket}`);
+    expect(run.stderr).toContain(`only root and group ${SOCKET_GID} may use it: sudo usermod -aG ${SOCKET_GID} $USER`);
+  });
+});
+
+describe('botlink chat through a running daemon', () => {
+  it('prints the reply as it streams and exits 0; --json gives {reply, roundId, ms}', async () => {
+    const svc = await service(DAEMON_SEED);
+    const d = device(svc);
+    daemon(d);
+    await d.waitForLink('connected');
+    const run = await runCli(['chat', '--config', d.configFile, 'hello', 'botlink']);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toBe('you said: hello botlink\n');
+    expect(run.stderr).toContain('botlink chat: link connected');
+
+    const json = await runCli(['chat', '--config', d.configFile, '--json', 'again']);
+    expect(json.code, json.stderr).toBe(0);
+    const result = JSON.parse(json.stdout) as { reply: string; roundId: string; ms: number };
+    expect(result).toEqual({ reply: 'you said: again', roundId: expect.any(String), ms: expect.any(Number) });
+    expect(result.roundId).not.toBe('');
+    expect(run.stdout + run.stderr + json.stdout + json.stderr).not.toContain(DAEMON_SECRET);
+  });
+
+  it('another app attached: exit 69 with the 409 and what to do', async () => {
+    const svc = await service(DAEMON_SEED);
+    const d = device(svc);
+    daemon(d);
+    await d.waitForLink('connected');
+    const socket = join(d.runtimeDir, 'botlink.sock');
+    const app = new WebSocket(`ws+unix://${socket}:/soulmate/voiceChat/v1`);
+    cleanups.push(() => app.terminate());
+    await new Promise((resolve, reject) => {
+      app.once('message', resolve);
+      app.once('error', reject);
+    });
+    const run = await runCli(['chat', '--config', d.configFile, 'hello']);
+    expect(run.code, run.stderr).toBe(69);
+    expect(run.stderr).toContain(`another app is attached to botlink's relay at ${socket} (HTTP 409`);
+    expect(run.stderr).toContain('fix: botlink serves one app at a time');
+  });
+
+  it('a link that never connects: exit 1 at --timeout, naming the state it waited in', async () => {
+    const { d } = await daemonWithoutCloud();
+    const run = await runCli(['chat', '--config', d.configFile, '--timeout', '2', 'hello']);
+    expect(run.code, run.stderr).toBe(1);
+    expect(run.stderr).toMatch(/botlink chat: link (connecting|backoff)/);
+    expect(run.stderr).toMatch(/no reply within 2 s \(link (connecting|backoff)/);
+  });
+
+  it('the daemon stopping while chat waits: exit 69, the daemon stopped', async () => {
+    const { d, p } = await daemonWithoutCloud();
+    const chat = spawn(process.execPath, [BUNDLE, 'chat', '--config', d.configFile, 'hello'], {
+      env: cleanEnv(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    cleanups.push(() => chat.kill('SIGKILL'));
+    let stderr = '';
+    const waiting = new Promise<void>((resolve) =>
+      chat.stderr.on('data', (b: Buffer) => {
+        stderr += b.toString();
+        if (stderr.includes('botlink chat: link')) resolve();
+      }),
+    );
+    const exited = new Promise<number | null>((resolve) => chat.on('close', resolve));
+    await waiting; // attached, and told the link's state
+    await p.stop('SIGTERM');
+    const run = { code: await exited, stderr };
+    expect(run.code, run.stderr).toBe(69);
+    expect(run.stderr).toContain('botlink chat: link stopped');
+    expect(run.stderr).toContain('the botlink daemon stopped (close 1001)');
+  });
+});
