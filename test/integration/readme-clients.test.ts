@@ -1,0 +1,73 @@
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import type { CliRun } from '../helpers/daemon-proc.js';
+import { cleanEnv } from '../helpers/env.js';
+import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
+import { requireTool } from '../helpers/tools.js';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const { cleanups, service, device, daemon, tempDir } = useHarness();
+
+/** The fenced block of README.md whose first lines name `file`: the client exactly as a reader copies it. */
+function readmeBlock(lang: 'js' | 'python', file: string): string {
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  for (const [, fenceLang, body] of readme.matchAll(/^```(\w+)\n([\s\S]*?)^```$/gm)) {
+    if (fenceLang === lang && body!.split('\n').slice(0, 2).join('\n').includes(`${file}:`)) return body!;
+  }
+  throw new Error(`README.md has no \`\`\`${lang} block naming ${file}: in its first lines`);
+}
+
+function run(cmd: string, args: string[]): Promise<CliRun> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    child.on('error', reject);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}
+
+/** A daemon connected to the reference service; its local API's socket. */
+async function connectedDaemon(): Promise<string> {
+  const svc = await service(DAEMON_SEED);
+  const d = device(svc);
+  daemon(d);
+  await d.waitForLink('connected');
+  return join(d.runtimeDir, 'botlink.sock');
+}
+
+describe("README's app clients, run as they stand against a real daemon", () => {
+  it('the Node client (ws over ws+unix://) prints the reply and exits 0', async () => {
+    const socket = await connectedDaemon();
+    // Inside the checkout's node_modules, so the block's `import WebSocket from 'ws'` resolves as in an app's own tree.
+    const cache = join(root, 'node_modules', '.cache');
+    mkdirSync(cache, { recursive: true });
+    const dir = mkdtempSync(join(cache, 'readme-client-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const file = join(dir, 'chat.mjs');
+    writeFileSync(file, readmeBlock('js', 'chat.mjs'));
+    const out = await run(process.execPath, [file, socket, 'hello from node']);
+    expect(out.code, out.stderr).toBe(0);
+    expect(out.stdout).toBe('you said: hello from node\n');
+    expect(out.stderr).toContain('link connected');
+  });
+
+  it('the Python client (standard library only) prints the reply and exits 0', async () => {
+    const socket = await connectedDaemon();
+    const file = join(tempDir('botlink-readme-py-'), 'chat.py');
+    writeFileSync(file, readmeBlock('python', 'chat.py'));
+    const out = await run(requireTool('python3'), [file, socket, 'hello from python']);
+    expect(out.code, out.stderr).toBe(0);
+    expect(out.stdout).toBe('you said: hello from python\n');
+    expect(out.stderr).toContain('link connected');
+  });
+});
