@@ -5,7 +5,7 @@ import { parseFlags } from './common.js';
 import { Exit, UsageError } from './exit.js';
 
 const USAGE = `usage: botlink serve [--host H] [--port P] [--db FILE] [--seed FILE] [--access-ttl S] [--refresh-ttl S]
-                    [--displacement-marker code400|event]
+                    [--displacement-marker code400|event] [--round-delay-ms MS]
 
   --host H         address to listen on (default 127.0.0.1)
   --port P         port, 0 picks a free one (default 0)
@@ -15,7 +15,9 @@ const USAGE = `usage: botlink serve [--host H] [--port P] [--db FILE] [--seed FI
   --refresh-ttl S  refresh token lifetime in seconds (default 604800)
   --displacement-marker code400|event
                    how a displaced WebSocket is told: {"code":400,"msg":"REPEAT_CLIENT_SESSION"}
-                   (default) or the public guide's EVENT frame with eventType REPEAT_CLIENT_SESSION`;
+                   (default) or the public guide's EVENT frame with eventType REPEAT_CLIENT_SESSION
+  --round-delay-ms MS
+                   pause between two frames of a conversation round, 0 answers at once (default 5)`;
 
 const LISTEN_ERRORS = new Set(['EADDRINUSE', 'EADDRNOTAVAIL', 'EACCES', 'ENOTFOUND', 'EAI_AGAIN']);
 
@@ -49,6 +51,7 @@ export async function serve(argv: string[]): Promise<number> {
       'access-ttl': { type: 'string' },
       'refresh-ttl': { type: 'string' },
       'displacement-marker': { type: 'string' },
+      'round-delay-ms': { type: 'string' },
     },
     USAGE,
   );
@@ -61,6 +64,7 @@ export async function serve(argv: string[]): Promise<number> {
   const refreshTtlS = integer('refresh-ttl', values['refresh-ttl'], 1, 2 ** 31);
   if (values.host === '') throw new UsageError('--host must not be empty');
   const displacementMarker = marker(values['displacement-marker']);
+  const roundDelayMs = integer('round-delay-ms', values['round-delay-ms'], 0, 60_000);
 
   let seed: Seed = DEFAULT_SEED;
   if (values.seed === undefined) {
@@ -85,6 +89,7 @@ export async function serve(argv: string[]): Promise<number> {
       ...(accessTtlS !== undefined && { accessTtlS }),
       ...(refreshTtlS !== undefined && { refreshTtlS }),
       ...(displacementMarker !== undefined && { displacementMarker }),
+      ...(roundDelayMs !== undefined && { roundDelayMs }),
     });
   } catch (err) {
     const e = err as NodeJS.ErrnoException;

@@ -12,6 +12,9 @@ import { VOICE_CHAT_PATH, VoiceChatEndpoint, type DisplacementMarker } from './w
 
 export { DISPLACEMENT_MARKERS, type DisplacementMarker } from './ws.js';
 
+/** A round's frames a few ms apart: streamed like the real service's, still quick in tests. */
+export const DEFAULT_ROUND_DELAY_MS = 5;
+
 export interface ReferenceServiceOptions {
   host?: string;
   port?: number;
@@ -28,6 +31,8 @@ export interface ReferenceServiceOptions {
   now?: () => number;
   /** How a displaced WebSocket is told (DESIGN §1.4): the code-400 frame (default) or the public guide's EVENT frame. */
   displacementMarker?: DisplacementMarker;
+  /** Pause between two frames of a conversation round (DESIGN §1.7); 0 answers a round at once. Default 5 ms. */
+  roundDelayMs?: number;
 }
 
 export interface ServiceFaults {
@@ -55,8 +60,11 @@ export interface ReferenceService {
   close(): Promise<void>;
   faults: ServiceFaults;
   stats: ServiceStats;
+  /** Sends a frame to the bot's current WebSocket as the cloud would (tests of the relay); false when it has none. */
+  push(botId: string, data: string | Buffer, opts?: { binary?: boolean }): boolean;
   /**
-   * 'ws-open', 'ws-close', 'displaced' with {botId}; 'not-reading' with {botId, limitBytes} when a session is
+   * 'ws-open', 'ws-close', 'displaced' with {botId}; 'ws-message' with {botId, data: Buffer, isBinary} for every
+   * frame a session sends; 'not-reading' with {botId, limitBytes} when a session is
    * closed for leaving too much unread; 'internal-error' with the error (a bug).
    */
   events: EventEmitter;
@@ -113,6 +121,7 @@ export async function createReferenceService(opts: ReferenceServiceOptions = {})
     delay,
     pingIntervalMs: opts.pingIntervalMs ?? 30_000,
     displacementMarker: opts.displacementMarker ?? 'code400',
+    roundDelayMs: opts.roundDelayMs ?? DEFAULT_ROUND_DELAY_MS,
   });
   server.on('upgrade', (req, socket, head: Buffer) => endpoint.upgrade(req, socket, head));
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket, ctx.now()));
@@ -174,6 +183,7 @@ export async function createReferenceService(opts: ReferenceServiceOptions = {})
       reset: () => faultState.reset(),
     },
     stats: recorder.stats,
+    push: (botId, data, o = {}) => endpoint.push(botId, data, o.binary ?? typeof data !== 'string'),
     events,
   };
 }

@@ -6,11 +6,30 @@ export interface ServiceStats {
   register: { total: number; ok: number };
   /** HEAD requests of any path: the agent takes its server-time samples this way (only the Date is read). */
   head: { total: number };
-  ws: { open: number; total: number; maxConcurrentPerBot: number; displaced: number; perBotOpen(botId: string): number };
+  ws: {
+    open: number;
+    total: number;
+    maxConcurrentPerBot: number;
+    displaced: number;
+    perBotOpen(botId: string): number;
+    /** Every accepted connection in order (the newest 10,000 to 20,000 of them): a relay test reads what each one got. */
+    connections: ConnectionStats[];
+  };
+}
+
+/** One accepted WebSocket connection. */
+export interface ConnectionStats {
+  botId: string;
+  /** The address's query parameters other than botId (sessionId, requestId, needManualCall, feature, …). */
+  params: Record<string, string>;
+  /** CLIENT_VOICE_CHAT_UPDATE frames accepted on this connection: the guide wants exactly one. */
+  voiceConfigs: number;
+  open: boolean;
 }
 
 // A long-running `botlink serve` must not grow without bound; tests see far fewer than this.
 const TIMESTAMPS_KEPT = 10_000;
+const CONNECTIONS_KEPT = 10_000;
 // Only a timestamp getToken could accept is kept: anyone may send 16 KiB of anything, no credentials needed.
 const THIRTEEN_DIGITS = /^[0-9]{13}$/;
 
@@ -22,7 +41,14 @@ export class StatsRecorder {
     refreshToken: { total: 0, ok: 0 },
     register: { total: 0, ok: 0 },
     head: { total: 0 },
-    ws: { open: 0, total: 0, maxConcurrentPerBot: 0, displaced: 0, perBotOpen: (botId) => this.#openPerBot.get(botId) ?? 0 },
+    ws: {
+      open: 0,
+      total: 0,
+      maxConcurrentPerBot: 0,
+      displaced: 0,
+      perBotOpen: (botId) => this.#openPerBot.get(botId) ?? 0,
+      connections: [],
+    },
   };
 
   /** A request reached a route, whatever its body. */
@@ -72,15 +98,23 @@ export class StatsRecorder {
     }
   }
 
-  wsOpened(botId: string): void {
+  /** Counts a new connection; its record is the caller's to update. */
+  wsOpened(botId: string, params: Record<string, string>): ConnectionStats {
+    const connection: ConnectionStats = { botId, params, voiceConfigs: 0, open: true };
+    const { connections } = this.stats.ws;
+    connections.push(connection);
+    if (connections.length > 2 * CONNECTIONS_KEPT) connections.splice(0, CONNECTIONS_KEPT);
     const open = this.stats.ws.perBotOpen(botId) + 1;
     this.#openPerBot.set(botId, open);
     this.stats.ws.open += 1;
     this.stats.ws.total += 1;
     this.stats.ws.maxConcurrentPerBot = Math.max(this.stats.ws.maxConcurrentPerBot, open);
+    return connection;
   }
 
-  wsClosed(botId: string): void {
+  wsClosed(connection: ConnectionStats): void {
+    const { botId } = connection;
+    connection.open = false;
     const open = this.stats.ws.perBotOpen(botId) - 1;
     if (open > 0) this.#openPerBot.set(botId, open);
     else this.#openPerBot.delete(botId);

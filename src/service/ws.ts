@@ -8,6 +8,7 @@ import { wsFailureBody } from '../protocol/wire.js';
 import type { ServiceContext } from './context.js';
 import { writeRawResponse } from './raw-response.js';
 import type { WsRefusal, WsRefusalForm } from './faults.js';
+import { Conversation } from './conversation/session.js';
 import type { StatsRecorder } from './stats.js';
 import { bearerAccess, sameIdentity } from './tokens.js';
 import { MAX_UNREAD_BYTES, sendBounded } from './ws-send.js';
@@ -16,6 +17,8 @@ export const VOICE_CHAT_PATH = '/soulmate/voiceChat/v1';
 
 /** Close code sent to a displaced session; 4000 is the first application-defined code. */
 export const DISPLACED_CLOSE_CODE = 4000;
+/** The largest frame a session may send: the relay's app frame limit (DESIGN §3.5), so whatever it passes on fits. */
+export const MAX_FRAME_BYTES = 1024 * 1024;
 /** Close code of an in-band refusal (fault knob): policy violation. */
 const REFUSED_CLOSE_CODE = 1008;
 
@@ -33,6 +36,7 @@ interface Session {
   requestId: string;
   /** Answered the last ping. */
   alive: boolean;
+  conversation: Conversation;
 }
 
 export interface EndpointDeps {
@@ -41,14 +45,16 @@ export interface EndpointDeps {
   events: EventEmitter;
   pingIntervalMs: number;
   displacementMarker: DisplacementMarker;
+  /** Pause between two frames of a conversation round; 0 sends a round at once. */
+  roundDelayMs: number;
   /** Waits out the latency fault; never settles once the service is closing. */
   delay(ms: number): Promise<void>;
 }
 
-/** WebSocket /soulmate/voiceChat/v1: Bearer-authenticated, one session per botId, text echo, pings. */
+/** WebSocket /soulmate/voiceChat/v1: Bearer-authenticated, one session per botId, the conversation subset of §1.7, pings. */
 export class VoiceChatEndpoint {
   readonly #deps: EndpointDeps;
-  readonly #wss = new WebSocketServer({ noServer: true, clientTracking: false, maxPayload: 64 * 1024 });
+  readonly #wss = new WebSocketServer({ noServer: true, clientTracking: false, maxPayload: MAX_FRAME_BYTES });
   /** The current session of each bot. */
   readonly #current = new Map<string, Session>();
   /** Every accepted session until its close, displaced ones included. */
@@ -97,8 +103,8 @@ export class VoiceChatEndpoint {
     if (!sameIdentity(token.identity, { kind: 'bot', id: botId })) {
       return writeRawResponse(socket, 400, wsFailureBody(WsMessage.UNAUTHORIZED), ctx.now());
     }
-    const requestId = url.searchParams.get('requestId') || randomUUID();
-    this.#wss.handleUpgrade(req, socket, head, (ws) => this.#accept(ws, botId, requestId));
+    const params = Object.fromEntries([...url.searchParams].filter(([name]) => name !== 'botId'));
+    this.#wss.handleUpgrade(req, socket, head, (ws) => this.#accept(ws, botId, params));
   }
 
   /** Terminates every socket without a close frame. */
@@ -107,38 +113,64 @@ export class VoiceChatEndpoint {
     for (const ws of this.#refused) ws.terminate();
   }
 
+  /** Sends a frame to the bot's current session, as the cloud would; false when it has none. */
+  push(botId: string, data: string | Buffer, binary: boolean): boolean {
+    const session = this.#current.get(botId);
+    if (!session) return false;
+    this.#send(session, data, binary);
+    return true;
+  }
+
   close(): void {
     clearInterval(this.#pinger);
+    for (const session of this.#open) session.conversation.close();
     for (const socket of this.#waiting) socket.destroy();
     this.dropAll();
     this.#wss.close();
   }
 
-  #accept(ws: WebSocket, botId: string, requestId: string): void {
-    const { stats, events } = this.#deps;
-    const session: Session = { ws, botId, requestId, alive: true };
+  #accept(ws: WebSocket, botId: string, params: Record<string, string>): void {
+    const { stats, events, ctx, roundDelayMs } = this.#deps;
+    const requestId = params['requestId'] || randomUUID();
+    const record = stats.wsOpened(botId, params);
+    const conversation = new Conversation({
+      requestId,
+      now: ctx.now,
+      roundDelayMs,
+      setTimer: realTimer,
+      send: (data, binary) => this.#send(session, data, binary),
+      onVoiceConfig: () => {
+        record.voiceConfigs += 1;
+      },
+    });
+    const session: Session = { ws, botId, requestId, alive: true, conversation };
     const previous = this.#current.get(botId);
     this.#open.add(session);
     this.#current.set(botId, session);
-    stats.wsOpened(botId);
     ws.on('pong', () => {
       session.alive = true;
     });
-    ws.on('message', (data, isBinary) => this.#send(session, data, isBinary));
+    ws.on('message', (data, isBinary) => {
+      const frame = toBuffer(data);
+      events.emit('ws-message', { botId, data: frame, isBinary });
+      conversation.receive(frame, isBinary);
+    });
     // Protocol errors from the peer: ws closes the socket itself, and 'close' does the bookkeeping.
     ws.on('error', () => undefined);
     ws.on('close', () => {
+      conversation.close();
       this.#open.delete(session);
       if (this.#current.get(botId) === session) this.#current.delete(botId);
-      stats.wsClosed(botId);
+      stats.wsClosed(record);
       events.emit('ws-close', { botId });
     });
     if (previous) this.#displace(previous);
     events.emit('ws-open', { botId });
+    conversation.greet();
   }
 
   /** Every frame to a session goes through here, so a peer that stops reading is closed at MAX_UNREAD_BYTES. */
-  #send(session: Session, data: RawData | string, binary = false): void {
+  #send(session: Session, data: Buffer | string, binary = false): void {
     if (sendBounded(session.ws, data, binary) !== 'overflow') return;
     this.#deps.events.emit('not-reading', { botId: session.botId, limitBytes: MAX_UNREAD_BYTES });
   }
@@ -146,6 +178,7 @@ export class VoiceChatEndpoint {
   #displace(session: Session): void {
     const { stats, events, ctx, displacementMarker } = this.#deps;
     stats.wsDisplaced();
+    session.conversation.close();
     events.emit('displaced', { botId: session.botId });
     if (displacementMarker === 'event') {
       this.#send(session, displacementEvent(session.requestId, ctx.now()));
@@ -191,4 +224,17 @@ function displacementEvent(requestId: string, nowMs: number): string {
     content: { eventType: WsMessage.REPEAT_SESSION, eventData: {} },
     t: nowMs,
   });
+}
+
+/** ws hands a frame over as one Buffer unless told otherwise; the other shapes are normalised anyway. */
+function toBuffer(data: RawData): Buffer {
+  if (Buffer.isBuffer(data)) return data;
+  if (Array.isArray(data)) return Buffer.concat(data);
+  return Buffer.from(data);
+}
+
+/** The service may use real timers (it is not agent code); unref'd, and cancelled when a session closes. */
+function realTimer(ms: number, fn: () => void): () => void {
+  const timer = setTimeout(fn, ms).unref();
+  return () => clearTimeout(timer);
 }

@@ -62,6 +62,19 @@ function reaches(supervisor: LinkSupervisor, state: LinkState): Promise<void> {
   });
 }
 
+/** The service's PONG to the PING with this mid; the greeting and other frames are skipped. */
+function pongFor(emitter: LinkSupervisor, mid: string): Promise<void> {
+  return new Promise((resolve) => {
+    const on = (data: Buffer): void => {
+      const text = data.toString();
+      if (!text.includes('"PONG"') || !text.includes(`"mid":"${mid}"`)) return;
+      emitter.off('message', on);
+      resolve();
+    };
+    emitter.on('message', on);
+  });
+}
+
 /** The first backoff from now on whose reason is `reason`. */
 function backoffFor(supervisor: LinkSupervisor, reason: string): Promise<Backoff> {
   return new Promise((resolve) => {
@@ -75,13 +88,13 @@ function backoffFor(supervisor: LinkSupervisor, reason: string): Promise<Backoff
 }
 
 describe('LinkSupervisor against the reference service', () => {
-  it('connects with Bearer and ?botId, echoes, and closes with 1000 on stop without reconnecting', async () => {
+  it('connects with Bearer and ?botId, converses (PING → PONG), and closes with 1000 on stop without reconnecting', async () => {
     const svc = await service();
     const { supervisor, kit } = link(svc.url, svc.wsUrl);
     await reaches(supervisor, 'connected');
-    const got = once(supervisor, 'message');
-    expect(supervisor.send('hello')).toBe(true);
-    expect(String((await got)[0])).toBe('hello');
+    const got = pongFor(supervisor, 'hello');
+    expect(supervisor.send('{"mid":"hello","contentType":"PING"}')).toBe(true);
+    await got;
     expect(svc.stats.ws.perBotOpen('bot-1')).toBe(1);
     const closed = once(svc.events, 'ws-close');
     await supervisor.stop();

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
+import { ConversationClient, contentOf } from '../helpers/conversation-client.js';
 import { connectWs, getTokens, post, signedGetTokenBody } from '../helpers/service-client.js';
 
 let bundle: Bundle;
@@ -93,6 +94,8 @@ describe('botlink serve', () => {
     [['--refresh-ttl', '-5']],
     [['extra-positional']],
     [['--displacement-marker', 'frame']],
+    [['--round-delay-ms', '-1']],
+    [['--round-delay-ms', '60001']],
   ])('refuses %j with exit 64 and nothing on stdout', async (args) => {
     const run = start(args);
     expect((await run.exit).code).toBe(64);
@@ -149,9 +152,28 @@ describe('botlink serve', () => {
     if (!second.ok) throw new Error(`refused: ${second.body}`);
     expect(await first.closed).toEqual({ code: 4000, reason: '' });
     expect(first.messages.map((m) => JSON.parse(m) as unknown)).toEqual([
+      expect.objectContaining({ code: 200, contentType: 'EVENT', content: expect.objectContaining({ eventType: 'CFG_BOT_EVENT' }) }),
       expect.objectContaining({ code: 200, contentType: 'EVENT', content: { eventType: 'REPEAT_CLIENT_SESSION', eventData: {} } }),
     ]);
     second.ws.terminate();
+    run.child.kill('SIGTERM');
+    expect((await run.exit).code).toBe(0);
+  });
+
+  it.each([
+    ['0', 'the whole round is sent before the next frame is read: the interrupt finds no round', ['COMPLETE']],
+    ['60000', 'the round waits a minute after its first frame: the interrupt stops it', ['CALL_AGENT_INTERRUPTED']],
+  ])('--round-delay-ms %s: %s', async (delay, _why, ending) => {
+    const run = start(['--round-delay-ms', delay]);
+    const url = await listening(run);
+    const { accessToken } = await getTokens(url);
+    const wsUrl = `${url.replace(/^http/, 'ws')}/soulmate/voiceChat/v1`;
+    const client = await ConversationClient.open(wsUrl, 'bot-1', accessToken);
+    client.send({ contentType: 'TEXT', content: { input: 'hi' } });
+    client.send({ contentType: 'EVENT', content: { eventType: 'CLIENT_INTERRUPT' } });
+    const frames = await client.round(0);
+    expect(frames.slice(-1).map((f) => contentOf(f)['eventType'])).toEqual(ending);
+    client.terminate();
     run.child.kill('SIGTERM');
     expect((await run.exit).code).toBe(0);
   });

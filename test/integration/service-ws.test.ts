@@ -48,6 +48,21 @@ function closed(ws: WebSocket): Promise<{ code: number; reason: string }> {
   return once(ws, 'close').then(([code, reason]) => ({ code: code as number, reason: String(reason as Buffer) }));
 }
 
+/** Sends a PING and waits for the PONG with its mid; the greeting and any other frame before it are skipped. */
+function pong(ws: WebSocket, mid: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    // One listener for all frames: frames read in one go are emitted together, and once() would miss the later ones.
+    const onMessage = (data: RawData, isBinary: boolean): void => {
+      const frame = isBinary ? undefined : (JSON.parse(String(data)) as { contentType?: string; mid?: string });
+      if (frame?.contentType !== 'PONG') return;
+      ws.off('message', onMessage);
+      resolve(frame.mid === mid);
+    };
+    ws.on('message', onMessage);
+    ws.send(JSON.stringify({ mid, contentType: 'PING', content: {} }));
+  });
+}
+
 const BOT_INVALID = '{"code":400,"msg":"botId not found or invalid"}';
 const UNAUTHORIZED = '{"code":400,"msg":"Unauthorized"}';
 
@@ -125,16 +140,9 @@ describe('no probing: the token is checked before the botId', () => {
 });
 
 describe('a session', () => {
-  it('echoes text frames as text and binary frames as binary', async () => {
+  it('greets with CFG_BOT_EVENT as text, then answers a PING with its PONG', async () => {
     const ws = await open('bot-1', bot1.accessToken);
-    ws.send('hello');
-    const [text, textIsBinary] = (await once(ws, 'message')) as [RawData, boolean];
-    expect(String(text)).toBe('hello');
-    expect(textIsBinary).toBe(false);
-    ws.send(Buffer.from([1, 2, 3]));
-    const [bin, binIsBinary] = (await once(ws, 'message')) as [Buffer, boolean];
-    expect([...bin]).toEqual([1, 2, 3]);
-    expect(binIsBinary).toBe(true);
+    expect(await pong(ws, 'p-1')).toBe(true);
   });
 
   it('a second connection displaces the first: frame REPEAT_CLIENT_SESSION, then a close with that reason', async () => {
@@ -146,17 +154,17 @@ describe('a session', () => {
     const { code, reason } = await first.closed;
     await serverClosedFirst;
     const frames = first.messages;
-    expect(frames).toEqual(['{"code":400,"msg":"REPEAT_CLIENT_SESSION"}']);
+    expect(frames).toEqual([expect.stringContaining('"CFG_BOT_EVENT"'), '{"code":400,"msg":"REPEAT_CLIENT_SESSION"}']);
     expect([4000, 1008]).toContain(code);
     expect(reason).toBe('REPEAT_CLIENT_SESSION');
-    expect(parseWsFailure(frames[0]!)).toBe('REPEAT_CLIENT_SESSION');
+    expect(parseWsFailure(frames[0]!)).toBeUndefined();
+    expect(parseWsFailure(frames[1]!)).toBe('REPEAT_CLIENT_SESSION');
     expect(displacedEvents).toEqual([{ botId: 'bot-1' }]);
     expect(service.stats.ws.displaced).toBe(1);
     expect(service.stats.ws.maxConcurrentPerBot).toBe(2);
     expect(service.stats.ws.perBotOpen('bot-1')).toBe(1);
 
-    second.send('still here');
-    expect(String((await once(second, 'message'))[0])).toBe('still here');
+    expect(await pong(second, 'still here')).toBe(true);
   });
 
   it("displacementMarker 'event': the displaced socket gets the guide's EVENT frame, then a close 4000 without a reason", async () => {
@@ -175,8 +183,9 @@ describe('a session', () => {
       sockets.push(second);
       await once(second, 'open');
       expect(await firstClosed).toEqual({ code: 4000, reason: '' });
-      expect(frames).toHaveLength(1);
-      const frame = JSON.parse(frames[0]!) as Record<string, unknown>;
+      expect(frames).toHaveLength(2);
+      expect(frames[0]).toContain('"CFG_BOT_EVENT"');
+      const frame = JSON.parse(frames[1]!) as Record<string, unknown>;
       expect(frame).toEqual({
         code: 200,
         msg: 'success',
@@ -201,8 +210,7 @@ describe('a session', () => {
     expect(service.stats.ws.displaced).toBe(0);
     expect(service.stats.ws.open).toBe(2);
     expect(service.stats.ws.maxConcurrentPerBot).toBe(1);
-    a.send('x');
-    expect(String((await once(a, 'message'))[0])).toBe('x');
+    expect(await pong(a, 'x')).toBe(true);
   });
 
   it('emits ws-open and ws-close and counts sockets', async () => {

@@ -81,12 +81,17 @@ describe('StatsRecorder', () => {
 
   it('tracks open sockets per bot and the highest concurrency seen', () => {
     const recorder = new StatsRecorder();
-    recorder.wsOpened('a');
-    recorder.wsOpened('a');
-    recorder.wsOpened('b');
-    recorder.wsClosed('a');
+    const first = recorder.wsOpened('a', {});
+    recorder.wsOpened('a', { sessionId: 's2' });
+    recorder.wsOpened('b', {});
+    recorder.wsClosed(first);
     const { ws } = recorder.stats;
     expect(ws).toMatchObject({ open: 2, total: 3, maxConcurrentPerBot: 2 });
+    expect(ws.connections.map((c) => [c.botId, c.params, c.open])).toEqual([
+      ['a', {}, false],
+      ['a', { sessionId: 's2' }, true],
+      ['b', {}, true],
+    ]);
     expect(ws.perBotOpen('a')).toBe(1);
     expect(ws.perBotOpen('b')).toBe(1);
     expect(ws.perBotOpen('c')).toBe(0);
