@@ -76,10 +76,15 @@ export function initialLinkMemory(): LinkMemory {
   return { backoff: resetBackoff(), displacedBackoff: resetBackoff(), displacements: [], unauthorizedStreak: 0 };
 }
 
+const FAILURE_WORDS: readonly string[] = Object.values(WsMessage);
+
 /** A failure the cloud sent as a frame; a bare word, a binary frame or anything long is conversation. */
 export function frameFailure(isBinary: boolean, size: number, text: () => string): WsFailure | undefined {
   if (isBinary || size > MAX_FAILURE_BODY) return undefined;
-  return parseWsFailure(text(), { bare: false });
+  const t = text();
+  // Every failure names itself: a frame that names none is conversation, passed on without a JSON parse.
+  if (!FAILURE_WORDS.some((w) => t.includes(w))) return undefined;
+  return parseWsFailure(t, { bare: false });
 }
 
 /** What the link does after `ending`; `random` in [0, 1) draws the jitter. */

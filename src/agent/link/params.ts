@@ -33,3 +33,41 @@ export function cloudUrl(wsUrl: string, botId: string, params: ConnParams, sessi
   if (decidedSessionId(params) === undefined) url.searchParams.set('sessionId', sessionId);
   return url;
 }
+
+/** The parameters an app wants for the next sockets, and those the current (or last) socket was opened with. */
+export class ConnChoice {
+  readonly #fresh: () => string;
+  #wanted: ConnParams = NO_PARAMS;
+  #opened: { params: ConnParams; sessionId: string } | undefined;
+
+  constructor(fresh: () => string) {
+    this.#fresh = fresh;
+  }
+
+  want(params: ConnParams): void {
+    this.#wanted = params;
+  }
+
+  /** No app decides any more: later sockets get fresh sessions. */
+  forget(): void {
+    this.#wanted = NO_PARAMS;
+  }
+
+  /** The last socket was opened with the wanted parameters. */
+  get matchesOpened(): boolean {
+    return this.#opened !== undefined && sameParams(this.#opened.params, this.#wanted);
+  }
+
+  /** The app's sessionId when it decided one, else the last socket's. */
+  get sessionId(): string | null {
+    return decidedSessionId(this.#wanted) ?? this.#opened?.sessionId ?? null;
+  }
+
+  /** The URL of a new socket, remembered as the one opened last. */
+  open(wsUrl: string, botId: string): URL {
+    const params = this.#wanted;
+    const sessionId = decidedSessionId(params) ?? this.#fresh();
+    this.#opened = { params, sessionId };
+    return cloudUrl(wsUrl, botId, params, sessionId);
+  }
+}

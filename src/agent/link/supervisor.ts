@@ -14,33 +14,16 @@ import {
   type LinkEnding,
   type LinkMemory,
 } from './decide.js';
+import { Heartbeat } from './heartbeat.js';
 import { resolveLinkSettings, type LinkOptions, type LinkSettings } from './options.js';
-import { cloudUrl, decidedSessionId, NO_PARAMS, sameParams, type ConnParams } from './params.js';
+import { ConnChoice, type ConnParams } from './params.js';
 import { closeWithin, openCloudSocket } from './socket.js';
+import type { LinkState, LinkStateChange, LinkStatus, ParamsOutcome } from './status.js';
 
 export { DROPPED_FIRST_ATTEMPT } from './decide.js';
 export { MAX_CLOUD_MESSAGE_BYTES, type LinkOptions, type TokenSource } from './options.js';
 export { NO_PARAMS, type ConnParams } from './params.js';
-
-export type LinkState = 'connecting' | 'connected' | 'backoff' | 'displaced' | 'stopped';
-
-export interface LinkStatus {
-  state: LinkState;
-  /** Wall-clock ms when the state was entered. */
-  since: number;
-  reconnects: number;
-  lastError: string | null;
-  /** What a person can do about lastError, when there is something. */
-  fix?: string;
-}
-
-/** The 'state' event: the status, plus how long until the next attempt while waiting in backoff or displaced. */
-export interface LinkStateChange extends LinkStatus {
-  retryInMs?: number;
-}
-
-/** What useParams did: the open socket already had them, it is being replaced, or the next attempt takes them. */
-export type ParamsOutcome = 'kept' | 'reconnecting' | 'later';
+export type { LinkState, LinkStateChange, LinkStatus, ParamsOutcome } from './status.js';
 
 /** The greeting is a small event: a larger frame is never searched for it. */
 const MAX_GREETING_BYTES = 16 * 1024;
@@ -56,16 +39,11 @@ export class LinkSupervisor extends EventEmitter {
   readonly #o: LinkOptions;
   readonly #s: LinkSettings;
   readonly #random: Random;
-  readonly #newSessionId: () => string;
+  readonly #choice: ConnChoice;
   #status: LinkStatus;
   #memory: LinkMemory = initialLinkMemory();
   #ws: WebSocket | undefined;
   #token: string | undefined;
-  /** The parameters an app decided for the next connections. */
-  #params: ConnParams = NO_PARAMS;
-  /** The parameters and sessionId the current (or last) socket was opened with. */
-  #sockParams: ConnParams | undefined;
-  #sockSessionId: string | null = null;
   /** The last CFG_BOT_EVENT of the current socket, replayed to an app that attaches to it. */
   #greeting: Buffer | undefined;
   /** A socket being closed to reopen with new parameters. */
@@ -76,8 +54,7 @@ export class LinkSupervisor extends EventEmitter {
   #accepted = false;
   #upSinceMono: number | undefined;
   #cancelRetry: Cancel = idle;
-  #cancelPing: Cancel = idle;
-  #cancelPong: Cancel = idle;
+  readonly #heartbeat: Heartbeat;
   #abort: AbortController | undefined;
   #stopped = true;
 
@@ -86,7 +63,8 @@ export class LinkSupervisor extends EventEmitter {
     this.#o = opts;
     this.#s = resolveLinkSettings(opts);
     this.#random = opts.random ?? systemRandom;
-    this.#newSessionId = opts.newSessionId ?? randomUUID;
+    this.#choice = new ConnChoice(opts.newSessionId ?? randomUUID);
+    this.#heartbeat = new Heartbeat((ms, fn) => this.#timer(ms, fn), this.#s.heartbeatIntervalMs, this.#s.heartbeatTimeoutMs);
     this.#status = { state: 'stopped', since: opts.clock.wallNow(), reconnects: 0, lastError: null };
   }
 
@@ -96,7 +74,7 @@ export class LinkSupervisor extends EventEmitter {
 
   /** The sessionId of the connection: the app's when it decided one, else the current (or last) socket's. */
   get sessionId(): string | null {
-    return decidedSessionId(this.#params) ?? this.#sockSessionId;
+    return this.#choice.sessionId;
   }
 
   /** The open connection's CFG_BOT_EVENT greeting, as the cloud sent it. */
@@ -106,14 +84,14 @@ export class LinkSupervisor extends EventEmitter {
 
   /** Takes an app's parameters for the cloud connection; a socket opened with others is replaced at once. */
   useParams(params: ConnParams): ParamsOutcome {
-    this.#params = params;
+    this.#choice.want(params);
     const ws = this.#ws;
     if (this.#stopped || !ws) return 'later';
-    if (this.#sockParams && sameParams(this.#sockParams, params)) return 'kept';
+    if (this.#choice.matchesOpened) return 'kept';
     this.#ws = undefined;
     this.#greeting = undefined;
     this.#upSinceMono = undefined;
-    this.#stopHeartbeat();
+    this.#heartbeat.stop();
     this.#setState('connecting', this.#status.lastError, this.#status.fix);
     this.#o.log.info('the app asked for other connection parameters: reconnecting with them');
     this.#replacing = closeWithin(ws, 'parameters changed', (ms, fn) => this.#timer(ms, fn)).then(() => {
@@ -125,7 +103,7 @@ export class LinkSupervisor extends EventEmitter {
 
   /** No app decides any more: later connections get fresh sessions; the open one is kept. */
   forgetParams(): void {
-    this.#params = NO_PARAMS;
+    this.#choice.forget();
   }
 
   start(): void {
@@ -139,7 +117,7 @@ export class LinkSupervisor extends EventEmitter {
     if (this.#stopped) return;
     this.#stopped = true;
     this.#cancelRetry();
-    this.#stopHeartbeat();
+    this.#heartbeat.stop();
     this.#abort?.abort();
     const ws = this.#ws;
     this.#ws = undefined;
@@ -169,19 +147,15 @@ export class LinkSupervisor extends EventEmitter {
       return;
     }
     if (this.#stopped) return;
-    const params = this.#params;
-    const sessionId = decidedSessionId(params) ?? this.#newSessionId();
     let ws: WebSocket;
     try {
-      ws = openCloudSocket(cloudUrl(this.#o.wsUrl, this.#o.botId, params, sessionId), token, this.#o.lookup);
+      ws = openCloudSocket(this.#choice.open(this.#o.wsUrl, this.#o.botId), token, this.#o.lookup);
     } catch (err) {
       this.#decide({ kind: 'unopenable', message: messageOf(err) }, token);
       return;
     }
     this.#ws = ws;
     this.#token = token;
-    this.#sockParams = params;
-    this.#sockSessionId = sessionId;
     this.#greeting = undefined;
     this.#ending = undefined;
     this.#accepted = false;
@@ -193,7 +167,7 @@ export class LinkSupervisor extends EventEmitter {
     });
     ws.on('message', (data, isBinary) => this.#onMessage(ws, data, isBinary));
     ws.on('pong', () => {
-      this.#cancelPong();
+      this.#heartbeat.pong();
       this.#accepted = true;
     });
     ws.on('error', (err) => {
@@ -218,7 +192,14 @@ export class LinkSupervisor extends EventEmitter {
   #onOpen(ws: WebSocket): void {
     if (ws !== this.#ws) return;
     this.#upSinceMono = this.#o.clock.monoNow();
-    this.#startHeartbeat(ws);
+    this.#heartbeat.start(
+      ws,
+      () => ws === this.#ws,
+      () => {
+        this.#ending = { kind: 'pong-timeout' };
+        ws.terminate();
+      },
+    );
     this.#setState('connected', null);
     this.emit('connected');
   }
@@ -258,7 +239,7 @@ export class LinkSupervisor extends EventEmitter {
     if (ws !== this.#ws) return;
     this.#ws = undefined;
     this.#greeting = undefined;
-    this.#stopHeartbeat();
+    this.#heartbeat.stop();
     if (this.#stopped) return;
     const upMs = this.#upSinceMono === undefined ? undefined : this.#o.clock.monoNow() - this.#upSinceMono;
     this.#upSinceMono = undefined;
@@ -290,29 +271,6 @@ export class LinkSupervisor extends EventEmitter {
     this.emit('backoff', { delayMs: next.delayMs, reason });
     this.#cancelRetry();
     this.#cancelRetry = this.#timer(next.delayMs, () => void this.#connect());
-  }
-
-  /** A ping every interval; a pong must answer within the timeout or the socket is cut. */
-  #startHeartbeat(ws: WebSocket): void {
-    const beat = (): void => {
-      this.#cancelPing = this.#timer(this.#s.heartbeatIntervalMs, () => {
-        if (ws !== this.#ws || ws.readyState !== WebSocket.OPEN) return;
-        beat();
-        this.#cancelPong();
-        this.#cancelPong = this.#timer(this.#s.heartbeatTimeoutMs, () => {
-          if (ws !== this.#ws) return;
-          this.#ending = { kind: 'pong-timeout' };
-          ws.terminate();
-        });
-        ws.ping();
-      });
-    };
-    beat();
-  }
-
-  #stopHeartbeat(): void {
-    this.#cancelPing();
-    this.#cancelPong();
   }
 
   /** The link's timers hold the process open, as the global timers they replace did; stop() cancels them all. */

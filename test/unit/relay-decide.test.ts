@@ -1,0 +1,117 @@
+import { describe, expect, it } from 'vitest';
+import { cloudUrl, ConnChoice, NO_PARAMS, sameParams } from '../../src/agent/link/params.js';
+import { appParams } from '../../src/agent/local/app-params.js';
+import { stateChanged, stateData } from '../../src/agent/local/relay-decide.js';
+import { isConversationEvent, linkStateFrame } from '../../src/protocol/conversation.js';
+
+describe('app parameters', () => {
+  it('takes every query parameter but botId, in the app order', () => {
+    expect(appParams('/soulmate/voiceChat/v1?botId=x&sessionId=S&requestId=R&needManualCall=true&feature=f&other=1')).toEqual([
+      ['sessionId', 'S'],
+      ['requestId', 'R'],
+      ['needManualCall', 'true'],
+      ['feature', 'f'],
+      ['other', '1'],
+    ]);
+    expect(appParams('/soulmate/voiceChat/v1')).toEqual([]);
+    expect(appParams(undefined)).toEqual([]);
+  });
+
+  it('compares parameters whatever their order', () => {
+    expect(
+      sameParams(
+        [
+          ['a', '1'],
+          ['b', '2'],
+        ],
+        [
+          ['b', '2'],
+          ['a', '1'],
+        ],
+      ),
+    ).toBe(true);
+    expect(sameParams([['a', '1']], [['a', '2']])).toBe(false);
+    expect(
+      sameParams(
+        [['a', '1']],
+        [
+          ['a', '1'],
+          ['a', '1'],
+        ],
+      ),
+    ).toBe(false);
+    expect(sameParams(NO_PARAMS, [])).toBe(true);
+  });
+
+  it('builds the cloud URL with the device botId and a sessionId only when the app gave none', () => {
+    const url = cloudUrl(
+      'ws://h/soulmate/voiceChat/v1',
+      'bot-1',
+      [
+        ['botId', 'evil'],
+        ['requestId', 'R'],
+      ],
+      'fresh',
+    );
+    expect(Object.fromEntries(url.searchParams)).toEqual({ botId: 'bot-1', requestId: 'R', sessionId: 'fresh' });
+    const own = cloudUrl('ws://h/soulmate/voiceChat/v1', 'bot-1', [['sessionId', 'S']], 'fresh');
+    expect(own.searchParams.getAll('sessionId')).toEqual(['S']);
+  });
+});
+
+describe('connection choice', () => {
+  it('gives each socket no app decided a fresh session, and keeps an app one', () => {
+    let n = 0;
+    const choice = new ConnChoice(() => `fresh-${++n}`);
+    expect(choice.sessionId).toBeNull();
+    expect(choice.matchesOpened).toBe(false);
+    expect(choice.open('ws://h/p', 'b').searchParams.get('sessionId')).toBe('fresh-1');
+    expect(choice.open('ws://h/p', 'b').searchParams.get('sessionId')).toBe('fresh-2');
+    expect(choice.matchesOpened).toBe(true);
+    choice.want([['sessionId', 'S']]);
+    expect(choice.sessionId).toBe('S');
+    expect(choice.matchesOpened).toBe(false);
+    choice.open('ws://h/p', 'b');
+    choice.forget();
+    // The open socket still carries the app's session; only later sockets get fresh ones.
+    expect(choice.sessionId).toBe('S');
+    expect(choice.matchesOpened).toBe(false);
+  });
+});
+
+describe('LINK_STATE', () => {
+  it('carries retryInMs only while waiting, counted down and never negative', () => {
+    expect(stateData('backoff', 's', 1500, 1000)).toEqual({ state: 'backoff', sessionId: 's', retryInMs: 500 });
+    expect(stateData('displaced', 's', 900, 1000)).toEqual({ state: 'displaced', sessionId: 's', retryInMs: 0 });
+    expect(stateData('connected', 's', 1500, 1000)).toEqual({ state: 'connected', sessionId: 's' });
+    expect(stateData('backoff', null, undefined, 1000)).toEqual({ state: 'backoff', sessionId: null });
+  });
+
+  it('is due on a change of state or session, not of retryInMs alone', () => {
+    expect(stateChanged(undefined, { state: 'connected', sessionId: 'a' })).toBe(true);
+    expect(stateChanged({ state: 'connected', sessionId: 'a' }, { state: 'connected', sessionId: 'a' })).toBe(false);
+    expect(stateChanged({ state: 'connected', sessionId: 'a' }, { state: 'connected', sessionId: 'b' })).toBe(true);
+    expect(stateChanged({ state: 'backoff', sessionId: 'a', retryInMs: 5 }, { state: 'backoff', sessionId: 'a', retryInMs: 9 })).toBe(
+      false,
+    );
+  });
+
+  it('is the frame DESIGN §3.5 shows', () => {
+    expect(linkStateFrame({ state: 'connected', sessionId: 's' })).toBe(
+      '{"contentType":"BOTLINK","content":{"eventType":"LINK_STATE","eventData":{"state":"connected","sessionId":"s"}}}',
+    );
+  });
+});
+
+describe('conversation events the relay looks for', () => {
+  const event = (eventType: string, contentType = 'EVENT') =>
+    Buffer.from(JSON.stringify({ mid: 'm', contentType, content: { eventType } }));
+  it('finds the event in an EVENT envelope only', () => {
+    expect(isConversationEvent(event('CLIENT_VOICE_CHAT_UPDATE'), 'CLIENT_VOICE_CHAT_UPDATE')).toBe(true);
+    expect(isConversationEvent(event('CFG_BOT_EVENT'), 'CLIENT_VOICE_CHAT_UPDATE')).toBe(false);
+    expect(isConversationEvent(event('CLIENT_VOICE_CHAT_UPDATE', 'TEXT'), 'CLIENT_VOICE_CHAT_UPDATE')).toBe(false);
+    const chat = Buffer.from(JSON.stringify({ contentType: 'TEXT', content: { input: 'what is CLIENT_VOICE_CHAT_UPDATE?' } }));
+    expect(isConversationEvent(chat, 'CLIENT_VOICE_CHAT_UPDATE')).toBe(false);
+    expect(isConversationEvent(Buffer.from('CLIENT_VOICE_CHAT_UPDATE {'), 'CLIENT_VOICE_CHAT_UPDATE')).toBe(false);
+  });
+});
