@@ -53,12 +53,20 @@ export async function chat(argv: string[]): Promise<number> {
   const json = values.json === true;
 
   let client: RelayClient | undefined;
+  // The reply streams to stdout as it comes; --json prints it whole at the end.
+  const stream = { started: false };
+  const onPiece = json
+    ? undefined
+    : (piece: string): void => {
+        stream.started = true;
+        process.stdout.write(piece);
+      };
   let timer: NodeJS.Timeout | undefined;
   const timedOut = new Promise<never>((_, fail) => {
     timer = setTimeout(() => fail(new ChatTimeout(timeoutS, client?.state)), timeoutS * 1000);
   });
   try {
-    const result = await Promise.race([converse(socketPath, text, json, (c) => (client = c)), timedOut]);
+    const result = await Promise.race([converse(socketPath, text, onPiece, (c) => (client = c)), timedOut]);
     process.stdout.write(json ? `${JSON.stringify(result)}\n` : '\n');
     return Exit.OK;
   } catch (err) {
@@ -71,7 +79,7 @@ export async function chat(argv: string[]): Promise<number> {
       return Exit.UNAVAILABLE;
     }
     if (err instanceof ChatTimeout || err instanceof RoundLost) {
-      if (!json) process.stdout.write('\n');
+      if (stream.started) process.stdout.write('\n');
       process.stderr.write(
         failureLines('botlink chat', err.message, 'botlink status tells how the cloud link stands; then run botlink chat again'),
       );
@@ -84,14 +92,19 @@ export async function chat(argv: string[]): Promise<number> {
   }
 }
 
-async function converse(socketPath: string, text: string, json: boolean, attached: (c: RelayClient) => void): Promise<RoundResult> {
+async function converse(
+  socketPath: string,
+  text: string,
+  onPiece: ((piece: string) => void) | undefined,
+  attached: (c: RelayClient) => void,
+): Promise<RoundResult> {
   const client = await RelayClient.connect(socketPath);
   attached(client);
   const say = (s: LinkStateData): void => void process.stderr.write(`botlink chat: link ${describeState(s)}\n`);
   if (client.state) say(client.state);
   client.on('state', say);
   await client.untilConnected();
-  return client.round(text, json ? undefined : (piece) => void process.stdout.write(piece));
+  return client.round(text, onPiece);
 }
 
 class ChatTimeout extends Error {

@@ -145,8 +145,24 @@ describe('botlink chat through a running daemon', () => {
     const { d } = await daemonWithoutCloud();
     const run = await runCli(['chat', '--config', d.configFile, '--timeout', '2', 'hello']);
     expect(run.code, run.stderr).toBe(1);
+    expect(run.stdout).toBe('');
     expect(run.stderr).toMatch(/botlink chat: link (connecting|backoff)/);
     expect(run.stderr).toMatch(/no reply within 2 s \(link (connecting|backoff)/);
+  });
+
+  it('a cloud drop during the round: exit 1, the round is lost, the link state named', async () => {
+    // Round frames a minute apart: the reply is still coming when the service drops the socket.
+    const svc = await service(DAEMON_SEED, { roundDelayMs: 60_000 });
+    svc.events.on('ws-message', ({ data }: { data: Buffer }) => {
+      if (data.toString().includes('mid-round')) svc.faults.dropAllSockets();
+    });
+    const d = device(svc);
+    daemon(d);
+    await d.waitForLink('connected');
+    const run = await runCli(['chat', '--config', d.configFile, 'mid-round']);
+    expect(run.code, run.stderr).toBe(1);
+    expect(run.stderr).toContain('botlink chat: the cloud link went backoff during the round: its reply is lost');
+    expect(run.stderr).toContain('fix: botlink status tells how the cloud link stands; then run botlink chat again');
   });
 
   it('the daemon stopping while chat waits: exit 69, the daemon stopped', async () => {
