@@ -200,6 +200,37 @@ describe('relay: frames', () => {
 });
 
 describe('relay: limits and stop', () => {
+  it('drops app frames once 4 MiB wait for a cloud that stops reading, and keeps the cloud socket', async () => {
+    const { cloud, rig } = await setup();
+    cloud.echo = false;
+    const app = await rig.attach();
+    await linkState(app);
+    cloud.conns[0]!.ws.pause();
+    const frame = randomBytes(MAX_APP_FRAME_BYTES);
+    const total = 48;
+    for (let i = 0; i < total; i++) app.ws.send(frame);
+    await settled(app.ws);
+    const c = rig.relay.counters;
+    expect(c.framesUp + c.dropped).toBe(total + 1);
+    // The bound, one frame over it, and what loopback TCP buffers hold (a few MiB each way).
+    expect(c.framesUp).toBeLessThan(24);
+    expect(rig.link.status).toMatchObject({ state: 'connected', reconnects: 0 });
+    cloud.conns[0]!.ws.resume();
+    const first = await cloud.conns[0]!.frames.next();
+    expect(first.data.equals(frame)).toBe(true);
+  });
+
+  it('an app with other parameters joining a displaced link waits out the displaced backoff', async () => {
+    const { cloud, rig } = await setup({ link: { displacedBackoff: { baseMs: 60_000, capMs: 60_000 } } });
+    cloud.conns[0]!.ws.send(wsFailureBody(WsMessage.REPEAT_SESSION));
+    await rig.reaches('displaced');
+    const app = await rig.attach('?sessionId=S2');
+    const state = await linkState(app);
+    expect(state).toMatchObject({ state: 'displaced', sessionId: 'S2' });
+    expect(state['retryInMs']).toBeGreaterThan(30_000);
+    expect(cloud.conns).toHaveLength(1);
+  });
+
   it('closes an app frame over 1 MiB with 1009, leaving the cloud socket alone', async () => {
     const { cloud, rig } = await setup();
     const app = await rig.attach();

@@ -45,6 +45,8 @@ export interface LinkSettings extends Readonly<Required<LinkTunables>> {
 
 /** 300 ms of 48 kHz 16-bit stereo PCM is 57,600 B (76,800 in base64 JSON): 1 MiB is ~13× that, as the relay's app limit (§3.5). */
 export const MAX_CLOUD_MESSAGE_BYTES = 1024 * 1024;
+/** Frames the cloud leaves unsent past this are refused (the caller drops them): memory stays bounded, audio fresh. */
+export const MAX_CLOUD_BACKLOG_BYTES = 4 * 1024 * 1024;
 
 /** The one source of the link's defaults (the config's tunables can read theirs from here). */
 export const LINK_DEFAULTS: Readonly<Required<LinkTunables>> = Object.freeze({

@@ -15,7 +15,7 @@ import {
   type LinkMemory,
 } from './decide.js';
 import { Heartbeat } from './heartbeat.js';
-import { resolveLinkSettings, type LinkOptions, type LinkSettings } from './options.js';
+import { MAX_CLOUD_BACKLOG_BYTES, resolveLinkSettings, type LinkOptions, type LinkSettings } from './options.js';
 import { ConnChoice, type ConnParams } from './params.js';
 import { closeWithin, openCloudSocket } from './socket.js';
 import type { LinkState, LinkStateChange, LinkStatus, ParamsOutcome } from './status.js';
@@ -127,9 +127,10 @@ export class LinkSupervisor extends EventEmitter {
     this.emit('stopped');
   }
 
-  /** Sends on the open socket, as a text or a binary frame; false when not connected. */
+  /** Sends on the open socket, as a text or a binary frame; false when not connected or the cloud is not reading. */
   send(data: string | Buffer, binary = typeof data !== 'string'): boolean {
     if (this.#status.state !== 'connected' || this.#ws?.readyState !== WebSocket.OPEN) return false;
+    if (this.#ws.bufferedAmount >= MAX_CLOUD_BACKLOG_BYTES) return false;
     this.#ws.send(data, { binary });
     return true;
   }
