@@ -221,7 +221,7 @@ describe('relay: limits and stop', () => {
   });
 
   it('an app with other parameters joining a displaced link waits out the displaced backoff', async () => {
-    const { cloud, rig } = await setup({ link: { displacedBackoff: { baseMs: 60_000, capMs: 60_000 } } });
+    const { cloud, rig } = await setup({ link: { displacedBackoff: { baseMs: 60_000, capMs: 60_000 }, random: () => 0.999 } });
     cloud.conns[0]!.ws.send(wsFailureBody(WsMessage.REPEAT_SESSION));
     await rig.reaches('displaced');
     const app = await rig.attach('?sessionId=S2');
