@@ -1,0 +1,81 @@
+import { once } from 'node:events';
+import { describe, expect, it } from 'vitest';
+import { AgentKit } from '../helpers/agent-kit.js';
+import { useHarness } from '../helpers/harness.js';
+import { relayRig, type App } from '../helpers/relay-rig.js';
+
+/**
+ * The relay in-process against the real reference service (its conversation subset of DESIGN §1.7):
+ * the service's per-connection voice config counter proves the config is replayed on a new socket.
+ */
+
+const { cleanups, service } = useHarness();
+
+type Json = Record<string, unknown> & { content?: Record<string, unknown> };
+
+/** Text frames until `stop` says so; a code-400 frame (the service refusing something) fails the test. */
+async function until(app: App, stop: (f: Json) => boolean): Promise<Json[]> {
+  const seen: Json[] = [];
+  for (;;) {
+    const f = await app.frames.next();
+    if (f.isBinary) continue;
+    const json = JSON.parse(f.data.toString('utf8')) as Json;
+    if (json['code'] === 400) throw new Error(`the service refused: ${String(json['msg'])}`);
+    seen.push(json);
+    if (stop(json)) return seen;
+  }
+}
+
+const eventIs = (type: string) => (f: Json) => f.content?.['eventType'] === type;
+
+let mids = 0;
+const up = (contentType: string, content: Record<string, unknown>) => JSON.stringify({ mid: `m-${++mids}`, contentType, content });
+const BINARY_CONFIG = up('EVENT', {
+  eventType: 'CLIENT_VOICE_CHAT_UPDATE',
+  eventData: { audio: { binary: true, input: { format: 'pcm' }, output: { format: 'pcm' } } },
+});
+
+async function setup() {
+  const svc = await service();
+  const kit = new AgentKit({ url: svc.url });
+  kit.tokens.start();
+  cleanups.push(() => kit.close());
+  const rig = await relayRig({ cloudUrl: svc.wsUrl, link: { tokens: kit.tokens, log: kit.log } });
+  cleanups.push(() => rig.close());
+  const greeted = once(rig.link, 'message');
+  rig.link.start();
+  await greeted;
+  return { svc, rig };
+}
+
+describe('relay against the reference service', () => {
+  it('attaches to the open connection: state first, then its greeting replayed, then a round', async () => {
+    const { rig } = await setup();
+    const app = await rig.attach();
+    const [state, greeting] = await until(app, eventIs('CFG_BOT_EVENT')).then((s) => [s[0], s[s.length - 1]]);
+    expect(state).toMatchObject({ contentType: 'BOTLINK', content: { eventType: 'LINK_STATE', eventData: { state: 'connected' } } });
+    expect(greeting).toMatchObject({ contentType: 'EVENT', content: { eventType: 'CFG_BOT_EVENT' } });
+    app.ws.send(up('TEXT', { input: 'hello' }));
+    const round = await until(app, eventIs('COMPLETE'));
+    const text = round.filter((f) => f['contentType'] === 'AGENT').map((f) => f.content?.['text']);
+    expect(text.join('')).toBe('you said: hello');
+  });
+
+  it('after a cloud drop replays the binary voice config before the app audio: one config per connection', async () => {
+    const { svc, rig } = await setup();
+    const app = await rig.attach();
+    await until(app, eventIs('CFG_BOT_EVENT'));
+    app.ws.send(BINARY_CONFIG);
+    await until(app, eventIs('SERVER_VOICE_CHAT_UPDATED'));
+    svc.faults.dropAllSockets();
+    await until(app, (f) => f.content?.['eventType'] === 'LINK_STATE' && (f.content['eventData'] as Json)['state'] === 'backoff');
+    await until(app, (f) => f.content?.['eventType'] === 'LINK_STATE' && (f.content['eventData'] as Json)['state'] === 'connected');
+    // Binary audio at once: the service refuses it (a code-400 frame) on a connection with no binary config.
+    app.ws.send(Buffer.alloc(3200, 7), { binary: true });
+    app.ws.send(up('EVENT', { eventType: 'CLIENT_AUDIO_FINISH' }));
+    const round = await until(app, eventIs('COMPLETE'));
+    expect(round.some((f) => f['contentType'] === 'ASR')).toBe(true);
+    expect(svc.stats.ws.connections.map((c) => c.voiceConfigs)).toEqual([1, 1]);
+    expect(app.ws.readyState).toBe(1);
+  });
+});
