@@ -3,7 +3,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import WebSocket, { WebSocketServer, type RawData } from 'ws';
 import { isConversationEvent, linkStateFrame, type LinkStateData } from '../../protocol/conversation.js';
-import type { LinkStateChange, LinkSupervisor } from '../link/supervisor.js';
+import type { ConnParams, LinkStateChange, LinkSupervisor } from '../link/supervisor.js';
 import type { Clock } from '../time/clock.js';
 import { appParams } from './app-params.js';
 import {
@@ -110,12 +110,11 @@ export class Relay implements RelayPort {
     app.close(code, reason);
   }
 
-  #attach(ws: WebSocket, params: ReturnType<typeof appParams>): void {
+  #attach(ws: WebSocket, params: ConnParams): void {
     // Before the app is attached: a reconnect's own state change would otherwise reach it twice.
     const outcome = this.#link.useParams(params);
     this.#app = ws;
     this.#counters.attached = true;
-    this.#voiceConfig = undefined;
     this.#log.info({ outcome }, 'app attached');
     ws.on('message', (data: RawData, isBinary: boolean) => this.#fromApp(ws, data as Buffer, isBinary));
     ws.on('error', (err) => this.#log.warn({ err: err.message }, 'app socket failed'));
