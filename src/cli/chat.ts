@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { DEFAULT_CONFIG_FILE } from '../agent/config/config.js';
 import { messageOf } from '../protocol/errors.js';
-import { loadCommandConfig } from './common.js';
+import { loadCommandConfig, timeoutFlag } from './common.js';
 import { Exit, UsageError } from './exit.js';
 import { failureLines, formatDuration } from './format.js';
 import { DAEMON_FIX, type LinkStateData, RelayClient, RelayRefused, type RoundResult, RoundLost } from './relay-client.js';
@@ -31,9 +31,7 @@ export async function chat(argv: string[]): Promise<number> {
     process.stdout.write(`${USAGE}\n`);
     return Exit.OK;
   }
-  const timeoutS = values.timeout === undefined ? DEFAULT_TIMEOUT_S : Number(values.timeout);
-  if (!(Number.isFinite(timeoutS) && timeoutS > 0))
-    throw new UsageError(`--timeout must be a positive number of seconds, got '${values.timeout}'\n${USAGE}`);
+  const timeoutS = timeoutFlag(values.timeout, DEFAULT_TIMEOUT_S, USAGE);
   const text = positionals.join(' ').trim();
   if (text === '') throw new UsageError(`say something: TEXT is missing\n${USAGE}`);
   if (values.socket !== undefined && values.config !== undefined)

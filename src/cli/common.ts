@@ -15,6 +15,14 @@ export function parseFlags<T extends NonNullable<ParseArgsConfig['options']>>(ar
 }
 
 /** Loads the agent config for a command; a bad config prints what to fix and maps to exit 78. */
+/** A `--timeout S` flag: S seconds as a positive number, else a usage error. */
+export function timeoutFlag(value: string | undefined, defaultS: number, usage: string): number {
+  const seconds = value === undefined ? defaultS : Number(value);
+  if (!(Number.isFinite(seconds) && seconds > 0))
+    throw new UsageError(`--timeout must be a positive number of seconds, got '${value}'\n${usage}`);
+  return seconds;
+}
+
 export function loadCommandConfig(file: string | undefined): AgentConfig | number {
   try {
     return loadConfig({ ...(file !== undefined && { file }), env: process.env });

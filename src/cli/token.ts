@@ -5,8 +5,8 @@ import { systemClock, systemRandom } from '../agent/time/clock.js';
 import { BotlinkError, fixOf, messageOf } from '../protocol/errors.js';
 import type { Identity } from '../protocol/wire.js';
 import { openCommandLog, reportFailure, withDeadline } from './agent-command.js';
-import { exitFor, loadCommandConfig, parseFlags } from './common.js';
-import { Exit, UsageError } from './exit.js';
+import { exitFor, loadCommandConfig, parseFlags, timeoutFlag } from './common.js';
+import { Exit } from './exit.js';
 
 /** A script asking for a token must get an answer, not wait for the service to come back. */
 const DEFAULT_TIMEOUT_S = 30;
@@ -30,9 +30,7 @@ export async function token(argv: string[]): Promise<number> {
     process.stdout.write(`${USAGE}\n`);
     return Exit.OK;
   }
-  const timeoutS = values.timeout === undefined ? DEFAULT_TIMEOUT_S : Number(values.timeout);
-  if (!(Number.isFinite(timeoutS) && timeoutS > 0))
-    throw new UsageError(`--timeout must be a positive number of seconds, got '${values.timeout}'\n${USAGE}`);
+  const timeoutS = timeoutFlag(values.timeout, DEFAULT_TIMEOUT_S, USAGE);
   const config = loadCommandConfig(values.config);
   if (typeof config === 'number') return config;
   const json = values.json === true;

@@ -1,3 +1,4 @@
+import type { EventEmitter } from 'node:events';
 import { createServer, type IncomingMessage } from 'node:http';
 import { createServer as createTcpServer, type AddressInfo, type Socket } from 'node:net';
 import { WebSocketServer } from 'ws';
@@ -81,4 +82,17 @@ export async function tricklingRefusal() {
         server.close(() => resolve());
       }),
   };
+}
+
+/** The PONG frame answering the PING with this mid, among the `message`s `emitter` emits; other frames are skipped. */
+export function pongFrame(emitter: EventEmitter, mid: string): Promise<void> {
+  return new Promise((resolve) => {
+    const on = (data: Buffer): void => {
+      const text = data.toString();
+      if (!text.includes('"PONG"') || !text.includes(`"mid":"${mid}"`)) return;
+      emitter.off('message', on);
+      resolve();
+    };
+    emitter.on('message', on);
+  });
 }

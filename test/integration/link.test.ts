@@ -6,6 +6,7 @@ import { WS_FAILURE_FIXES, WsMessage } from '../../src/protocol/codes.js';
 import { DISPLACEMENT_MARKERS } from '../../src/service/server.js';
 import { AgentKit } from '../helpers/agent-kit.js';
 import { useHarness } from '../helpers/harness.js';
+import { pongFrame } from '../helpers/ws-peers.js';
 
 /**
  * The link against the reference service on real time: what the service really sends is recognised.
@@ -62,19 +63,6 @@ function reaches(supervisor: LinkSupervisor, state: LinkState): Promise<void> {
   });
 }
 
-/** The service's PONG to the PING with this mid; the greeting and other frames are skipped. */
-function pongFor(emitter: LinkSupervisor, mid: string): Promise<void> {
-  return new Promise((resolve) => {
-    const on = (data: Buffer): void => {
-      const text = data.toString();
-      if (!text.includes('"PONG"') || !text.includes(`"mid":"${mid}"`)) return;
-      emitter.off('message', on);
-      resolve();
-    };
-    emitter.on('message', on);
-  });
-}
-
 /** The first backoff from now on whose reason is `reason`. */
 function backoffFor(supervisor: LinkSupervisor, reason: string): Promise<Backoff> {
   return new Promise((resolve) => {
@@ -92,7 +80,7 @@ describe('LinkSupervisor against the reference service', () => {
     const svc = await service();
     const { supervisor, kit } = link(svc.url, svc.wsUrl);
     await reaches(supervisor, 'connected');
-    const got = pongFor(supervisor, 'hello');
+    const got = pongFrame(supervisor, 'hello');
     expect(supervisor.send('{"mid":"hello","contentType":"PING"}')).toBe(true);
     await got;
     expect(svc.stats.ws.perBotOpen('bot-1')).toBe(1);

@@ -10,7 +10,7 @@ import { createReferenceService } from '../../src/service/server.js';
 import { AgentKit } from '../helpers/agent-kit.js';
 import { useHarness } from '../helpers/harness.js';
 import { ManualClock } from '../helpers/manual-clock.js';
-import { rawWsServer, tricklingRefusal } from '../helpers/ws-peers.js';
+import { pongFrame, rawWsServer, tricklingRefusal } from '../helpers/ws-peers.js';
 
 /**
  * The link's shell on a ManualClock: the sockets are real (ws servers and the reference service on
@@ -86,19 +86,6 @@ function manualLink(wsUrl: string, opts: Partial<LinkOptions> & { tokens?: Token
 /** The first argument of `emitter`'s next `event`; ask before doing what fires it. */
 function next<T>(emitter: EventEmitter, event: string): Promise<T> {
   return once(emitter, event).then(([value]) => value as T);
-}
-
-/** The service's PONG frame to the PING frame with this mid; the greeting and other frames are skipped. */
-function pongFrame(emitter: EventEmitter, mid: string): Promise<void> {
-  return new Promise((resolve) => {
-    const on = (data: Buffer): void => {
-      const text = data.toString();
-      if (!text.includes('"PONG"') || !text.includes(`"mid":"${mid}"`)) return;
-      emitter.off('message', on);
-      resolve();
-    };
-    emitter.on('message', on);
-  });
 }
 
 /** A reference service and a real token manager for the link (its clock stays the system's). */
