@@ -66,6 +66,15 @@ export class ConversationClient {
     return client;
   }
 
+  /** Attaches to a daemon's relay as an app, over its local API socket. */
+  static async local(socketPath: string, params: Record<string, string> = {}): Promise<ConversationClient> {
+    const query = new URLSearchParams(params).toString();
+    const ws = new WebSocket(`ws+unix://${socketPath}:/soulmate/voiceChat/v1${query ? `?${query}` : ''}`, { perMessageDeflate: false });
+    const client = new ConversationClient(ws);
+    await once(ws, 'open');
+    return client;
+  }
+
   /** Sends an object as JSON, a string as text, a Buffer as binary. */
   send(frame: Record<string, unknown> | string | Buffer): void {
     this.ws.send(typeof frame === 'string' || Buffer.isBuffer(frame) ? frame : JSON.stringify(frame));
