@@ -105,7 +105,8 @@ export class Daemon {
     });
     this.#link = link;
     link.on('state', () => this.#publish());
-    this.#relay = new Relay({ link, clock: rt.clock, log: this.#log.child({ part: 'relay' }) });
+    // Attach and detach change status.relay, which no link state change would write to status.json.
+    this.#relay = new Relay({ link, clock: rt.clock, log: this.#log.child({ part: 'relay' }), onChange: () => this.#publish() });
     tokens.start();
     link.start();
     this.#publish();

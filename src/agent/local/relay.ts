@@ -23,6 +23,8 @@ export interface RelayOptions {
   link: RelayLink;
   clock: Clock;
   log: Logger;
+  /** Called after an app attaches or detaches: status.json is only rewritten when told. */
+  onChange?: () => void;
 }
 
 /**
@@ -34,6 +36,7 @@ export class Relay implements RelayPort {
   readonly #link: RelayLink;
   readonly #clock: Clock;
   readonly #log: Logger;
+  readonly #onChange: () => void;
   readonly #wss = new WebSocketServer({
     noServer: true,
     clientTracking: false,
@@ -71,6 +74,7 @@ export class Relay implements RelayPort {
     this.#link = opts.link;
     this.#clock = opts.clock;
     this.#log = opts.log;
+    this.#onChange = opts.onChange ?? (() => undefined);
     this.#link.on('state', this.#onState);
     this.#link.on('connected', this.#onConnected);
     this.#link.on('message', this.#onCloudFrame);
@@ -125,6 +129,7 @@ export class Relay implements RelayPort {
     this.#sendState(true);
     const greeting = outcome === 'kept' ? this.#link.greeting : undefined;
     if (greeting) this.#toApp(ws, greeting, false);
+    this.#onChange();
   }
 
   #detach(ws: WebSocket): void {
@@ -134,6 +139,7 @@ export class Relay implements RelayPort {
     this.#voiceConfig = undefined;
     this.#lastState = undefined;
     this.#link.forgetParams();
+    this.#onChange();
   }
 
   #fromApp(ws: WebSocket, data: Buffer, isBinary: boolean): void {
