@@ -62,7 +62,7 @@ function seconds(span: string): number {
   return Number(m[1]) * factor;
 }
 
-/** A systemd byte size ("192M", "1G", "65536"): K, M, G are powers of 1024. */
+/** A systemd byte size ("256M", "1G", "65536"): K, M, G are powers of 1024. */
 function bytes(size: string): number {
   const m = /^(\d+)([KMG])?$/.exec(size.trim());
   if (!m) throw new Error(`unsupported byte size: ${size}`);
