@@ -1,9 +1,11 @@
 import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { chmodSync, existsSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { connect, createServer, type AddressInfo, type Server } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import type { StatusDoc } from '../../src/agent/daemon/status.js';
 import { Exit } from '../../src/cli/exit.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
@@ -211,5 +213,36 @@ describe('the local API on its Unix socket (DESIGN §3.5)', () => {
     expect(status.link.reconnects).toBe(before.link.reconnects);
     expect(status.link.since).toBe(before.link.since);
     expect(svc.stats.getToken.total).toBe(1);
+  }, 60_000);
+
+  it('survives apps that hang up the moment their upgrade is sent (answered 404 or 409)', async () => {
+    const svc = await service(DAEMON_SEED);
+    const d = device(svc);
+    const proc = daemon(d);
+    const before = await d.waitForLink('connected');
+    await listening(d);
+    const sock = join(d.runtimeDir, 'botlink.sock');
+    // One app attached, so every relay upgrade below is answered 409 into a socket already gone.
+    const app = new WebSocket(`ws+unix://${sock}:/soulmate/voiceChat/v1`);
+    await once(app, 'message');
+    const upgrade = (path: string): string =>
+      `GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: ${'A'.repeat(22)}==\r\n\r\n`;
+    const hangUp = (bytes: string): Promise<void> =>
+      new Promise((resolve) => {
+        const s = connect(sock, () => {
+          s.write(bytes);
+          s.destroy();
+          resolve();
+        });
+        s.on('error', () => resolve());
+      });
+    for (let batch = 0; batch < 20; batch++) {
+      await Promise.all(Array.from({ length: 25 }, (_, i) => hangUp(upgrade(i % 2 ? '/elsewhere' : '/soulmate/voiceChat/v1'))));
+    }
+    const status = JSON.parse((await call(sock, '/v1/status')).body) as StatusDoc;
+    expect(proc.child.exitCode).toBeNull();
+    expect(status.link.since).toBe(before.link.since);
+    expect(status.relay.attached).toBe(true);
+    app.terminate();
   }, 60_000);
 });

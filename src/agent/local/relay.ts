@@ -86,7 +86,10 @@ export class Relay implements RelayPort {
 
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     if (this.#stopped) return refuse(socket, 503, 'botlink is stopping: connect again once it runs');
-    if (this.#app) return refuse(socket, 409, 'another app is attached: botlink relays one conversation at a time');
+    // An app whose close is under way has left: a quick reconnect of the same app must not get a 409.
+    if (this.#app?.readyState === WebSocket.OPEN)
+      return refuse(socket, 409, 'another app is attached: botlink relays one conversation at a time');
+    if (this.#app) this.#detach(this.#app);
     // ws answers a malformed handshake itself and then never calls back.
     this.#wss.handleUpgrade(req, socket, head, (ws) => this.#attach(ws, appParams(req.url)));
   }

@@ -6,7 +6,7 @@ export const RELAY_PATH = '/soulmate/voiceChat/v1';
 
 /** What /v1/token needs of the token manager: an answer now, never a wait on the cloud. */
 export interface TokenSource {
-  current(opts: { signal?: AbortSignal }): Promise<string>;
+  current(opts: { minLeftMs?: number; signal?: AbortSignal }): Promise<string>;
   snapshot(): { accessExpiresAt: number | undefined };
 }
 
@@ -61,11 +61,14 @@ export async function answer(req: IncomingMessage, res: ServerResponse, deps: Ro
   res.end(text);
 }
 
+const TOKEN_MIN_LEFT_MS = 30_000;
+
 /** `{accessToken, expiresAt}` when a usable token is held now; else 503 saying why. Never waits. */
 async function tokenAnswer(tokens: TokenSource | undefined): Promise<Answer> {
   if (!tokens) return fault(503, 'no token yet: this device has no botId yet (botlink is provisioning it; see GET /v1/status)');
   const now = new AbortController();
-  const pending = tokens.current({ signal: now.signal });
+  // An app needs time to use what it gets: a token about to expire is not handed out.
+  const pending = tokens.current({ minLeftMs: TOKEN_MIN_LEFT_MS, signal: now.signal });
   // Read in the same tick as current(): the expiry of the very token it resolves with, if it holds one.
   const expiresAt = tokens.snapshot().accessExpiresAt;
   // Aborting at once turns "wait for a renewal" into "none now", while the manager still gets on with it.

@@ -77,6 +77,8 @@ export class LocalApi {
   }
 
   #upgrade(req: Parameters<RelayPort['handleUpgrade']>[0], socket: Duplex, head: Buffer): void {
+    // Nothing listens on an upgraded socket until ws takes it: an app that hangs up at once must not crash the daemon.
+    socket.on('error', () => socket.destroy());
     if (pathOf(req.url) === RELAY_PATH) {
       // The relay owns the connection from here: the server's idle limit is for HTTP only.
       if ('setTimeout' in socket && typeof socket.setTimeout === 'function') socket.setTimeout(0);

@@ -1,7 +1,7 @@
 import { chmodSync, chownSync, lstatSync, mkdirSync, renameSync, unlinkSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { connect } from 'node:net';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import { BotlinkError, messageOf } from '../../protocol/errors.js';
 import { ConfigError } from '../config/error.js';
 
@@ -51,7 +51,8 @@ export async function checkSocketPath(path: string): Promise<void> {
 
 /** Binds `server` beside `path`, gives the file its group and mode, then renames it over `path` (and any dead socket). */
 export async function bindSocket(server: Server, path: string, gid: number | null): Promise<BoundSocket> {
-  const temp = `${path}.${process.pid}.tmp`;
+  // Short, so a localSocket the config accepts (≤ 107 bytes) still fits while it is bound under this name.
+  const temp = join(dirname(path), `.bl${process.pid}`);
   try {
     mkdirSync(dirname(path), { recursive: true, mode: 0o755 });
     removeIfPresent(temp);
@@ -62,6 +63,7 @@ export async function bindSocket(server: Server, path: string, gid: number | nul
     const st = lstatSync(path);
     return { path, dev: st.dev, ino: st.ino };
   } catch (err) {
+    if (server.listening) server.close();
     removeIfPresent(temp);
     const code = (err as NodeJS.ErrnoException).code;
     const what = code === 'EPERM' && gid !== null ? `cannot give it group ${gid} (localGroup)` : messageOf(err);
