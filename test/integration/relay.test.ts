@@ -91,6 +91,21 @@ describe('relay: attaching', () => {
     expect(cloud.conns).toHaveLength(2);
   });
 
+  it('gives the next app a new connection when the previous one conversed on it, even with the same parameters', async () => {
+    const { cloud, rig } = await setup();
+    const first = await rig.attach('?sessionId=S1');
+    await stateUntil(first, 'connected');
+    first.ws.send(VOICE_CONFIG);
+    await settled(first.ws);
+    first.ws.close();
+    await first.closed;
+    const again = await rig.attach('?sessionId=S1');
+    expect(await stateUntil(again, 'connected')).toEqual({ state: 'connected', sessionId: 'S1' });
+    // The first app's socket carried its voice config: the second gets one of its own, greeted afresh.
+    expect(cloud.conns).toHaveLength(3);
+    expect((await again.frames.next()).data.toString()).toBe(GREETING);
+  });
+
   it('answers a second app with 409 {code, msg} while one is attached', async () => {
     const { rig } = await setup();
     const app = await rig.attach();

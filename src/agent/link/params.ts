@@ -38,7 +38,7 @@ export function cloudUrl(wsUrl: string, botId: string, params: ConnParams, sessi
 export class ConnChoice {
   readonly #fresh: () => string;
   #wanted: ConnParams = NO_PARAMS;
-  #opened: { params: ConnParams; sessionId: string } | undefined;
+  #opened: { params: ConnParams; sessionId: string; spent?: boolean } | undefined;
 
   constructor(fresh: () => string) {
     this.#fresh = fresh;
@@ -48,14 +48,18 @@ export class ConnChoice {
     this.#wanted = params;
   }
 
-  /** No app decides any more: later sockets get fresh sessions. */
-  forget(): void {
+  /**
+   * No app decides any more: later sockets get fresh sessions. `spent`: the app conversed on the open
+   * socket, so the cloud holds its voice config and maybe the tail of a round: no later app gets it.
+   */
+  forget(spent = false): void {
     this.#wanted = NO_PARAMS;
+    if (spent && this.#opened) this.#opened.spent = true;
   }
 
-  /** The last socket was opened with the wanted parameters. */
+  /** The last socket was opened with the wanted parameters, and no app has conversed on it. */
   get matchesOpened(): boolean {
-    return this.#opened !== undefined && sameParams(this.#opened.params, this.#wanted);
+    return this.#opened !== undefined && !this.#opened.spent && sameParams(this.#opened.params, this.#wanted);
   }
 
   /** The app's sessionId when it decided one, else the last socket's. */

@@ -101,9 +101,9 @@ export class LinkSupervisor extends EventEmitter {
     return 'reconnecting';
   }
 
-  /** No app decides any more: later connections get fresh sessions; the open one is kept. */
-  forgetParams(): void {
-    this.#choice.forget();
+  /** No app decides any more: later connections get fresh sessions; the open one is kept, for no app when `spent`. */
+  forgetParams(spent = false): void {
+    this.#choice.forget(spent);
   }
 
   start(): void {

@@ -47,6 +47,8 @@ export class Relay implements RelayPort {
   #app: WebSocket | undefined;
   /** The attached app's last CLIENT_VOICE_CHAT_UPDATE: the service wants it once per connection. */
   #voiceConfig: Buffer | undefined;
+  /** The attached app sent a frame: the cloud connection holds its conversation state. */
+  #appSent = false;
   #lastState: LinkStateData | undefined;
   /** Monotonic ms of the link's next attempt, while it waits. */
   #retryAt: number | undefined;
@@ -141,7 +143,8 @@ export class Relay implements RelayPort {
     this.#counters.attached = false;
     this.#voiceConfig = undefined;
     this.#lastState = undefined;
-    this.#link.forgetParams();
+    this.#link.forgetParams(this.#appSent);
+    this.#appSent = false;
     this.#onChange();
   }
 
@@ -151,6 +154,7 @@ export class Relay implements RelayPort {
     if (!isBinary && data.length <= MAX_VOICE_CONFIG_BYTES && isConversationEvent(data, 'CLIENT_VOICE_CHAT_UPDATE')) {
       this.#voiceConfig = data;
     }
+    this.#appSent = true;
     if (this.#link.send(data, isBinary)) this.#counters.framesUp++;
     else this.#counters.dropped++;
   }
