@@ -215,6 +215,24 @@ describe('the local API on its Unix socket (DESIGN §3.5)', () => {
     expect(svc.stats.getToken.total).toBe(1);
   }, 60_000);
 
+  it('answers while the device is still being provisioned: status, 503 for a token and for the relay', async () => {
+    // A vendor-only device whose cloud is unreachable: provisioning waits for the network.
+    const d = device('http://127.0.0.1:1', { vendorId: 'V1', deviceId: 'SN-1' });
+    daemon(d);
+    await listening(d);
+    const sock = join(d.runtimeDir, 'botlink.sock');
+    const status = JSON.parse((await call(sock, '/v1/status')).body) as StatusDoc;
+    expect(status.identity).toEqual({ kind: 'vendor', id: 'V1' });
+    const token = await call(sock, '/v1/token');
+    expect([token.status, JSON.parse(token.body)]).toEqual([503, { code: 503, msg: expect.stringContaining('no botId yet') }]);
+    const relay = await raw(
+      sock,
+      'GET /soulmate/voiceChat/v1 HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: AAAAAAAAAAAAAAAAAAAAAA==\r\n\r\n',
+    );
+    expect(relay).toMatch(/^HTTP\/1\.1 503 /);
+    expect(relay).toContain('no botId yet');
+  });
+
   it('survives apps that hang up the moment their upgrade is sent (answered 404 or 409)', async () => {
     const svc = await service(DAEMON_SEED);
     const d = device(svc);

@@ -6,8 +6,8 @@ import type { AgentConfig } from '../config/config.js';
 import { claimInstance } from '../store/instance.js';
 import type { HeldLock } from '../store/lock.js';
 import { LinkSupervisor } from '../link/supervisor.js';
+import { PendingRelay } from '../local/pending-relay.js';
 import { Relay } from '../local/relay.js';
-import type { RelayCounters } from '../local/relay-port.js';
 import { LocalApi } from '../local/server.js';
 import type { Cancel } from '../time/clock.js';
 import { createNotifier, type Notifier } from './notify.js';
@@ -15,8 +15,6 @@ import { provision, resolveIdentity, type BoardPaths } from './provisioning.js';
 import { openRuntime, type AgentRuntime, type RuntimeOptions } from './runtime.js';
 import { writeStatusFile, type StatusDoc } from './status.js';
 import type { TokenManager } from '../token/manager.js';
-
-const NO_RELAY: RelayCounters = Object.freeze({ attached: false, framesUp: 0, framesDown: 0, dropped: 0 });
 
 /** The longest delay a Node timer takes in one go: the keep-alive timer only needs to exist, not to fire. */
 const KEEPALIVE_MS = 2 ** 31 - 1;
@@ -37,7 +35,8 @@ export class Daemon {
   #rt: AgentRuntime | undefined;
   #tokens: TokenManager | undefined;
   #link: LinkSupervisor | undefined;
-  #relay: Relay | undefined;
+  /** The local API's view of the relay: 503 for apps until the link exists. */
+  readonly #relay = new PendingRelay();
   /** The local API (DESIGN §3.5); none when localSocket is "". */
   #local: LocalApi | undefined;
   #identity: { kind: 'bot' | 'vendor'; id: string };
@@ -85,6 +84,9 @@ export class Daemon {
       { version: VERSION, pid: process.pid, baseUrl: this.#config.baseUrl, stateDir: this.#config.stateDir },
       'botlink starting',
     );
+    // Before provisioning, which may wait for the network: apps can ask /v1/status and learn why.
+    await this.#startLocalApi(this.#relay);
+    if (this.#stopping) return;
     const botId = await this.#botId(rt);
     if (botId === undefined) return;
     this.#identity = { kind: 'bot', id: botId };
@@ -106,14 +108,13 @@ export class Daemon {
     this.#link = link;
     link.on('state', () => this.#publish());
     // Attach and detach change status.relay, which no link state change would write to status.json.
-    this.#relay = new Relay({ link, clock: rt.clock, log: this.#log.child({ part: 'relay' }), onChange: () => this.#publish() });
+    this.#relay.ready(new Relay({ link, clock: rt.clock, log: this.#log.child({ part: 'relay' }), onChange: () => this.#publish() }));
     tokens.start();
     link.start();
     this.#publish();
-    await this.#startLocalApi(this.#relay);
   }
 
-  async #startLocalApi(relay: Relay): Promise<void> {
+  async #startLocalApi(relay: PendingRelay): Promise<void> {
     const path = this.#config.localSocket;
     if (path === null) return;
     const api = new LocalApi({
@@ -145,7 +146,7 @@ export class Daemon {
     this.#abort.abort();
     this.#tokens?.stop();
     // The app hears `stopped` while the cloud socket is still there, then the link closes it.
-    await (this.#local ? this.#local.stop() : this.#relay?.stop());
+    await (this.#local ? this.#local.stop() : this.#relay.stop());
     await this.#link?.stop();
     const rt = this.#rt;
     if (rt) {
@@ -244,7 +245,7 @@ export class Daemon {
       },
       store: snap?.store ?? { persisted: true, lastError: null },
       link: this.#link?.status ?? { state: 'connecting', since: clock ? clock.wallNow() : 0, reconnects: 0, lastError: null },
-      relay: { ...(this.#relay?.counters ?? NO_RELAY) },
+      relay: this.#relay.counters,
     };
   }
 }

@@ -6,6 +6,7 @@ import { isConversationEvent, linkStateFrame, type LinkStateData } from '../../p
 import type { ConnParams, LinkStateChange, LinkSupervisor } from '../link/supervisor.js';
 import type { Clock } from '../time/clock.js';
 import { appParams } from './app-params.js';
+import { refuseUpgrade } from './refuse-upgrade.js';
 import {
   APP_CLOSE_GRACE_MS,
   MAX_APP_BACKLOG_BYTES,
@@ -87,10 +88,10 @@ export class Relay implements RelayPort {
   }
 
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
-    if (this.#stopped) return refuse(socket, 503, 'botlink is stopping: connect again once it runs');
+    if (this.#stopped) return refuseUpgrade(socket, 503, 'botlink is stopping: connect again once it runs');
     // An app whose close is under way has left: a quick reconnect of the same app must not get a 409.
     if (this.#app?.readyState === WebSocket.OPEN)
-      return refuse(socket, 409, 'another app is attached: botlink relays one conversation at a time');
+      return refuseUpgrade(socket, 409, 'another app is attached: botlink relays one conversation at a time');
     if (this.#app) this.#detach(this.#app);
     // ws answers a malformed handshake itself and then never calls back.
     this.#wss.handleUpgrade(req, socket, head, (ws) => this.#attach(ws, appParams(req.url)));
@@ -176,13 +177,4 @@ export class Relay implements RelayPort {
     this.#detach(app);
     this.#close(app, 1008, 'app too slow: 4 MiB unread');
   }
-}
-
-/** Answers an upgrade with a JSON `{code, msg}` and hangs up. */
-function refuse(socket: Duplex, code: 409 | 503, msg: string): void {
-  const body = JSON.stringify({ code, msg });
-  const reason = code === 409 ? 'Conflict' : 'Service Unavailable';
-  socket.end(
-    `HTTP/1.1 ${code} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-  );
 }

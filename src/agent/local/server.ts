@@ -3,6 +3,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { messageOf } from '../../protocol/errors.js';
 import type { RelayPort } from './relay-port.js';
+import { refuseUpgrade } from './refuse-upgrade.js';
 import { answer, pathOf, RELAY_PATH, type RouteDeps } from './routes.js';
 import { type BoundSocket, bindSocket, checkSocketPath, unlinkBound } from './socket-file.js';
 
@@ -85,8 +86,6 @@ export class LocalApi {
       this.#o.relay.handleUpgrade(req, socket, head);
       return;
     }
-    const body = JSON.stringify({ code: 404, msg: `no upgrade here: the relay is on ${RELAY_PATH}` });
-    const head404 = `HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}`;
-    socket.end(`${head404}\r\nConnection: close\r\n\r\n${body}`, () => socket.destroy());
+    refuseUpgrade(socket, 404, `no upgrade here: the relay is on ${RELAY_PATH}`);
   }
 }

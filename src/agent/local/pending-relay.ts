@@ -1,0 +1,33 @@
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { refuseUpgrade } from './refuse-upgrade.js';
+import type { RelayCounters, RelayPort } from './relay-port.js';
+
+/**
+ * The relay as the local API sees it from start-up on: while the device is still being provisioned
+ * there is no link to relay to, and an app is told so (503) instead of finding no socket at all.
+ */
+export class PendingRelay implements RelayPort {
+  #relay: RelayPort | undefined;
+  #stopped = false;
+
+  /** The link exists: from now on upgrades go to `relay`. */
+  ready(relay: RelayPort): void {
+    this.#relay = relay;
+  }
+
+  handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    if (this.#relay) return this.#relay.handleUpgrade(req, socket, head);
+    const why = this.#stopped ? 'botlink is stopping: connect again once it runs' : 'no botId yet: botlink is provisioning this device';
+    refuseUpgrade(socket, 503, why);
+  }
+
+  get counters(): RelayCounters {
+    return this.#relay?.counters ?? { attached: false, framesUp: 0, framesDown: 0, dropped: 0 };
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    await this.#relay?.stop();
+  }
+}
