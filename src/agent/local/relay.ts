@@ -127,7 +127,14 @@ export class Relay implements RelayPort {
     this.#counters.attached = true;
     this.#log.info({ outcome }, 'app attached');
     ws.on('message', (data: RawData, isBinary: boolean) => this.#fromApp(ws, data as Buffer, isBinary));
-    ws.on('error', (err) => this.#log.warn({ err: err.message }, 'app socket failed'));
+    ws.on('error', (err) => {
+      this.#log.warn({ err: err.message }, 'app socket failed');
+      // ws has sent its close (1009 for an oversized frame) but stopped reading: an app still writing
+      // would never see the handshake through, and ws would hold the socket for 30 s.
+      this.#detach(ws);
+      const cancel = this.#clock.setTimer(APP_CLOSE_GRACE_MS, () => ws.terminate());
+      ws.once('close', cancel);
+    });
     ws.on('close', (code) => {
       this.#log.info({ code }, 'app detached');
       this.#detach(ws);
