@@ -1,9 +1,12 @@
+import { randomBytes, randomInt } from 'node:crypto';
+import { once } from 'node:events';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import type { StatusDoc } from '../../src/agent/daemon/status.js';
+import { MAX_APP_FRAME_BYTES } from '../../src/agent/local/relay-decide.js';
 import { DISPLACEMENT_MARKERS, type ReferenceService, type ReferenceServiceOptions } from '../../src/service/server.js';
 import { AppChild } from '../helpers/app-child.js';
 import { contentOf, ConversationClient, type Frame, isContent, isEvent } from '../helpers/conversation-client.js';
@@ -206,5 +209,53 @@ describe('the relay of a daemon process (issue 11)', () => {
         `relay framesDown ${status.relay.framesDown}, dropped ${status.relay.dropped}`,
     );
     expect(rssPeak).toBeLessThan(rssBefore + 64 * 1024);
+  }, 60_000);
+  it('carries text as text and binary as binary, byte for byte, both ways, at random sizes up to 1 MiB', async () => {
+    const { svc, socket } = await rig();
+    const app = new WebSocket(`ws+unix://${socket}:/soulmate/voiceChat/v1`, { perMessageDeflate: false });
+    cleanups.push(() => app.terminate());
+    const got: { data: Buffer; isBinary: boolean }[] = [];
+    let arrived: (() => void) | undefined;
+    app.on('message', (data: Buffer, isBinary) => {
+      // Only the pushed frames: botlink's LINK_STATE, the greeting and the service's answers are skipped.
+      if (isBinary || (data.includes('"X-TEST"') && !data.includes('"code":400'))) got.push({ data, isBinary });
+      if (got.length > 0) arrived?.();
+    });
+    const atService: { data: Buffer; isBinary: boolean }[] = [];
+    let received: (() => void) | undefined;
+    svc.events.on('ws-message', (m: { botId: string; data: Buffer; isBinary: boolean }) => {
+      atService.push({ data: Buffer.from(m.data), isBinary: m.isBinary });
+      received?.();
+    });
+    await once(app, 'message');
+    // The binary voice config first, so the service takes binary frames (it refuses them without).
+    const configured = new Promise<void>((resolve) => (received = () => atService.length > 0 && resolve()));
+    app.send(JSON.stringify(BINARY_CONFIG));
+    await configured;
+    const sizes = [0, 1, 125, 126, 65_535, 65_536, MAX_APP_FRAME_BYTES, ...Array.from({ length: 9 }, () => randomInt(MAX_APP_FRAME_BYTES))];
+    const frameOf = (size: number, i: number): { data: Buffer; isBinary: boolean } =>
+      i % 2
+        ? { data: randomBytes(size), isBinary: true }
+        : {
+            data: Buffer.from(`{"contentType":"X-TEST","n":${i},"pad":"${'é€'.repeat(Math.max(0, Math.floor((size - 60) / 5)))}"}`),
+            isBinary: false,
+          };
+    // One frame at a time, so neither side ever has 4 MiB waiting: this checks bytes, not the limits.
+    for (const [i, size] of sizes.entries()) {
+      const sent = frameOf(size, i);
+      const before = atService.length;
+      const there = new Promise<void>((resolve) => (received = () => atService.length > before && resolve()));
+      app.send(sent.data, { binary: sent.isBinary });
+      await there;
+      expect(atService.at(-1)).toEqual(sent);
+    }
+    for (const [i, size] of sizes.entries()) {
+      const pushed = frameOf(size, i);
+      const before = got.length;
+      const here = new Promise<void>((resolve) => (arrived = () => got.length > before && resolve()));
+      expect(svc.push('bot-1', pushed.data, { binary: pushed.isBinary })).toBe(true);
+      await here;
+      expect(got.at(-1)).toEqual(pushed);
+    }
   }, 60_000);
 });
