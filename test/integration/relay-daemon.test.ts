@@ -1,6 +1,7 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import { once } from 'node:events';
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
@@ -257,5 +258,49 @@ describe('the relay of a daemon process (issue 11)', () => {
       await here;
       expect(got.at(-1)).toEqual(pushed);
     }
+  }, 60_000);
+
+  it('survives 300 apps sending malformed WebSocket frames: no crash, the cloud socket untouched, the next app converses', async () => {
+    const { svc, d, socket } = await rig();
+    const before = await getJson<StatusDoc>(socket, '/v1/status');
+    const handshake =
+      'GET /soulmate/voiceChat/v1 HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n' +
+      `Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: ${randomBytes(16).toString('base64')}\r\n\r\n`;
+    // Unmasked, reserved opcodes, lying lengths, invalid UTF-8 in a text frame, or plain noise.
+    const garbage = (n: number): Buffer => {
+      const kinds = [
+        () => randomBytes(1 + randomInt(4096)),
+        () => Buffer.from([0x81, 0x05, 0x68, 0x65, 0x6c, 0x6c, 0x6f]),
+        () => Buffer.from([0x83, 0x80, 1, 2, 3, 4]),
+        () => Buffer.concat([Buffer.from([0x81, 0x84, 0, 0, 0, 0]), Buffer.from([0xff, 0xfe, 0xfd, 0xfc])]),
+        () => Buffer.from([0x82, 0xff, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4]),
+      ];
+      return kinds[n % kinds.length]!();
+    };
+    let upgraded = 0;
+    for (let n = 0; n < 300; n++) {
+      const answer = await new Promise<string>((resolve) => {
+        const s = connect(socket, () => s.write(handshake));
+        let head = '';
+        s.on('data', (chunk: Buffer) => {
+          if (head.includes('\r\n\r\n')) return;
+          head += chunk.toString('latin1');
+          if (!head.includes('\r\n\r\n')) return;
+          if (head.startsWith('HTTP/1.1 101')) s.write(garbage(n));
+          s.end();
+        });
+        s.on('error', () => undefined);
+        s.on('close', () => resolve(head));
+      });
+      if (answer.startsWith('HTTP/1.1 101')) upgraded++;
+    }
+    expect(upgraded).toBeGreaterThan(250);
+    const after = await getJson<StatusDoc>(socket, '/v1/status');
+    expect(after.link).toMatchObject({ state: 'connected', since: before.link.since, reconnects: before.link.reconnects });
+    expect(svc.stats.getToken.total).toBe(1);
+    const app = await attach(socket);
+    await app.indexOf(isLinkState('connected'), 0, 'LINK_STATE connected');
+    expect(await round(app, 'still here')).toBe('you said: still here');
+    expect(d.log()).not.toContain('uncaught');
   }, 60_000);
 });
