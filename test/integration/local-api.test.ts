@@ -47,6 +47,16 @@ async function listening(d: DeviceDir): Promise<void> {
   await waitFor(() => d.log().includes('"local API listening"'), 10_000, 'the local API listening');
 }
 
+/** A daemon connected to a fresh service, its local API listening; `before` is its first connected status. */
+async function connectedDaemon() {
+  const svc = await service(DAEMON_SEED);
+  const d = device(svc);
+  const proc = daemon(d);
+  const before = await d.waitForLink('connected');
+  await listening(d);
+  return { svc, d, proc, before, sock: join(d.runtimeDir, 'botlink.sock') };
+}
+
 /** The raw bytes a peer sends, then half-closes; resolves with what came back once the server closed. */
 function raw(socketPath: string, bytes: string | Buffer): Promise<string> {
   return new Promise((resolve) => {
@@ -181,12 +191,7 @@ describe('the local API on its Unix socket (DESIGN §3.5)', () => {
   });
 
   it('survives 10,000 malformed local requests with its cloud link untouched', async () => {
-    const svc = await service(DAEMON_SEED);
-    const d = device(svc);
-    const proc = daemon(d);
-    const before = await d.waitForLink('connected');
-    await listening(d);
-    const sock = join(d.runtimeDir, 'botlink.sock');
+    const { svc, proc, before, sock } = await connectedDaemon();
     const huge = `GET /v1/status HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(64 * 1024)}\r\n\r\n`;
     const kinds: (string | Buffer)[] = [
       'BREW /v1/status HTTP/1.1\r\n\r\n',
@@ -234,12 +239,7 @@ describe('the local API on its Unix socket (DESIGN §3.5)', () => {
   });
 
   it('survives apps that hang up the moment their upgrade is sent (answered 404 or 409)', async () => {
-    const svc = await service(DAEMON_SEED);
-    const d = device(svc);
-    const proc = daemon(d);
-    const before = await d.waitForLink('connected');
-    await listening(d);
-    const sock = join(d.runtimeDir, 'botlink.sock');
+    const { proc, before, sock } = await connectedDaemon();
     // One app attached, so every relay upgrade below is answered 409 into a socket already gone.
     const app = new WebSocket(`ws+unix://${sock}:/soulmate/voiceChat/v1`);
     await once(app, 'message');
