@@ -266,10 +266,11 @@ describe('the relay of a daemon process (issue 11)', () => {
     const handshake =
       'GET /soulmate/voiceChat/v1 HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n' +
       `Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: ${randomBytes(16).toString('base64')}\r\n\r\n`;
-    // Unmasked, reserved opcodes, lying lengths, invalid UTF-8 in a text frame, or plain noise.
+    // Unmasked, reserved opcodes, lying lengths, invalid UTF-8 in a text frame, or noise behind reserved
+    // bits: never a valid frame, which the relay would forward (and so retire the socket for the next app).
     const garbage = (n: number): Buffer => {
       const kinds = [
-        () => randomBytes(1 + randomInt(4096)),
+        () => Buffer.concat([Buffer.from([0xf1]), randomBytes(randomInt(4096))]),
         () => Buffer.from([0x81, 0x05, 0x68, 0x65, 0x6c, 0x6c, 0x6f]),
         () => Buffer.from([0x83, 0x80, 1, 2, 3, 4]),
         () => Buffer.concat([Buffer.from([0x81, 0x84, 0, 0, 0, 0]), Buffer.from([0xff, 0xfe, 0xfd, 0xfc])]),
