@@ -13,7 +13,7 @@ interface Vector {
   accessSign: string;
 }
 
-// The project's copy of ../shared/vectors/sign-v2.json (DESIGN's known answers), so a lone clone can check them.
+// The project's own copy of DESIGN's known-answer vectors (shared/vectors/sign-v2.json), so a lone clone can check them.
 const vectorsPath = fileURLToPath(new URL('../fixtures/sign-v2.json', import.meta.url));
 const { vectors } = JSON.parse(readFileSync(vectorsPath, 'utf8')) as { vectors: Vector[] };
 
