@@ -3,21 +3,19 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { BOOT_GOAL, bootCached, LinkFixture, RECONNECT_GOAL_MS, restartReconnect } from './link.js';
-import { CLOCK_TICKS_PER_S, cpuMs, cpuTicks, rssKiB } from '../../test/helpers/procfs.js';
+import { CLOCK_TICKS_PER_S } from '../../test/helpers/procfs.js';
 import { median } from '../../test/helpers/stats.js';
 import type { Child } from './child.js';
-import { BOTS, disconnect, fetchToken, timeToConnected } from './fixture.js';
+import { IDLE_MS, idle, PAIRS } from './idle.js';
+import { BOTS, disconnect, timeToConnected } from './fixture.js';
 import { machineLine, ms, printTable, times, verdict } from './report.js';
 import { ROOT } from './root.js';
-import { alternate, sleep, spread } from './sample.js';
+import { alternate, spread } from './sample.js';
 import { Workspace } from './workspace.js';
 
 const RUNS = 10;
-/** Agent/client pairs idling side by side for the RSS and CPU figures. */
-const PAIRS = 10;
-const IDLE_MS = 60_000;
-const RSS_GOAL = 1.3;
-const CPU_GOAL = 2;
+const RSS_GOAL = 1.2;
+const CPU_GOAL = 1.5;
 const SERVICE_GOAL = 0.5;
 
 /** Boot → connected with an empty stateDir (agent signs) vs the minimal sign + fetch + ws script. */
@@ -39,45 +37,6 @@ async function bootUncached(fx: LinkFixture, n: number): Promise<{ agent: number
     once(() => fx.ws.signingClient(fx.svc, device)),
   ]);
   return { agent, floor };
-}
-
-interface Idle {
-  rssKiB: { agent: number[]; floor: number[] };
-  cpuMsPerMin: { agent: number[]; floor: number[] };
-  /** utime + stime over the window, summed over all pairs: the coarse cross-check of the schedstat figure. */
-  ticks: { agent: number; floor: number };
-}
-
-/** PAIRS agents and PAIRS minimal clients (same 20 s ping) side by side: RSS after a minute connected, then CPU over the next minute. */
-async function idle(fx: LinkFixture): Promise<Idle> {
-  const agents: Child[] = [];
-  const clients: Child[] = [];
-  try {
-    for (let i = 0; i < PAIRS; i++) {
-      const agentBot = BOTS[2 + i]!;
-      const clientBot = BOTS[2 + PAIRS + i]!;
-      agents.push((await timeToConnected(fx.svc, agentBot, () => fx.ws.agent(fx.ws.device(agentBot, fx.svc)))).child);
-      const token = await fetchToken(fx.svc, clientBot);
-      clients.push((await timeToConnected(fx.svc, clientBot, () => fx.ws.client(fx.svc, clientBot, token))).child);
-    }
-    const all = [...agents, ...clients];
-    await sleep(IDLE_MS);
-    const rss = all.map((c) => rssKiB(c.pid));
-    // The CPU window is the next minute: V8's memory reducer runs its GCs in the first ~20 s after start.
-    const before = all.map((c) => [cpuMs(c.pid), cpuTicks(c.pid)] as const);
-    const started = performance.now();
-    await sleep(IDLE_MS);
-    const minutes = (performance.now() - started) / 60_000;
-    const cpu = all.map((c, i) => (cpuMs(c.pid) - before[i]![0]) / minutes);
-    const ticks = all.map((c, i) => cpuTicks(c.pid) - before[i]![1]);
-    return {
-      rssKiB: { agent: rss.slice(0, PAIRS), floor: rss.slice(PAIRS) },
-      cpuMsPerMin: { agent: cpu.slice(0, PAIRS), floor: cpu.slice(PAIRS) },
-      ticks: { agent: sum(ticks.slice(0, PAIRS)), floor: sum(ticks.slice(PAIRS)) },
-    };
-  } finally {
-    await Promise.all([...agents, ...clients].map((c) => c.stop('SIGTERM')));
-  }
 }
 
 interface ServiceFigures {
@@ -109,7 +68,6 @@ async function serviceBench(): Promise<ServiceFigures> {
 
 const kib = (x: number): string => (Number.isFinite(x) ? `${(x / 1024).toFixed(1)} MiB` : 'n/a');
 const perMin = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(x < 10 ? 2 : 1)} ms/min` : 'n/a');
-const sum = (xs: number[]): number => xs.reduce((a, b) => a + b, 0);
 const progress = (what: string): boolean => process.stderr.write(`… ${what}\n`);
 
 /** The agent's figures, on one workspace removed afterwards. */

@@ -9,7 +9,7 @@ import { isMain } from './root.js';
 import { alternate, sleep, spread } from './sample.js';
 import { Workspace } from './workspace.js';
 
-export const BOOT_GOAL = 1.3;
+export const BOOT_GOAL = 1.2;
 export const RECONNECT_GOAL_MS = 2500;
 const BOT = 'bot-1';
 

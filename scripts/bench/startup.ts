@@ -11,7 +11,7 @@ import { isMain, ROOT, sourceFiles } from './root.js';
 import { alternate, spread } from './sample.js';
 import { Workspace } from './workspace.js';
 
-const GOAL = 1.5;
+const GOAL = 1.3;
 const RUNS = 10;
 const PROFILE_RUNS = 5;
 
