@@ -33,6 +33,8 @@ export interface ReferenceServiceOptions {
   displacementMarker?: DisplacementMarker;
   /** Pause between two frames of a conversation round (DESIGN §1.7); 0 answers a round at once. Default 5 ms. */
   roundDelayMs?: number;
+  /** Echo every binary audio frame back at once (benchmarks of the relay's data path). Default false. */
+  echoAudio?: boolean;
 }
 
 export interface ServiceFaults {
@@ -62,6 +64,8 @@ export interface ReferenceService {
   stats: ServiceStats;
   /** Sends a frame to the bot's current WebSocket as the cloud would (tests of the relay); false when it has none. */
   push(botId: string, data: string | Buffer, opts?: { binary?: boolean }): boolean;
+  /** Turns the echo of binary audio frames (option echoAudio) on or off, for the sessions open now too. */
+  setEchoAudio(on: boolean): void;
   /**
    * 'ws-open', 'ws-close', 'displaced' with {botId}; 'ws-message' with {botId, data: Buffer, isBinary} for every
    * frame a session sends; 'not-reading' with {botId, limitBytes} when a session is
@@ -87,6 +91,7 @@ export async function createReferenceService(opts: ReferenceServiceOptions = {})
   const events = new EventEmitter();
   const delays = new Set<NodeJS.Timeout>();
   let closing = false;
+  let echoAudio = opts.echoAudio ?? false;
 
   const delay = (ms: number): Promise<void> =>
     new Promise((resolve) => {
@@ -122,6 +127,7 @@ export async function createReferenceService(opts: ReferenceServiceOptions = {})
     pingIntervalMs: opts.pingIntervalMs ?? 30_000,
     displacementMarker: opts.displacementMarker ?? 'code400',
     roundDelayMs: opts.roundDelayMs ?? DEFAULT_ROUND_DELAY_MS,
+    echoAudio: () => echoAudio,
   });
   server.on('upgrade', (req, socket, head: Buffer) => endpoint.upgrade(req, socket, head));
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket, ctx.now()));
@@ -184,6 +190,9 @@ export async function createReferenceService(opts: ReferenceServiceOptions = {})
     },
     stats: recorder.stats,
     push: (botId, data, o = {}) => endpoint.push(botId, data, o.binary ?? typeof data !== 'string'),
+    setEchoAudio: (on) => {
+      echoAudio = on;
+    },
     events,
   };
 }

@@ -47,6 +47,8 @@ export interface EndpointDeps {
   displacementMarker: DisplacementMarker;
   /** Pause between two frames of a conversation round; 0 sends a round at once. */
   roundDelayMs: number;
+  /** Whether binary audio is echoed back at once (a benchmark knob, off by default). */
+  echoAudio(): boolean;
   /** Waits out the latency fault; never settles once the service is closing. */
   delay(ms: number): Promise<void>;
 }
@@ -130,7 +132,7 @@ export class VoiceChatEndpoint {
   }
 
   #accept(ws: WebSocket, botId: string, params: Record<string, string>): void {
-    const { stats, events, ctx, roundDelayMs } = this.#deps;
+    const { stats, events, ctx, roundDelayMs, echoAudio } = this.#deps;
     const requestId = params['requestId'] || randomUUID();
     const record = stats.wsOpened(botId, params);
     const conversation = new Conversation({
@@ -142,6 +144,7 @@ export class VoiceChatEndpoint {
       onVoiceConfig: () => {
         record.voiceConfigs += 1;
       },
+      echoAudio,
     });
     const session: Session = { ws, botId, requestId, alive: true, conversation };
     const previous = this.#current.get(botId);

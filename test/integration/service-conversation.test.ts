@@ -311,6 +311,34 @@ describe('test knobs', () => {
     ]);
   });
 
+  it('echoAudio sends each binary audio frame straight back, byte for byte; off by default, and switchable while open', async () => {
+    const { svc, connect } = await rig({ echoAudio: true });
+    const client = await connect();
+    client.send(Buffer.from([9]));
+    // The binary-audio rule still holds: no echo before a binary voice config.
+    await client.indexOf((f) => !f.binary && f.data.toString() === AUDIO_BINARY_REFUSAL);
+    await configure(client, true);
+    const audio = Buffer.from([0, 1, 2, 253, 254, 255]);
+    client.send(audio);
+    const echoed = await client.indexOf((f) => f.binary);
+    expect(client.frames[echoed]!.data).toEqual(audio);
+    svc.setEchoAudio(false);
+    client.send(Buffer.from([7, 7]));
+    client.send(event('CLIENT_AUDIO_FINISH'));
+    // Both audio frames count as uplink audio; the second one was not echoed.
+    const asr = client.frames[await client.indexOf(isContent('ASR'), echoed)]!;
+    expect(contentOf(asr)['text']).toBe('audio of 8 bytes');
+    expect(client.frames.filter((f) => f.binary)).toHaveLength(1);
+
+    const { connect: plain } = await rig();
+    const quiet = await plain('bot-2');
+    await configure(quiet, true);
+    quiet.send(audio);
+    quiet.send(event('CLIENT_AUDIO_FINISH'));
+    await quiet.indexOf(isContent('ASR'));
+    expect(quiet.frames.filter((f) => f.binary)).toEqual([]);
+  });
+
   it('a 1 MiB frame is accepted (the relay’s limit); one byte more closes with 1009', async () => {
     const { connect } = await rig();
     const client = await connect();

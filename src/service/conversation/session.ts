@@ -34,6 +34,8 @@ export interface ConversationDeps {
   send(data: string | Buffer, binary: boolean): void;
   /** A CLIENT_VOICE_CHAT_UPDATE was accepted (answered SERVER_VOICE_CHAT_UPDATED). */
   onVoiceConfig(): void;
+  /** Benchmark knob: binary audio is sent straight back, so a relay's round trip can be timed. */
+  echoAudio?: () => boolean;
 }
 
 interface Round {
@@ -66,6 +68,7 @@ export class Conversation {
     if (this.#closed) return;
     if (isBinary) {
       if (!this.#binaryAudio) return this.#error(AUDIO_BINARY_NOT_SUPPORTED);
+      if (this.#deps.echoAudio?.()) this.#deps.send(data, true);
       return this.#audio(data.length);
     }
     const parsed = parseUpFrame(data.toString('utf8'));
