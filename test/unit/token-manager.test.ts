@@ -4,7 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { TokenStore } from '../../src/agent/store/token-store.js';
 import { SLOW_RETRY_MS } from '../../src/agent/token/backoff.js';
 import type { ReferenceService, ReferenceServiceOptions } from '../../src/service/server.js';
-import { AgentKit, type AgentKitOptions } from '../helpers/agent-kit.js';
+import { BACKGROUND_SAMPLE_DELAY_MS } from '../../src/agent/token/manager.js';
+import { AgentKit, type AgentKitOptions, UNKNOWN } from '../helpers/agent-kit.js';
 import { Changes } from '../helpers/changes.js';
 import { useHarness } from '../helpers/harness.js';
 import { ManualClock } from '../helpers/manual-clock.js';
@@ -192,5 +193,36 @@ describe('TokenManager on a manual clock: retries', () => {
     await r.changes.until(() => r.k.tokens.snapshot().store.persisted, 'the save at its retry time');
     expect(store.peekPair()?.pair.accessToken).toBe(second);
     expect(r.svc.stats.refreshToken.ok).toBe(1);
+  });
+});
+
+describe('TokenManager on a manual clock: the background sample', () => {
+  it('a cached pair on an unknown clock is handed out at once and judged by a server time sample 1 s later, not during the boot', async () => {
+    const first = await rig();
+    first.k.tokens.start();
+    const cached = await first.k.tokens.current();
+    first.k.tokens.stop();
+
+    const changes = new Changes();
+    const k = new AgentKit({
+      url: first.svc.url,
+      secret: SECRET,
+      clock: first.clock,
+      stateDir: first.k.stateDir,
+      verdict: UNKNOWN,
+      manager: { random: () => 0.5, onChange: changes.onChange },
+    });
+    cleanups.push(() => k.close());
+    const heads = first.svc.stats.head.total;
+    k.tokens.start();
+    expect(await k.tokens.current()).toBe(cached);
+    expect(first.svc.stats.head.total).toBe(heads);
+    expect(first.clock.pending()).toContain(BACKGROUND_SAMPLE_DELAY_MS);
+
+    await first.clock.advance(BACKGROUND_SAMPLE_DELAY_MS - 1);
+    expect(first.svc.stats.head.total).toBe(heads);
+    await first.clock.advance(1);
+    await changes.until(() => k.tokens.snapshot().clock.trusted, 'the sample');
+    expect(first.svc.stats.head.total).toBe(heads + 1);
   });
 });

@@ -93,16 +93,20 @@ export class TrustedTime {
     return this.#o.sampleServerTime();
   }
 
+  /** Whether sampleIfStale() would fetch a sample now. */
+  get stale(): boolean {
+    if (!needsSample(this.#verdict ?? PENDING, this.#o.serverTime, this.#o.clock, FRESH_SAMPLE_MS)) return false;
+    return !this.#sampling && this.#o.clock.monoNow() - this.#sampleTriedAtMono >= SAMPLE_RETRY_MS;
+  }
+
   /**
    * Without a trusted clock a cached token cannot be judged: fetch server time beside the caller's
    * work, at most once per SAMPLE_RETRY_MS while samples fail.
    */
   sampleIfStale(): void {
-    if (!needsSample(this.#verdict ?? PENDING, this.#o.serverTime, this.#o.clock, FRESH_SAMPLE_MS)) return;
-    const mono = this.#o.clock.monoNow();
-    if (this.#sampling || mono - this.#sampleTriedAtMono < SAMPLE_RETRY_MS) return;
+    if (!this.stale) return;
     this.#sampling = true;
-    this.#sampleTriedAtMono = mono;
+    this.#sampleTriedAtMono = this.#o.clock.monoNow();
     this.#o.sampleServerTime().then(
       () => {
         this.#sampling = false;

@@ -15,6 +15,9 @@ import type { StoreIdentity, TokenPair, TokenStore } from '../store/token-store.
 import type { TimeSyncResult } from '../time/timesync.js';
 import { TrustedTime, type ClockStatus } from '../time/trusted-time.js';
 
+/** How long a background server time sample waits (see #sampleSoon). */
+export const BACKGROUND_SAMPLE_DELAY_MS = 1000;
+
 export interface TokenManagerOptions {
   identity: Identity;
   baseUrl: string;
@@ -64,6 +67,7 @@ export class TokenManager {
   #backoff: BackoffState = resetBackoff();
   readonly #waiters = new Waiters();
   #cancelTimer: Cancel | undefined;
+  #cancelSample: Cancel | undefined;
   #running: Promise<void> | undefined;
   #again = false;
   #stopped = false;
@@ -109,6 +113,7 @@ export class TokenManager {
   stop(): void {
     this.#stopped = true;
     this.#cancelTimer?.();
+    this.#cancelSample?.();
     this.#saver.stop();
     const err = new BotlinkError('ERR_STOPPED', 'token manager stopped', 'fatal');
     this.#waiters.reject(err, true);
@@ -180,7 +185,7 @@ export class TokenManager {
   async #step(): Promise<void> {
     if (this.#saver.due) await this.#saveUnderLock();
     await this.#time.verdict();
-    if (this.#pair) this.#time.sampleIfStale();
+    if (this.#pair && this.#time.stale) this.#sampleSoon();
     const now = { mono: this.#o.clock.monoNow(), serverTime: this.#time.now() };
     const decision = decideNextAction({ ...this.#currentFacts(), neededLeftMs: this.#waiters.neededLeftMs() }, now, this.#policy);
     switch (decision.action) {
@@ -284,6 +289,19 @@ export class TokenManager {
   }
 
   // ---- helpers ----
+
+  /**
+   * A sample to judge the pair held by, BACKGROUND_SAMPLE_DELAY_MS later: at boot, loading undici and
+   * compiling its parser at once held up the WebSocket handshake the cached token had let go ahead
+   * (7 ms of a 118 ms loopback boot), and the pair is used unjudged meanwhile either way.
+   */
+  #sampleSoon(): void {
+    if (this.#cancelSample || this.#stopped) return;
+    this.#cancelSample = this.#o.clock.setTimer(BACKGROUND_SAMPLE_DELAY_MS, () => {
+      this.#cancelSample = undefined;
+      this.#time.sampleIfStale();
+    });
+  }
 
   #schedule(ms: number): void {
     this.#cancelTimer?.();
