@@ -97,6 +97,9 @@ function prepareStatements(db: Database.Database) {
     saveToken: db.prepare(
       'INSERT INTO tokens (hash, kind, access_key_id, identity_kind, identity_id, expires_at) VALUES (?, ?, ?, ?, ?, ?)',
     ),
+    saveTokenPair: db.prepare(
+      'INSERT INTO tokens (hash, kind, access_key_id, identity_kind, identity_id, expires_at) VALUES (?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?)',
+    ),
     deleteToken: db.prepare('DELETE FROM tokens WHERE hash = ?'),
     refreshedBy: db.prepare<[string], { newest_hash: string; older_hash: string | null }>(
       'SELECT newest_hash, older_hash FROM refreshed WHERE refresh_hash = ?',
@@ -144,6 +147,10 @@ export class ServiceStore {
   readonly #commit: Database.Statement;
   readonly #checkpointer: NodeJS.Timeout | undefined;
   #batch: Batch | undefined;
+  /** Secrets found so far; accounts change only in applySeed, which clears it. Unknown keys are not kept. */
+  readonly #secrets = new Map<string, string>();
+  /** Ownerships found so far; only applySeed can take one away, and it clears this. */
+  readonly #owned = new Set<string>();
 
   constructor(file: string) {
     this.#db = open(file);
@@ -156,6 +163,8 @@ export class ServiceStore {
 
   /** Adds or updates the seed's accounts, vendors and bots; registered devices and tokens stay. */
   applySeed(seed: Seed): void {
+    this.#secrets.clear();
+    this.#owned.clear();
     this.transaction(() => {
       for (const account of seed.accounts) {
         this.#stmt.upsertAccount.run(account.accessKeyId, account.secretKey);
@@ -171,6 +180,15 @@ export class ServiceStore {
   transaction<T>(fn: () => T): T {
     if (!this.#batch) this.#openBatch();
     return this.#atomically(fn) as T;
+  }
+
+  /**
+   * Runs fn in the batch that commits at the end of this turn, without a savepoint of its own (two statements
+   * fewer): only for writes each harmless alone should a later one throw.
+   */
+  inBatch<T>(fn: () => T): T {
+    if (!this.#batch) this.#openBatch();
+    return fn();
   }
 
   /** Resolves once every write made so far is committed; rejects if that commit failed. */
@@ -215,13 +233,21 @@ export class ServiceStore {
   }
 
   secretOf(accessKeyId: string): string | undefined {
-    return this.#stmt.secret.get(accessKeyId)?.secret_key;
+    const known = this.#secrets.get(accessKeyId);
+    if (known !== undefined) return known;
+    const secret = this.#stmt.secret.get(accessKeyId)?.secret_key;
+    if (secret !== undefined) this.#secrets.set(accessKeyId, secret);
+    return secret;
   }
 
   /** Whether the bot or vendor is registered under that account. */
   owns(accessKeyId: string, identity: Identity): boolean {
+    const key = `${accessKeyId}\n${identity.kind}\n${identity.id}`;
+    if (this.#owned.has(key)) return true;
     const stmt = identity.kind === 'bot' ? this.#stmt.ownsBot : this.#stmt.ownsVendor;
-    return stmt.get(identity.id, accessKeyId) !== undefined;
+    const owned = stmt.get(identity.id, accessKeyId) !== undefined;
+    if (owned) this.#owned.add(key);
+    return owned;
   }
 
   /** Records a nonce until expiresAt; false when it was already used. Call inside transaction(). */
@@ -233,6 +259,25 @@ export class ServiceStore {
   saveToken(hash: string, record: TokenRecord): void {
     const { kind, accessKeyId, identity, expiresAt } = record;
     this.#stmt.saveToken.run(hash, kind, accessKeyId, identity.kind, identity.id, expiresAt);
+  }
+
+  /** An access and a refresh token in one statement. Call inside transaction() or inBatch(). */
+  saveTokenPair(accessHash: string, access: TokenRecord, refreshHash: string, refresh: TokenRecord): void {
+    const [a, r] = [access, refresh];
+    this.#stmt.saveTokenPair.run(
+      accessHash,
+      a.kind,
+      a.accessKeyId,
+      a.identity.kind,
+      a.identity.id,
+      a.expiresAt,
+      refreshHash,
+      r.kind,
+      r.accessKeyId,
+      r.identity.kind,
+      r.identity.id,
+      r.expiresAt,
+    );
   }
 
   /**

@@ -3,11 +3,22 @@ import type { ServiceContext } from './context.js';
 import { newToken, tokenHash } from './credentials.js';
 import type { TokenKind, TokenRecord } from './store.js';
 
-/** Creates a token, stores its hash, and hands the token out once. */
-export function issueToken(ctx: ServiceContext, kind: TokenKind, accessKeyId: string, identity: Identity, ttlS: number): string {
-  const token = newToken();
-  ctx.store.saveToken(tokenHash(token), { kind, accessKeyId, identity, expiresAt: ctx.now() + ttlS * 1000 });
-  return token;
+/** getToken's access and refresh tokens, stored in one statement. */
+export function issueTokenPair(
+  ctx: ServiceContext,
+  accessKeyId: string,
+  identity: Identity,
+): { accessToken: string; refreshToken: string } {
+  const accessToken = newToken();
+  const refreshToken = newToken();
+  const now = ctx.now();
+  ctx.store.saveTokenPair(
+    tokenHash(accessToken),
+    { kind: 'access', accessKeyId, identity, expiresAt: now + ctx.accessTtlS * 1000 },
+    tokenHash(refreshToken),
+    { kind: 'refresh', accessKeyId, identity, expiresAt: now + ctx.refreshTtlS * 1000 },
+  );
+  return { accessToken, refreshToken };
 }
 
 /** An access token issued by a refresh; it replaces the one that refresh token issued two refreshes ago. */

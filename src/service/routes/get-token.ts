@@ -4,7 +4,7 @@ import { SIGNATURE_VERSION } from '../../protocol/sign.js';
 import { identityOf, parseGetTokenRequest, type GetTokenRequest, type Identity } from '../../protocol/wire.js';
 import type { Route, ServiceContext } from '../context.js';
 import { signatureValid } from '../credentials.js';
-import { issueToken } from '../tokens.js';
+import { issueTokenPair } from '../tokens.js';
 
 const THIRTEEN_DIGITS = /^[0-9]{13}$/;
 
@@ -36,7 +36,8 @@ export const getToken: Route = (ctx, { input }) => {
   }
   const identity = identityOf(req);
   if (!ctx.store.owns(accessKeyId, identity)) return failure(Code.UNKNOWN_IDENTITY);
-  return ctx.store.transaction(() => issue(ctx, req, identity, timestamp, now));
+  // No savepoint: a nonce claimed for a request that then fails is only a nonce spent, and an orphan token nobody holds expires.
+  return ctx.store.inBatch(() => issue(ctx, req, identity, timestamp, now));
 };
 
 function issue(ctx: ServiceContext, req: GetTokenRequest, identity: Identity, timestamp: number, now: number): Record<string, unknown> {
@@ -45,10 +46,11 @@ function issue(ctx: ServiceContext, req: GetTokenRequest, identity: Identity, ti
     return { code: Code.ILLEGAL_PARAMETERS, msg: 'nonce already used' };
   }
   if (ctx.faults.takeGetTokenFailure()) return failure(Code.SYSTEM_ERROR);
+  const { accessToken, refreshToken } = issueTokenPair(ctx, req.accessKeyId, identity);
   return {
-    accessToken: issueToken(ctx, 'access', req.accessKeyId, identity, ctx.accessTtlS),
+    accessToken,
     expireIn: ctx.accessTtlS,
-    refreshToken: issueToken(ctx, 'refresh', req.accessKeyId, identity, ctx.refreshTtlS),
+    refreshToken,
     refreshExpireIn: ctx.refreshTtlS,
     code: Code.OK,
     msg: '',
