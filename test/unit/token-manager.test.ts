@@ -2,6 +2,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { TokenStore } from '../../src/agent/store/token-store.js';
+import type { TimeSyncResult } from '../../src/agent/time/timesync.js';
 import { SLOW_RETRY_MS } from '../../src/agent/token/backoff.js';
 import type { ReferenceService, ReferenceServiceOptions } from '../../src/service/server.js';
 import { BACKGROUND_SAMPLE_DELAY_MS } from '../../src/agent/token/manager.js';
@@ -204,18 +205,25 @@ describe('TokenManager on a manual clock: the background sample', () => {
     first.k.tokens.stop();
 
     const changes = new Changes();
+    let release: (v: TimeSyncResult) => void = () => undefined;
+    const verdict = new Promise<TimeSyncResult>((resolve) => (release = resolve));
     const k = new AgentKit({
       url: first.svc.url,
       secret: SECRET,
       clock: first.clock,
       stateDir: first.k.stateDir,
-      verdict: UNKNOWN,
-      manager: { random: () => 0.5, onChange: changes.onChange },
+      // The verdict comes when the test says: tools such as timedatectl take milliseconds at boot.
+      manager: { random: () => 0.5, onChange: changes.onChange, checkTimeSync: () => verdict },
     });
     cleanups.push(() => k.close());
     const heads = first.svc.stats.head.total;
     k.tokens.start();
+    // Handed out before the time-sync verdict is in: usable by the local clock, usable whatever it says.
     expect(await k.tokens.current()).toBe(cached);
+    expect(k.tokens.snapshot().clock.verdict).toBe('pending');
+    release(UNKNOWN);
+    await first.clock.advance(0);
+    expect(k.tokens.snapshot().clock.verdict).toBe('unknown');
     expect(first.svc.stats.head.total).toBe(heads);
     expect(first.clock.pending()).toContain(BACKGROUND_SAMPLE_DELAY_MS);
 

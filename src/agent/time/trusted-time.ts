@@ -55,7 +55,7 @@ export class TrustedTime {
     this.#o = opts;
   }
 
-  /** Whether a verdict was had yet: before the first, a cached token cannot be judged at all. */
+  /** Whether a verdict was had yet: before the first, time can only be judged by the local clock. */
   get checked(): boolean {
     return this.#verdict !== undefined;
   }

@@ -311,8 +311,11 @@ export class TokenManager {
   }
 
   #usableToken(minLeftMs: number): string | undefined {
-    if (!this.#pair || this.#facts.accessRejected || !this.#time.checked) return undefined;
-    const now = { mono: this.#o.clock.monoNow(), serverTime: this.#time.now() };
+    if (!this.#pair || this.#facts.accessRejected) return undefined;
+    // Before the first verdict (a boot, whose tool runs cost ms): a token usable by the local clock is
+    // usable whatever the verdict — synced judges by that clock, the others leave judging to the server.
+    const serverTime = this.#time.checked ? this.#time.now() : this.#o.clock.wallNow();
+    const now = { mono: this.#o.clock.monoNow(), serverTime };
     return accessUsableFor(this.#currentFacts(), now, minLeftMs) ? this.#pair.accessToken : undefined;
   }
 
