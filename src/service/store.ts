@@ -15,6 +15,11 @@ export interface TokenRecord {
   expiresAt: number;
 }
 
+interface NonceRow {
+  access_key_id: string;
+  nonce: string;
+}
+
 interface TokenRow {
   kind: TokenKind;
   access_key_id: string;
@@ -32,14 +37,11 @@ CREATE TABLE IF NOT EXISTS bots (
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS bots_by_device ON bots (vendor_id, device_id);
 CREATE TABLE IF NOT EXISTS tokens (
-  hash TEXT PRIMARY KEY, kind TEXT NOT NULL, access_key_id TEXT NOT NULL,
+  id INTEGER PRIMARY KEY, hash TEXT NOT NULL, kind TEXT NOT NULL, access_key_id TEXT NOT NULL,
   identity_kind TEXT NOT NULL, identity_id TEXT NOT NULL, expires_at INTEGER NOT NULL
-) WITHOUT ROWID;
+);
 CREATE INDEX IF NOT EXISTS tokens_by_expiry ON tokens (expires_at);
-CREATE TABLE IF NOT EXISTS nonces (
-  access_key_id TEXT NOT NULL, nonce TEXT NOT NULL, expires_at INTEGER NOT NULL,
-  PRIMARY KEY (access_key_id, nonce)
-) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS nonces (access_key_id TEXT NOT NULL, nonce TEXT NOT NULL, expires_at INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS nonces_by_expiry ON nonces (expires_at);
 CREATE TABLE IF NOT EXISTS refreshed (
   refresh_hash TEXT PRIMARY KEY, newest_hash TEXT NOT NULL, older_hash TEXT, expires_at INTEGER NOT NULL
@@ -48,6 +50,24 @@ CREATE INDEX IF NOT EXISTS refreshed_by_expiry ON refreshed (expires_at);
 `;
 
 const CHECKPOINT_MS = 1000;
+
+// Tables the first schema keyed by a random value: every insert then rewrote a random page (three per getToken).
+const REKEYED: readonly { table: string; columns: string; index: string }[] = [
+  { table: 'tokens', columns: 'hash, kind, access_key_id, identity_kind, identity_id, expires_at', index: 'tokens_by_expiry' },
+  { table: 'nonces', columns: 'access_key_id, nonce, expires_at', index: 'nonces_by_expiry' },
+];
+
+/** Moves the rows of a first-schema database into the appended tables, once. */
+function migrate(db: Database.Database): void {
+  const sqlOf = db.prepare<[string], string>("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?").pluck();
+  db.transaction(() => {
+    for (const { table, columns, index } of REKEYED) {
+      if (!/WITHOUT ROWID/i.test(sqlOf.get(table) ?? '')) continue;
+      db.exec(`DROP INDEX ${index}; ALTER TABLE ${table} RENAME TO ${table}_v1; ${SCHEMA}`);
+      db.exec(`INSERT INTO ${table} (${columns}) SELECT ${columns} FROM ${table}_v1; DROP TABLE ${table}_v1;`);
+    }
+  })();
+}
 
 function open(file: string): Database.Database {
   const onDisk = file !== ':memory:';
@@ -68,6 +88,7 @@ function open(file: string): Database.Database {
     }
     db.pragma('busy_timeout = 2000');
     db.exec(SCHEMA);
+    migrate(db);
     // SQLite gives its side files the database's mode; these may predate the chmod above.
     for (const side of ['-wal', '-shm']) if (onDisk && existsSync(file + side)) chmodSync(file + side, 0o600);
     return db;
@@ -93,14 +114,14 @@ function prepareStatements(db: Database.Database) {
       'SELECT 1 FROM bots JOIN vendors USING (vendor_id) WHERE bots.bot_id = ? AND vendors.access_key_id = ?',
     ),
     ownsVendor: db.prepare<[string, string], unknown>('SELECT 1 FROM vendors WHERE vendor_id = ? AND access_key_id = ?'),
-    claimNonce: db.prepare('INSERT OR IGNORE INTO nonces (access_key_id, nonce, expires_at) VALUES (?, ?, ?)'),
+    claimNonce: db.prepare('INSERT INTO nonces (access_key_id, nonce, expires_at) VALUES (?, ?, ?)'),
     saveToken: db.prepare(
       'INSERT INTO tokens (hash, kind, access_key_id, identity_kind, identity_id, expires_at) VALUES (?, ?, ?, ?, ?, ?)',
     ),
-    saveTokenPair: db.prepare(
-      'INSERT INTO tokens (hash, kind, access_key_id, identity_kind, identity_id, expires_at) VALUES (?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?)',
+    saveTokenPair: db.prepare<unknown[], { id: number; hash: string }>(
+      'INSERT INTO tokens (hash, kind, access_key_id, identity_kind, identity_id, expires_at) VALUES (?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?) RETURNING id, hash',
     ),
-    deleteToken: db.prepare('DELETE FROM tokens WHERE hash = ?'),
+    deleteToken: db.prepare('DELETE FROM tokens WHERE id = ?'),
     refreshedBy: db.prepare<[string], { newest_hash: string; older_hash: string | null }>(
       'SELECT newest_hash, older_hash FROM refreshed WHERE refresh_hash = ?',
     ),
@@ -108,13 +129,15 @@ function prepareStatements(db: Database.Database) {
       'INSERT INTO refreshed (refresh_hash, newest_hash, older_hash, expires_at) VALUES (?, ?, ?, ?) ' +
         'ON CONFLICT (refresh_hash) DO UPDATE SET newest_hash = excluded.newest_hash, older_hash = excluded.older_hash',
     ),
-    findToken: db.prepare<[string], TokenRow>(
-      'SELECT kind, access_key_id, identity_kind, identity_id, expires_at FROM tokens WHERE hash = ?',
+    findToken: db.prepare<[number], TokenRow>(
+      'SELECT kind, access_key_id, identity_kind, identity_id, expires_at FROM tokens WHERE id = ?',
     ),
+    allTokens: db.prepare<[], { id: number; hash: string }>('SELECT id, hash FROM tokens'),
+    allNonces: db.prepare<[], NonceRow>('SELECT access_key_id, nonce FROM nonces'),
     botOfDevice: db.prepare<[string, string], { bot_id: string }>('SELECT bot_id FROM bots WHERE vendor_id = ? AND device_id = ?'),
     insertDevice: db.prepare('INSERT INTO bots (bot_id, vendor_id, device_id, app_id, type, name) VALUES (?, ?, ?, ?, ?, ?)'),
-    purgeNonces: db.prepare('DELETE FROM nonces WHERE expires_at < ?'),
-    purgeTokens: db.prepare('DELETE FROM tokens WHERE expires_at < ?'),
+    purgeNonces: db.prepare<[number], NonceRow>('DELETE FROM nonces WHERE expires_at < ? RETURNING access_key_id, nonce'),
+    purgeTokens: db.prepare<[number], { id: number; hash: string }>('DELETE FROM tokens WHERE expires_at < ? RETURNING id, hash'),
     purgeRefreshed: db.prepare('DELETE FROM refreshed WHERE expires_at < ?'),
   };
 }
@@ -137,6 +160,8 @@ interface Batch {
  * access tokens each refresh token issued.
  * Writes are group-committed: every transaction() of one event-loop turn shares one COMMIT, so pages
  * touched by many requests are written once; callers answer only after committed() resolves.
+ * Tokens and nonces are appended and found through indexes in memory, rebuilt on open and undone with any
+ * rollback: an insert writes only the tables' last pages. One store per database file.
  */
 export class ServiceStore {
   readonly #db: Database.Database;
@@ -151,6 +176,12 @@ export class ServiceStore {
   readonly #secrets = new Map<string, string>();
   /** Ownerships found so far; only applySeed can take one away, and it clears this. */
   readonly #owned = new Set<string>();
+  /** Token hash → row id, for every row of tokens. */
+  readonly #tokenIds = new Map<string, number>();
+  /** nonceKey() of every row of nonces. */
+  readonly #nonces = new Set<string>();
+  /** How to take back the index changes of the open batch, newest last. */
+  #undo: (() => void)[] = [];
 
   constructor(file: string) {
     this.#db = open(file);
@@ -158,6 +189,8 @@ export class ServiceStore {
     this.#atomically = this.#db.transaction((fn: () => unknown) => fn());
     this.#begin = this.#db.prepare('BEGIN');
     this.#commit = this.#db.prepare('COMMIT');
+    for (const { id, hash } of this.#stmt.allTokens.iterate()) this.#tokenIds.set(hash, id);
+    for (const row of this.#stmt.allNonces.iterate()) this.#nonces.add(nonceKey(row.access_key_id, row.nonce));
     if (file !== ':memory:') this.#checkpointer = setInterval(() => this.#checkpoint(), CHECKPOINT_MS).unref();
   }
 
@@ -179,7 +212,17 @@ export class ServiceStore {
   /** Runs fn atomically (rolled back alone if it throws) in the batch that commits at the end of this turn. */
   transaction<T>(fn: () => T): T {
     if (!this.#batch) this.#openBatch();
-    return this.#atomically(fn) as T;
+    const mark = this.#undo.length;
+    try {
+      return this.#atomically(fn) as T;
+    } catch (err) {
+      this.#undoTo(mark);
+      throw err;
+    }
+  }
+
+  #undoTo(mark: number): void {
+    for (const undo of this.#undo.splice(mark).reverse()) undo();
   }
 
   /**
@@ -216,9 +259,11 @@ export class ServiceStore {
     this.#batch = undefined;
     try {
       this.#commit.run();
+      this.#undo = [];
       batch.resolve();
     } catch (err) {
       if (this.#db.inTransaction) this.#db.exec('ROLLBACK');
+      this.#undoTo(0);
       batch.reject(err);
     }
   }
@@ -252,19 +297,45 @@ export class ServiceStore {
 
   /** Records a nonce until expiresAt; false when it was already used. Call inside transaction(). */
   claimNonce(accessKeyId: string, nonce: string, expiresAt: number): boolean {
-    return this.#stmt.claimNonce.run(accessKeyId, nonce, expiresAt).changes === 1;
+    const key = nonceKey(accessKeyId, nonce);
+    if (this.#nonces.has(key)) return false;
+    this.#stmt.claimNonce.run(accessKeyId, nonce, expiresAt);
+    this.#nonces.add(key);
+    this.#undo.push(() => this.#nonces.delete(key));
+    return true;
   }
 
   /** Call inside transaction(). */
   saveToken(hash: string, record: TokenRecord): void {
+    this.#unique(hash);
     const { kind, accessKeyId, identity, expiresAt } = record;
-    this.#stmt.saveToken.run(hash, kind, accessKeyId, identity.kind, identity.id, expiresAt);
+    this.#indexToken(
+      hash,
+      Number(this.#stmt.saveToken.run(hash, kind, accessKeyId, identity.kind, identity.id, expiresAt).lastInsertRowid),
+    );
+  }
+
+  /** The table no longer refuses a second row with the same hash; a 256-bit token never repeats, but say so if one did. */
+  #unique(hash: string): void {
+    if (this.#tokenIds.has(hash)) throw new Error('a token with this hash is already stored');
+  }
+
+  #indexToken(hash: string, id: number): void {
+    this.#tokenIds.set(hash, id);
+    this.#undo.push(() => this.#tokenIds.delete(hash));
+  }
+
+  #forgetToken(hash: string, id: number): void {
+    this.#tokenIds.delete(hash);
+    this.#undo.push(() => this.#tokenIds.set(hash, id));
   }
 
   /** An access and a refresh token in one statement. Call inside transaction() or inBatch(). */
   saveTokenPair(accessHash: string, access: TokenRecord, refreshHash: string, refresh: TokenRecord): void {
+    this.#unique(accessHash);
+    this.#unique(refreshHash);
     const [a, r] = [access, refresh];
-    this.#stmt.saveTokenPair.run(
+    const rows = this.#stmt.saveTokenPair.all(
       accessHash,
       a.kind,
       a.accessKeyId,
@@ -278,6 +349,7 @@ export class ServiceStore {
       r.identity.id,
       r.expiresAt,
     );
+    for (const { id, hash } of rows) this.#indexToken(hash, id);
   }
 
   /**
@@ -286,13 +358,19 @@ export class ServiceStore {
    */
   saveRefreshedToken(refreshHash: string, refreshExpiresAt: number, hash: string, record: TokenRecord): void {
     const before = this.#stmt.refreshedBy.get(refreshHash);
-    if (before?.older_hash) this.#stmt.deleteToken.run(before.older_hash);
+    const older = before?.older_hash ?? undefined;
+    const olderId = older === undefined ? undefined : this.#tokenIds.get(older);
+    if (older !== undefined && olderId !== undefined) {
+      this.#stmt.deleteToken.run(olderId);
+      this.#forgetToken(older, olderId);
+    }
     this.saveToken(hash, record);
     this.#stmt.setRefreshed.run(refreshHash, hash, before?.newest_hash ?? null, refreshExpiresAt);
   }
 
   findToken(hash: string): TokenRecord | undefined {
-    const row = this.#stmt.findToken.get(hash);
+    const id = this.#tokenIds.get(hash);
+    const row = id === undefined ? undefined : this.#stmt.findToken.get(id);
     if (!row) return undefined;
     return {
       kind: row.kind,
@@ -315,8 +393,12 @@ export class ServiceStore {
   /** Forgets nonces and tokens whose expiry is before now. */
   purgeExpired(now: number): void {
     this.transaction(() => {
-      this.#stmt.purgeNonces.run(now);
-      this.#stmt.purgeTokens.run(now);
+      for (const row of this.#stmt.purgeNonces.iterate(now)) {
+        const key = nonceKey(row.access_key_id, row.nonce);
+        this.#nonces.delete(key);
+        this.#undo.push(() => this.#nonces.add(key));
+      }
+      for (const { id, hash } of this.#stmt.purgeTokens.iterate(now)) this.#forgetToken(hash, id);
       this.#stmt.purgeRefreshed.run(now);
     });
   }
@@ -326,4 +408,9 @@ export class ServiceStore {
     this.#commitBatch();
     this.#db.close();
   }
+}
+
+/** One string per (account, nonce), unambiguous whatever characters either holds. */
+function nonceKey(accessKeyId: string, nonce: string): string {
+  return `${accessKeyId.length}:${accessKeyId}${nonce}`;
 }

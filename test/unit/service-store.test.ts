@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -102,12 +103,93 @@ describe('ServiceStore', () => {
     expect(() =>
       store.transaction(() => {
         store.claimNonce('AK', 'rolled-back', 1000);
+        store.saveToken('h-rolled-back', { kind: 'access', accessKeyId: 'AK', identity: { kind: 'bot', id: 'bot-1' }, expiresAt: 9000 });
         throw new Error('boom');
       }),
     ).toThrow('boom');
     await store.committed();
     expect(store.transaction(() => store.claimNonce('AK', 'rolled-back', 1000))).toBe(true);
     expect(store.transaction(() => store.claimNonce('AK', 'kept', 1000))).toBe(false);
+    expect(store.findToken('h-rolled-back')).toBeUndefined();
+  });
+
+  it('inBatch() writes commit with the batch, without a savepoint of their own', async () => {
+    const access = { kind: 'access' as const, accessKeyId: 'AK', identity: { kind: 'bot' as const, id: 'bot-1' }, expiresAt: 9000 };
+    store.inBatch(() => {
+      expect(store.claimNonce('AK', 'pair', 1000)).toBe(true);
+      store.saveTokenPair('h-a', access, 'h-r', { ...access, kind: 'refresh' });
+    });
+    await store.committed();
+    store.close();
+    store = new ServiceStore(file);
+    expect(store.findToken('h-a')?.kind).toBe('access');
+    expect(store.findToken('h-r')?.kind).toBe('refresh');
+    expect(store.inBatch(() => store.claimNonce('AK', 'pair', 1000))).toBe(false);
+  });
+
+  it('getToken writes touch only the last pages of their tables: under 4 KiB of WAL per call in batches of 25', async () => {
+    const access = { kind: 'access' as const, accessKeyId: 'AK', identity: { kind: 'bot' as const, id: 'bot-1' }, expiresAt: 9000 };
+    const hex = (): string => randomBytes(32).toString('hex');
+    const write = (): void =>
+      store.inBatch(() => {
+        store.claimNonce('AK', randomBytes(16).toString('hex'), 1000);
+        store.saveTokenPair(hex(), access, hex(), { ...access, kind: 'refresh', expiresAt: 90_000 });
+      });
+    // Enough rows that random keys would land on a different page each time (the first schema wrote ~17 KiB per call).
+    for (let i = 0; i < 100; i++) {
+      for (let j = 0; j < 25; j++) write();
+      await store.committed();
+    }
+    const before = statSync(`${file}-wal`).size;
+    for (let i = 0; i < 40; i++) {
+      for (let j = 0; j < 25; j++) write();
+      await store.committed();
+    }
+    expect((statSync(`${file}-wal`).size - before) / 1000).toBeLessThan(4096);
+  });
+
+  it('moves a first-schema database (tokens and nonces keyed by hash and nonce) to appended tables, keeping its rows', () => {
+    const old = join(dir, `first-schema-${n++}.db`);
+    const db = new Database(old);
+    db.exec(`
+      CREATE TABLE tokens (
+        hash TEXT PRIMARY KEY, kind TEXT NOT NULL, access_key_id TEXT NOT NULL,
+        identity_kind TEXT NOT NULL, identity_id TEXT NOT NULL, expires_at INTEGER NOT NULL
+      ) WITHOUT ROWID;
+      CREATE INDEX tokens_by_expiry ON tokens (expires_at);
+      CREATE TABLE nonces (
+        access_key_id TEXT NOT NULL, nonce TEXT NOT NULL, expires_at INTEGER NOT NULL,
+        PRIMARY KEY (access_key_id, nonce)
+      ) WITHOUT ROWID;
+      CREATE INDEX nonces_by_expiry ON nonces (expires_at);
+      INSERT INTO tokens VALUES ('h-old', 'refresh', 'AK', 'bot', 'bot-1', 9000);
+      INSERT INTO nonces VALUES ('AK', 'n-old', 5000);
+    `);
+    db.close();
+    const other = new ServiceStore(old);
+    try {
+      expect(other.findToken('h-old')).toEqual({
+        kind: 'refresh',
+        accessKeyId: 'AK',
+        identity: { kind: 'bot', id: 'bot-1' },
+        expiresAt: 9000,
+      });
+      expect(other.transaction(() => other.claimNonce('AK', 'n-old', 5000))).toBe(false);
+      other.purgeExpired(6000);
+      expect(other.transaction(() => other.claimNonce('AK', 'n-old', 5000))).toBe(true);
+    } finally {
+      other.close();
+    }
+    const reader = new Database(old, { readonly: true });
+    try {
+      const sql = reader
+        .prepare("SELECT name, sql FROM sqlite_master WHERE name LIKE 'tokens%' OR name LIKE 'nonces%' ORDER BY name")
+        .all();
+      expect(JSON.stringify(sql)).not.toMatch(/WITHOUT ROWID|_v1/);
+      expect(sql.map((r) => (r as { name: string }).name)).toEqual(['nonces', 'nonces_by_expiry', 'tokens', 'tokens_by_expiry']);
+    } finally {
+      reader.close();
+    }
   });
 
   it('group-commits: writes of one turn reach the file together, once committed() resolves', async () => {
