@@ -4,3 +4,4 @@ export declare const BUNDLE: string;
 export declare function bundleOptions(): BuildOptions;
 export declare function scriptOptions(): BuildOptions;
 export declare function buildBundle(outfile?: string): Promise<string>;
+export declare function appFileOf(entry: string): string;

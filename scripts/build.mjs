@@ -1,28 +1,37 @@
-// Bundles the CLI into one ESM file; the native addons (better-sqlite3, unix-dgram) stay external.
+// Builds dist/: botlink.mjs, a small entry, and botlink.cjs, the application bundle it loads (through
+// V8's code cache when there is a cache directory: see src/cli/code-cache.ts). The native addons
+// (better-sqlite3, unix-dgram) stay external.
 import { build } from 'esbuild';
-import { chmod, rename } from 'node:fs/promises';
-import { join } from 'node:path';
+import { createHash } from 'node:crypto';
+import { chmod, readFile, rename } from 'node:fs/promises';
+import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 export const BUNDLE = join(root, 'dist', 'botlink.mjs');
 
-/** The product bundle's esbuild options, shared with the benchmarks that build variants of it. */
+/** The application bundle beside an entry: dist/botlink.mjs → dist/botlink.cjs. */
+export const appFileOf = (entry) => entry.replace(/\.mjs$/, '') + '.cjs';
+
+const common = { bundle: true, platform: 'node', target: 'node20.18', legalComments: 'none', logLevel: 'warning' };
+
+/**
+ * The application bundle's esbuild options, shared with the benchmarks that build variants of it:
+ * CommonJS, because V8's code cache (vm.Script) takes scripts, not modules; the entry hands it
+ * `require` and the URL of its file as `import.meta.url`.
+ */
 export function bundleOptions() {
   return {
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20.18',
+    ...common,
+    format: 'cjs',
     external: ['better-sqlite3', 'unix-dgram'],
-    define: { __BOTLINK_BUILD_TIME__: String(Date.now()) },
-    // CommonJS dependencies (pino, ws) call require() for built-ins; give the ESM bundle one.
-    banner: {
-      js: "#!/usr/bin/env node\nimport { createRequire as __botlinkCreateRequire } from 'node:module';\nconst require = __botlinkCreateRequire(import.meta.url);",
-    },
-    legalComments: 'none',
-    logLevel: 'warning',
+    define: { __BOTLINK_BUILD_TIME__: String(Date.now()), 'import.meta.url': '__botlinkAppUrl' },
   };
+}
+
+/** The entry's options: it knows its application bundle by file name, content id and size. */
+function entryOptions(app) {
+  return { ...common, format: 'esm', banner: { js: '#!/usr/bin/env node' }, define: { __BOTLINK_APP__: JSON.stringify(app) } };
 }
 
 /**
@@ -33,12 +42,18 @@ export function scriptOptions() {
   return { bundle: true, platform: 'node', format: 'esm', target: 'node20.18', packages: 'external', logLevel: 'warning' };
 }
 
-/** Builds the bundle; the tests' global setup calls this too, so tests always run current code. */
+/** Builds the entry and its application bundle; the tests' global setup calls this too, so tests always run current code. */
 export async function buildBundle(outfile = BUNDLE) {
-  // Written aside and renamed: a daemon spawned meanwhile never reads a half-written bundle.
+  const appFile = appFileOf(outfile);
+  // Written aside and renamed, the application first: a process spawned meanwhile never reads half a file.
+  const partialApp = `${appFile}.${process.pid}.partial`;
   const partial = `${outfile}.${process.pid}.partial`;
-  await build({ ...bundleOptions(), entryPoints: [join(root, 'src', 'cli', 'botlink.ts')], outfile: partial });
+  await build({ ...bundleOptions(), entryPoints: [join(root, 'src', 'cli', 'main.ts')], outfile: partialApp });
+  const code = await readFile(partialApp);
+  const app = { file: `./${basename(appFile)}`, id: createHash('sha256').update(code).digest('hex').slice(0, 16), bytes: code.length };
+  await build({ ...entryOptions(app), entryPoints: [join(root, 'src', 'cli', 'botlink.ts')], outfile: partial });
   await chmod(partial, 0o755);
+  await rename(partialApp, appFile);
   await rename(partial, outfile);
   return outfile;
 }

@@ -90,7 +90,7 @@ if ! "$ROOT/usr/bin/node" -e 'const [a, b] = process.versions.node.split(".").ma
 fi
 
 BUNDLE=$SRC/dist/botlink.mjs
-if [ ! -f "$BUNDLE" ]; then
+if [ ! -f "$BUNDLE" ] || [ ! -f "${BUNDLE%.mjs}.cjs" ]; then
   act npm --prefix "$SRC" run build
 fi
 [ -d "$SRC/node_modules" ] || die "$SRC/node_modules is missing: run \`npm ci\` in $SRC first"
@@ -112,6 +112,7 @@ STAGE=$ROOT/opt/botlink.new
 [ ! -e "$STAGE" ] || act rm -rf -- "$STAGE"
 act install -d -m 0755 "$STAGE" "$STAGE/dist" "$STAGE/bin" "$STAGE/node_modules"
 act install -m 0755 "$BUNDLE" "$STAGE/dist/botlink.mjs"
+act install -m 0644 "${BUNDLE%.mjs}.cjs" "$STAGE/dist/botlink.cjs"
 act install -m 0644 "$SRC/package.json" "$STAGE/package.json"
 act install -m 0644 "$SRC/systemd/config.example.json" "$STAGE/config.example.json"
 shopt -s dotglob nullglob

@@ -131,6 +131,7 @@ assemble() {
   install -d "$app/dist" "$app/bin" "$app/node_modules" "$pkg/usr/bin" "$pkg/lib/systemd/system" "$pkg/etc/logrotate.d" \
     "$pkg/usr/share/doc/botlink" "$pkg/usr/share/man/man1" "$pkg/DEBIAN"
   install -m 0755 "$root/dist/botlink.mjs" "$app/dist/botlink.mjs"
+  install -m 0644 "$root/dist/botlink.cjs" "$app/dist/botlink.cjs"
   install -m 0644 "$root/package.json" "$app/package.json"
   install -m 0644 "$root/systemd/config.example.json" "$app/config.example.json"
   install -m 0755 "$here/botlink.sh" "$app/bin/botlink"
@@ -155,7 +156,7 @@ assemble() {
   for unit in "${units[@]}"; do
     sed 's#/opt/botlink/#/usr/lib/botlink/#g' "$root/systemd/$unit" >"$pkg/lib/systemd/system/$unit"
   done
-  grep -q '^ExecStart=/usr/bin/node /usr/lib/botlink/dist/botlink.mjs ' "$pkg/lib/systemd/system/botlink.service" ||
+  grep -Eq '^ExecStart=/usr/bin/node( --[^ ]+)* /usr/lib/botlink/dist/botlink\.mjs ' "$pkg/lib/systemd/system/botlink.service" ||
     die "systemd/botlink.service's ExecStart no longer runs /usr/bin/node /opt/botlink/dist/botlink.mjs: update the path mapping here"
   install -m 0644 "$root/systemd/botlink.logrotate" "$pkg/etc/logrotate.d/botlink"
   gzip -9n <"$here/botlink.1" >"$pkg/usr/share/man/man1/botlink.1.gz"
@@ -168,7 +169,7 @@ assemble() {
     printf 'botlink %s: device authentication agent for the conversation cloud.\n\n' "$version"
     printf 'Copyright: the botlink authors. License: UNLICENSED (package.json): no licence is granted to\n'
     printf 'copy, modify or redistribute botlink beyond the organisation that builds this package.\n\n'
-    printf 'Third-party code in this package, bundled into /usr/lib/botlink/dist/botlink.mjs or shipped in\n'
+    printf 'Third-party code in this package, bundled into /usr/lib/botlink/dist/botlink.cjs or shipped in\n'
     printf '/usr/lib/botlink/node_modules, under the licences below.\n\n'
     printf -- '--- SQLite (public domain), compiled into better_sqlite3.node ---\n\n'
     printf 'The author disclaims copyright to this source code. In place of a legal notice, here is a blessing:\n'

@@ -1,11 +1,37 @@
-import { main } from './main.js';
+import { VERSION } from '../version.js';
+import { type AppBundle, loadApp } from './app-loader.js';
 
-main(process.argv.slice(2)).then(
-  (code) => {
+// The entry of dist/: a small module that answers `--version` by itself and loads the application
+// bundle beside it (botlink.cjs), through V8's code cache when the service has a cache directory.
+
+/** Written by scripts/build.mjs: the application bundle's file beside this one, content id and size. */
+declare const __BOTLINK_APP__: { file: string; id: string; bytes: number };
+
+/** A process that lives this long (the daemon, serve, demo) saves the code cache its start could not use. */
+const SAVE_AFTER_MS = 5000;
+
+function fail(err: unknown): void {
+  process.stderr.write(`botlink: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exitCode = 1;
+}
+
+function run(argv: string[]): void {
+  const bundle: AppBundle = { ...__BOTLINK_APP__, url: new URL(__BOTLINK_APP__.file, import.meta.url) };
+  // systemd sets CACHE_DIRECTORY for the unit's CacheDirectory=; commands run by hand have none.
+  const app = loadApp(bundle, process.env.CACHE_DIRECTORY);
+  if (app.cache === 'missing' || app.cache === 'rejected') setTimeout(app.saveCache, SAVE_AFTER_MS).unref();
+  app.main(argv).then((code) => {
     process.exitCode = code;
-  },
-  (err: unknown) => {
-    process.stderr.write(`botlink: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-    process.exitCode = 1;
-  },
-);
+  }, fail);
+}
+
+const argv = process.argv.slice(2);
+if (argv.length === 1 && (argv[0] === '--version' || argv[0] === '-v')) {
+  process.stdout.write(`${VERSION}\n`);
+} else {
+  try {
+    run(argv);
+  } catch (err) {
+    fail(err);
+  }
+}

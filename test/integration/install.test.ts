@@ -3,7 +3,7 @@ import { existsSync, lstatSync, readdirSync, readFileSync, realpathSync, statSyn
 import { delimiter, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { BUNDLE } from '../../scripts/build.mjs';
+import { appFileOf, BUNDLE } from '../../scripts/build.mjs';
 import { useHarness } from '../helpers/harness.js';
 import { waitFor } from '../helpers/wait-for.js';
 
@@ -90,6 +90,7 @@ describe('scripts/install.sh', () => {
     expect(readdirSync(root)).toEqual([]);
     for (const line of [
       `+ install -m 0755 ${BUNDLE} ${root}/opt/botlink.new/dist/botlink.mjs`,
+      `+ install -m 0644 ${appFileOf(BUNDLE)} ${root}/opt/botlink.new/dist/botlink.cjs`,
       `+ cp -a --no-preserve=ownership ${ROOT}node_modules/ws ${root}/opt/botlink.new/node_modules/ws`,
       `+ write ${root}/opt/botlink.new/bin/botlink (mode 0755)`,
       `+ mv -- ${root}/opt/botlink.new ${root}/opt/botlink`,
@@ -137,6 +138,7 @@ describe('scripts/install.sh', () => {
     // Buffer.equals: a deep toEqual over a megabyte-sized bundle takes seconds.
     expect(readFileSync(join(app, 'dist', 'botlink.mjs')).equals(readFileSync(BUNDLE))).toBe(true);
     expect(mode(join(app, 'dist', 'botlink.mjs'))).toBe('0755');
+    expect(readFileSync(join(app, 'dist', 'botlink.cjs')).equals(readFileSync(appFileOf(BUNDLE)))).toBe(true);
     expect(mode(join(app, 'bin', 'botlink'))).toBe('0755');
     expect(readFileSync(join(root, 'etc/systemd/system/botlink.service'), 'utf8')).toBe(
       readFileSync(join(ROOT, 'systemd/botlink.service'), 'utf8'),

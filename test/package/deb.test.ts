@@ -45,7 +45,7 @@ describe.each(ARCHES)('the %s package', (arch) => {
       expect(unit).toBe(readFileSync(join(ROOT, 'systemd', name), 'utf8').replaceAll('/opt/botlink/', '/usr/lib/botlink/'));
     }
     expect(readFileSync(join(dir, 'lib/systemd/system/botlink.service'), 'utf8')).toMatch(
-      /^ExecStart=\/usr\/bin\/node \/usr\/lib\/botlink\/dist\/botlink\.mjs run /m,
+      /^ExecStart=\/usr\/bin\/node( --[^ ]+)* \/usr\/lib\/botlink\/dist\/botlink\.mjs run /m,
     );
     expect(readlinkSync(join(dir, 'usr/bin/botlink'))).toBe('../lib/botlink/bin/botlink');
 
@@ -218,11 +218,12 @@ exec /usr/bin/systemctl --root=/ "$@"
 
     // What the service leaves behind under DynamicUser=, then purge.
     const purge = await root.sh(`
-      for d in lib log; do
+      for d in lib cache log; do
         mkdir -p /var/$d/private/botlink && touch /var/$d/private/botlink/file && ln -s private/botlink /var/$d/botlink
       done
       dpkg --purge botlink >/dev/null
-      for p in /etc/botlink /etc/logrotate.d/botlink /var/lib/botlink /var/lib/private/botlink /var/log/botlink /var/log/private/botlink \\
+      for p in /etc/botlink /etc/logrotate.d/botlink /var/lib/botlink /var/lib/private/botlink /var/cache/botlink /var/cache/private/botlink \\
+        /var/log/botlink /var/log/private/botlink \\
         /etc/systemd/system/botlink.service /etc/systemd/system/multi-user.target.wants/botlink.service; do
         if [ -e "$p" ] || [ -L "$p" ]; then echo "left: $p"; fi
       done

@@ -1,0 +1,48 @@
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Script } from 'node:vm';
+import { cacheFileFor, readCodeCache, writeCodeCache } from './code-cache.js';
+
+export type Main = (argv: string[]) => Promise<number>;
+
+/** The application bundle as scripts/build.mjs wrote it: its URL, content id and size. */
+export interface AppBundle {
+  url: URL;
+  id: string;
+  bytes: number;
+}
+
+export interface LoadedApp {
+  main: Main;
+  /** off: no cache directory (or the file is not this build's); missing, rejected (by V8) or used. */
+  cache: 'off' | 'missing' | 'rejected' | 'used';
+  /** Writes the code cache of everything compiled so far; false when it could not be written. */
+  saveCache(): boolean;
+}
+
+/**
+ * Runs the CommonJS application bundle as Node's loader would (require, module, __filename), compiled
+ * through V8's code cache in `cacheDir` when there is one (see code-cache.ts).
+ */
+export function loadApp(app: AppBundle, cacheDir: string | undefined): LoadedApp {
+  const file = fileURLToPath(app.url);
+  const code = readFileSync(file);
+  // A bundle of another build (replaced while we started) must not meet this build's cache.
+  const cacheFile = code.length === app.bytes ? cacheFileFor(cacheDir, app.id) : undefined;
+  const cachedData = cacheFile === undefined ? undefined : readCodeCache(cacheFile);
+  const script = new Script(`(function (require, module, exports, __filename, __dirname, __botlinkAppUrl) {${code.toString('utf8')}\n})`, {
+    filename: file,
+    cachedData,
+  });
+  const module = { exports: {} as { main?: Main } };
+  script.runInThisContext()(createRequire(app.url), module, module.exports, file, dirname(file), app.url.href);
+  if (typeof module.exports.main !== 'function') throw new Error(`${file} exports no main(): reinstall botlink`);
+  const cache = cacheFile === undefined ? 'off' : cachedData === undefined ? 'missing' : script.cachedDataRejected ? 'rejected' : 'used';
+  return {
+    main: module.exports.main,
+    cache,
+    saveCache: () => cacheFile !== undefined && writeCodeCache(cacheFile, script.createCachedData()),
+  };
+}

@@ -1,0 +1,129 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { appendFileSync, chmodSync, mkdirSync, readdirSync, readFileSync, watch, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { appFileOf } from '../../scripts/build.mjs';
+import type { AppBundle } from '../../src/cli/app-loader.js';
+import { cacheFileFor, writeCodeCache } from '../../src/cli/code-cache.js';
+import { type Bundle, bundleChild, privateDaemonBundle } from '../helpers/bundle.js';
+import { cleanEnv } from '../helpers/env.js';
+import { useHarness } from '../helpers/harness.js';
+
+const { tempDir } = useHarness();
+
+let bundle: Bundle;
+let loader: Bundle;
+let app: AppBundle;
+
+/** Loads the app in a process of its own (V8 keeps scripts it compiled once, cache or not) and says how. */
+const LOADER = `
+import { loadApp } from './src/cli/app-loader.ts';
+const [url, id, bytes, dir, save] = process.argv.slice(2);
+const loaded = loadApp({ url: new URL(url), id, bytes: Number(bytes) }, dir || undefined);
+const saved = save === 'save' ? loaded.saveCache() : undefined;
+process.stdout.write(JSON.stringify({ cache: loaded.cache, saved, version: await loaded.main(['--version']) }));
+`;
+
+beforeAll(async () => {
+  bundle = await privateDaemonBundle('code-cache-');
+  loader = await bundleChild(LOADER, 'load-app.ts', 'code-cache-loader-');
+  const file = appFileOf(bundle.file);
+  const code = readFileSync(file);
+  app = { url: pathToFileURL(file), id: createHash('sha256').update(code).digest('hex').slice(0, 16), bytes: code.length };
+});
+afterAll(() => {
+  bundle.dispose();
+  loader.dispose();
+});
+
+function load(a: AppBundle, dir: string | undefined, save = false): { cache: string; saved?: boolean; version: number } {
+  const r = spawnSync(process.execPath, [loader.file, a.url.href, a.id, String(a.bytes), dir ?? '', save ? 'save' : ''], {
+    env: cleanEnv(),
+    encoding: 'utf8',
+  });
+  if (r.status !== 0) throw new Error(`loader exited ${r.status}: ${r.stderr}`);
+  return JSON.parse(r.stdout.slice(r.stdout.indexOf('{')));
+}
+
+/** A folder only this user can write, as systemd makes CacheDirectory=. */
+function cacheDir(): string {
+  const dir = join(tempDir('botlink-cache-'), 'cache');
+  mkdirSync(dir, { mode: 0o700 });
+  return dir;
+}
+
+describe('the application bundle through V8 code cache', () => {
+  it('without a cache directory: compiled from source, nothing written', () => {
+    expect(load(app, undefined, true)).toEqual({ cache: 'off', saved: false, version: 0 });
+  });
+
+  it('the first start writes the cache, the next one uses it, and its main() runs', () => {
+    const dir = cacheDir();
+    expect(load(app, dir, true)).toEqual({ cache: 'missing', saved: true, version: 0 });
+    expect(readdirSync(dir)).toEqual([`botlink-${process.arch}-${app.id}.v8cache`]);
+    expect(load(app, dir)).toEqual({ cache: 'used', version: 0 });
+  });
+
+  it('a damaged cache is rejected by V8 and written again', () => {
+    const dir = cacheDir();
+    const file = cacheFileFor(dir, app.id)!;
+    writeFileSync(file, Buffer.alloc(4096, 7), { mode: 0o600 });
+    expect(load(app, dir, true)).toEqual({ cache: 'rejected', saved: true, version: 0 });
+    expect(load(app, dir).cache).toBe('used');
+  });
+
+  it('a cache another user could have written is code nobody vouches for: ignored', () => {
+    const dir = cacheDir();
+    load(app, dir, true);
+    const file = cacheFileFor(dir, app.id)!;
+    expect(load(app, dir).cache).toBe('used');
+    chmodSync(file, 0o620);
+    expect(load(app, dir).cache).toBe('missing');
+    chmodSync(file, 0o600);
+    chmodSync(dir, 0o777);
+    expect(load(app, dir).cache).toBe('missing');
+  });
+
+  it("a bundle that is not the entry's build never meets the cache", () => {
+    const dir = cacheDir();
+    load(app, dir, true);
+    expect(load({ ...app, bytes: app.bytes + 1 }, dir).cache).toBe('off');
+  });
+
+  it("writing removes other builds' caches; a read-only folder costs the cache, never an error", () => {
+    const dir = cacheDir();
+    const stale = cacheFileFor(dir, '0123456789abcdef')!;
+    writeFileSync(stale, 'old build');
+    expect(writeCodeCache(cacheFileFor(dir, app.id)!, Buffer.from('x'))).toBe(true);
+    expect(readdirSync(dir)).toEqual([`botlink-${process.arch}-${app.id}.v8cache`]);
+    chmodSync(dir, 0o500);
+    // Root writes anywhere: a file in the folder's place makes the write fail for every user.
+    const blocked = join(dir, 'not-a-dir');
+    appendFileSync(blocked, '');
+    expect(writeCodeCache(join(blocked, 'botlink-x.v8cache'), Buffer.from('x'))).toBe(false);
+    chmodSync(dir, 0o700);
+  });
+
+  it('a long-lived command (serve) with $CACHE_DIRECTORY writes the cache a few seconds after it started', async () => {
+    const dir = cacheDir();
+    const written = new Promise<string>((resolve) => {
+      const watcher = watch(dir, (_event, name) => {
+        if (name?.endsWith('.v8cache')) {
+          watcher.close();
+          resolve(name);
+        }
+      });
+    });
+    const child = spawn(process.execPath, [bundle.file, 'serve', '--port', '0'], {
+      env: cleanEnv({ CACHE_DIRECTORY: dir }),
+      stdio: 'ignore',
+    });
+    try {
+      expect(await written).toBe(`botlink-${process.arch}-${app.id}.v8cache`);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+});
