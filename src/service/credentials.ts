@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { signV2, type SignedParams } from '../protocol/sign.js';
 
 const TOKEN_BYTES = 32;
@@ -19,7 +19,8 @@ export function newToken(): string {
 
 /** How a token is stored and looked up: SHA-256, hex. */
 export function tokenHash(token: string): string {
-  return createHash('sha256').update(token, 'utf8').digest('hex');
+  // One-shot: a third of createHash's cost, and a getToken hashes two tokens.
+  return hash('sha256', token, 'hex');
 }
 
 // An unknown accessKeyId is checked against this secret, so it costs and answers like a bad signature.

@@ -116,10 +116,10 @@ function prepareStatements(db: Database.Database) {
     ownsVendor: db.prepare<[string, string], unknown>('SELECT 1 FROM vendors WHERE vendor_id = ? AND access_key_id = ?'),
     claimNonce: db.prepare('INSERT INTO nonces (access_key_id, nonce, expires_at) VALUES (?, ?, ?)'),
     saveToken: db.prepare(
-      'INSERT INTO tokens (hash, kind, access_key_id, identity_kind, identity_id, expires_at) VALUES (?, ?, ?, ?, ?, ?)',
+      'INSERT INTO tokens (id, hash, kind, access_key_id, identity_kind, identity_id, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
     ),
-    saveTokenPair: db.prepare<unknown[], { id: number; hash: string }>(
-      'INSERT INTO tokens (hash, kind, access_key_id, identity_kind, identity_id, expires_at) VALUES (?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?) RETURNING id, hash',
+    saveTokenPair: db.prepare(
+      'INSERT INTO tokens (id, hash, kind, access_key_id, identity_kind, identity_id, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?, ?)',
     ),
     deleteToken: db.prepare('DELETE FROM tokens WHERE id = ?'),
     refreshedBy: db.prepare<[string], { newest_hash: string; older_hash: string | null }>(
@@ -178,6 +178,8 @@ export class ServiceStore {
   readonly #owned = new Set<string>();
   /** Token hash → row id, for every row of tokens. */
   readonly #tokenIds = new Map<string, number>();
+  /** Ids are given, not read back: RETURNING doubled the cost of the insert. Gaps left by rollbacks are harmless. */
+  #nextTokenId = 1;
   /** nonceKey() of every row of nonces. */
   readonly #nonces = new Set<string>();
   /** How to take back the index changes of the open batch, newest last. */
@@ -189,7 +191,10 @@ export class ServiceStore {
     this.#atomically = this.#db.transaction((fn: () => unknown) => fn());
     this.#begin = this.#db.prepare('BEGIN');
     this.#commit = this.#db.prepare('COMMIT');
-    for (const { id, hash } of this.#stmt.allTokens.iterate()) this.#tokenIds.set(hash, id);
+    for (const { id, hash } of this.#stmt.allTokens.iterate()) {
+      this.#tokenIds.set(hash, id);
+      this.#nextTokenId = Math.max(this.#nextTokenId, id + 1);
+    }
     for (const row of this.#stmt.allNonces.iterate()) this.#nonces.add(nonceKey(row.access_key_id, row.nonce));
     if (file !== ':memory:') this.#checkpointer = setInterval(() => this.#checkpoint(), CHECKPOINT_MS).unref();
   }
@@ -309,10 +314,9 @@ export class ServiceStore {
   saveToken(hash: string, record: TokenRecord): void {
     this.#unique(hash);
     const { kind, accessKeyId, identity, expiresAt } = record;
-    this.#indexToken(
-      hash,
-      Number(this.#stmt.saveToken.run(hash, kind, accessKeyId, identity.kind, identity.id, expiresAt).lastInsertRowid),
-    );
+    const id = this.#nextTokenId++;
+    this.#stmt.saveToken.run(id, hash, kind, accessKeyId, identity.kind, identity.id, expiresAt);
+    this.#indexToken(hash, id);
   }
 
   /** The table no longer refuses a second row with the same hash; a 256-bit token never repeats, but say so if one did. */
@@ -335,13 +339,17 @@ export class ServiceStore {
     this.#unique(accessHash);
     this.#unique(refreshHash);
     const [a, r] = [access, refresh];
-    const rows = this.#stmt.saveTokenPair.all(
+    const accessId = this.#nextTokenId++;
+    const refreshId = this.#nextTokenId++;
+    this.#stmt.saveTokenPair.run(
+      accessId,
       accessHash,
       a.kind,
       a.accessKeyId,
       a.identity.kind,
       a.identity.id,
       a.expiresAt,
+      refreshId,
       refreshHash,
       r.kind,
       r.accessKeyId,
@@ -349,7 +357,8 @@ export class ServiceStore {
       r.identity.id,
       r.expiresAt,
     );
-    for (const { id, hash } of rows) this.#indexToken(hash, id);
+    this.#indexToken(accessHash, accessId);
+    this.#indexToken(refreshHash, refreshId);
   }
 
   /**
