@@ -10,8 +10,8 @@ export class Child {
   out = '';
   readonly exited: Promise<number | null>;
 
-  constructor(args: readonly string[], env: NodeJS.ProcessEnv = cleanEnv(), execPath = process.execPath) {
-    this.proc = spawn(execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'], cwd: ROOT });
+  constructor(args: readonly string[], env: NodeJS.ProcessEnv = cleanEnv()) {
+    this.proc = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'], cwd: ROOT });
     this.pid = this.proc.pid ?? -1;
     const keep = (d: Buffer): void => {
       if (this.out.length < 20_000) this.out += d.toString();
@@ -35,10 +35,10 @@ export class Child {
   }
 }
 
-/** Milliseconds from spawn to exit of `node args`; throws on a nonzero exit. */
-export async function timeRun(args: readonly string[], execPath = process.execPath): Promise<number> {
+/** Milliseconds from spawn to exit of `node args` with `env` over a clean environment; throws on a nonzero exit. */
+export async function timeRun(args: readonly string[], env: Record<string, string> = {}): Promise<number> {
   const started = performance.now();
-  const child = new Child(args, cleanEnv(), execPath);
+  const child = new Child(args, cleanEnv(env));
   const code = await child.exited;
   const took = performance.now() - started;
   if (code !== 0) throw new Error(`node ${args.join(' ')} exited ${code}: ${child.out.slice(0, 2000)}`);

@@ -1,5 +1,6 @@
 // `npm run bench:link`: how fast the agent's WebSocket comes up from a cached token, against a
 // minimal ws client given the same token, and how fast it comes back after a service restart.
+import { watch } from 'node:fs';
 import { join } from 'node:path';
 import type { ReferenceService } from '../../src/service/server.js';
 import { median } from '../../test/helpers/stats.js';
@@ -30,12 +31,14 @@ export class LinkFixture {
     this.token = token;
   }
 
-  /** The first boot signs and caches a pair; every later boot starts from it. */
+  /** The first boot signs and caches a pair, and stays until it wrote the code cache; every later boot starts from both. */
   static async create(ws: Workspace): Promise<LinkFixture> {
     const dbFile = join(ws.dir, 'service.db');
     const svc = await startService(dbFile);
     const device = ws.device(BOT, svc);
+    const cached = codeCacheWritten(ws.cacheDir);
     const { child } = await timeToConnected(svc, BOT, () => ws.agent(device));
+    await cached;
     await disconnect(svc, BOT, child);
     return new LinkFixture(ws, dbFile, svc, device, device.cachedToken());
   }
@@ -43,6 +46,22 @@ export class LinkFixture {
   async close(): Promise<void> {
     await this.svc.close();
   }
+}
+
+/** Resolves when a code cache file appears in `dir` (the agent writes it 5 s after its start). */
+function codeCacheWritten(dir: string, timeoutMs = 60_000): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const watcher = watch(dir, (_event, name) => {
+      if (!name?.endsWith('.v8cache')) return;
+      clearTimeout(timer);
+      watcher.close();
+      resolve();
+    });
+    const timer = setTimeout(() => {
+      watcher.close();
+      reject(new Error(`no code cache written in ${dir} within ${timeoutMs} ms`));
+    }, timeoutMs);
+  });
 }
 
 /** Where an agent boot spends its time, per run, from its log: the three stretches sum to the boot. */

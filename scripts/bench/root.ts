@@ -1,5 +1,5 @@
-// Where the benchmarks run: the repo root, which bench is the main one, scratch folders, the sources.
-import { existsSync, mkdirSync, mkdtempSync, readdirSync } from 'node:fs';
+// Where the benchmarks run: the repo root, which bench is the main one, scratch folders.
+import { existsSync, mkdirSync, mkdtempSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -24,11 +24,4 @@ export function scratchDir(prefix: string): string {
   const cache = join(ROOT, 'node_modules', '.cache');
   mkdirSync(cache, { recursive: true });
   return mkdtempSync(join(cache, `${prefix}-`));
-}
-
-/** Lists the TypeScript sources under src/ (declaration files aside), for a per-file build. */
-export function sourceFiles(dir = join(ROOT, 'src')): string[] {
-  return readdirSync(dir, { recursive: true, encoding: 'utf8' })
-    .filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))
-    .map((f) => join(dir, f));
 }
