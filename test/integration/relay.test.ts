@@ -91,6 +91,25 @@ describe('relay: attaching', () => {
     expect(cloud.conns).toHaveLength(2);
   });
 
+  it('keeps the connection for an app that asks for the sessionId it was shown, when no app decided one', async () => {
+    const { cloud, rig } = await setup();
+    const first = await rig.attach();
+    const shown = await linkState(first);
+    expect(shown).toEqual({ state: 'connected', sessionId: 'fresh-1' });
+    first.ws.close();
+    await first.closed;
+    const again = await rig.attach(`?sessionId=${shown['sessionId']}`);
+    expect(await linkState(again)).toEqual({ state: 'connected', sessionId: 'fresh-1' });
+    expect((await again.frames.next()).data.toString()).toBe(GREETING);
+    expect(cloud.conns).toHaveLength(1);
+    // Another parameter beside it is another connection.
+    again.ws.close();
+    await again.closed;
+    const other = await rig.attach('?sessionId=fresh-1&feature=f');
+    expect(await stateUntil(other, 'connected')).toEqual({ state: 'connected', sessionId: 'fresh-1' });
+    expect(Object.fromEntries((await cloud.connection(1)).query)).toEqual({ botId: 'bot-1', sessionId: 'fresh-1', feature: 'f' });
+  });
+
   it('gives the next app a new connection when the previous one conversed on it, even with the same parameters', async () => {
     const { cloud, rig } = await setup();
     const first = await rig.attach('?sessionId=S1');

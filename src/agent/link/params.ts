@@ -59,7 +59,12 @@ export class ConnChoice {
 
   /** The last socket was opened with the wanted parameters, and no app has conversed on it. */
   get matchesOpened(): boolean {
-    return this.#opened !== undefined && !this.#opened.spent && sameParams(this.#opened.params, this.#wanted);
+    const opened = this.#opened;
+    if (opened === undefined || opened.spent) return false;
+    // A fresh sessionId is the socket's too: an app asking for the one it was shown asks for this socket.
+    const withSession: ConnParams =
+      decidedSessionId(opened.params) === undefined ? [...opened.params, ['sessionId', opened.sessionId]] : opened.params;
+    return sameParams(opened.params, this.#wanted) || sameParams(withSession, this.#wanted);
   }
 
   /** The app's sessionId when it decided one, else the last socket's. */
