@@ -1,11 +1,12 @@
 // A benchmark run's scratch folder: the agent bundle, device dirs, and the minimal baseline clients.
-import { rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { ReferenceService } from '../../src/service/server.js';
 import { cleanEnv } from '../../test/helpers/env.js';
 import { Child } from './child.js';
 import { Device } from './fixture.js';
+import { NODE_FLAGS } from './flags.js';
 import { ROOT, scratchDir } from './root.js';
 
 /** Builds the CLI bundle exactly as scripts/build.mjs does, into our own file: tests rebuilding dist/ cannot race us. */
@@ -46,6 +47,8 @@ export class Workspace {
   readonly dir: string;
   readonly wsClient: string;
   readonly signFetchWsClient: string;
+  /** $CACHE_DIRECTORY of every agent: the unit's CacheDirectory=, one per installation. */
+  readonly cacheDir: string;
   #bundle: string | undefined;
 
   private constructor(dir: string) {
@@ -54,6 +57,8 @@ export class Workspace {
     this.signFetchWsClient = join(dir, 'sign-fetch-ws-client.mjs');
     writeFileSync(this.wsClient, WS_CLIENT);
     writeFileSync(this.signFetchWsClient, SIGN_FETCH_WS_CLIENT);
+    this.cacheDir = join(dir, 'cache');
+    mkdirSync(this.cacheDir, { mode: 0o700 });
   }
 
   static async create(name: string): Promise<Workspace> {
@@ -70,20 +75,20 @@ export class Workspace {
     return new Device(this.dir, botId, svc.url);
   }
 
-  /** `botlink run` from the bundle. */
+  /** `botlink run` from the bundle, with the unit's node flags (as every child here) and, as the unit gives it, a code cache directory. */
   agent(device: Device): Child {
-    return new Child([this.bundle, 'run', '--config', device.configFile]);
+    return new Child([...NODE_FLAGS, this.bundle, 'run', '--config', device.configFile], cleanEnv({ CACHE_DIRECTORY: this.cacheDir }));
   }
 
   /** The minimal client holding `token` for `botId`. */
   client(svc: ReferenceService, botId: string, token: string): Child {
-    return new Child([this.wsClient], cleanEnv({ WS_URL: svc.wsUrl, BOT_ID: botId, TOKEN: token }));
+    return new Child([...NODE_FLAGS, this.wsClient], cleanEnv({ WS_URL: svc.wsUrl, BOT_ID: botId, TOKEN: token }));
   }
 
   /** The minimal sign + fetch + ws script for the device's botId. */
   signingClient(svc: ReferenceService, device: Device): Child {
     const env = { BASE_URL: svc.url, WS_URL: svc.wsUrl, BOT_ID: device.botId, SECRET_FILE: join(device.dir, 'secret-key') };
-    return new Child([this.signFetchWsClient], cleanEnv(env));
+    return new Child([...NODE_FLAGS, this.signFetchWsClient], cleanEnv(env));
   }
 
   remove(): void {

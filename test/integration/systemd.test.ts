@@ -10,6 +10,7 @@ import { Exit } from '../../src/cli/exit.js';
 import type { ReferenceService } from '../../src/service/server.js';
 import { useHarness } from '../helpers/harness.js';
 import { cleanEnv } from '../helpers/env.js';
+import { parseExecStart } from '../helpers/exec-start.js';
 import { requireTool } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait-for.js';
 
@@ -84,7 +85,7 @@ describe('systemd/botlink.service: what the daemon needs from it', () => {
     expect(required('Service', 'NotifyAccess')).toBe('main');
     expect(required('Service', 'ExecStart')).toBe(
       // biome-ignore lint/suspicious/noTemplateCurlyInString: systemd's own ${} specifier, not a template.
-      '/usr/bin/node /opt/botlink/dist/botlink.mjs run --config ${CREDENTIALS_DIRECTORY}/config.json',
+      '/usr/bin/node --liftoff-only /opt/botlink/dist/botlink.mjs run --config ${CREDENTIALS_DIRECTORY}/config.json',
     );
     expect(unit.get('Service')!.get('LoadCredential')).toEqual([
       'config.json:/etc/botlink/config.json',
@@ -217,8 +218,10 @@ class UnitRun {
     for (const f of ['config.json', 'secret-key']) chmodSync(join(this.credentials, f), 0o400);
     this.logFile = join(dir, 'log', 'botlink.log');
     this.runtimeDir = join(dir, 'run');
-    // biome-ignore lint/suspicious/noTemplateCurlyInString: systemd's own ${} specifier, not a template.
-    const [program, script, ...args] = required('Service', 'ExecStart').replaceAll('${CREDENTIALS_DIRECTORY}', this.credentials).split(' ');
+    const { program, nodeFlags, script, args } = parseExecStart(
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: systemd's own ${} specifier, not a template.
+      required('Service', 'ExecStart').replaceAll('${CREDENTIALS_DIRECTORY}', this.credentials),
+    );
     expect([program, script]).toEqual(['/usr/bin/node', '/opt/botlink/dist/botlink.mjs']);
     const env = cleanEnv({
       CREDENTIALS_DIRECTORY: this.credentials,
@@ -233,7 +236,7 @@ class UnitRun {
       BOTLINK_RUNTIME_DIR: this.runtimeDir,
       BOTLINK_LOG_FILE: this.logFile,
     });
-    this.child = spawn(process.execPath, [BUNDLE, ...args], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    this.child = spawn(process.execPath, [...nodeFlags, BUNDLE, ...args], { env, stdio: ['ignore', 'ignore', 'pipe'] });
     this.child.stderr!.on('data', (d: Buffer) => (this.stderr += d.toString()));
     this.exited = new Promise((resolve) => this.child.on('exit', (code, signal) => resolve({ code, signal })));
     cleanups.push(() => this.child.kill('SIGKILL'));
