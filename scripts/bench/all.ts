@@ -1,7 +1,5 @@
 // `npm run bench`: every performance goal of the project in one run and one table, each figure
 // against a baseline measured in the same run, back to back, on the same machine.
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
 import { BOOT_GOAL, bootCached, LinkFixture, RECONNECT_GOAL_MS, restartReconnect } from './link.js';
 import { CLOCK_TICKS_PER_S } from '../../test/helpers/procfs.js';
 import { median } from '../../test/helpers/stats.js';
@@ -9,14 +7,13 @@ import type { Child } from './child.js';
 import { IDLE_MS, idle, PAIRS } from './idle.js';
 import { BOTS, disconnect, timeToConnected } from './fixture.js';
 import { machineLine, ms, printTable, times, verdict } from './report.js';
-import { ROOT } from './root.js';
 import { alternate, spread } from './sample.js';
+import { serviceRows } from './service.js';
 import { Workspace } from './workspace.js';
 
 const RUNS = 10;
 const RSS_GOAL = 1.2;
 const CPU_GOAL = 1.5;
-const SERVICE_GOAL = 0.5;
 
 /** Boot → connected with an empty stateDir (agent signs) vs the minimal sign + fetch + ws script. */
 async function bootUncached(fx: LinkFixture, n: number): Promise<{ agent: number[]; floor: number[] }> {
@@ -37,33 +34,6 @@ async function bootUncached(fx: LinkFixture, n: number): Promise<{ agent: number
     once(() => fx.ws.signingClient(fx.svc, device)),
   ]);
   return { agent, floor };
-}
-
-interface ServiceFigures {
-  output: string;
-  /** getToken/s over echo/s at the goal's concurrency, per variant the bench names ('' when it names none). */
-  ratios: { label: string; ratio: number }[];
-}
-
-/** service.ts runs its servers in a forked child of its own: run it as `npm run bench:service` would. */
-async function serviceBench(): Promise<ServiceFigures> {
-  const child = spawn(process.execPath, [join(ROOT, 'scripts', 'bench', 'run.mjs'), 'service'], {
-    cwd: ROOT,
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  let output = '';
-  child.stdout.on('data', (d: Buffer) => (output += d.toString()));
-  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  if (code !== 0) output += `\n(bench:service exited ${code})`;
-  // Its last line reads "ratio at concurrency 64: 0.55 (…)" or "…: in memory 0.60 (…), on file 0.40 (…)".
-  const summary = /ratio at concurrency \d+:(.*)$/m.exec(output)?.[1] ?? '';
-  const ratios = summary
-    .replace(/\([^)]*\)/g, '')
-    .split(',')
-    .map((part) => /^\s*(\D*?)\s*(\d+(?:\.\d+)?)/.exec(part))
-    .filter((m) => m !== null)
-    .map((m) => ({ label: m[1]!, ratio: Number(m[2]) }));
-  return { output, ratios };
 }
 
 const kib = (x: number): string => (Number.isFinite(x) ? `${(x / 1024).toFixed(1)} MiB` : 'n/a');
@@ -95,7 +65,7 @@ async function main(): Promise<void> {
   const machine = machineLine();
   const { cached, uncached, idling, restart } = await agentFigures();
   progress('reference service getToken/s vs node:http echo (npm run bench:service)');
-  const service = await serviceBench();
+  const service = await serviceRows();
 
   const ratioRow = (name: string, a: number[], b: number[], goal: number): string[] => {
     const r = median(a) / median(b);
@@ -141,15 +111,7 @@ async function main(): Promise<void> {
       verdict(median(restart) <= RECONNECT_GOAL_MS),
       spread(restart).toFixed(2),
     ],
-    ...(service.ratios.length ? service.ratios : [{ label: 'not found in its output', ratio: NaN }]).map(({ label, ratio }) => [
-      `reference service getToken/s vs node:http echo${label ? ` (${label})` : ''}`,
-      '',
-      '',
-      times(ratio),
-      `≥ ${SERVICE_GOAL}×`,
-      verdict(ratio >= SERVICE_GOAL),
-      '',
-    ]),
+    ...service.rows,
   ];
 
   console.log(`\nbotlink benchmarks — ${machine}`);
