@@ -28,8 +28,10 @@ export async function relayRig(ws: Workspace, profileDir: string | undefined) {
   const children: Child[] = [];
   try {
     const device = ws.device(BOTS.botlink, svc);
-    const prof = profileDir ? `--cpu-prof --cpu-prof-interval 100 --cpu-prof-dir ${profileDir}` : undefined;
-    const daemon = (await timeToConnected(svc, BOTS.botlink, () => withNodeOptions(prof, () => ws.agent(device)))).child;
+    // Profiling replaces the unit's node flags (--cpu-prof is refused in NODE_OPTIONS): a developer's view, not the table's.
+    const prof = profileDir ? ['--cpu-prof', '--cpu-prof-interval', '100', '--cpu-prof-dir', profileDir] : undefined;
+    const start = (): Child => (prof ? new Child([...prof, ws.bundle, 'run', '--config', device.configFile]) : ws.agent(device));
+    const daemon = (await timeToConnected(svc, BOTS.botlink, start)).child;
     children.push(daemon);
     // The local API's socket: Device sets runtimeDir, and localSocket defaults to <runtimeDir>/botlink.sock.
     const daemonSocket = join(device.dir, 'run', 'botlink.sock');
@@ -42,7 +44,6 @@ export async function relayRig(ws: Workspace, profileDir: string | undefined) {
       WS_URL: svc.wsUrl,
       BOT_ID: BOTS.forwarder,
       TOKEN: token,
-      ...(prof && { NODE_OPTIONS: prof }),
     };
     // The node flags the daemon runs with (the unit's), so the two processes differ only in what they run.
     const flags = daemon.proc.spawnargs.slice(1, daemon.proc.spawnargs.indexOf(ws.bundle));
@@ -64,19 +65,6 @@ export async function relayRig(ws: Workspace, profileDir: string | undefined) {
     await Promise.all(children.map((c) => c.stop('SIGKILL')));
     await svc.close();
     throw err;
-  }
-}
-
-/** Runs `start` (which spawns) with NODE_OPTIONS set: spawn copies the environment before it returns. */
-function withNodeOptions<T>(options: string | undefined, start: () => T): T {
-  if (options === undefined) return start();
-  const before = process.env['NODE_OPTIONS'];
-  process.env['NODE_OPTIONS'] = options;
-  try {
-    return start();
-  } finally {
-    if (before === undefined) delete process.env['NODE_OPTIONS'];
-    else process.env['NODE_OPTIONS'] = before;
   }
 }
 

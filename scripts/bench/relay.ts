@@ -41,7 +41,7 @@ function settings(o: RelayBenchOptions): Required<Omit<RelayBenchOptions, 'profi
   const profileDir = o.profileDir ?? process.env['BENCH_RELAY_PROF_DIR'];
   return {
     rounds: o.rounds ?? env('BENCH_RELAY_ROUNDS') ?? 10,
-    trips: o.trips ?? env('BENCH_RELAY_TRIPS') ?? 500,
+    trips: o.trips ?? env('BENCH_RELAY_TRIPS') ?? 2000,
     frames: o.frames ?? env('BENCH_RELAY_FRAMES') ?? 4000,
     streamMs: o.streamMs ?? (streamS === undefined ? 60_000 : streamS * 1000),
     ...(profileDir && { profileDir }),
