@@ -189,7 +189,10 @@ export async function relayRows(options: RelayBenchOptions = {}): Promise<string
   const window = 16;
   const progress = (what: string): boolean => process.stderr.write(`… relay: ${what}\n`);
   const ws = await Workspace.create('relay');
-  const { svc, daemon, forwarder, apps } = await relayRig(ws, o.profileDir);
+  const { svc, daemon, forwarder, apps } = await relayRig(ws, o.profileDir).catch((err: unknown) => {
+    ws.remove();
+    throw err;
+  });
   const pids = { botlink: daemon.pid, forwarder: forwarder.pid };
   try {
     // V8's memory reducer runs its GCs in a process's first ~20 s: those pauses are start-up, not the data path.
@@ -281,7 +284,7 @@ async function main(): Promise<void> {
   const o = settings({});
   console.log(`botlink relay benchmark — ${machineLine()}`);
   console.log(
-    `app → botlink daemon (bundle, logLevel info) / bare ws forwarder (its own process) → reference service on loopback (echoAudio);` +
+    `app → botlink daemon (bundle, logLevel info) / bare ws forwarder (its own process, the daemon's node flags) → reference service on loopback (echoAudio);` +
       ` both on a Unix socket. Round trips one at a time, ${o.trips} per path per round, medians over ${o.rounds} rounds rotating the order;` +
       ` p99 is each round's, then the median. CPU from /proc/<pid>/task/*/schedstat in ${SAMPLE_MS / 1000} s windows, both streams side by side,` +
       ' idle CPU included (µs/frame counts frames up + down).\n',
