@@ -71,18 +71,53 @@ async function profile(bundle: string, dir: string): Promise<[string, number][]>
   return [...totals].sort((a, b) => b[1] - a[1]);
 }
 
+interface StartupSamples {
+  floor: number[];
+  version: number[];
+  /** `--help`, which loads the application bundle: compiled from source, and from the code cache. */
+  plain: number[];
+  cached: number[];
+}
+
+async function measure(ws: Workspace): Promise<StartupSamples> {
+  const help = (cache: boolean) => () => timeRun([ws.bundle, '--help'], cache ? { CACHE_DIRECTORY: ws.cacheDir } : {});
+  // One start that lives long enough to write the code cache the `--help (code cache)` runs use.
+  await warmCodeCache(ws);
+  const [floor = [], version = [], plain = [], cached = []] = await alternate(RUNS, [
+    () => timeRun(['-e', '0']),
+    () => timeRun([ws.bundle, '--version']),
+    help(false),
+    help(true),
+  ]);
+  return { floor, version, plain, cached };
+}
+
+/** The `--version` row of `npm run bench`, on a workspace of its own. */
+export async function startupRows(): Promise<string[][]> {
+  const ws = await Workspace.create('startup');
+  try {
+    const { floor, version } = await measure(ws);
+    const ratio = median(version) / median(floor);
+    return [
+      [
+        '`botlink --version` vs `node -e 0`',
+        ms(median(version)),
+        ms(median(floor)),
+        times(ratio),
+        `≤ ${GOAL}×`,
+        verdict(ratio <= GOAL),
+        `${spread(version).toFixed(2)} · ${spread(floor).toFixed(2)}`,
+      ],
+    ];
+  } finally {
+    ws.remove();
+  }
+}
+
 async function main(): Promise<void> {
   const ws = await Workspace.create('startup');
   try {
-    const help = (cache: boolean) => () => timeRun([ws.bundle, '--help'], cache ? { CACHE_DIRECTORY: ws.cacheDir } : {});
-    // One start that lives long enough to write the code cache the `--help (code cache)` runs use.
-    await warmCodeCache(ws);
-    const [floor = [], version = [], plain = [], cached = []] = await alternate(RUNS, [
-      () => timeRun(['-e', '0']),
-      () => timeRun([ws.bundle, '--version']),
-      help(false),
-      help(true),
-    ]);
+    const { floor, version, plain, cached } = await measure(ws);
     const base = median(floor);
     const ratio = median(version) / base;
     console.log(`botlink startup benchmark — ${machineLine()}`);
