@@ -6,7 +6,7 @@ import type { ReferenceService } from '../../src/service/server.js';
 import { cleanEnv } from '../../test/helpers/env.js';
 import { Child } from './child.js';
 import { Device } from './fixture.js';
-import { NODE_FLAGS } from './flags.js';
+import { NODE_FLAGS, UNIT_ENV } from './unit.js';
 import { ROOT, scratchDir } from './root.js';
 
 /** Builds the CLI bundle exactly as scripts/build.mjs does, into our own file: tests rebuilding dist/ cannot race us. */
@@ -75,20 +75,23 @@ export class Workspace {
     return new Device(this.dir, botId, svc.url);
   }
 
-  /** `botlink run` from the bundle, with the unit's node flags (as every child here) and, as the unit gives it, a code cache directory. */
+  /** `botlink run` from the bundle, with the unit's node flags and environment (as every child here) and, as the unit gives it, a code cache directory. */
   agent(device: Device): Child {
-    return new Child([...NODE_FLAGS, this.bundle, 'run', '--config', device.configFile], cleanEnv({ CACHE_DIRECTORY: this.cacheDir }));
+    return new Child(
+      [...NODE_FLAGS, this.bundle, 'run', '--config', device.configFile],
+      cleanEnv({ ...UNIT_ENV, CACHE_DIRECTORY: this.cacheDir }),
+    );
   }
 
   /** The minimal client holding `token` for `botId`. */
   client(svc: ReferenceService, botId: string, token: string): Child {
-    return new Child([...NODE_FLAGS, this.wsClient], cleanEnv({ WS_URL: svc.wsUrl, BOT_ID: botId, TOKEN: token }));
+    return new Child([...NODE_FLAGS, this.wsClient], cleanEnv({ ...UNIT_ENV, WS_URL: svc.wsUrl, BOT_ID: botId, TOKEN: token }));
   }
 
   /** The minimal sign + fetch + ws script for the device's botId. */
   signingClient(svc: ReferenceService, device: Device): Child {
     const env = { BASE_URL: svc.url, WS_URL: svc.wsUrl, BOT_ID: device.botId, SECRET_FILE: join(device.dir, 'secret-key') };
-    return new Child([...NODE_FLAGS, this.signFetchWsClient], cleanEnv(env));
+    return new Child([...NODE_FLAGS, this.signFetchWsClient], cleanEnv({ ...UNIT_ENV, ...env }));
   }
 
   remove(): void {

@@ -1,4 +1,4 @@
-// The daemon's command line as systemd/botlink.service's ExecStart gives it: node, its flags, the bundle, the CLI's args.
+// The daemon as systemd/botlink.service starts it: ExecStart (node, its flags, the bundle, the CLI args) and Environment=.
 
 export interface ExecStart {
   program: string;
@@ -23,4 +23,17 @@ export function execStartOf(unitText: string): ExecStart {
   const lines = [...unitText.matchAll(/^ExecStart=(.*)$/gm)];
   if (lines.length !== 1) throw new Error(`expected one ExecStart= line in the unit, found ${lines.length}`);
   return parseExecStart(lines[0]![1]!);
+}
+
+/** The variables of a unit's Environment= lines (unquoted NAME=value words, as the unit writes them). */
+export function environmentOf(unitText: string): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [, line = ''] of unitText.matchAll(/^Environment=(.*)$/gm)) {
+    for (const word of line.trim().split(/\s+/)) {
+      const m = /^([A-Za-z_][A-Za-z0-9_]*)=([^"'\s]*)$/.exec(word);
+      if (!m) throw new Error(`Environment=${line}: "${word}" is not an unquoted NAME=value: update environmentOf with the unit`);
+      env[m[1]!] = m[2]!;
+    }
+  }
+  return env;
 }

@@ -85,7 +85,7 @@ describe('systemd/botlink.service: what the daemon needs from it', () => {
     expect(required('Service', 'NotifyAccess')).toBe('main');
     expect(required('Service', 'ExecStart')).toBe(
       // biome-ignore lint/suspicious/noTemplateCurlyInString: systemd's own ${} specifier, not a template.
-      '/usr/bin/node --liftoff-only /opt/botlink/dist/botlink.mjs run --config ${CREDENTIALS_DIRECTORY}/config.json',
+      '/usr/bin/node /opt/botlink/dist/botlink.mjs run --config ${CREDENTIALS_DIRECTORY}/config.json',
     );
     expect(unit.get('Service')!.get('LoadCredential')).toEqual([
       'config.json:/etc/botlink/config.json',
