@@ -1,14 +1,26 @@
-// The idle figures: agents and minimal clients connected side by side, their RSS after a minute, then
-// their CPU over the next minute.
+// The idle figures: agents that made their cloud calls (signed getToken from an empty stateDir) and
+// minimal clients that made the same call, connected side by side: their RSS after a minute, then
+// their CPU over the next minute. `npm run bench:idle` runs it alone, with more baselines beside.
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { cleanEnv } from '../../test/helpers/env.js';
 import { cpuMs, cpuTicks, rssKiB } from '../../test/helpers/procfs.js';
-import type { Child } from './child.js';
-import { BOTS, fetchToken, timeToConnected } from './fixture.js';
-import type { LinkFixture } from './link.js';
-import { sleep } from './sample.js';
+import { median } from '../../test/helpers/stats.js';
+import { Child } from './child.js';
+import { BOTS, fetchToken, timeToConnected, type Device } from './fixture.js';
+import { NODE_FLAGS, UNIT_ENV } from './unit.js';
+import { LinkFixture } from './link.js';
+import { machineLine, printTable, times, verdict } from './report.js';
+import { isMain } from './root.js';
+import { sleep, spread } from './sample.js';
+import { Workspace } from './workspace.js';
 
-/** Agent/client pairs idling side by side for the RSS and CPU figures. */
-export const PAIRS = 10;
-export const IDLE_MS = 60_000;
+/** Agent/client pairs idling side by side for the RSS and CPU figures (fewer via BENCH_IDLE_PAIRS while iterating). */
+export const PAIRS = Number(process.env.BENCH_IDLE_PAIRS ?? 10);
+/** Each of the two windows (shorter via BENCH_IDLE_MS while iterating). */
+export const IDLE_MS = Number(process.env.BENCH_IDLE_MS ?? 60_000);
+export const RSS_GOAL = 1.2;
+export const CPU_GOAL = 1.5;
 
 export interface Idle {
   rssKiB: { agent: number[]; floor: number[] };
@@ -17,36 +29,221 @@ export interface Idle {
   ticks: { agent: number; floor: number };
 }
 
-/** PAIRS agents and PAIRS minimal clients (same 20 s ping) side by side: RSS after a minute connected, then CPU over the next minute. */
+/** One kind of process in the idle run: how to start one connected for a bot. */
+interface Group {
+  name: string;
+  start(fx: LinkFixture, botId: string): Promise<Child>;
+}
+
+interface Reading {
+  rssKiB: number[];
+  /** Anonymous memory (heaps, malloc arenas, wasm) from smaps_rollup; the rest of RSS is file pages (node, addons). */
+  anonKiB: number[];
+  cpuMsPerMin: number[];
+  ticks: number;
+}
+
+/** The daemon as the unit runs it (Workspace.agent), from an empty stateDir: it signs getToken (and samples server time without a synced clock). */
+const AGENT: Group = { name: 'agent', start: (fx, botId) => startAgent(fx, botId, (device) => fx.ws.agent(device)) };
+
+/** The minimal client paying for the same call: sign, fetch getToken, open the WebSocket (Workspace.signingClient). */
+const SIGN_FETCH: Group = {
+  name: 'sign + fetch + ws',
+  start: async (fx, botId) => (await timeToConnected(fx.svc, botId, () => fx.ws.signingClient(fx.svc, fx.ws.device(botId, fx.svc)))).child,
+};
+
+async function startAgent(fx: LinkFixture, botId: string, start: (device: Device) => Child): Promise<Child> {
+  const device = fx.ws.device(botId, fx.svc);
+  const { child } = await timeToConnected(fx.svc, botId, () => start(device));
+  cloudCalls.set(child, device);
+  return child;
+}
+
+/** The agent behind each child: its log must show a signed token, or the figure is not the one it claims. */
+const cloudCalls = new Map<Child, Device>();
+
+/** PAIRS agents and PAIRS minimal sign + fetch + ws clients (same 20 s ping) side by side: RSS after a minute, then CPU over the next minute. */
 export async function idle(fx: LinkFixture): Promise<Idle> {
-  const agents: Child[] = [];
-  const clients: Child[] = [];
+  const [agent, floor] = await idleGroups(fx, [AGENT, SIGN_FETCH], PAIRS);
+  return {
+    rssKiB: { agent: agent!.rssKiB, floor: floor!.rssKiB },
+    cpuMsPerMin: { agent: agent!.cpuMsPerMin, floor: floor!.cpuMsPerMin },
+    ticks: { agent: agent!.ticks, floor: floor!.ticks },
+  };
+}
+
+/** The RSS and CPU rows of the table (figure, botlink, baseline, ratio, goal, result, IQR/median). */
+export function idleRows(idling: Idle): string[][] {
+  const row = (name: string, a: number[], b: number[], unit: (x: number) => string, goal: number): string[] => {
+    const r = median(a) / median(b);
+    return [
+      name,
+      unit(median(a)),
+      unit(median(b)),
+      times(r),
+      `≤ ${goal}×`,
+      verdict(r <= goal),
+      `${spread(a).toFixed(2)} · ${spread(b).toFixed(2)}`,
+    ];
+  };
+  return [
+    row(
+      `RSS after ${IDLE_MS / 1000} s connected, after a signed getToken, vs minimal sign + fetch + ws`,
+      idling.rssKiB.agent,
+      idling.rssKiB.floor,
+      mib,
+      RSS_GOAL,
+    ),
+    row(
+      `CPU in the 2nd idle minute vs minimal sign + fetch + ws, 20 s ping`,
+      idling.cpuMsPerMin.agent,
+      idling.cpuMsPerMin.floor,
+      perMin,
+      CPU_GOAL,
+    ),
+  ];
+}
+
+/** `pairs` processes of each group started round-robin, then RSS after a window, then CPU over the next. */
+async function idleGroups(fx: LinkFixture, groups: readonly Group[], pairs: number): Promise<Reading[]> {
+  const bots = BOTS.slice(2);
+  if (groups.length * pairs > bots.length)
+    throw new Error(`${groups.length} groups × ${pairs} pairs need more than the ${bots.length} seeded bots`);
+  const children = groups.map((): Child[] => []);
   try {
-    for (let i = 0; i < PAIRS; i++) {
-      const agentBot = BOTS[2 + i]!;
-      const clientBot = BOTS[2 + PAIRS + i]!;
-      agents.push((await timeToConnected(fx.svc, agentBot, () => fx.ws.agent(fx.ws.device(agentBot, fx.svc)))).child);
-      const token = await fetchToken(fx.svc, clientBot);
-      clients.push((await timeToConnected(fx.svc, clientBot, () => fx.ws.client(fx.svc, clientBot, token))).child);
+    for (let i = 0; i < pairs; i++) {
+      for (const [g, group] of groups.entries()) children[g]!.push(await group.start(fx, bots[i * groups.length + g]!));
     }
-    const all = [...agents, ...clients];
     await sleep(IDLE_MS);
-    const rss = all.map((c) => rssKiB(c.pid));
-    // The CPU window is the next minute: V8's memory reducer runs its GCs in the first ~20 s after start.
-    const before = all.map((c) => [cpuMs(c.pid), cpuTicks(c.pid)] as const);
+    const rss = children.map((cs) => cs.map((c) => rssKiB(c.pid)));
+    const anon = children.map((cs) => cs.map((c) => anonKiB(c.pid)));
+    for (const [child, device] of cloudCalls) {
+      if (children.some((cs) => cs.includes(child)) && !device.log().includes('"token signed"')) {
+        throw new Error(`agent ${device.botId} shows no signed getToken in its log: its RSS would not be the steady-state figure`);
+      }
+    }
+    // The CPU window is the next one: V8's memory reducer runs its GCs in the first ~20 s after start.
+    const before = children.map((cs) => cs.map((c) => [cpuMs(c.pid), cpuTicks(c.pid)] as const));
     const started = performance.now();
     await sleep(IDLE_MS);
     const minutes = (performance.now() - started) / 60_000;
-    const cpu = all.map((c, i) => (cpuMs(c.pid) - before[i]![0]) / minutes);
-    const ticks = all.map((c, i) => cpuTicks(c.pid) - before[i]![1]);
-    return {
-      rssKiB: { agent: rss.slice(0, PAIRS), floor: rss.slice(PAIRS) },
-      cpuMsPerMin: { agent: cpu.slice(0, PAIRS), floor: cpu.slice(PAIRS) },
-      ticks: { agent: sum(ticks.slice(0, PAIRS)), floor: sum(ticks.slice(PAIRS)) },
-    };
+    return children.map((cs, g) => ({
+      rssKiB: rss[g]!,
+      anonKiB: anon[g]!,
+      cpuMsPerMin: cs.map((c, i) => (cpuMs(c.pid) - before[g]![i]![0]) / minutes),
+      ticks: cs.reduce((sum, c, i) => sum + cpuTicks(c.pid) - before[g]![i]![1], 0),
+    }));
   } finally {
-    await Promise.all([...agents, ...clients].map((c) => c.stop('SIGTERM')));
+    await Promise.all(children.flat().map((c) => c.stop('SIGTERM')));
   }
 }
 
-const sum = (xs: number[]): number => xs.reduce((a, b) => a + b, 0);
+/** Anonymous memory of a live process, in KiB. */
+function anonKiB(pid: number): number {
+  const match = /^Anonymous:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));
+  return match ? Number(match[1]) : NaN;
+}
+
+const mib = (kib: number): string => (Number.isFinite(kib) ? `${(kib / 1024).toFixed(1)} MiB` : 'n/a');
+const perMin = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(x < 10 ? 2 : 1)} ms/min` : 'n/a');
+
+/** A sign + POST getToken + ws script like Workspace.signingClient's, with its fetch swapped for `post`. */
+function signingVariant(fx: LinkFixture, file: string, post: string): Group {
+  const fetchCall = /^const res = await fetch\(.*\);\nconst body = await res\.json\(\);$/m;
+  const script = readFileSync(fx.ws.signFetchWsClient, 'utf8');
+  if (!fetchCall.test(script)) throw new Error('Workspace.signingClient no longer POSTs with fetch(): update signingVariant');
+  const path = join(fx.ws.dir, file);
+  writeFileSync(path, script.replace(fetchCall, post));
+  return {
+    name: file.replace(/\.mjs$/, ''),
+    start: async (_fx, botId) => {
+      const device = fx.ws.device(botId, fx.svc);
+      const env = { BASE_URL: fx.svc.url, WS_URL: fx.svc.wsUrl, BOT_ID: botId, SECRET_FILE: join(device.dir, 'secret-key') };
+      return (await timeToConnected(fx.svc, botId, () => new Child([...NODE_FLAGS, path], cleanEnv({ ...UNIT_ENV, ...env })))).child;
+    },
+  };
+}
+
+const REQUEST_BODY = 'JSON.stringify({ ...params, accessSign, botId: env.BOT_ID })';
+
+/** Baselines beside the row's, for the report: how much of the figure is the HTTP stack each would pick. */
+function baselines(fx: LinkFixture): Group[] {
+  // V8 refuses a code cache written under other flags: the --liftoff-only agent gets one of its own.
+  const liftoffCache = join(fx.ws.dir, 'cache-liftoff-only');
+  mkdirSync(liftoffCache, { mode: 0o700 });
+  const agentWith = (flags: readonly string[], env: Record<string, string>, cacheDir: string) => (fxx: LinkFixture, botId: string) =>
+    startAgent(
+      fxx,
+      botId,
+      (device) =>
+        new Child([...flags, fxx.ws.bundle, 'run', '--config', device.configFile], cleanEnv({ ...env, CACHE_DIRECTORY: cacheDir })),
+    );
+  return [
+    signingVariant(
+      fx,
+      'sign-undici-ws.mjs',
+      "const { default: Pool } = await import('undici/lib/dispatcher/pool.js');\nconst { default: request } = await import('undici/lib/api/api-request.js');\n" +
+        `const res = await request.call(new Pool(env.BASE_URL, { connections: 4 }), { path: '/auth/getToken', method: 'POST', headers: { 'content-type': 'application/json' }, body: ${REQUEST_BODY} });\nconst body = await res.body.json();`,
+    ),
+    signingVariant(
+      fx,
+      'sign-http-ws.mjs',
+      "const { request } = await import('node:http');\n" +
+        `const body = await new Promise((resolve, reject) => { const req = request(env.BASE_URL + '/auth/getToken', { method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => { let t = ''; res.setEncoding('utf8'); res.on('data', (d) => (t += d)); res.on('end', () => resolve(JSON.parse(t))); }); req.on('error', reject); req.end(${REQUEST_BODY}); });`,
+    ),
+    {
+      name: 'ws only (no HTTP call)',
+      start: async (fxx, botId) => {
+        const token = await fetchToken(fxx.svc, botId);
+        return (await timeToConnected(fxx.svc, botId, () => fxx.ws.client(fxx.svc, botId, token))).child;
+      },
+    },
+    { name: "agent without the unit's Environment=", start: agentWith(NODE_FLAGS, {}, fx.ws.cacheDir) },
+    // The alternative the unit does not take: it avoids the TurboFan compile, but costs every boot node's built-in code cache.
+    { name: 'agent, node --liftoff-only', start: agentWith([...NODE_FLAGS, '--liftoff-only'], UNIT_ENV, liftoffCache) },
+  ];
+}
+
+async function main(): Promise<void> {
+  const pairs = Number(process.env.BENCH_IDLE_PAIRS ?? 3);
+  const ws = await Workspace.create('idle');
+  const fx = await LinkFixture.create(ws);
+  try {
+    // The other baselines only while the seeded bots go round; more pairs measure the row's two alone.
+    const all = [AGENT, SIGN_FETCH, ...baselines(fx)];
+    const groups = all.length * pairs <= BOTS.length - 2 ? all : all.slice(0, 2);
+    process.stderr.write(`… ${groups.length} groups × ${pairs} connected and idle for ${(2 * IDLE_MS) / 1000} s\n`);
+    const readings = await idleGroups(fx, groups, pairs);
+    const [agent, floor] = readings;
+    console.log(`\nbotlink idle figures — ${machineLine()}`);
+    console.log(
+      `every process runs as the unit runs the daemon: ${['node', ...NODE_FLAGS].join(' ')} with ${JSON.stringify(UNIT_ENV)}, but where its name says; medians of ${pairs} each\n`,
+    );
+    printTable(
+      ['process', 'RSS', 'anonymous', 'file pages', 'RSS ratio', 'CPU 2nd window', 'CPU ratio'],
+      readings.map((r, g) => [
+        groups[g]!.name,
+        mib(median(r.rssKiB)),
+        mib(median(r.anonKiB)),
+        mib(median(r.rssKiB.map((x, i) => x - r.anonKiB[i]!))),
+        times(median(agent!.rssKiB) / median(r.rssKiB)),
+        perMin(median(r.cpuMsPerMin)),
+        times(median(agent!.cpuMsPerMin) / median(r.cpuMsPerMin)),
+      ]),
+    );
+    console.log('');
+    printTable(
+      ['figure', 'botlink', 'baseline', 'ratio', 'goal', 'result', 'IQR/median'],
+      idleRows({
+        rssKiB: { agent: agent!.rssKiB, floor: floor!.rssKiB },
+        cpuMsPerMin: { agent: agent!.cpuMsPerMin, floor: floor!.cpuMsPerMin },
+        ticks: { agent: agent!.ticks, floor: floor!.ticks },
+      }),
+    );
+  } finally {
+    await fx.close();
+    ws.remove();
+  }
+}
+
+if (isMain('idle')) await main();
