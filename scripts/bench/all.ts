@@ -4,7 +4,7 @@ import { BOOT_GOAL, bootCached, LinkFixture, RECONNECT_GOAL_MS, restartReconnect
 import { CLOCK_TICKS_PER_S } from '../../test/helpers/procfs.js';
 import { median } from '../../test/helpers/stats.js';
 import type { Child } from './child.js';
-import { IDLE_MS, idle, PAIRS } from './idle.js';
+import { IDLE_MS, idle, idleRows, PAIRS } from './idle.js';
 import { BOTS, disconnect, timeToConnected } from './fixture.js';
 import { machineLine, ms, printTable, times, verdict } from './report.js';
 import { alternate, spread } from './sample.js';
@@ -14,8 +14,6 @@ import { startupRows } from './startup.js';
 import { Workspace } from './workspace.js';
 
 const RUNS = 10;
-const RSS_GOAL = 1.2;
-const CPU_GOAL = 1.5;
 
 /** Boot → connected with an empty stateDir (agent signs) vs the minimal sign + fetch + ws script. */
 async function bootUncached(fx: LinkFixture, n: number): Promise<{ agent: number[]; floor: number[] }> {
@@ -38,8 +36,6 @@ async function bootUncached(fx: LinkFixture, n: number): Promise<{ agent: number
   return { agent, floor };
 }
 
-const kib = (x: number): string => (Number.isFinite(x) ? `${(x / 1024).toFixed(1)} MiB` : 'n/a');
-const perMin = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(x < 10 ? 2 : 1)} ms/min` : 'n/a');
 const progress = (what: string): boolean => process.stderr.write(`… ${what}\n`);
 
 /** The agent's figures, on one workspace removed afterwards. */
@@ -51,7 +47,7 @@ async function agentFigures() {
     const cached = await bootCached(fx, RUNS);
     progress(`boot → connected, no cache: ${RUNS} runs each`);
     const uncached = await bootUncached(fx, RUNS);
-    progress(`${PAIRS} agents and ${PAIRS} minimal clients connected and idle for ${(2 * IDLE_MS) / 1000} s`);
+    progress(`${PAIRS} agents and ${PAIRS} minimal sign + fetch + ws clients connected and idle for ${(2 * IDLE_MS) / 1000} s`);
     const idling = await idle(fx);
     progress(`service restart → reconnected: ${RUNS} runs`);
     const restart = await restartReconnect(fx, RUNS, 0);
@@ -85,29 +81,10 @@ async function main(): Promise<void> {
       `${spread(a).toFixed(2)} · ${spread(b).toFixed(2)}`,
     ];
   };
-  const rss = median(idling.rssKiB.agent) / median(idling.rssKiB.floor);
-  const cpu = median(idling.cpuMsPerMin.agent) / median(idling.cpuMsPerMin.floor);
   const rows = [
     ratioRow('boot → connected, cached token vs minimal ws client', cached.agent, cached.floor, BOOT_GOAL),
     ratioRow('boot → connected, no cache vs minimal sign + fetch + ws', uncached.agent, uncached.floor, BOOT_GOAL),
-    [
-      `RSS after ${IDLE_MS / 1000} s connected vs minimal client`,
-      kib(median(idling.rssKiB.agent)),
-      kib(median(idling.rssKiB.floor)),
-      times(rss),
-      `≤ ${RSS_GOAL}×`,
-      verdict(rss <= RSS_GOAL),
-      '',
-    ],
-    [
-      'CPU in the 2nd idle minute vs minimal client, 20 s ping',
-      perMin(median(idling.cpuMsPerMin.agent)),
-      perMin(median(idling.cpuMsPerMin.floor)),
-      times(cpu),
-      `≤ ${CPU_GOAL}×`,
-      verdict(cpu <= CPU_GOAL),
-      '',
-    ],
+    ...idleRows(idling),
     [
       'service restart → reconnected (from listen)',
       ms(median(restart)),
