@@ -6,8 +6,8 @@ import { median } from '../../test/helpers/stats.js';
 import type { Child } from './child.js';
 import { IDLE_MS, idle, idleRows, PAIRS } from './idle.js';
 import { BOTS, disconnect, timeToConnected } from './fixture.js';
-import { machineLine, ms, printTable, times, verdict } from './report.js';
-import { alternate, spread } from './sample.js';
+import { ceilingRow, machineLine, ms, printTable, ratioRow } from './report.js';
+import { alternate } from './sample.js';
 import { relayRows } from './relay.js';
 import { serviceRows } from './service.js';
 import { startupRows } from './startup.js';
@@ -69,31 +69,11 @@ async function main(): Promise<void> {
   progress('`botlink --version` vs `node -e 0` (npm run bench:startup)');
   const startup = await startupRows();
 
-  const ratioRow = (name: string, a: number[], b: number[], goal: number): string[] => {
-    const r = median(a) / median(b);
-    return [
-      name,
-      ms(median(a)),
-      ms(median(b)),
-      times(r),
-      `≤ ${goal}×`,
-      verdict(r <= goal),
-      `${spread(a).toFixed(2)} · ${spread(b).toFixed(2)}`,
-    ];
-  };
   const rows = [
     ratioRow('boot → connected, cached token vs minimal ws client', cached.agent, cached.floor, BOOT_GOAL),
     ratioRow('boot → connected, no cache vs minimal sign + fetch + ws', uncached.agent, uncached.floor, BOOT_GOAL),
     ...idleRows(idling),
-    [
-      'service restart → reconnected (from listen)',
-      ms(median(restart)),
-      '—',
-      '—',
-      `≤ ${RECONNECT_GOAL_MS} ms`,
-      verdict(median(restart) <= RECONNECT_GOAL_MS),
-      spread(restart).toFixed(2),
-    ],
+    ceilingRow('service restart → reconnected (from listen)', restart, RECONNECT_GOAL_MS),
     ...service.rows,
     ...relay,
     ...startup,

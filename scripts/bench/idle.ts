@@ -10,9 +10,9 @@ import { Child } from './child.js';
 import { BOTS, fetchToken, timeToConnected, type Device } from './fixture.js';
 import { NODE_FLAGS, UNIT_ENV } from './unit.js';
 import { LinkFixture } from './link.js';
-import { machineLine, printTable, times, verdict } from './report.js';
+import { machineLine, printTable, ratioRow, times } from './report.js';
 import { isMain } from './root.js';
-import { sleep, spread } from './sample.js';
+import { sleep } from './sample.js';
 import { Workspace } from './workspace.js';
 
 /** Agent/client pairs idling side by side for the RSS and CPU figures (fewer via BENCH_IDLE_PAIRS while iterating). */
@@ -74,32 +74,20 @@ export async function idle(fx: LinkFixture): Promise<Idle> {
 
 /** The RSS and CPU rows of the table (figure, botlink, baseline, ratio, goal, result, IQR/median). */
 export function idleRows(idling: Idle): string[][] {
-  const row = (name: string, a: number[], b: number[], unit: (x: number) => string, goal: number): string[] => {
-    const r = median(a) / median(b);
-    return [
-      name,
-      unit(median(a)),
-      unit(median(b)),
-      times(r),
-      `≤ ${goal}×`,
-      verdict(r <= goal),
-      `${spread(a).toFixed(2)} · ${spread(b).toFixed(2)}`,
-    ];
-  };
   return [
-    row(
+    ratioRow(
       `RSS after ${IDLE_MS / 1000} s connected, after a signed getToken, vs minimal sign + fetch + ws`,
       idling.rssKiB.agent,
       idling.rssKiB.floor,
-      mib,
       RSS_GOAL,
+      mib,
     ),
-    row(
+    ratioRow(
       `CPU in the 2nd idle minute vs minimal sign + fetch + ws, 20 s ping`,
       idling.cpuMsPerMin.agent,
       idling.cpuMsPerMin.floor,
-      perMin,
       CPU_GOAL,
+      perMin,
     ),
   ];
 }

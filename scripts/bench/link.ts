@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { ReferenceService } from '../../src/service/server.js';
 import { median } from '../../test/helpers/stats.js';
 import { disconnect, nextWsEvent, startService, timeToConnected, type Device } from './fixture.js';
-import { machineLine, ms, printTable, times, verdict } from './report.js';
+import { ceilingRow, machineLine, ms, printTable, ratioRow } from './report.js';
 import { isMain } from './root.js';
 import { alternate, sleep, spread } from './sample.js';
 import { Workspace } from './workspace.js';
@@ -145,28 +145,11 @@ async function main(): Promise<void> {
     const boot = await bootCached(fx, runs);
     const restart = await restartReconnect(fx, runs, 0);
     const outage = await restartReconnect(fx, runs, 5000);
-    const bootRatio = median(boot.agent) / median(boot.floor);
     printTable(
       ['figure', 'botlink', 'baseline', 'ratio', 'goal', 'result', 'IQR/median (agent · baseline)'],
       [
-        [
-          'boot → connected, cached token vs minimal ws client',
-          ms(median(boot.agent)),
-          ms(median(boot.floor)),
-          times(bootRatio),
-          `≤ ${BOOT_GOAL}×`,
-          verdict(bootRatio <= BOOT_GOAL),
-          `${spread(boot.agent).toFixed(2)} · ${spread(boot.floor).toFixed(2)}`,
-        ],
-        [
-          'service restart → reconnected (from listen)',
-          ms(median(restart)),
-          '—',
-          '—',
-          `≤ ${RECONNECT_GOAL_MS} ms`,
-          verdict(median(restart) <= RECONNECT_GOAL_MS),
-          spread(restart).toFixed(2),
-        ],
+        ratioRow('boot → connected, cached token vs minimal ws client', boot.agent, boot.floor, BOOT_GOAL),
+        ceilingRow('service restart → reconnected (from listen)', restart, RECONNECT_GOAL_MS),
         ['service down 5 s → reconnected (from listen)', ms(median(outage)), '—', '—', 'info', '', spread(outage).toFixed(2)],
       ],
     );

@@ -1,10 +1,37 @@
 // How results are printed: units, verdicts, aligned tables and the machine they were measured on.
 import { readFileSync } from 'node:fs';
 import { availableParallelism, cpus } from 'node:os';
+import { median } from '../../test/helpers/stats.js';
+import { spread } from './sample.js';
 
 export const ms = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(x < 10 ? 1 : 0)} ms` : 'n/a');
 export const times = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(2)}×` : 'n/a');
 export const verdict = (ok: boolean): string => (ok ? 'PASS' : 'MISS');
+
+/** A table row: a figure against its baseline (medians of both), the ratio, `≤ goal×` and each sample's spread. */
+export function ratioRow(
+  name: string,
+  a: readonly number[],
+  b: readonly number[],
+  goal: number,
+  unit: (x: number) => string = ms,
+): string[] {
+  const r = median(a) / median(b);
+  return [
+    name,
+    unit(median(a)),
+    unit(median(b)),
+    times(r),
+    `≤ ${goal}×`,
+    verdict(r <= goal),
+    `${spread(a).toFixed(2)} · ${spread(b).toFixed(2)}`,
+  ];
+}
+
+/** A table row for a figure with a ceiling in ms and no baseline. */
+export function ceilingRow(name: string, xs: readonly number[], goalMs: number): string[] {
+  return [name, ms(median(xs)), '—', '—', `≤ ${goalMs} ms`, verdict(median(xs) <= goalMs), spread(xs).toFixed(2)];
+}
 
 /** Prints rows as aligned columns under a header and a rule. */
 export function printTable(header: readonly string[], rows: readonly (readonly string[])[]): void {

@@ -6,7 +6,7 @@ import { pathToFileURL } from 'node:url';
 import { median } from '../../test/helpers/stats.js';
 import { cleanEnv } from '../../test/helpers/env.js';
 import { Child, timeRun } from './child.js';
-import { machineLine, ms, printTable, times, verdict } from './report.js';
+import { machineLine, ms, printTable, ratioRow, times, verdict } from './report.js';
 import { isMain, ROOT } from './root.js';
 import { alternate, spread } from './sample.js';
 import { Workspace } from './workspace.js';
@@ -97,18 +97,7 @@ export async function startupRows(): Promise<string[][]> {
   const ws = await Workspace.create('startup');
   try {
     const { floor, version } = await measure(ws);
-    const ratio = median(version) / median(floor);
-    return [
-      [
-        '`botlink --version` vs `node -e 0`',
-        ms(median(version)),
-        ms(median(floor)),
-        times(ratio),
-        `≤ ${GOAL}×`,
-        verdict(ratio <= GOAL),
-        `${spread(version).toFixed(2)} · ${spread(floor).toFixed(2)}`,
-      ],
-    ];
+    return [ratioRow('`botlink --version` vs `node -e 0`', version, floor, GOAL)];
   } finally {
     ws.remove();
   }
