@@ -7,9 +7,9 @@ import { cpuMs, rssKiB } from '../../test/helpers/procfs.js';
 import { median } from '../../test/helpers/stats.js';
 import { type App, DOWN_EVERY_MS, DOWN_FRAME_BYTES, UP_EVERY_MS, UP_FRAME_BYTES } from './relay-app.js';
 import { BOTS, type Path, type PerPath, type Relays, type RelaySide, relayRig } from './relay-rig.js';
-import { machineLine, printTable, times, verdict } from './report.js';
+import { machineLine, printTable, ratioRow, spreads, times, verdict } from './report.js';
 import { isMain } from './root.js';
-import { alternate, sleep, spread } from './sample.js';
+import { alternate, sleep } from './sample.js';
 import { Workspace } from './workspace.js';
 
 const P50_GOAL = 1.2;
@@ -171,14 +171,6 @@ function rssDrift(xs: readonly number[]): { first: number; last: number; min: nu
 
 const msCell = (x: number): string => `${x.toFixed(3)} ms`;
 const mib = (kib: number): string => `${(kib / 1024).toFixed(1)}`;
-const spreads = (a: readonly number[], b: readonly number[]): string => `${spread(a).toFixed(2)} · ${spread(b).toFixed(2)}`;
-
-/** A row of botlink's median against the forwarder's; `higherIsBetter` turns the goal into a floor. */
-function ratioRow(name: string, a: number[], b: number[], goal: number, cell: (x: number) => string, higherIsBetter = false): string[] {
-  const r = median(a) / median(b);
-  const ok = higherIsBetter ? r >= goal : r <= goal;
-  return [name, cell(median(a)), cell(median(b)), times(r), `${higherIsBetter ? '≥' : '≤'} ${goal}×`, verdict(ok), spreads(a, b)];
-}
 
 /**
  * The relay rows of the `npm run bench` table (figure, botlink, bare forwarder, ratio, goal, result,

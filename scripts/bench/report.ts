@@ -8,13 +8,17 @@ export const ms = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(x < 
 export const times = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(2)}×` : 'n/a');
 export const verdict = (ok: boolean): string => (ok ? 'PASS' : 'MISS');
 
-/** A table row: a figure against its baseline (medians of both), the ratio, `≤ goal×` and each sample's spread. */
+/**
+ * A table row: a figure against its baseline (medians of both), the ratio, its goal (`≤ goal×`, or
+ * `≥ goal×` for a figure where more is better) and each sample's spread.
+ */
 export function ratioRow(
   name: string,
   a: readonly number[],
   b: readonly number[],
   goal: number,
   unit: (x: number) => string = ms,
+  moreIsBetter = false,
 ): string[] {
   const r = median(a) / median(b);
   return [
@@ -22,11 +26,14 @@ export function ratioRow(
     unit(median(a)),
     unit(median(b)),
     times(r),
-    `≤ ${goal}×`,
-    verdict(r <= goal),
-    `${spread(a).toFixed(2)} · ${spread(b).toFixed(2)}`,
+    `${moreIsBetter ? '≥' : '≤'} ${goal}×`,
+    verdict(moreIsBetter ? r >= goal : r <= goal),
+    spreads(a, b),
   ];
 }
+
+/** Each sample's IQR/median, as the table's last column shows them. */
+export const spreads = (a: readonly number[], b: readonly number[]): string => `${spread(a).toFixed(2)} · ${spread(b).toFixed(2)}`;
 
 /** A table row for a figure with a ceiling in ms and no baseline. */
 export function ceilingRow(name: string, xs: readonly number[], goalMs: number): string[] {
