@@ -1,8 +1,8 @@
 // `npm run bench:link`: how fast the agent's WebSocket comes up from a cached token, against a
 // minimal ws client given the same token, and how fast it comes back after a service restart.
-import { watch } from 'node:fs';
 import { join } from 'node:path';
 import type { ReferenceService } from '../../src/service/server.js';
+import { fileAppears } from '../../test/helpers/file-appears.js';
 import { median } from '../../test/helpers/stats.js';
 import { disconnect, nextWsEvent, startService, timeToConnected, type Device } from './fixture.js';
 import { ceilingRow, machineLine, ms, printTable, ratioRow } from './report.js';
@@ -36,7 +36,8 @@ export class LinkFixture {
     const dbFile = join(ws.dir, 'service.db');
     const svc = await startService(dbFile);
     const device = ws.device(BOT, svc);
-    const cached = codeCacheWritten(ws.cacheDir);
+    // The agent writes its code cache 5 s after its start.
+    const cached = fileAppears(ws.cacheDir, '.v8cache');
     const { child } = await timeToConnected(svc, BOT, () => ws.agent(device));
     await cached;
     await disconnect(svc, BOT, child);
@@ -46,22 +47,6 @@ export class LinkFixture {
   async close(): Promise<void> {
     await this.svc.close();
   }
-}
-
-/** Resolves when a code cache file appears in `dir` (the agent writes it 5 s after its start). */
-function codeCacheWritten(dir: string, timeoutMs = 60_000): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const watcher = watch(dir, (_event, name) => {
-      if (!name?.endsWith('.v8cache')) return;
-      clearTimeout(timer);
-      watcher.close();
-      resolve();
-    });
-    const timer = setTimeout(() => {
-      watcher.close();
-      reject(new Error(`no code cache written in ${dir} within ${timeoutMs} ms`));
-    }, timeoutMs);
-  });
 }
 
 /** Where an agent boot spends its time, per run, from its log: the three stretches sum to the boot. */

@@ -1,10 +1,11 @@
 // `npm run bench:startup`: `botlink --version` against `node -e 0` (the floor), and for scale a command
 // that loads the application bundle, compiled from source and from the code cache.
-import { mkdirSync, readFileSync, readdirSync, statSync, watch } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { median } from '../../test/helpers/stats.js';
 import { cleanEnv } from '../../test/helpers/env.js';
+import { fileAppears } from '../../test/helpers/file-appears.js';
 import { Child, timeRun } from './child.js';
 import { machineLine, ms, printTable, ratioRow, times, verdict } from './report.js';
 import { isMain, ROOT } from './root.js';
@@ -145,14 +146,7 @@ async function main(): Promise<void> {
 
 /** `botlink serve` with the workspace's cache directory until it wrote the code cache. */
 async function warmCodeCache(ws: Workspace): Promise<void> {
-  const written = new Promise<void>((resolve) => {
-    const watcher = watch(ws.cacheDir, (_event, name) => {
-      if (name?.endsWith('.v8cache')) {
-        watcher.close();
-        resolve();
-      }
-    });
-  });
+  const written = fileAppears(ws.cacheDir, '.v8cache');
   const child = new Child([ws.bundle, 'serve', '--port', '0'], cleanEnv({ CACHE_DIRECTORY: ws.cacheDir }));
   await Promise.race([written, child.exited.then((code) => Promise.reject(new Error(`serve exited ${code}: ${child.out}`)))]);
   await child.stop('SIGTERM');

@@ -1,6 +1,6 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { appendFileSync, chmodSync, mkdirSync, readdirSync, readFileSync, watch, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,6 +9,7 @@ import type { AppBundle } from '../../src/cli/app-loader.js';
 import { cacheFileFor, writeCodeCache } from '../../src/cli/code-cache.js';
 import { type Bundle, bundleChild, privateDaemonBundle } from '../helpers/bundle.js';
 import { cleanEnv } from '../helpers/env.js';
+import { fileAppears } from '../helpers/file-appears.js';
 import { useHarness } from '../helpers/harness.js';
 
 const { tempDir } = useHarness();
@@ -108,14 +109,7 @@ describe('the application bundle through V8 code cache', () => {
 
   it('a long-lived command (serve) with $CACHE_DIRECTORY writes the cache a few seconds after it started', async () => {
     const dir = cacheDir();
-    const written = new Promise<string>((resolve) => {
-      const watcher = watch(dir, (_event, name) => {
-        if (name?.endsWith('.v8cache')) {
-          watcher.close();
-          resolve(name);
-        }
-      });
-    });
+    const written = fileAppears(dir, '.v8cache');
     const child = spawn(process.execPath, [bundle.file, 'serve', '--port', '0'], {
       env: cleanEnv({ CACHE_DIRECTORY: dir }),
       stdio: 'ignore',
