@@ -3,10 +3,9 @@
 // their CPU over the next minute. `npm run bench:idle` runs it alone, with more baselines beside.
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { cleanEnv } from '../../test/helpers/env.js';
 import { cpuMs, cpuTicks, rssKiB } from '../../test/helpers/procfs.js';
 import { median } from '../../test/helpers/stats.js';
-import { Child } from './child.js';
+import type { Child } from './child.js';
 import { BOTS, fetchToken, timeToConnected, type Device } from './fixture.js';
 import { NODE_FLAGS, UNIT_ENV } from './unit.js';
 import { LinkFixture } from './link.js';
@@ -65,10 +64,14 @@ const cloudCalls = new Map<Child, Device>();
 /** PAIRS agents and PAIRS minimal sign + fetch + ws clients (same 20 s ping) side by side: RSS after a minute, then CPU over the next minute. */
 export async function idle(fx: LinkFixture): Promise<Idle> {
   const [agent, floor] = await idleGroups(fx, [AGENT, SIGN_FETCH], PAIRS);
+  return asIdle(agent!, floor!);
+}
+
+function asIdle(agent: Reading, floor: Reading): Idle {
   return {
-    rssKiB: { agent: agent!.rssKiB, floor: floor!.rssKiB },
-    cpuMsPerMin: { agent: agent!.cpuMsPerMin, floor: floor!.cpuMsPerMin },
-    ticks: { agent: agent!.ticks, floor: floor!.ticks },
+    rssKiB: { agent: agent.rssKiB, floor: floor.rssKiB },
+    cpuMsPerMin: { agent: agent.cpuMsPerMin, floor: floor.cpuMsPerMin },
+    ticks: { agent: agent.ticks, floor: floor.ticks },
   };
 }
 
@@ -144,11 +147,8 @@ function signingVariant(fx: LinkFixture, file: string, post: string): Group {
   writeFileSync(path, script.replace(fetchCall, post));
   return {
     name: file.replace(/\.mjs$/, ''),
-    start: async (_fx, botId) => {
-      const device = fx.ws.device(botId, fx.svc);
-      const env = { BASE_URL: fx.svc.url, WS_URL: fx.svc.wsUrl, BOT_ID: botId, SECRET_FILE: join(device.dir, 'secret-key') };
-      return (await timeToConnected(fx.svc, botId, () => new Child([...NODE_FLAGS, path], cleanEnv({ ...UNIT_ENV, ...env })))).child;
-    },
+    start: async (_fx, botId) =>
+      (await timeToConnected(fx.svc, botId, () => fx.ws.signingClient(fx.svc, fx.ws.device(botId, fx.svc), path))).child,
   };
 }
 
@@ -159,13 +159,8 @@ function baselines(fx: LinkFixture): Group[] {
   // V8 refuses a code cache written under other flags: the --liftoff-only agent gets one of its own.
   const liftoffCache = join(fx.ws.dir, 'cache-liftoff-only');
   mkdirSync(liftoffCache, { mode: 0o700 });
-  const agentWith = (flags: readonly string[], env: Record<string, string>, cacheDir: string) => (fxx: LinkFixture, botId: string) =>
-    startAgent(
-      fxx,
-      botId,
-      (device) =>
-        new Child([...flags, fxx.ws.bundle, 'run', '--config', device.configFile], cleanEnv({ ...env, CACHE_DIRECTORY: cacheDir })),
-    );
+  const agentWith = (o: Parameters<Workspace['agent']>[1]) => (fxx: LinkFixture, botId: string) =>
+    startAgent(fxx, botId, (device) => fxx.ws.agent(device, o));
   return [
     signingVariant(
       fx,
@@ -186,9 +181,9 @@ function baselines(fx: LinkFixture): Group[] {
         return (await timeToConnected(fxx.svc, botId, () => fxx.ws.client(fxx.svc, botId, token))).child;
       },
     },
-    { name: "agent without the unit's Environment=", start: agentWith(NODE_FLAGS, {}, fx.ws.cacheDir) },
+    { name: "agent without the unit's Environment=", start: agentWith({ env: {} }) },
     // The alternative the unit does not take: it avoids the TurboFan compile, but costs every boot node's built-in code cache.
-    { name: 'agent, node --liftoff-only', start: agentWith([...NODE_FLAGS, '--liftoff-only'], UNIT_ENV, liftoffCache) },
+    { name: 'agent, node --liftoff-only', start: agentWith({ flags: [...NODE_FLAGS, '--liftoff-only'], cacheDir: liftoffCache }) },
   ];
 }
 
@@ -220,14 +215,7 @@ async function main(): Promise<void> {
       ]),
     );
     console.log('');
-    printTable(
-      ['figure', 'botlink', 'baseline', 'ratio', 'goal', 'result', 'IQR/median'],
-      idleRows({
-        rssKiB: { agent: agent!.rssKiB, floor: floor!.rssKiB },
-        cpuMsPerMin: { agent: agent!.cpuMsPerMin, floor: floor!.cpuMsPerMin },
-        ticks: { agent: agent!.ticks, floor: floor!.ticks },
-      }),
-    );
+    printTable(['figure', 'botlink', 'baseline', 'ratio', 'goal', 'result', 'IQR/median'], idleRows(asIdle(agent!, floor!)));
   } finally {
     await fx.close();
     ws.remove();

@@ -75,11 +75,14 @@ export class Workspace {
     return new Device(this.dir, botId, svc.url);
   }
 
-  /** `botlink run` from the bundle, with the unit's node flags and environment (as every child here) and, as the unit gives it, a code cache directory. */
-  agent(device: Device): Child {
+  /**
+   * `botlink run` from the bundle as the unit runs it: its node flags and `Environment=` (as every child
+   * here), and a code cache directory as its CacheDirectory= gives one. `o` varies them for comparisons.
+   */
+  agent(device: Device, o: { flags?: readonly string[]; env?: Readonly<Record<string, string>>; cacheDir?: string } = {}): Child {
     return new Child(
-      [...NODE_FLAGS, this.bundle, 'run', '--config', device.configFile],
-      cleanEnv({ ...UNIT_ENV, CACHE_DIRECTORY: this.cacheDir }),
+      [...(o.flags ?? NODE_FLAGS), this.bundle, 'run', '--config', device.configFile],
+      cleanEnv({ ...(o.env ?? UNIT_ENV), CACHE_DIRECTORY: o.cacheDir ?? this.cacheDir }),
     );
   }
 
@@ -88,10 +91,10 @@ export class Workspace {
     return new Child([...NODE_FLAGS, this.wsClient], cleanEnv({ ...UNIT_ENV, WS_URL: svc.wsUrl, BOT_ID: botId, TOKEN: token }));
   }
 
-  /** The minimal sign + fetch + ws script for the device's botId. */
-  signingClient(svc: ReferenceService, device: Device): Child {
+  /** The minimal sign + fetch + ws script for the device's botId (or a variant of it in `script`). */
+  signingClient(svc: ReferenceService, device: Device, script = this.signFetchWsClient): Child {
     const env = { BASE_URL: svc.url, WS_URL: svc.wsUrl, BOT_ID: device.botId, SECRET_FILE: join(device.dir, 'secret-key') };
-    return new Child([...NODE_FLAGS, this.signFetchWsClient], cleanEnv({ ...UNIT_ENV, ...env }));
+    return new Child([...NODE_FLAGS, script], cleanEnv({ ...UNIT_ENV, ...env }));
   }
 
   remove(): void {
