@@ -16,7 +16,7 @@ export const appFileOf = (entry) => entry.replace(/\.mjs$/, '') + '.cjs';
 const common = { bundle: true, platform: 'node', target: 'node20.18', legalComments: 'none', logLevel: 'warning' };
 
 /**
- * The application bundle's esbuild options, shared with the benchmarks that build variants of it:
+ * The application bundle's esbuild options (scripts/package reads its externals from them):
  * CommonJS, because V8's code cache (vm.Script) takes scripts, not modules; the entry hands it
  * `require` and the URL of its file as `import.meta.url`.
  */

@@ -1,5 +1,5 @@
 import { constants, closeSync, fstatSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 
 /**
  * V8's code cache of the application bundle, kept in the service's cache directory ($CACHE_DIRECTORY,
@@ -25,7 +25,7 @@ export function cacheFileFor(dir: string | undefined, buildId: string): string |
 export function readCodeCache(file: string): Buffer | undefined {
   let fd: number | undefined;
   try {
-    if (!ownedAndPrivate(statSync(join(file, '..')))) return undefined;
+    if (!ownedAndPrivate(statSync(dirname(file)))) return undefined;
     fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW);
     const st = fstatSync(fd);
     if (!st.isFile() || !ownedAndPrivate(st)) return undefined;
@@ -59,8 +59,8 @@ export function writeCodeCache(file: string, data: Buffer): boolean {
     }
     return false;
   }
-  const dir = join(file, '..');
-  const mine = file.slice(dir.length + 1);
+  const dir = dirname(file);
+  const mine = basename(file);
   try {
     for (const name of readdirSync(dir)) {
       if (name !== mine && name.startsWith(PREFIX) && name.endsWith(SUFFIX)) rmSync(join(dir, name), { force: true });
