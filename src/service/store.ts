@@ -163,7 +163,8 @@ interface Batch {
  * Writes are group-committed: every transaction() of one event-loop turn shares one COMMIT, so pages
  * touched by many requests are written once; callers answer only after committed() resolves.
  * Tokens and nonces are appended and found through indexes in memory, rebuilt on open and undone with any
- * rollback: an insert writes only the tables' last pages. One store per database file.
+ * rollback: an insert writes only the tables' last pages. Another process writing the same file (a second
+ * `serve --db`) is seen through PRAGMA data_version, and everything held in memory is then read again.
  */
 export class ServiceStore {
   readonly #db: Database.Database;
@@ -174,9 +175,9 @@ export class ServiceStore {
   readonly #commit: Database.Statement;
   readonly #checkpointer: NodeJS.Timeout | undefined;
   #batch: Batch | undefined;
-  /** Secrets found so far; accounts change only in applySeed, which clears it. Unknown keys are not kept. */
+  /** Secrets found so far; accounts change only in applySeed, which clears it (as #load does). Unknown keys are not kept. */
   readonly #secrets = new Map<string, string>();
-  /** Ownerships found so far; only applySeed can take one away, and it clears this. */
+  /** Ownerships found so far; only applySeed can take one away, and it clears this (as #load does). */
   readonly #owned = new Set<string>();
   /** Token hash → row id, for every row of tokens. */
   readonly #tokenIds = new Map<string, number>();
@@ -186,19 +187,40 @@ export class ServiceStore {
   readonly #nonces = new Set<string>();
   /** How to take back the index changes of the open batch, newest last. */
   #undo: (() => void)[] = [];
+  readonly #dataVersion: Database.Statement<[], number>;
+  /** data_version when what is in memory was read: it changes when another connection commits. */
+  #seenVersion = 0;
 
   constructor(file: string) {
     this.#db = open(file);
     this.#stmt = prepareStatements(this.#db);
     this.#atomically = this.#db.transaction((fn: () => unknown) => fn());
-    this.#begin = this.#db.prepare('BEGIN');
+    // IMMEDIATE: the batch holds the write lock from its start, so no other writer lands between catching up and writing.
+    this.#begin = this.#db.prepare('BEGIN IMMEDIATE');
     this.#commit = this.#db.prepare('COMMIT');
+    this.#dataVersion = this.#db.prepare<[], number>('PRAGMA data_version').pluck();
+    this.#load();
+    if (file !== ':memory:') this.#checkpointer = setInterval(() => this.#checkpoint(), CHECKPOINT_MS).unref();
+  }
+
+  /** Reads the indexes from the file and forgets the cached secrets and ownerships. */
+  #load(): void {
+    this.#seenVersion = this.#dataVersion.get()!;
+    this.#secrets.clear();
+    this.#owned.clear();
+    this.#tokenIds.clear();
+    this.#nonces.clear();
+    this.#nextTokenId = 1;
     for (const { id, hash } of this.#stmt.allTokens.iterate()) {
       this.#tokenIds.set(hash, id);
       this.#nextTokenId = Math.max(this.#nextTokenId, id + 1);
     }
     for (const row of this.#stmt.allNonces.iterate()) this.#nonces.add(nonceKey(row.access_key_id, row.nonce));
-    if (file !== ':memory:') this.#checkpointer = setInterval(() => this.#checkpoint(), CHECKPOINT_MS).unref();
+  }
+
+  /** Reads again what another process changed in the file. A batch caught up when it began, and holds the write lock. */
+  #catchUp(): void {
+    if (!this.#batch && this.#dataVersion.get() !== this.#seenVersion) this.#load();
   }
 
   /** Adds or updates the seed's accounts, vendors and bots; registered devices and tokens stay. */
@@ -256,6 +278,7 @@ export class ServiceStore {
     // A failed batch is reported to whoever awaits committed(); nobody awaiting is not an error.
     committed.catch(() => undefined);
     this.#begin.run();
+    if (this.#dataVersion.get() !== this.#seenVersion) this.#load();
     this.#batch = { committed, resolve, reject };
     setImmediate(() => this.#commitBatch());
   }
@@ -285,6 +308,7 @@ export class ServiceStore {
   }
 
   secretOf(accessKeyId: string): string | undefined {
+    this.#catchUp();
     const known = this.#secrets.get(accessKeyId);
     if (known !== undefined) return known;
     const secret = this.#stmt.secret.get(accessKeyId)?.secret_key;
@@ -294,6 +318,7 @@ export class ServiceStore {
 
   /** Whether the bot or vendor is registered under that account. */
   owns(accessKeyId: string, identity: Identity): boolean {
+    this.#catchUp();
     const key = `${accessKeyId}\n${identity.kind}\n${identity.id}`;
     if (this.#owned.has(key)) return true;
     const stmt = identity.kind === 'bot' ? this.#stmt.ownsBot : this.#stmt.ownsVendor;
@@ -380,6 +405,7 @@ export class ServiceStore {
   }
 
   findToken(hash: string): TokenRecord | undefined {
+    this.#catchUp();
     const id = this.#tokenIds.get(hash);
     const row = id === undefined ? undefined : this.#stmt.findToken.get(id);
     if (!row) return undefined;

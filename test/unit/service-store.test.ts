@@ -192,6 +192,36 @@ describe('ServiceStore', () => {
     }
   });
 
+  it('a second store on the same file (a second serve --db) sees its nonces, tokens, ids and seed, and they see its', async () => {
+    const other = new ServiceStore(file);
+    try {
+      const record = { kind: 'access' as const, accessKeyId: 'AK', identity: { kind: 'bot' as const, id: 'bot-1' }, expiresAt: 9000 };
+      store.transaction(() => store.saveToken('h1', record));
+      await store.committed();
+      expect(other.findToken('h1')).toEqual(record);
+      store.transaction(() => store.claimNonce('AK', 'n1', 9000));
+      await store.committed();
+      expect(other.transaction(() => other.claimNonce('AK', 'n1', 9000))).toBe(false);
+      // Ids come from memory: neither store may hand out one the other has used.
+      other.transaction(() => other.saveToken('h2', record));
+      await other.committed();
+      store.transaction(() => store.saveToken('h3', record));
+      await store.committed();
+      expect([store.findToken('h2'), other.findToken('h3')]).toEqual([record, record]);
+      // A seed applied by the other process: each cache on its own.
+      expect(store.owns('AK', { kind: 'vendor', id: 'V1' })).toBe(true);
+      other.applySeed({ accounts: [{ accessKeyId: 'AK2', secretKey: 'SK2', vendors: [{ vendorId: 'V1', bots: [] }] }] });
+      await other.committed();
+      expect(store.owns('AK', { kind: 'vendor', id: 'V1' })).toBe(false);
+      expect(store.secretOf('AK')).toBe('SK');
+      other.applySeed({ accounts: [{ accessKeyId: 'AK', secretKey: 'NEW', vendors: [] }] });
+      await other.committed();
+      expect(store.secretOf('AK')).toBe('NEW');
+    } finally {
+      other.close();
+    }
+  });
+
   it('group-commits: writes of one turn reach the file together, once committed() resolves', async () => {
     const reader = new Database(file, { readonly: true });
     try {
