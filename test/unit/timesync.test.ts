@@ -98,8 +98,8 @@ describe('checkTimeSync: chrony', () => {
     const result = await checkTimeSync(opts({ run }));
     expect(result).toMatchObject({ verdict, source: 'chrony' });
     expect(result.detail).toMatch(/^chronyc: .+, offset -?[\d.e-]+ s$/);
-    // Both tools are asked at once; chrony's answer decides over timedated's.
-    expect(calls.map((c) => c.argv)).toEqual([DEFAULT_CHRONYC, DEFAULT_TIMEDATECTL]);
+    // chrony answered: timedatectl is not run.
+    expect(calls.map((c) => c.argv)).toEqual([DEFAULT_CHRONYC]);
   });
 
   it.each<[string, Reply]>([
@@ -134,6 +134,39 @@ describe('checkTimeSync: timedatectl', () => {
   it('says which source decided in one line', async () => {
     const { run } = scripted({ timedatectl: ok('yes\n') });
     expect((await checkTimeSync(opts({ run }))).detail).toBe('timedatectl: NTPSynchronized=yes');
+  });
+});
+
+describe('checkTimeSync: in order, or the tools at once', () => {
+  /** A runner on which chronyc answers only when the test says so, and timedatectl at once. */
+  function held(chronyc: Reply) {
+    const started: string[] = [];
+    let answerChrony!: () => void;
+    let firstCall!: () => void;
+    const called = new Promise<void>((resolve) => (firstCall = resolve));
+    const run: CommandRunner = async (argv) => {
+      started.push(argv[0]!);
+      firstCall();
+      if (argv[0] !== 'chronyc') return ok('yes\n');
+      await new Promise<void>((resolve) => (answerChrony = resolve));
+      return chronyc;
+    };
+    return { run, started, called, answerChrony: () => answerChrony() };
+  }
+
+  it.each<[string, boolean, Reply, string[], string[], string]>([
+    ['in order, chrony answers', false, ok(chronyLine('0.0001', 'Normal')), ['chronyc'], ['chronyc'], 'chrony'],
+    ['in order, chrony does not', false, undefined, ['chronyc'], ['chronyc', 'timedatectl'], 'timedated'],
+    ['at once, chrony answers', true, ok(chronyLine('0.0001', 'Normal')), ['chronyc', 'timedatectl'], ['chronyc', 'timedatectl'], 'chrony'],
+    ['at once, chrony does not', true, undefined, ['chronyc', 'timedatectl'], ['chronyc', 'timedatectl'], 'timedated'],
+  ])('%s', async (_name, atOnce, chronyc, beforeChronyAnswers, all, source) => {
+    const h = held(chronyc);
+    const result = checkTimeSync(opts({ run: h.run }), atOnce);
+    await h.called;
+    expect(h.started).toEqual(beforeChronyAnswers);
+    h.answerChrony();
+    expect(await result).toMatchObject({ source });
+    expect(h.started).toEqual(all);
   });
 });
 

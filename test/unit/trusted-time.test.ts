@@ -19,12 +19,21 @@ const VERDICTS: Record<Verdict, TimeSyncResult> = {
 function setup(verdict: Verdict) {
   const clock = new ManualClock();
   const serverTime = new ServerTime(clock);
-  const state = { verdict, checks: 0, samples: 0, sampled: 0, down: false, hold: undefined as Promise<void> | undefined };
+  const state = {
+    verdict,
+    checks: 0,
+    firsts: [] as boolean[],
+    samples: 0,
+    sampled: 0,
+    down: false,
+    hold: undefined as Promise<void> | undefined,
+  };
   const time = new TrustedTime({
     clock,
     serverTime,
-    checkTimeSync: async () => {
+    checkTimeSync: async (first) => {
       state.checks++;
+      state.firsts.push(first);
       return VERDICTS[state.verdict];
     },
     // A HEAD whose Date header says the server's time, answered at once (or failing while `down`).
@@ -52,6 +61,8 @@ describe('TrustedTime: the verdict cache', () => {
     await clock.advance(1);
     await time.verdict();
     expect(state.checks).toBe(2);
+    // Only the first check may run the tools side by side (a boot may wait on it).
+    expect(state.firsts).toEqual([true, false]);
   });
 
   it('holds an unsynced verdict a minute, a synced one 5 min and none at all 10 min', () => {

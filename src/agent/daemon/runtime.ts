@@ -19,7 +19,7 @@ export interface AgentRuntime {
   readonly store: TokenStore;
   readonly serverTime: ServerTime;
   readonly api: CloudClient;
-  checkTimeSync(): Promise<TimeSyncResult>;
+  checkTimeSync(toolsAtOnce?: boolean): Promise<TimeSyncResult>;
   /** A token manager for one identity, wired to this runtime's store, client and clock. */
   tokensFor(identity: Identity, onChange?: () => void): TokenManager;
   close(): Promise<void>;
@@ -66,7 +66,7 @@ export function openRuntime(config: AgentConfig, opts: RuntimeOptions): AgentRun
     store,
     serverTime,
     api,
-    checkTimeSync: () => checkTimeSync({ clock, floorMs, ...opts.timeSync }),
+    checkTimeSync: (toolsAtOnce) => checkTimeSync({ clock, floorMs, ...opts.timeSync }, toolsAtOnce),
     tokensFor(identity, onChange) {
       const manager = new TokenManager({
         identity,

@@ -51,20 +51,23 @@ type Answer = TimeSyncResult | undefined;
 
 /**
  * The first source that answers decides, in this order: floor, timesyncd's file, chrony, timedated.
- * The two tools are asked at once: one after the other put two process runs end to end on a boot's
- * way to connected (about 3 ms on a 2-core x86), and both run anyway wherever neither answers.
+ * With `toolsAtOnce` (a first verdict, which a boot may wait on) the two tools run side by side: one
+ * after the other put two process runs end to end on its way to connected (about 3 ms on a 2-core
+ * x86). Otherwise timedatectl runs only when chrony did not answer: on a chrony board it would start
+ * systemd-timedated over D-Bus at every check, to be ignored.
  */
-export async function checkTimeSync(opts: TimeSyncOptions): Promise<TimeSyncResult> {
+export async function checkTimeSync(opts: TimeSyncOptions, toolsAtOnce = false): Promise<TimeSyncResult> {
   const run = opts.run ?? runCommand;
   const timeoutMs = opts.timeoutMs ?? DEFAULT_SOURCE_TIMEOUT_MS;
   const local = checkFloor(opts.clock, opts.floorMs()) ?? (await checkSyncFile(opts.syncFile ?? DEFAULT_SYNC_FILE));
   if (local) return local;
-  const tools = [
-    checkChrony(run, opts.chronyc ?? DEFAULT_CHRONYC, timeoutMs),
-    checkTimedated(run, opts.timedatectl ?? DEFAULT_TIMEDATECTL, timeoutMs),
+  const asks = [
+    () => checkChrony(run, opts.chronyc ?? DEFAULT_CHRONYC, timeoutMs),
+    () => checkTimedated(run, opts.timedatectl ?? DEFAULT_TIMEDATECTL, timeoutMs),
   ];
-  for (const answer of tools) {
-    const result = await answer;
+  const started = toolsAtOnce ? asks.map((ask) => ask()) : [];
+  for (const [i, ask] of asks.entries()) {
+    const result = await (started[i] ?? ask());
     if (result) return result;
   }
   return { verdict: 'unknown', source: 'none', detail: 'no time source answered (no timesyncd, chrony or timedated)' };

@@ -8,8 +8,8 @@ import type { TimeSyncResult } from './timesync.js';
 export interface TrustedTimeOptions {
   clock: TimeReader;
   serverTime: ServerTime;
-  /** The local time-sync verdict; called at most once per its TTL. */
-  checkTimeSync: () => Promise<TimeSyncResult>;
+  /** The local time-sync verdict; called at most once per its TTL, `first` for the first (see checkTimeSync's toolsAtOnce). */
+  checkTimeSync: (first: boolean) => Promise<TimeSyncResult>;
   /** Fetches one server time sample (the cloud client's HEAD); rejects when none could be had. */
   sampleServerTime: () => Promise<void>;
   log: Logger;
@@ -27,7 +27,8 @@ export interface ClockStatus {
 
 /**
  * How long a time-sync verdict holds. Unsynced is re-checked each minute (NTP usually syncs soon after
- * boot); synced or no source at all rarely change, and each check spawns chronyc and timedatectl.
+ * boot); synced or no source at all rarely change, and each check spawns chronyc (and timedatectl
+ * where chrony does not answer).
  */
 export const VERDICT_TTL_MS: Readonly<Record<TimeSyncResult['verdict'], number>> = {
   unsynced: 60_000,
@@ -64,7 +65,7 @@ export class TrustedTime {
   async verdict(): Promise<TimeSyncResult> {
     const mono = this.#o.clock.monoNow();
     if (!this.#verdict || mono - this.#verdictAtMono >= VERDICT_TTL_MS[this.#verdict.verdict]) {
-      this.#verdict = await this.#o.checkTimeSync();
+      this.#verdict = await this.#o.checkTimeSync(this.#verdict === undefined);
       this.#verdictAtMono = mono;
     }
     return this.#verdict;

@@ -12,8 +12,7 @@ import { accessUsableFor, decideNextAction, DEFAULT_POLICY, type PolicySettings,
 import type { ServerTime } from '../time/servertime.js';
 import { signedGetToken } from './signflow.js';
 import type { StoreIdentity, TokenPair, TokenStore } from '../store/token-store.js';
-import type { TimeSyncResult } from '../time/timesync.js';
-import { TrustedTime, type ClockStatus } from '../time/trusted-time.js';
+import { TrustedTime, type ClockStatus, type TrustedTimeOptions } from '../time/trusted-time.js';
 
 /** How long a background server time sample waits (see #sampleSoon). */
 export const BACKGROUND_SAMPLE_DELAY_MS = 1000;
@@ -26,8 +25,7 @@ export interface TokenManagerOptions {
   api: CloudClient;
   serverTime: ServerTime;
   clock: Clock;
-  /** The local time-sync verdict; called at most once per `verdictTtlMs`. */
-  checkTimeSync: () => Promise<TimeSyncResult>;
+  checkTimeSync: TrustedTimeOptions['checkTimeSync'];
   log: Logger;
   policy?: PolicySettings;
   backoff?: BackoffSettings;
