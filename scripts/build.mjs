@@ -3,7 +3,7 @@
 // (better-sqlite3, unix-dgram) stay external.
 import { build } from 'esbuild';
 import { createHash } from 'node:crypto';
-import { chmod, readFile, rename } from 'node:fs/promises';
+import { chmod, readFile, rename, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -11,7 +11,10 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 export const BUNDLE = join(root, 'dist', 'botlink.mjs');
 
 /** The application bundle beside an entry: dist/botlink.mjs → dist/botlink.cjs. */
-export const appFileOf = (entry) => entry.replace(/\.mjs$/, '') + '.cjs';
+export const appFileOf = (entry) => `${entry.replace(/\.mjs$/, '')}.cjs`;
+
+/** The first line of the application bundle: its content id, which src/cli/app-loader.ts checks before it uses a code cache. */
+const appHeader = (id) => `// botlink-app ${id}\n`;
 
 const common = { bundle: true, platform: 'node', target: 'node20.18', legalComments: 'none', logLevel: 'warning' };
 
@@ -29,7 +32,7 @@ export function bundleOptions() {
   };
 }
 
-/** The entry's options: it knows its application bundle by file name, content id and size. */
+/** The entry's options: it knows its application bundle by file name and content id. */
 function entryOptions(app) {
   return { ...common, format: 'esm', banner: { js: '#!/usr/bin/env node' }, define: { __BOTLINK_APP__: JSON.stringify(app) } };
 }
@@ -39,7 +42,7 @@ function entryOptions(app) {
  * process) with plain node: bundled, its packages left external so they resolve to node_modules.
  */
 export function scriptOptions() {
-  return { bundle: true, platform: 'node', format: 'esm', target: 'node20.18', packages: 'external', logLevel: 'warning' };
+  return { ...common, format: 'esm', packages: 'external' };
 }
 
 /** Builds the entry and its application bundle; the tests' global setup calls this too, so tests always run current code. */
@@ -50,7 +53,8 @@ export async function buildBundle(outfile = BUNDLE) {
   const partial = `${outfile}.${process.pid}.partial`;
   await build({ ...bundleOptions(), entryPoints: [join(root, 'src', 'cli', 'main.ts')], outfile: partialApp });
   const code = await readFile(partialApp);
-  const app = { file: `./${basename(appFile)}`, id: createHash('sha256').update(code).digest('hex').slice(0, 16), bytes: code.length };
+  const app = { file: `./${basename(appFile)}`, id: createHash('sha256').update(code).digest('hex').slice(0, 16) };
+  await writeFile(partialApp, Buffer.concat([Buffer.from(appHeader(app.id)), code]));
   await build({ ...entryOptions(app), entryPoints: [join(root, 'src', 'cli', 'botlink.ts')], outfile: partial });
   await chmod(partial, 0o755);
   await rename(partialApp, appFile);

@@ -7,12 +7,14 @@ import { cacheFileFor, readCodeCache, writeCodeCache } from './code-cache.js';
 
 export type Main = (argv: string[]) => Promise<number>;
 
-/** The application bundle as scripts/build.mjs wrote it: its URL, content id and size. */
+/** The application bundle as scripts/build.mjs wrote it: its URL and content id. */
 export interface AppBundle {
   url: URL;
   id: string;
-  bytes: number;
 }
+
+/** The first line scripts/build.mjs gives the application bundle. */
+export const appHeader = (id: string): string => `// botlink-app ${id}\n`;
 
 export interface LoadedApp {
   main: Main;
@@ -29,8 +31,11 @@ export interface LoadedApp {
 export function loadApp(app: AppBundle, cacheDir: string | undefined): LoadedApp {
   const file = fileURLToPath(app.url);
   const code = readFileSync(file);
-  // A bundle of another build (replaced while we started) must not meet this build's cache.
-  const cacheFile = code.length === app.bytes ? cacheFileFor(cacheDir, app.id) : undefined;
+  // A bundle of another build (replaced while we started) must not meet this build's cache: V8 itself
+  // compares only the source's length, which two builds of one tree share (the build time has 13 digits).
+  const header = appHeader(app.id);
+  const ours = code.subarray(0, header.length).toString('latin1') === header;
+  const cacheFile = ours ? cacheFileFor(cacheDir, app.id) : undefined;
   const cachedData = cacheFile === undefined ? undefined : readCodeCache(cacheFile);
   const script = new Script(`(function (require, module, exports, __filename, __dirname, __botlinkAppUrl) {${code.toString('utf8')}\n})`, {
     filename: file,

@@ -4,8 +4,8 @@ import { type AppBundle, loadApp } from './app-loader.js';
 // The entry of dist/: a small module that answers `--version` by itself and loads the application
 // bundle beside it (botlink.cjs), through V8's code cache when the service has a cache directory.
 
-/** Written by scripts/build.mjs: the application bundle's file beside this one, content id and size. */
-declare const __BOTLINK_APP__: { file: string; id: string; bytes: number };
+/** Written by scripts/build.mjs: the application bundle's file beside this one, and its content id. */
+declare const __BOTLINK_APP__: { file: string; id: string };
 
 /** A process that lives this long (the daemon, serve, demo) saves the code cache its start could not use. */
 const SAVE_AFTER_MS = 5000;

@@ -2,10 +2,10 @@ import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { appendFileSync, chmodSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appFileOf } from '../../scripts/build.mjs';
-import type { AppBundle } from '../../src/cli/app-loader.js';
+import { type AppBundle, appHeader } from '../../src/cli/app-loader.js';
 import { cacheFileFor, writeCodeCache } from '../../src/cli/code-cache.js';
 import { type Bundle, bundleChild, privateDaemonBundle } from '../helpers/bundle.js';
 import { cleanEnv } from '../helpers/env.js';
@@ -21,8 +21,8 @@ let app: AppBundle;
 /** Loads the app in a process of its own (V8 keeps scripts it compiled once, cache or not) and says how. */
 const LOADER = `
 import { loadApp } from './src/cli/app-loader.ts';
-const [url, id, bytes, dir, save] = process.argv.slice(2);
-const loaded = loadApp({ url: new URL(url), id, bytes: Number(bytes) }, dir || undefined);
+const [url, id, dir, save] = process.argv.slice(2);
+const loaded = loadApp({ url: new URL(url), id }, dir || undefined);
 const saved = save === 'save' ? loaded.saveCache() : undefined;
 process.stdout.write(JSON.stringify({ cache: loaded.cache, saved, version: await loaded.main(['--version']) }));
 `;
@@ -32,7 +32,13 @@ beforeAll(async () => {
   loader = await bundleChild(LOADER, 'load-app.ts', 'code-cache-loader-');
   const file = appFileOf(bundle.file);
   const code = readFileSync(file);
-  app = { url: pathToFileURL(file), id: createHash('sha256').update(code).digest('hex').slice(0, 16), bytes: code.length };
+  // The id is of the bundle as esbuild wrote it, before its header line.
+  const id = createHash('sha256')
+    .update(code.subarray(code.indexOf('\n') + 1))
+    .digest('hex')
+    .slice(0, 16);
+  app = { url: pathToFileURL(file), id };
+  expect(code.subarray(0, 40).toString()).toMatch(new RegExp(`^${appHeader(id)}`));
 });
 afterAll(() => {
   bundle.dispose();
@@ -40,7 +46,7 @@ afterAll(() => {
 });
 
 function load(a: AppBundle, dir: string | undefined, save = false): { cache: string; saved?: boolean; version: number } {
-  const r = spawnSync(process.execPath, [loader.file, a.url.href, a.id, String(a.bytes), dir ?? '', save ? 'save' : ''], {
+  const r = spawnSync(process.execPath, [loader.file, a.url.href, a.id, dir ?? '', save ? 'save' : ''], {
     env: cleanEnv(),
     encoding: 'utf8',
   });
@@ -87,10 +93,15 @@ describe('the application bundle through V8 code cache', () => {
     expect(load(app, dir).cache).toBe('missing');
   });
 
-  it("a bundle that is not the entry's build never meets the cache", () => {
+  it("a bundle that is not the entry's build never meets the cache, even one of the same length", () => {
     const dir = cacheDir();
     load(app, dir, true);
-    expect(load({ ...app, bytes: app.bytes + 1 }, dir).cache).toBe('off');
+    const file = fileURLToPath(app.url);
+    const other = file.replace(/\.cjs$/, '-other.cjs');
+    const code = readFileSync(file, 'latin1');
+    writeFileSync(other, code.replace(appHeader(app.id), appHeader('0123456789abcdef')), 'latin1');
+    expect(readFileSync(other).length).toBe(readFileSync(file).length);
+    expect(load({ ...app, url: pathToFileURL(other) }, dir).cache).toBe('off');
   });
 
   it("writing removes other builds' caches; a read-only folder costs the cache, never an error", () => {
