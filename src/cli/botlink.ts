@@ -26,7 +26,8 @@ function run(argv: string[]): void {
 }
 
 const argv = process.argv.slice(2);
-if (argv.length === 1 && (argv[0] === '--version' || argv[0] === '-v')) {
+// As main() answers it (its own copy serves callers of main()), without loading the application.
+if (argv[0] === '--version' || argv[0] === '-v') {
   process.stdout.write(`${VERSION}\n`);
 } else {
   try {
