@@ -146,7 +146,7 @@ const ROWS: [string, LinkEnding, Given, Expect][] = [
     'pong timeout on an established socket → a drop',
     { kind: 'pong-timeout' },
     { upMs: 30 * S },
-    { next: backoff(399), reason: 'no pong within 10000 ms', attempt: 3 },
+    { next: backoff(399), reason: 'no pong within 15000 ms', attempt: 3 },
   ],
   [
     'token unavailable → the configured backoff, not the built-in one',
@@ -479,8 +479,8 @@ describe('resolveLinkSettings: every default in one place', () => {
       tokenMarginMs: 300_000,
       backoff: LINK_BACKOFF,
       botInvalidRetryMs: 300_000,
-      heartbeatIntervalMs: 20_000,
-      heartbeatTimeoutMs: 10_000,
+      heartbeatIntervalMs: 15_000,
+      heartbeatTimeoutMs: 15_000,
       connectTimeoutMs: 10_000,
       stableAfterMs: 60_000,
     });

@@ -143,6 +143,40 @@ describe('heartbeat on the Clock', () => {
   });
 });
 
+describe('heartbeat with a timeout as long as the interval (the default)', () => {
+  it('arms no deadline timer: a pong-less ping is judged at the next one, a whole interval later', async () => {
+    const peer = await rawWsServer();
+    cleanups.push(peer.close);
+    const conns: PeerSocket[] = [];
+    peer.wss.on('connection', (s) => conns.push(s));
+    const { clock, link } = manualLink(peer.url, { heartbeatIntervalMs: 15 * S, heartbeatTimeoutMs: 15 * S });
+    const up = next(link, 'connected');
+    link.start();
+    await up;
+    const peerSocket = conns[0]!;
+    // The peer answers the first ping, then a frame: once the frame is in, so is the pong (one socket, in order).
+    peerSocket.once('ping', () => {
+      peerSocket.pong();
+      peerSocket.send('{"mid":"first","contentType":"PONG"}');
+    });
+    const answered = pongFrame(link, 'first');
+    await clock.advance(15 * S);
+    await answered;
+    // Only the next ping is pending: no deadline timer, answered or not.
+    expect(clock.pending()).toEqual([15 * S]);
+    const pinged = once(peerSocket, 'ping');
+    await clock.advance(15 * S);
+    await pinged;
+    expect(clock.pending()).toEqual([15 * S]);
+    expect(link.status.state).toBe('connected');
+    const backoff = next<Backoff>(link, 'backoff');
+    const cut = once(peerSocket, 'close');
+    await clock.advance(15 * S);
+    expect(await backoff).toEqual({ delayMs: 399, reason: 'no pong within 15000 ms' });
+    await cut;
+  });
+});
+
 describe('reconnect schedule on the Clock', () => {
   it('backs off 100 ms doubling to the 1.6 s cap, and connects only when the delay is over', async () => {
     const peer = await rawWsServer(() => ({ status: 503, body: 'busy' }));

@@ -54,8 +54,10 @@ export const LINK_DEFAULTS: Readonly<Required<LinkTunables>> = Object.freeze({
   backoff: LINK_BACKOFF,
   displacedBackoff: DISPLACED_BACKOFF,
   botInvalidRetryMs: BOT_INVALID_RETRY_MS,
-  heartbeatIntervalMs: 20_000,
-  heartbeatTimeoutMs: 10_000,
+  // A silent link is cut at most 30 s after it last answered, as with a 20 s ping and a 10 s deadline,
+  // without a deadline timer to wake for (heartbeat.ts).
+  heartbeatIntervalMs: 15_000,
+  heartbeatTimeoutMs: 15_000,
   connectTimeoutMs: 10_000,
   stableAfterMs: 60_000,
 });
