@@ -3,6 +3,7 @@
 // their CPU over the next minute. `npm run bench:idle` runs it alone, with more baselines beside.
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { LINK_DEFAULTS } from '../../src/agent/link/options.js';
 import { cpuMs, cpuTicks, rssKiB } from '../../test/helpers/procfs.js';
 import { median } from '../../test/helpers/stats.js';
 import type { Child } from './child.js';
@@ -61,7 +62,7 @@ async function startAgent(fx: LinkFixture, botId: string, start: (device: Device
 /** The agent behind each child: its log must show a signed token, or the figure is not the one it claims. */
 const cloudCalls = new Map<Child, Device>();
 
-/** PAIRS agents and PAIRS minimal sign + fetch + ws clients (same 20 s ping) side by side: RSS after a minute, then CPU over the next minute. */
+/** PAIRS agents and PAIRS minimal sign + fetch + ws clients (same ping interval) side by side: RSS after a minute, then CPU over the next minute. */
 export async function idle(fx: LinkFixture): Promise<Idle> {
   const [agent, floor] = await idleGroups(fx, [AGENT, SIGN_FETCH], PAIRS);
   return asIdle(agent!, floor!);
@@ -86,7 +87,7 @@ export function idleRows(idling: Idle): string[][] {
       mib,
     ),
     ratioRow(
-      `CPU in the 2nd idle minute vs minimal sign + fetch + ws, 20 s ping`,
+      `CPU in the 2nd idle minute vs minimal sign + fetch + ws, ${LINK_DEFAULTS.heartbeatIntervalMs / 1000} s ping`,
       idling.cpuMsPerMin.agent,
       idling.cpuMsPerMin.floor,
       CPU_GOAL,

@@ -3,6 +3,7 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { ReferenceService } from '../../src/service/server.js';
+import { LINK_DEFAULTS } from '../../src/agent/link/options.js';
 import { cleanEnv } from '../../test/helpers/env.js';
 import { Child } from './child.js';
 import { Device } from './fixture.js';
@@ -15,11 +16,11 @@ async function buildAgentBundle(dir: string): Promise<string> {
   return build.buildBundle(join(dir, 'botlink.mjs'));
 }
 
-/** Opens the WebSocket with a given token and keeps it, pinging every 20 s like the agent: the floor. */
+/** Opens the WebSocket with a given token and keeps it, pinging as often as the agent: the floor. */
 const WS_CLIENT = `import WebSocket from 'ws';
 const url = new URL(process.env.WS_URL); url.searchParams.set('botId', process.env.BOT_ID);
 const ws = new WebSocket(url, { headers: { Authorization: 'Bearer ' + process.env.TOKEN }, perMessageDeflate: false });
-ws.on('open', () => setInterval(() => ws.ping(), 20000));
+ws.on('open', () => setInterval(() => ws.ping(), ${LINK_DEFAULTS.heartbeatIntervalMs}));
 ws.on('error', (e) => { console.error(e.message); process.exit(1); });
 ws.on('close', () => process.exit(0));
 `;
@@ -37,7 +38,7 @@ const body = await res.json();
 if (body.code !== 0) { console.error('getToken', body.code, body.msg); process.exit(1); }
 const url = new URL(env.WS_URL); url.searchParams.set('botId', env.BOT_ID);
 const ws = new WebSocket(url, { headers: { Authorization: 'Bearer ' + body.accessToken }, perMessageDeflate: false });
-ws.on('open', () => setInterval(() => ws.ping(), 20000));
+ws.on('open', () => setInterval(() => ws.ping(), ${LINK_DEFAULTS.heartbeatIntervalMs}));
 ws.on('error', (e) => { console.error(e.message); process.exit(1); });
 ws.on('close', () => process.exit(0));
 `;
