@@ -97,6 +97,18 @@ async function referenceRig() {
   return { svc, kit };
 }
 
+/** A manual-clock link connected to a peer that answers no ping by itself (autoPong off). */
+async function linkToSilentPeer(heartbeatIntervalMs: number, heartbeatTimeoutMs: number) {
+  const peer = await rawWsServer();
+  cleanups.push(peer.close);
+  const connected = once(peer.wss, 'connection');
+  const { clock, link } = manualLink(peer.url, { heartbeatIntervalMs, heartbeatTimeoutMs });
+  const up = next(link, 'connected');
+  link.start();
+  const [[peerSocket]] = await Promise.all([connected, up]);
+  return { clock, link, peerSocket: peerSocket as PeerSocket };
+}
+
 describe('heartbeat on the Clock', () => {
   it('pings every heartbeatIntervalMs and stays up while the reference service answers', async () => {
     const { svc, kit } = await referenceRig();
@@ -120,15 +132,7 @@ describe('heartbeat on the Clock', () => {
   });
 
   it('cuts a peer that does not answer a ping within heartbeatTimeoutMs, and retries from attempt 2', async () => {
-    const peer = await rawWsServer();
-    cleanups.push(peer.close);
-    const conns: PeerSocket[] = [];
-    peer.wss.on('connection', (s) => conns.push(s));
-    const { clock, link } = manualLink(peer.url, { heartbeatIntervalMs: 20 * S, heartbeatTimeoutMs: 10 * S });
-    const up = next(link, 'connected');
-    link.start();
-    await up;
-    const peerSocket = conns[0]!;
+    const { clock, link, peerSocket } = await linkToSilentPeer(20 * S, 10 * S);
     const pinged = once(peerSocket, 'ping');
     await clock.advance(20 * S);
     await pinged;
@@ -145,15 +149,7 @@ describe('heartbeat on the Clock', () => {
 
 describe('heartbeat with a timeout as long as the interval (the default)', () => {
   it('arms no deadline timer: a pong-less ping is judged at the next one, a whole interval later', async () => {
-    const peer = await rawWsServer();
-    cleanups.push(peer.close);
-    const conns: PeerSocket[] = [];
-    peer.wss.on('connection', (s) => conns.push(s));
-    const { clock, link } = manualLink(peer.url, { heartbeatIntervalMs: 15 * S, heartbeatTimeoutMs: 15 * S });
-    const up = next(link, 'connected');
-    link.start();
-    await up;
-    const peerSocket = conns[0]!;
+    const { clock, link, peerSocket } = await linkToSilentPeer(15 * S, 15 * S);
     // The peer answers the first ping, then a frame: once the frame is in, so is the pong (one socket, in order).
     peerSocket.once('ping', () => {
       peerSocket.pong();
