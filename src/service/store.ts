@@ -218,7 +218,7 @@ export class ServiceStore {
     for (const row of this.#stmt.allNonces.iterate()) this.#nonces.add(nonceKey(row.access_key_id, row.nonce));
   }
 
-  /** Reads again what another process changed in the file. A batch caught up when it began, and holds the write lock. */
+  /** Reads again what another process changed in the file. A batch catches up as it begins, and then holds the write lock. */
   #catchUp(): void {
     if (!this.#batch && this.#dataVersion.get() !== this.#seenVersion) this.#load();
   }
@@ -278,7 +278,7 @@ export class ServiceStore {
     // A failed batch is reported to whoever awaits committed(); nobody awaiting is not an error.
     committed.catch(() => undefined);
     this.#begin.run();
-    if (this.#dataVersion.get() !== this.#seenVersion) this.#load();
+    this.#catchUp();
     this.#batch = { committed, resolve, reject };
     setImmediate(() => this.#commitBatch());
   }
