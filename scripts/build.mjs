@@ -3,7 +3,7 @@
 // (better-sqlite3, unix-dgram) stay external.
 import { build } from 'esbuild';
 import { createHash } from 'node:crypto';
-import { chmod, readFile, rename, writeFile } from 'node:fs/promises';
+import { chmod, rename, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -51,8 +51,14 @@ export async function buildBundle(outfile = BUNDLE) {
   // Written aside and renamed, the application first: a process spawned meanwhile never reads half a file.
   const partialApp = `${appFile}.${process.pid}.partial`;
   const partial = `${outfile}.${process.pid}.partial`;
-  await build({ ...bundleOptions(), entryPoints: [join(root, 'src', 'cli', 'main.ts')], outfile: partialApp });
-  const code = await readFile(partialApp);
+  // Kept in memory, not written: the file is the bundle behind its header, written once.
+  const { outputFiles } = await build({
+    ...bundleOptions(),
+    entryPoints: [join(root, 'src', 'cli', 'main.ts')],
+    outfile: appFile,
+    write: false,
+  });
+  const code = outputFiles[0].contents;
   const app = { file: `./${basename(appFile)}`, id: createHash('sha256').update(code).digest('hex').slice(0, 16) };
   await writeFile(partialApp, Buffer.concat([Buffer.from(appHeader(app.id)), code]));
   await build({ ...entryOptions(app), entryPoints: [join(root, 'src', 'cli', 'botlink.ts')], outfile: partial });
