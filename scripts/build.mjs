@@ -3,8 +3,8 @@
 // (better-sqlite3, unix-dgram) stay external.
 import { build } from 'esbuild';
 import { createHash } from 'node:crypto';
-import { chmod, rename, writeFile } from 'node:fs/promises';
-import { basename, join } from 'node:path';
+import { chmod, mkdir, rename, writeFile } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -60,6 +60,8 @@ export async function buildBundle(outfile = BUNDLE) {
   });
   const code = outputFiles[0].contents;
   const app = { file: `./${basename(appFile)}`, id: createHash('sha256').update(code).digest('hex').slice(0, 16) };
+  // esbuild made the folder when it wrote the file itself; a fresh clone has no dist/.
+  await mkdir(dirname(appFile), { recursive: true });
   await writeFile(partialApp, Buffer.concat([Buffer.from(appHeader(app.id)), code]));
   await build({ ...entryOptions(app), entryPoints: [join(root, 'src', 'cli', 'botlink.ts')], outfile: partial });
   await chmod(partial, 0o755);

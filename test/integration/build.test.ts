@@ -1,0 +1,20 @@
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { appFileOf, buildBundle } from '../../scripts/build.mjs';
+import { cleanEnv } from '../helpers/env.js';
+import { useHarness } from '../helpers/harness.js';
+
+const { tempDir } = useHarness();
+
+describe('scripts/build.mjs', () => {
+  it('builds into a folder that does not exist yet (a fresh clone has no dist/), and the entry loads the app', async () => {
+    const entry = join(tempDir('botlink-build-'), 'fresh', 'dist', 'botlink.mjs');
+    await buildBundle(entry);
+    expect(readFileSync(appFileOf(entry), 'latin1')).toMatch(/^\/\/ botlink-app [0-9a-f]{16}\n/);
+    const help = spawnSync(process.execPath, [entry, '--help'], { encoding: 'utf8', env: cleanEnv() });
+    expect(help.status, help.stderr).toBe(0);
+    expect(help.stdout).toMatch(/^usage: botlink <command>/);
+  });
+});
