@@ -1,3 +1,4 @@
+import type { Identity } from '../protocol/wire.js';
 import type { FaultState } from './faults.js';
 import type { ServiceStore } from './store.js';
 
@@ -10,6 +11,15 @@ export interface ServiceContext {
   accessTtlS: number;
   refreshTtlS: number;
   timestampWindowMs: number;
+  /** Told of each access token as it is issued, with the refresh token it goes with (hashes only). */
+  issued(tokens: IssuedTokens): void;
+}
+
+/** An access token just issued and the refresh token of its pair, as the store names them: by hash. */
+export interface IssuedTokens {
+  identity: Identity;
+  accessHash: string;
+  refreshHash: string;
 }
 
 /** A request body after UTF-8 decoding and JSON parsing; `reason` says what was wrong with it. */

@@ -69,7 +69,8 @@ export interface ReferenceService {
   /**
    * 'ws-open', 'ws-close', 'displaced' with {botId}; 'ws-message' with {botId, data: Buffer, isBinary} for every
    * frame a session sends; 'not-reading' with {botId, limitBytes} when a session is
-   * closed for leaving too much unread; 'internal-error' with the error (a bug).
+   * closed for leaving too much unread; 'tokens-issued' with {identity, accessHash, refreshHash} for each access
+   * token as it is issued, in order; 'internal-error' with the error (a bug).
    */
   events: EventEmitter;
 }
@@ -79,6 +80,7 @@ export async function createReferenceService(opts: ReferenceServiceOptions = {})
   const clock = opts.now ?? Date.now;
   const faultState = new FaultState();
   const store = new ServiceStore(opts.dbFile ?? ':memory:');
+  const events = new EventEmitter();
   const ctx: ServiceContext = {
     store,
     faults: faultState,
@@ -86,9 +88,9 @@ export async function createReferenceService(opts: ReferenceServiceOptions = {})
     accessTtlS: opts.accessTtlS ?? 7200,
     refreshTtlS: opts.refreshTtlS ?? 604800,
     timestampWindowMs: opts.timestampWindowMs ?? 300_000,
+    issued: (tokens) => events.emit('tokens-issued', tokens),
   };
   const recorder = new StatsRecorder();
-  const events = new EventEmitter();
   const delays = new Set<NodeJS.Timeout>();
   let closing = false;
   let echoAudio = opts.echoAudio ?? false;

@@ -12,12 +12,12 @@ export function issueTokenPair(
   const accessToken = newToken();
   const refreshToken = newToken();
   const now = ctx.now();
-  ctx.store.saveTokenPair(
-    tokenHash(accessToken),
-    { kind: 'access', accessKeyId, identity, expiresAt: now + ctx.accessTtlS * 1000 },
-    tokenHash(refreshToken),
-    { kind: 'refresh', accessKeyId, identity, expiresAt: now + ctx.refreshTtlS * 1000 },
-  );
+  const accessHash = tokenHash(accessToken);
+  const refreshHash = tokenHash(refreshToken);
+  const access: TokenRecord = { kind: 'access', accessKeyId, identity, expiresAt: now + ctx.accessTtlS * 1000 };
+  const refresh: TokenRecord = { kind: 'refresh', accessKeyId, identity, expiresAt: now + ctx.refreshTtlS * 1000 };
+  ctx.store.saveTokenPair(accessHash, access, refreshHash, refresh);
+  ctx.issued({ identity, accessHash, refreshHash });
   return { accessToken, refreshToken };
 }
 
@@ -25,7 +25,10 @@ export function issueTokenPair(
 export function issueRefreshedToken(ctx: ServiceContext, refreshToken: string, refresh: TokenRecord): string {
   const token = newToken();
   const record: TokenRecord = { ...refresh, kind: 'access', expiresAt: ctx.now() + ctx.accessTtlS * 1000 };
-  ctx.store.saveRefreshedToken(tokenHash(refreshToken), refresh.expiresAt, tokenHash(token), record);
+  const refreshHash = tokenHash(refreshToken);
+  const accessHash = tokenHash(token);
+  ctx.store.saveRefreshedToken(refreshHash, refresh.expiresAt, accessHash, record);
+  ctx.issued({ identity: refresh.identity, accessHash, refreshHash });
   return token;
 }
 

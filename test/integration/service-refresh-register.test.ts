@@ -4,6 +4,8 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseRegisterDeviceResponse } from '../../src/protocol/wire.js';
+import type { IssuedTokens } from '../../src/service/context.js';
+import { tokenHash } from '../../src/service/credentials.js';
 import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
 import type { Seed } from '../../src/service/seed.js';
 import { connectWs, getTokens, post, signedGetTokenBody, type Reply } from '../helpers/service-client.js';
@@ -50,6 +52,24 @@ describe('refreshToken', () => {
     expect(fresh).not.toBe(first.accessToken);
     expect(await wsWorks('bot-1', fresh)).toBe(true);
     expect(await wsWorks('bot-1', first.accessToken)).toBe(true);
+  });
+
+  it("'tokens-issued' names each access token as it is issued, with its pair's refresh token, by hash only", async () => {
+    const seen: IssuedTokens[] = [];
+    const listener = (e: IssuedTokens): number => seen.push(e);
+    service.events.on('tokens-issued', listener);
+    try {
+      const first = await getTokens(service.url);
+      const reply = await refresh({ accessKeyId: 'AK', refreshToken: first.refreshToken, botId: 'bot-1' });
+      expect((await refresh({ accessKeyId: 'AK', refreshToken: 'not-issued', botId: 'bot-1' })).json).toMatchObject(INVALID);
+      const bot = { kind: 'bot', id: 'bot-1' };
+      expect(seen).toEqual([
+        { identity: bot, accessHash: tokenHash(first.accessToken), refreshHash: tokenHash(first.refreshToken) },
+        { identity: bot, accessHash: tokenHash(reply.json!['accessToken'] as string), refreshHash: tokenHash(first.refreshToken) },
+      ]);
+    } finally {
+      service.events.off('tokens-issued', listener);
+    }
   });
 
   it('a refresh replaces the access token it issued two refreshes ago; the getToken one stays until it expires', async () => {
