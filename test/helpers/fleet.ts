@@ -146,13 +146,29 @@ export interface FdBreakdown {
   other: number;
 }
 
+function socketInode(target: string): string | undefined {
+  return /^socket:\[(\d+)\]$/.exec(target)?.[1];
+}
+
+/** A process's descriptor targets split into its TCP sockets to `remotePort` and the rest. */
+export function splitByRemotePort(targets: string[], remotePort: number): { toPort: string[]; rest: string[] } {
+  const ports = tcpPortsByInode();
+  const toPort: string[] = [];
+  const rest: string[] = [];
+  for (const target of targets) {
+    const inode = socketInode(target);
+    (inode !== undefined && ports.get(inode)?.remote === remotePort ? toPort : rest).push(target);
+  }
+  return { toPort, rest };
+}
+
 /** This process's descriptors, with TCP sockets split into the agents' and the service's ends. */
 export function fdBreakdown(servicePort: number): FdBreakdown {
   const ports = tcpPortsByInode();
   const out: FdBreakdown = { total: 0, clientSockets: 0, serviceSockets: 0, otherSockets: 0, files: 0, other: 0 };
   for (const target of fdTargets('self')) {
     out.total++;
-    const inode = /^socket:\[(\d+)\]$/.exec(target)?.[1];
+    const inode = socketInode(target);
     if (inode !== undefined) {
       const tcp = ports.get(inode);
       if (tcp?.remote === servicePort) out.clientSockets++;

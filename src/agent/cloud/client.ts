@@ -48,6 +48,8 @@ export interface CloudClientOptions {
 
 export const DEFAULT_TIMEOUT_MS = 10_000;
 const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024;
+/** HTTP connections the pool may hold to the service at once. */
+export const POOL_CONNECTIONS = 4;
 
 /** A 13-digit ms timestamp covers 2001-09-09 … 2286-11-20; anything else is refused by the service. */
 const MIN_TIMESTAMP_MS = 1e12;
@@ -160,7 +162,7 @@ export class CloudClient {
   #getPool(): Promise<HttpPool> {
     const opts = this.#opts;
     this.#pool ??= createPool(this.#origin, {
-      connections: 4,
+      connections: POOL_CONNECTIONS,
       connectTimeout: opts.connectTimeoutMs ?? DEFAULT_TIMEOUT_MS,
       headersTimeout: opts.headersTimeoutMs ?? DEFAULT_TIMEOUT_MS,
       bodyTimeout: opts.bodyTimeoutMs ?? DEFAULT_TIMEOUT_MS,
