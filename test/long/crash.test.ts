@@ -77,6 +77,16 @@ interface IssuedAccess {
   refreshHash: string;
 }
 
+/** Issue order of the tokens, by hash: each access token, and each refresh token from its getToken. */
+const issued = new Map<string, IssuedAccess>();
+const refreshSeq = new Map<string, number>();
+
+function recordIssued(e: IssuedTokens): void {
+  const seq = issued.size + 1;
+  issued.set(e.accessHash, { seq, refreshHash: e.refreshHash });
+  if (!refreshSeq.has(e.refreshHash)) refreshSeq.set(e.refreshHash, seq);
+}
+
 type Aim = { kind: 'time'; runMs: number } | { kind: 'renewal'; delayMs: number };
 
 interface Cycle {
@@ -94,13 +104,12 @@ let svc: ReferenceService;
 let device: DeviceDir;
 let syncedEnv: NodeJS.ProcessEnv;
 let bundle: Bundle;
-const issued = new Map<string, IssuedAccess>();
 
 beforeAll(async () => {
   bundle = await privateDaemonBundle('crash-bundle-');
   device = new DeviceDir({ baseUrl: 'http://127.0.0.1:9' });
   svc = await createReferenceService({ seed: SEED_FILE, accessTtlS: ACCESS_TTL_S, refreshTtlS: REFRESH_TTL_S });
-  svc.events.on('tokens-issued', (e: IssuedTokens) => issued.set(e.accessHash, { seq: issued.size + 1, refreshHash: e.refreshHash }));
+  svc.events.on('tokens-issued', recordIssued);
   device.writeConfig({ baseUrl: svc.url, botId: BOT });
   // The sandbox has no time source; a chronyc on the child's PATH makes its (correct) wall clock trusted.
   const bin = join(device.dir, 'bin');
@@ -194,11 +203,15 @@ function checkPair(row: PairRow | undefined, previous: PairRow | undefined, star
   const access = issued.get(tokenHash(r.access_token!));
   expect(access, 'the stored access token is one the service issued').toBeDefined();
   expect(tokenHash(r.refresh_token!), 'the refresh token is of the same pair').toBe(access!.refreshHash);
-  // A kill may lose the newest renewal, never bring back an older token. Judged by the service's issue
-  // order, not the stored issue times: those are each daemon's estimate of server time, and one with no
-  // time source estimates from Date headers (± 0.5 s), so a renewal just after another daemon's (a re-sign
-  // due right after a refresh) may be stamped before it.
-  if (previous) expect(access!.seq).toBeGreaterThanOrEqual(issued.get(tokenHash(previous.access_token!))!.seq);
+  // A kill may lose the newest renewal, never bring back an older token of either kind. Judged by the
+  // service's issue order, not the stored issue times: those are each daemon's estimate of server time, and
+  // one with no time source estimates from Date headers (± 0.5 s), so a renewal just after another
+  // daemon's (a re-sign due right after a refresh) may be stamped before it.
+  if (previous) {
+    expect(access!.seq, 'access token order').toBeGreaterThanOrEqual(issued.get(tokenHash(previous.access_token!))!.seq);
+    const refreshOrder = (pair: PairRow): number | undefined => refreshSeq.get(tokenHash(pair.refresh_token!));
+    expect(refreshOrder(r)!, 'refresh token order').toBeGreaterThanOrEqual(refreshOrder(previous)!);
+  }
   // Expiries are issue time + the lifetime the service granted, on the server's clock (here the real one).
   expect(r.access_expires_at! - r.access_issued_at!).toBe(ACCESS_TTL_S * 1000);
   expect(r.refresh_expires_at! - r.issued_at!).toBe(REFRESH_TTL_S * 1000);
@@ -248,6 +261,7 @@ it(`keeps a sound database with one whole pair and reconnects after each of ${CY
     expect(db.rows, `cycle ${i}: exactly one pair`).toHaveLength(1);
     const seq = checkPair(db.rows[0], previous, startedAt);
     previous = db.rows[0];
+    // A statistic only: a request the service handles after this check counts against a later cycle.
     cycles.push({ ...ran, lostRenewal: seq < issued.size });
   }
   // The last kill's restart: it too must come back.
