@@ -70,7 +70,8 @@ export interface ReferenceService {
    * 'ws-open', 'ws-close', 'displaced' with {botId}; 'ws-message' with {botId, data: Buffer, isBinary} for every
    * frame a session sends; 'not-reading' with {botId, limitBytes} when a session is
    * closed for leaving too much unread; 'tokens-issued' with {identity, accessHash, refreshHash} for each access
-   * token as it is issued, in order; 'internal-error' with the error (a bug).
+   * token, in issue order, synchronously as it is issued: before its batch commits and before the answer
+   * (a listener must not throw); 'internal-error' with the error (a bug).
    */
   events: EventEmitter;
 }
