@@ -1,9 +1,11 @@
 import { once } from 'node:events';
 import { randomBytes, randomInt } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
+import { KEEPALIVE_INTERVAL_MS } from '../../src/agent/local/keepalive.js';
 import { MAX_APP_BACKLOG_BYTES, MAX_APP_FRAME_BYTES } from '../../src/agent/local/relay-decide.js';
 import { WsMessage } from '../../src/protocol/codes.js';
 import { wsFailureBody } from '../../src/protocol/wire.js';
+import { downText, UP } from '../helpers/guide-frames.js';
 import { ManualClock } from '../helpers/manual-clock.js';
 import { cloudPeer, GREETING, relayRig, settled, type App } from '../helpers/relay-rig.js';
 
@@ -320,5 +322,37 @@ describe('relay: limits and stop', () => {
     const [, res] = (await once(late.ws, 'unexpected-response')) as [unknown, { statusCode: number }];
     expect(res.statusCode).toBe(503);
     late.ws.terminate();
+  });
+});
+
+describe("relay: the guide's JSON keepalive (DESIGN §1.7)", () => {
+  const pong = (mid: string): string => downText('PONG', { mid });
+
+  it('with no app the cloud gets a JSON PING every 30 s; with one attached, none; no PONG to the daemon reaches the app', async () => {
+    const clock = new ManualClock();
+    const { cloud, rig } = await setup({ relayClock: clock });
+    cloud.echo = false;
+    const conn = cloud.conns[0]!;
+    for (const due of [1, 2]) {
+      await clock.advance(KEEPALIVE_INTERVAL_MS);
+      const ping = await conn.frames.json();
+      expect(ping, `PING ${due}`).toEqual({ mid: expect.any(String), contentType: 'PING' });
+    }
+    // The second PING is unanswered when an app attaches and pings for itself.
+    conn.ws.send(pong('r_1'));
+    const app = await rig.attach();
+    expect(await linkState(app)).toMatchObject({ state: 'connected' });
+    await app.frames.next(); // the greeting
+    app.ws.send(JSON.stringify(UP['PING']));
+    expect(await conn.frames.json()).toEqual(UP['PING']);
+    conn.ws.send(pong('r_2')); // answers the daemon's second PING
+    conn.ws.send(pong('r_3')); // answers the app's
+    expect(await app.frames.json()).toMatchObject({ contentType: 'PONG', mid: 'r_3' });
+    // Dropped: only the greeting, which came before any app; the daemon's PONGs are neither relayed nor dropped.
+    expect(rig.relay.counters).toMatchObject({ framesDown: 1, dropped: 1 });
+
+    await clock.advance(4 * KEEPALIVE_INTERVAL_MS);
+    app.ws.send(JSON.stringify(UP['TEXT']));
+    expect(await conn.frames.json(), "the cloud's next frame is the app's: the daemon sent no PING").toEqual(UP['TEXT']);
   });
 });

@@ -6,6 +6,7 @@ import { isConversationEvent, linkStateFrame, type LinkStateData } from '../../p
 import type { ConnParams, LinkStateChange, LinkSupervisor } from '../link/supervisor.js';
 import type { Clock } from '../time/clock.js';
 import { appParams } from './app-params.js';
+import { CloudKeepalive } from './keepalive.js';
 import { refuseUpgrade } from './refuse-upgrade.js';
 import {
   APP_CLOSE_GRACE_MS,
@@ -26,12 +27,15 @@ export interface RelayOptions {
   log: Logger;
   /** Called after an app attaches or detaches: status.json is only rewritten when told. */
   onChange?: () => void;
+  /** The JSON keepalive's interval while no app is attached (default KEEPALIVE_INTERVAL_MS). */
+  keepaliveIntervalMs?: number;
 }
 
 /**
  * Carries one app's conversation over the link's cloud socket (DESIGN §3.5): frames pass unread
  * both ways, botlink's state reaches the app as LINK_STATE, and the voice config is replayed on
  * every new cloud connection. Nothing is ever queued: what cannot go now is dropped and counted.
+ * While no app is attached, the relay keeps the line the guide's way (CloudKeepalive).
  */
 export class Relay implements RelayPort {
   readonly #link: RelayLink;
@@ -45,6 +49,7 @@ export class Relay implements RelayPort {
     maxPayload: MAX_APP_FRAME_BYTES,
   });
   readonly #counters: RelayCounters = { attached: false, framesUp: 0, framesDown: 0, dropped: 0 };
+  readonly #keepalive: CloudKeepalive;
   #app: WebSocket | undefined;
   /** The attached app's last CLIENT_VOICE_CHAT_UPDATE: the service wants it once per connection. */
   #voiceConfig: Buffer | undefined;
@@ -56,14 +61,17 @@ export class Relay implements RelayPort {
   #stopped = false;
 
   readonly #onState = (change: LinkStateChange): void => {
+    if (change.state !== 'connected') this.#keepalive.disconnected();
     this.#retryAt = change.retryInMs === undefined ? undefined : this.#clock.monoNow() + change.retryInMs;
     if (this.#app) this.#sendState(false);
   };
   readonly #onConnected = (): void => {
+    this.#keepalive.connected();
     // Before any app frame: the service refuses audio on a connection that has no voice config.
     if (this.#app && this.#voiceConfig && this.#link.send(this.#voiceConfig, false)) this.#counters.framesUp++;
   };
   readonly #onCloudFrame = (data: Buffer, isBinary: boolean): void => {
+    if (this.#keepalive.ownsPong(data, isBinary)) return;
     const app = this.#app;
     if (!app || app.readyState !== WebSocket.OPEN) {
       this.#counters.dropped++;
@@ -78,6 +86,11 @@ export class Relay implements RelayPort {
     this.#clock = opts.clock;
     this.#log = opts.log;
     this.#onChange = opts.onChange ?? (() => undefined);
+    this.#keepalive = new CloudKeepalive({
+      clock: opts.clock,
+      send: (text) => this.#link.send(text, false),
+      ...(opts.keepaliveIntervalMs !== undefined && { intervalMs: opts.keepaliveIntervalMs }),
+    });
     this.#link.on('state', this.#onState);
     this.#link.on('connected', this.#onConnected);
     this.#link.on('message', this.#onCloudFrame);
@@ -103,6 +116,7 @@ export class Relay implements RelayPort {
     this.#link.off('state', this.#onState);
     this.#link.off('connected', this.#onConnected);
     this.#link.off('message', this.#onCloudFrame);
+    this.#keepalive.stop();
     const app = this.#app;
     if (!app) return;
     this.#detach(app);
@@ -125,6 +139,7 @@ export class Relay implements RelayPort {
     const outcome = this.#link.useParams(params);
     this.#app = ws;
     this.#counters.attached = true;
+    this.#keepalive.appAttached();
     this.#log.info({ outcome }, 'app attached');
     ws.on('message', (data: RawData, isBinary: boolean) => this.#fromApp(ws, data as Buffer, isBinary));
     ws.on('error', (err) => {
@@ -153,6 +168,7 @@ export class Relay implements RelayPort {
     this.#lastState = undefined;
     this.#link.forgetParams(this.#appSent);
     this.#appSent = false;
+    if (!this.#stopped) this.#keepalive.appDetached();
     this.#onChange();
   }
 
@@ -163,8 +179,10 @@ export class Relay implements RelayPort {
       this.#voiceConfig = data;
     }
     this.#appSent = true;
-    if (this.#link.send(data, isBinary)) this.#counters.framesUp++;
-    else this.#counters.dropped++;
+    if (this.#link.send(data, isBinary)) {
+      this.#counters.framesUp++;
+      this.#keepalive.upFrame();
+    } else this.#counters.dropped++;
   }
 
   #sendState(always: boolean): void {
