@@ -54,10 +54,30 @@ function fdKinds(fds: string[], deviceDir: string): Record<string, number> {
   return out;
 }
 
+/** The longest stretch without a JSON PING, counted from each socket's open (a new socket starts its own interval). */
+function longestQuiet(opens: number[], pings: number[], end: number): number {
+  const marks = [...opens.map((t) => ({ t, open: true })), ...pings.map((t) => ({ t, open: false }))].sort((a, b) => a.t - b.t);
+  let longest = 0;
+  let since: number | undefined;
+  for (const { t, open } of marks) {
+    if (since !== undefined && !open) longest = Math.max(longest, t - since);
+    since = t;
+  }
+  return since === undefined ? 0 : Math.max(longest, end - since);
+}
+
 describe('soak: the daemon for 5 minutes with 5 s access and 30 s refresh tokens', () => {
   it('renews all the time, keeps the link up ≥ 99 %, and grows neither RSS (< 10 %) nor descriptors', async () => {
     const svc = await harness.service(SEED, { accessTtlS: 5, refreshTtlS: 30 });
     const timeline = new SocketTimeline(svc, BOT);
+    // The guide's keepalive with no app attached: the JSON PINGs the service gets, and when each socket opened.
+    const jsonPings: number[] = [];
+    const opens: number[] = [];
+    svc.events.on('ws-open', () => opens.push(performance.now()));
+    svc.events.on('ws-message', ({ data, isBinary }: { data: Buffer; isBinary: boolean }) => {
+      if (!isBinary && (JSON.parse(data.toString('utf8')) as { contentType?: unknown }).contentType === 'PING')
+        jsonPings.push(performance.now());
+    });
     const device = harness.device(svc, { botId: BOT });
     const daemon = harness.daemon(device);
     const pid = daemon.child.pid!;
@@ -114,6 +134,8 @@ describe('soak: the daemon for 5 minutes with 5 s access and 30 s refresh tokens
         socketsToServiceThroughout: throughout([...minute1, ...minute5].map((s) => s.socketsToService)).length,
       },
       timeToConnectedMs: Math.round(firstOpen! - startedAt),
+      jsonPings: jsonPings.length,
+      longestQuietMs: Math.round(longestQuiet(opens, jsonPings, endedAt)),
     };
     console.log(`soak report ${JSON.stringify(report)}`);
 
@@ -123,6 +145,9 @@ describe('soak: the daemon for 5 minutes with 5 s access and 30 s refresh tokens
     expect(availability).toBeGreaterThanOrEqual(0.99);
     expect(statusAvailability).toBeGreaterThanOrEqual(0.99);
     expect(rss5 / rss1 - 1).toBeLessThan(0.1);
+    // Every 30 s from the socket's last frame up: never 35 s without one while no app is attached.
+    expect(jsonPings.length).toBeGreaterThanOrEqual(8);
+    expect(report.longestQuietMs).toBeLessThanOrEqual(35_000);
     // Sockets to the service are not counted by sampling: a keep-alive socket is open for most of each
     // 3.75 s refresh period, so 11 samples 2 s apart can all see it at one minute and not the other. At
     // most the pool's are open at once beside the WebSocket, and only the WebSocket lives from minute 1 to
