@@ -1,6 +1,6 @@
 import { createReferenceService, DISPLACEMENT_MARKERS, type DisplacementMarker, type ReferenceService } from '../service/server.js';
 import { DEFAULT_SEED, loadSeedFile, SeedError, type Seed } from '../service/seed.js';
-import { ServiceDbError } from '../service/store.js';
+import { ServiceDbError } from '../service/store-schema.js';
 import { parseFlags } from './common.js';
 import { Exit, UsageError } from './exit.js';
 

@@ -1,7 +1,7 @@
 import type { Identity } from '../protocol/wire.js';
 import type { ServiceContext } from './context.js';
 import { newToken, tokenHash } from './credentials.js';
-import type { TokenKind, TokenRecord } from './store.js';
+import type { TokenKind, TokenRecord } from './store-schema.js';
 
 /** getToken's access and refresh tokens, stored in one statement. */
 export function issueTokenPair(

@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ServiceDbError, ServiceStore } from '../../src/service/store.js';
+import { ServiceDbError } from '../../src/service/store-schema.js';
+import { ServiceStore } from '../../src/service/store.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'botlink-service-store-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
