@@ -234,3 +234,24 @@ describe('TokenManager on a manual clock: the background sample', () => {
     expect(first.svc.stats.head.total).toBe(heads + 1);
   });
 });
+
+describe('TokenManager.peek: a token now or none, never a wait', () => {
+  it('before any token: undefined at once; once signed, the token and its expiry', async () => {
+    const r = await rig();
+    r.k.tokens.start();
+    expect(r.k.tokens.peek(30 * S)).toBeUndefined();
+    await r.changes.until(() => renewals(r).signed === 1, 'the first signature');
+    const held = r.k.tokens.peek(30 * S);
+    expect(held).toEqual({ token: await r.k.tokens.current(), expiresAt: r.clock.wallNow() + 2 * H });
+  });
+
+  it('a token the cloud refused is not handed out; the renewal that follows brings the next', async () => {
+    const r = await rig();
+    r.k.tokens.start();
+    const first = await r.k.tokens.current();
+    r.k.tokens.invalidate(first);
+    expect(r.k.tokens.peek(0)).toBeUndefined();
+    await r.changes.until(() => renewals(r).refreshed === 1, 'the refresh');
+    expect(r.k.tokens.peek(0)?.token).not.toBe(first);
+  });
+});

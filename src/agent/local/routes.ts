@@ -1,20 +1,21 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { describeError } from '../../protocol/errors.js';
+import { withFix } from '../../protocol/errors.js';
+import type { HeldToken } from '../token/manager.js';
 
 /** The relay's path: the cloud's own, so an app written for the cloud changes only its URL (DESIGN §3.5). */
 export const RELAY_PATH = '/soulmate/voiceChat/v1';
 
 /** What /v1/token needs of the token manager: an answer now, never a wait on the cloud. */
-export interface TokenSource {
-  current(opts: { minLeftMs?: number; signal?: AbortSignal }): Promise<string>;
-  snapshot(): { accessExpiresAt: number | undefined };
+export interface HeldTokens {
+  peek(minLeftMs: number): HeldToken | undefined;
+  snapshot(): { lastError: { message: string; fix?: string | undefined } | undefined };
 }
 
 export interface RouteDeps {
   /** The status object of DESIGN §3.4, as the daemon writes it to status.json. */
   status(): object;
   /** The token manager, once the device's identity is known. */
-  tokens(): TokenSource | undefined;
+  tokens(): HeldTokens | undefined;
 }
 
 interface Answer {
@@ -64,19 +65,11 @@ export async function answer(req: IncomingMessage, res: ServerResponse, deps: Ro
 const TOKEN_MIN_LEFT_MS = 30_000;
 
 /** `{accessToken, expiresAt}` when a usable token is held now; else 503 saying why. Never waits. */
-async function tokenAnswer(tokens: TokenSource | undefined): Promise<Answer> {
+function tokenAnswer(tokens: HeldTokens | undefined): Answer {
   if (!tokens) return fault(503, 'no token yet: this device has no botId yet (botlink is provisioning it; see GET /v1/status)');
-  const now = new AbortController();
   // An app needs time to use what it gets: a token about to expire is not handed out.
-  const pending = tokens.current({ minLeftMs: TOKEN_MIN_LEFT_MS, signal: now.signal });
-  // Read in the same tick as current(): the expiry of the very token it resolves with, if it holds one.
-  const expiresAt = tokens.snapshot().accessExpiresAt;
-  // Aborting at once turns "wait for a renewal" into "none now", while the manager still gets on with it.
-  now.abort(new Error('botlink is getting one right now; ask again in a moment'));
-  try {
-    const accessToken = await pending;
-    return { status: 200, body: { accessToken, expiresAt } };
-  } catch (err) {
-    return fault(503, `no token now: ${describeError(err)}`);
-  }
+  const held = tokens.peek(TOKEN_MIN_LEFT_MS);
+  if (held) return { status: 200, body: { accessToken: held.token, expiresAt: held.expiresAt } };
+  const why = tokens.snapshot().lastError;
+  return fault(503, `no token now: ${why ? withFix(why.message, why.fix) : 'botlink is getting one right now; ask again in a moment'}`);
 }

@@ -37,6 +37,12 @@ export interface TokenManagerOptions {
   onChange?: () => void;
 }
 
+/** An access token held now, with its expiry in wall-clock ms as the server sees it. */
+export interface HeldToken {
+  token: string;
+  expiresAt: number;
+}
+
 export interface TokenSnapshot {
   accessExpiresAt: number | undefined;
   refreshExpiresAt: number | undefined;
@@ -130,6 +136,12 @@ export class TokenManager {
     const waiting = this.#waiters.add({ minLeftMs, failFast: opts.failFast ?? false, signal: opts.signal }, abortReason);
     this.#kick();
     return waiting;
+  }
+
+  /** The access token held now if it has `minLeftMs` of life left (the loop renews long before that); never waits. */
+  peek(minLeftMs = 0): HeldToken | undefined {
+    const token = this.#usableToken(minLeftMs);
+    return token !== undefined && this.#pair ? { token, expiresAt: this.#pair.accessExpiresAt } : undefined;
   }
 
   /** The server refused this access token (Unauthorized): renew before handing out another. */
