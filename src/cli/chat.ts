@@ -75,7 +75,8 @@ export async function chat(argv: string[]): Promise<number> {
     timer = setTimeout(() => fail(new ChatTimeout(timeoutS, client?.state, out.stage)), timeoutS * 1000);
   });
   const converse = async (): Promise<RoundResult & { outputRate?: number }> => {
-    client = await attach(socketPath);
+    client = await RelayClient.connect(socketPath);
+    await untilConnected(client);
     const on = { onPiece: out.piece, onHeard: out.heard, onAudio: (b: Buffer) => void tts.push(b) };
     if (!audio) return client.round(text, on.onPiece);
     out.stage = 'the cloud to accept the voice config (SERVER_VOICE_CHAT_UPDATED)';
@@ -126,14 +127,12 @@ export async function chat(argv: string[]): Promise<number> {
 
 const CHECK_FIX = 'botlink status tells how the cloud link stands; then run botlink chat again';
 
-/** Attaches and waits for the link, telling the link's states on stderr as they change. */
-async function attach(socketPath: string): Promise<RelayClient> {
-  const client = await RelayClient.connect(socketPath);
+/** Waits for the link, telling the link's states on stderr as they change. */
+async function untilConnected(client: RelayClient): Promise<void> {
   const say = (s: LinkStateData): void => void process.stderr.write(`botlink chat: link ${describeState(s)}\n`);
   if (client.state) say(client.state);
   client.on('state', say);
   await client.untilConnected();
-  return client;
 }
 
 /** The reply on stdout as it streams (what was heard first, with --audio); --json prints it whole at the end. */
