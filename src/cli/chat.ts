@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { DEFAULT_CONFIG_FILE } from '../agent/config/config.js';
 import { systemClock } from '../agent/time/clock.js';
 import { messageOf } from '../protocol/errors.js';
+import type { Turn } from '../protocol/round-reader.js';
 import { loadCommandConfig, timeoutFlag } from './common.js';
 import { Exit, UsageError } from './exit.js';
 import { failureLines, formatDuration } from './format.js';
@@ -83,8 +84,8 @@ export async function chat(argv: string[]): Promise<number> {
     const onAccepted = (): void => {
       out.stage = 'the cloud to hear the end of the audio (ASR, then a round)';
     };
-    const onTurn = (): void => {
-      out.stage = 'the end of the round (COMPLETE)';
+    const onTurn = (turn: Turn): void => {
+      out.stage = turn.phase === 'waiting' ? 'a round on what the cloud heard (CALL_AGENT_START_EVENT)' : 'the end of the round (COMPLETE)';
     };
     return voiceTurn(client, audio.pcm, audio.sampleRate, systemClock, { ...on, onAccepted, onTurn });
   };

@@ -10,7 +10,7 @@ export const REPLY = `${(DOWN['AGENT']!['content'] as { content: string }).conte
 export const HEARD = (DOWN['ASR']!['content'] as { text: string }).text;
 
 /** How the scripted cloud answers a turn. */
-export type Answer = 'complete' | 'empty' | 'interrupted' | 'interrupt' | 'audit-fail' | 'error';
+export type Answer = 'complete' | 'empty' | 'interrupted' | 'interrupt' | 'audit-fail' | 'error' | 'nothing';
 
 /** `ms` of a 16-bit mono sine at `hz`, amplitude `amp` (0..1): real sound, for input and for TTS. */
 export function tone(sampleRate: number, ms: number, hz = 440, amp = 0.3): Buffer {
@@ -25,10 +25,13 @@ const round = (name: string, patch: Record<string, unknown> = {}): string => dow
 /**
  * The frames of one answer, exactly the fixtures' shapes: a completed round carries on it every frame an
  * app must pass over (roundId "", PONG without content, other rounds, unknown events and fields).
+ * `binaryTts`: the TTS audio as binary frames instead, with one binary frame before the round.
  */
-export function answerFrames(answer: Answer, tts: Buffer[]): string[] {
+export function answerFrames(answer: Answer, tts: Buffer[], binaryTts = false): (string | Buffer)[] {
   const start = round('CALL_AGENT_START_EVENT');
   switch (answer) {
+    case 'nothing':
+      return [];
     case 'empty':
       return [downText('EMPTY_CONTENT')];
     case 'audit-fail':
@@ -42,6 +45,7 @@ export function answerFrames(answer: Answer, tts: Buffer[]): string[] {
     case 'complete':
       return [
         downText('COMPLETE', { content: { roundId: '' } }), // roundId "" ends nothing
+        ...(binaryTts ? [Buffer.from('audio of no round of ours')] : []),
         start,
         round('TTS_SENTENCE_START'),
         downText('PONG'),
@@ -49,7 +53,7 @@ export function answerFrames(answer: Answer, tts: Buffer[]): string[] {
         downText('AGENT', { content: { roundId: 'another_9', content: 'NOT OURS ' } }),
         round('CUSTOM_EVENT'),
         round('CALL_SKILL_EVENT'),
-        ...tts.map((pcm, i) => round('TTS', { audioBase64: pcm.toString('base64'), finish: i === tts.length - 1 })),
+        ...tts.map((pcm, i) => (binaryTts ? pcm : round('TTS', { audioBase64: pcm.toString('base64'), finish: i === tts.length - 1 }))),
         downText('ACTIVITY'),
         downText('CLIENT_CHAT_CONTEXT_RECEIVED'),
         round('COMPLETE', { eventType: 'SOMETHING_NEW_FROM_THE_CLOUD' }),
@@ -76,11 +80,11 @@ export interface Received {
 export async function guideCloud() {
   const peer = await rawWsServer();
   const received: Received[] = [];
-  const state = { answer: 'complete' as Answer, tts: [tone(16000, 400, 660), tone(16000, 300, 880)] };
+  const state = { answer: 'complete' as Answer, tts: [tone(16000, 400, 660), tone(16000, 300, 880)], binaryTts: false };
   peer.wss.on('connection', (ws) => {
     let speech = false;
     let quiet = 0;
-    const send = (frames: string[]): void => {
+    const send = (frames: (string | Buffer)[]): void => {
       for (const f of frames) ws.send(f);
     };
     ws.on('message', (data: RawData, isBinary: boolean) => {
@@ -89,7 +93,7 @@ export async function guideCloud() {
       received.push({ frame, at: performance.now() });
       const content = (frame['content'] ?? {}) as Record<string, unknown>;
       if (frame['contentType'] === 'PING') send([downText('PONG')]);
-      else if (frame['contentType'] === 'TEXT') send(answerFrames(state.answer, state.tts));
+      else if (frame['contentType'] === 'TEXT') send(answerFrames(state.answer, state.tts, state.binaryTts));
       else if (content['eventType'] === 'CLIENT_VOICE_CHAT_UPDATE')
         send([downText('SERVER_VOICE_CHAT_UPDATED', { mid: frame['mid'], content: { eventData: content['eventData'] } })]);
       else if (frame['contentType'] === 'AUDIO') {
@@ -97,7 +101,7 @@ export async function guideCloud() {
         if (loud) [speech, quiet] = [true, 0];
         else if (speech && ++quiet === 6) {
           speech = false;
-          send([downText('ASR'), ...answerFrames(state.answer, state.tts)]);
+          send([downText('ASR'), ...answerFrames(state.answer, state.tts, state.binaryTts)]);
         }
       }
     });

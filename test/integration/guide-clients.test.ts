@@ -49,6 +49,17 @@ describe('the relay client reads the guide shapes', () => {
     expect(pieces.join('')).toBe(REPLY);
   });
 
+  it('binary TTS frames are the round audio only while the round is open', async () => {
+    const { cloud, rig } = await setup();
+    cloud.binaryTts = true;
+    const client = await attached(rig.sock);
+    const audio: Buffer[] = [];
+    await client.turn(() => client.send({ mid: 'm', contentType: 'TEXT', content: { input: 'hi' } }), {
+      onAudio: (b) => void audio.push(b),
+    });
+    expect(Buffer.concat(audio).equals(Buffer.concat(cloud.tts))).toBe(true);
+  });
+
   it.each([
     ['empty', 'empty', 'EMPTY_CONTENT', ''],
     ['interrupted', 'interrupted', 'CALL_AGENT_INTERRUPTED', 'Hey! Hello there, '],
@@ -150,6 +161,18 @@ describe('botlink chat against the guide frames', () => {
     expect(run.stdout).toBe(`heard: ${HEARD}\n`);
     expect(run.stderr).toContain('botlink chat: the cloud found nothing to answer (EMPTY_CONTENT): no reply');
     expect(run.stderr).toContain(`fix: play ${wav}: it must hold speech loud enough to hear`);
+  });
+
+  it('--audio the cloud never answers: exit 1 at --timeout, naming what it waited for', async () => {
+    const { cloud, rig, dir } = await setup();
+    cloud.answer = 'nothing';
+    const wav = join(dir, 'hello.wav');
+    writeFileSync(wav, wavFile(tone(16000, 200), 16000));
+    const run = await runCli(['chat', '--socket', rig.sock, '--timeout', '2', '--audio', wav]);
+    expect(run.code, run.stderr).toBe(1);
+    expect(run.stderr).toContain(
+      'botlink chat: no reply within 2 s (link connected; waited for a round on what the cloud heard (CALL_AGENT_START_EVENT))',
+    );
   });
 });
 
