@@ -89,8 +89,10 @@ export async function chat(argv: string[]): Promise<number> {
     };
     return voiceTurn(client, audio.pcm, audio.sampleRate, systemClock, { ...on, onAccepted, onTurn });
   };
+  const conversing = converse();
+  conversing.catch(() => {}); // after a timeout, the close below ends it: its rejection is no news
   try {
-    const result = await Promise.race([converse(), timedOut]);
+    const result = await Promise.race([conversing, timedOut]);
     const saved = saveTo === undefined ? undefined : saveReply(saveTo, tts, result.outputRate ?? 16000);
     process.stdout.write(json ? `${JSON.stringify({ ...out.summary(result), ...(saved && { saved }) })}\n` : '\n');
     if (saved === null) {

@@ -63,7 +63,8 @@ export interface TurnHandlers {
 type Frame = { contentType?: unknown; code?: unknown; msg?: unknown; content?: unknown };
 type Content = { eventType?: unknown; eventData?: unknown };
 
-const record = (v: unknown): Record<string, unknown> => (typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : {});
+/** A JSON value as an object to read fields from ({} when it is none). */
+export const record = (v: unknown): Record<string, unknown> => (typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : {});
 
 /** The LINK_STATE data of a frame, else undefined. */
 export function linkStateOf(frame: Frame): LinkStateData | undefined {
@@ -75,7 +76,7 @@ export function linkStateOf(frame: Frame): LinkStateData | undefined {
 
 /**
  * An app's side of botlink's relay, as `botlink chat` and the demo app use it: the link state as it
- * changes ('state' events), and TEXT rounds one at a time.
+ * changes ('state' events), and turns (TEXT rounds, voice turns) one at a time.
  */
 export class RelayClient extends EventEmitter<{ state: [LinkStateData]; frame: [Frame]; binary: [Buffer]; close: [number, string] }> {
   readonly #ws: WebSocket;
@@ -224,7 +225,8 @@ export class RelayClient extends EventEmitter<{ state: [LinkStateData]; frame: [
   }
 }
 
-function closedMessage(code: number): string {
+/** Why the relay closed, in words: 1001 is the daemon's stop. */
+export function closedMessage(code: number): string {
   return code === 1001 ? 'the botlink daemon stopped (close 1001)' : `botlink closed the relay (close ${code})`;
 }
 

@@ -1,7 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../agent/time/clock.js';
 import { readDownFrame } from '../protocol/round-reader.js';
-import { type LinkStateData, type RelayClient, RoundEnded, RoundLost, type RoundResult, type TurnHandlers } from './relay-client.js';
+import {
+  closedMessage,
+  type LinkStateData,
+  type RelayClient,
+  RoundEnded,
+  RoundLost,
+  type RoundResult,
+  record,
+  type TurnHandlers,
+} from './relay-client.js';
 
 /** The guide allows up to 300 ms a frame; 100 ms lets the cloud's VAD hear the speech end sooner. */
 export const FRAME_MS = 100;
@@ -31,8 +40,6 @@ export function audioFrame(pcm: Buffer, i: number, frameBytes: number): Buffer {
 }
 
 type Pacing = Pick<Clock, 'monoNow' | 'sleep'>;
-
-const record = (v: unknown): Record<string, unknown> => (typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : {});
 
 /**
  * Sends `pcm` (16-bit mono at `sampleRate`) in FRAME_MS frames as the clock goes, as a microphone
@@ -79,7 +86,7 @@ export function acceptVoiceConfig(client: RelayClient, sampleRate: number): Prom
     const onState = (s: LinkStateData): void => {
       if (s.state !== 'connected') finish(new RoundLost(`the cloud link went ${s.state} before the voice config was accepted`));
     };
-    const onClose = (code: number): void => finish(new RoundLost(`botlink closed the relay (close ${code})`));
+    const onClose = (code: number): void => finish(new RoundLost(closedMessage(code)));
     client.on('frame', onFrame);
     client.on('state', onState);
     client.once('close', onClose);
