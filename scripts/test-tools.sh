@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages whose tools the tests drive for real (logrotate, systemd-analyze,
-# python3's sd_notify listener, openssl, setpriv, flock, libfaketime) through apt-get: as root, else
-# through sudo. Prints what it installs; does nothing when every tool is present.
+# python3's sd_notify listener, openssl, setpriv, flock, libfaketime, sox for a saved reply's WAV)
+# through apt-get: as root, else through sudo. Prints what it installs; does nothing when every tool is present.
 # test/helpers/tools.ts holds the same list.
 set -euo pipefail
 
@@ -24,6 +24,7 @@ TOOLS=(
   'setpriv util-linux'
   'flock util-linux'
   'libfaketime faketime'
+  'sox sox'
 )
 
 mode=install

@@ -1,7 +1,7 @@
 import { parseFlags } from './common.js';
 import { Exit, UsageError } from './exit.js';
 import { failureLines, formatDuration } from './format.js';
-import { type LinkStateData, RelayClient, RelayRefused, RoundLost } from './relay-client.js';
+import { type LinkStateData, RelayClient, RelayRefused, RoundEnded, RoundLost } from './relay-client.js';
 
 const USAGE = 'usage: botlink demo-app --socket PATH [--every S]   (the app `botlink demo` runs; default every 3 s)';
 
@@ -48,8 +48,9 @@ export async function demoApp(argv: string[]): Promise<number> {
       const { reply, roundId, ms } = await client.round(question);
       say(`← "${reply}" (${roundId}, ${ms} ms)`);
     } catch (err) {
-      if (!(err instanceof RoundLost)) throw err;
-      say(`round ${asked} lost: ${err.message}; the next one goes once the link is back`);
+      if (err instanceof RoundEnded) say(`round ${asked} ended without a reply: ${err.message}`);
+      else if (err instanceof RoundLost) say(`round ${asked} lost: ${err.message}; the next one goes once the link is back`);
+      else throw err;
     } finally {
       busy = false;
     }

@@ -27,7 +27,7 @@ commands:
   doctor     field diagnostics
   serve      the reference token service
   demo       reference service and agent on loopback
-  chat       one conversation round through the running daemon
+  chat       one conversation round through the running daemon (TEXT, or --audio FILE)
 
 botlink <command> --help for its options; botlink --version`;
 

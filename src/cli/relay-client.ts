@@ -3,6 +3,7 @@ import { EventEmitter } from 'node:events';
 import { resolve } from 'node:path';
 import WebSocket, { type RawData } from 'ws';
 import type { LinkState } from '../agent/link/supervisor.js';
+import { NEW_TURN, nextTurn, type Outcome, readDownFrame, type Turn } from '../protocol/round-reader.js';
 import { socketGroupName } from './socket-group.js';
 
 /** The relay's path on the local socket: the cloud's own (DESIGN §3.5). */
@@ -25,20 +26,45 @@ export class RelayRefused extends Error {
   }
 }
 
-/** A round that cannot finish: the link left `connected`, the cloud answered an error, or the relay closed. */
+/** A round that cannot finish: the link left `connected`, or the relay closed. */
 export class RoundLost extends Error {}
 
 export interface RoundResult {
   reply: string;
   roundId: string;
-  /** From sending TEXT to the round's COMPLETE. */
+  /** The final ASR text of the turn, when the cloud recognised speech. */
+  heard?: string;
+  /** From sending the input to the round's COMPLETE. */
   ms: number;
 }
 
-type Frame = { contentType?: unknown; code?: unknown; msg?: unknown; content?: unknown };
-type Content = { eventType?: unknown; eventData?: unknown; roundId?: unknown; text?: unknown };
+/** The cloud answered the turn without a reply: EMPTY_CONTENT, a cut, moderation or an error frame. */
+export class RoundEnded extends Error {
+  constructor(
+    readonly outcome: Exclude<Outcome, 'complete'>,
+    message: string,
+    /** What came before the end (a cut reply's first pieces). */
+    readonly partial: RoundResult,
+  ) {
+    super(message);
+  }
+}
 
-const record = (v: unknown): Record<string, unknown> => (typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : {});
+/** What an app does with a turn's frames as they come. */
+export interface TurnHandlers {
+  onPiece?: (text: string) => void;
+  onHeard?: (text: string) => void;
+  /** TTS audio of the round: decoded audioBase64, or a binary frame while the round is open. */
+  onAudio?: (audio: Buffer) => void;
+  /** Every change of the turn, e.g. to stop streaming once the round is open. */
+  onTurn?: (turn: Turn) => void;
+}
+
+type Frame = { contentType?: unknown; code?: unknown; msg?: unknown; content?: unknown };
+type Content = { eventType?: unknown; eventData?: unknown };
+
+/** A JSON value as an object to read fields from ({} when it is none). */
+export const record = (v: unknown): Record<string, unknown> => (typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : {});
 
 /** The LINK_STATE data of a frame, else undefined. */
 export function linkStateOf(frame: Frame): LinkStateData | undefined {
@@ -50,9 +76,9 @@ export function linkStateOf(frame: Frame): LinkStateData | undefined {
 
 /**
  * An app's side of botlink's relay, as `botlink chat` and the demo app use it: the link state as it
- * changes ('state' events), and TEXT rounds one at a time.
+ * changes ('state' events), and turns (TEXT rounds, voice turns) one at a time.
  */
-export class RelayClient extends EventEmitter<{ state: [LinkStateData]; frame: [Frame]; close: [number, string] }> {
+export class RelayClient extends EventEmitter<{ state: [LinkStateData]; frame: [Frame]; binary: [Buffer]; close: [number, string] }> {
   readonly #ws: WebSocket;
   state: LinkStateData | undefined;
   closed: { code: number; reason: string } | undefined;
@@ -61,7 +87,10 @@ export class RelayClient extends EventEmitter<{ state: [LinkStateData]; frame: [
     super();
     this.#ws = ws;
     ws.on('message', (data: RawData, isBinary: boolean) => {
-      if (isBinary) return; // audio: a text round's client has no use for it
+      if (isBinary) {
+        this.emit('binary', Buffer.from(data as Buffer));
+        return;
+      }
       let frame: Frame;
       try {
         frame = record(JSON.parse(data.toString())) as Frame;
@@ -120,41 +149,68 @@ export class RelayClient extends EventEmitter<{ state: [LinkStateData]; frame: [
   }
 
   /** One TEXT round: `onPiece` gets each AGENT piece as it comes; resolves on the round's COMPLETE. */
-  round(input: string, onPiece: (text: string) => void = () => {}): Promise<RoundResult> {
+  round(input: string, onPiece?: (text: string) => void): Promise<RoundResult> {
+    return this.turn(() => this.send({ mid: randomUUID(), contentType: 'TEXT', content: { input } }), { ...(onPiece && { onPiece }) });
+  }
+
+  /**
+   * One turn: `start` sends its input, then the cloud's frames drive the turn (round-reader) until the
+   * round ends. Resolves on COMPLETE; rejects with RoundEnded when the cloud gives no reply, RoundLost
+   * when the link or the relay goes.
+   */
+  turn(start: () => void, on: TurnHandlers = {}): Promise<RoundResult> {
     const started = performance.now();
-    let roundId: string | undefined;
+    let turn: Turn = NEW_TURN;
     let reply = '';
+    const result = (): RoundResult => ({
+      reply,
+      roundId: turn.phase === 'waiting' ? '' : turn.roundId,
+      ...(turn.heard !== undefined && { heard: turn.heard }),
+      ms: Math.round(performance.now() - started),
+    });
     return new Promise((done, fail) => {
       const finish = (err?: Error): void => {
         this.off('frame', onFrame);
+        this.off('binary', onBinary);
         this.off('state', onState);
         this.off('close', onClose);
         if (err) fail(err);
-        else done({ reply, roundId: roundId ?? '', ms: Math.round(performance.now() - started) });
+        else done(result());
       };
       const onFrame = (frame: Frame): void => {
-        if (typeof frame.code === 'number' && frame.code !== 200) {
-          finish(new RoundLost(`the cloud answered ${frame.code}: ${String(frame.msg)}`));
-          return;
-        }
-        const content = record(frame.content) as Content;
-        if (typeof content.roundId !== 'string') return;
-        roundId ??= content.roundId; // the first frame of the round names it
-        if (content.roundId !== roundId) return;
-        if (frame.contentType === 'AGENT' && typeof content.text === 'string') {
-          reply += content.text;
-          onPiece(content.text);
-        } else if (frame.contentType === 'EVENT' && content.eventType === 'COMPLETE') finish();
+        const step = nextTurn(turn, readDownFrame(frame));
+        const changed = step.turn !== turn;
+        turn = step.turn;
+        const event = step.accepted;
+        if (event?.kind === 'piece') {
+          reply += event.text;
+          on.onPiece?.(event.text);
+        } else if (event?.kind === 'asr') on.onHeard?.(event.text);
+        else if (event?.kind === 'audio') on.onAudio?.(Buffer.from(event.base64, 'base64'));
+        if (changed) on.onTurn?.(turn);
+        if (turn.phase !== 'done') return;
+        if (turn.outcome === 'complete') finish();
+        else finish(new RoundEnded(turn.outcome, turn.detail, result()));
+      };
+      // Binary frames carry no roundId: they are the round's audio only while it is open.
+      const onBinary = (audio: Buffer): void => {
+        if (turn.phase === 'open') on.onAudio?.(audio);
       };
       const onState = (s: LinkStateData): void => {
         if (s.state !== 'connected') finish(new RoundLost(`the cloud link went ${s.state} during the round: its reply is lost`));
       };
       const onClose = (code: number): void => finish(new RoundLost(closedMessage(code)));
       this.on('frame', onFrame);
+      this.on('binary', onBinary);
       this.on('state', onState);
       this.once('close', onClose);
-      this.#ws.send(JSON.stringify({ mid: randomUUID(), contentType: 'TEXT', content: { input } }));
+      start();
     });
+  }
+
+  /** Sends one JSON frame to the cloud through the relay. */
+  send(frame: object): void {
+    this.#ws.send(JSON.stringify(frame));
   }
 
   /** Resolves with the relay's close (at once when it is closed). */
@@ -169,7 +225,8 @@ export class RelayClient extends EventEmitter<{ state: [LinkStateData]; frame: [
   }
 }
 
-function closedMessage(code: number): string {
+/** Why the relay closed, in words: 1001 is the daemon's stop. */
+export function closedMessage(code: number): string {
   return code === 1001 ? 'the botlink daemon stopped (close 1001)' : `botlink closed the relay (close ${code})`;
 }
 

@@ -13,6 +13,7 @@ export const TEST_TOOLS = {
   setpriv: 'util-linux',
   flock: 'util-linux',
   libfaketime: 'faketime',
+  sox: 'sox',
 } as const;
 export type TestTool = keyof typeof TEST_TOOLS;
 

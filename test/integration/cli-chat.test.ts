@@ -1,12 +1,14 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdirSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { BUNDLE } from '../../scripts/build.mjs';
+import { wavFile } from '../../src/cli/wav.js';
 import { type CliRun, DAEMON_SECRET, type DaemonProc, type DeviceDir, runCli } from '../helpers/daemon-proc.js';
 import { cleanEnv } from '../helpers/env.js';
+import { tone } from '../helpers/guide-cloud.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 import { requireTool } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait-for.js';
@@ -56,6 +58,8 @@ describe('botlink chat without a daemon', () => {
       ['--timeout', 'soon', 'hi'],
       ['--config', d.configFile, '--socket', '/x', 'hi'],
       ['--nope', 'hi'],
+      ['--audio', 'x.wav', 'hi'],
+      ['--save-reply', 'out.wav', 'hi'],
     ]) {
       const run = await runCli(['chat', ...args]);
       expect(run.code, `${args.join(' ')}: ${run.stderr}`).toBe(64);
@@ -67,6 +71,33 @@ describe('botlink chat without a daemon', () => {
     const off = await runCli(['chat', '--config', d.configFile, 'hi']);
     expect(off.code).toBe(78);
     expect(off.stderr).toContain('the local API is turned off (localSocket is "")');
+  });
+
+  it('--audio with a file that is not voice input: exit 65 naming the file and what it holds, before any socket', async () => {
+    const dir = tempDir('botlink-chat-wav-');
+    const stereo = wavFile(Buffer.alloc(3200), 8000);
+    stereo.writeUInt16LE(2, 22); // channels
+    const cases: [string, Buffer | undefined, string][] = [
+      [
+        'stereo.wav',
+        stereo,
+        'stereo.wav is not voice input: it holds 8000 Hz stereo 16-bit PCM; the cloud takes 16-bit PCM mono at 16000, 24000 or 32000 Hz',
+      ],
+      [
+        'cut.wav',
+        wavFile(Buffer.alloc(3200), 16000).subarray(0, 1000),
+        'cut.wav is not voice input: truncated: its audio data announces 3200 bytes, 956 are there',
+      ],
+      ['song.mp3', Buffer.from('ID3\x03 not a wav'), 'song.mp3 is not voice input: not a WAV file (no RIFF/WAVE header)'],
+      ['none.wav', undefined, 'cannot read'],
+    ];
+    for (const [name, bytes, says] of cases) {
+      const file = join(dir, name);
+      if (bytes) writeFileSync(file, bytes);
+      const run = await runCli(['chat', '--socket', join(dir, 'no.sock'), '--audio', file]);
+      expect(run.code, `${name}: ${run.stderr}`).toBe(65);
+      expect(run.stderr).toContain(says);
+    }
   });
 
   it('no socket (ENOENT) and a stale socket file (ECONNREFUSED) exit 69 naming the socket and the fix', async () => {
@@ -122,6 +153,31 @@ describe('botlink chat through a running daemon', () => {
     expect(result.roundId).not.toBe('');
     expect(run.stdout + run.stderr + json.stdout + json.stderr).not.toContain(DAEMON_SECRET);
   });
+
+  // Waits on the reference service speaking the guide (issue 17): free-mode VAD, ASR IS_FINAL, TTS as PCM.
+  it('--audio: a spoken second and silence get what the service heard and its reply; the saved reply plays (sox)', async () => {
+    const sox = requireTool('sox');
+    const svc = await service(DAEMON_SEED);
+    const d = device(svc);
+    daemon(d);
+    await d.waitForLink('connected');
+    const dir = tempDir('botlink-chat-audio-');
+    const wav = join(dir, 'hello.wav');
+    writeFileSync(wav, wavFile(tone(16000, 1000, 440, 0.3), 16000));
+    const out = join(dir, 'reply.wav');
+    const run = await runCli(['chat', '--config', d.configFile, '--timeout', '12', '--audio', wav, '--save-reply', out], {
+      timeoutMs: 20_000,
+    });
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toMatch(/^heard: \S.*\nreply: \S.*\n$/);
+    expect(run.stderr).toContain(`botlink chat: saved the reply's audio to ${out}`);
+    const info = (flag: string): string => spawnSync(sox, ['--i', flag, out], { encoding: 'utf8' }).stdout.trim();
+    expect(info('-t')).toBe('wav');
+    expect(info('-r')).toBe('16000');
+    expect(info('-c')).toBe('1');
+    expect(info('-b')).toBe('16');
+    expect(Number(info('-D'))).toBeGreaterThan(0.1);
+  }, 30_000);
 
   it('another app attached: exit 69 with the 409 and what to do', async () => {
     const svc = await service(DAEMON_SEED);

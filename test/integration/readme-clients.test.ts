@@ -5,7 +5,9 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import type { CliRun } from '../helpers/daemon-proc.js';
 import { cleanEnv } from '../helpers/env.js';
+import { type Answer, guideCloud, REPLY } from '../helpers/guide-cloud.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
+import { relayRig } from '../helpers/relay-rig.js';
 import { requireTool } from '../helpers/tools.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -45,17 +47,68 @@ async function connectedDaemon(): Promise<string> {
   return join(d.runtimeDir, 'botlink.sock');
 }
 
+/** The README's Node client in a file, inside the checkout's node_modules so its `import WebSocket from 'ws'` resolves as in an app's own tree. */
+function nodeClient(): string {
+  const cache = join(root, 'node_modules', '.cache');
+  mkdirSync(cache, { recursive: true });
+  const dir = mkdtempSync(join(cache, 'readme-client-'));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'chat.mjs');
+  writeFileSync(file, readmeBlock('js', 'chat.mjs'));
+  return file;
+}
+
+function pythonClient(): string {
+  const file = join(tempDir('botlink-readme-py-'), 'chat.py');
+  writeFileSync(file, readmeBlock('python', 'chat.py'));
+  return file;
+}
+
+/** A real link and relay on a Unix socket, before a cloud that sends exactly the guide's fixture frames. */
+async function guideRelay(answer: Answer): Promise<string> {
+  const cloud = await guideCloud();
+  cloud.answer = answer;
+  cleanups.push(() => cloud.close());
+  const rig = await relayRig({ cloudUrl: cloud.url });
+  cleanups.push(() => rig.close());
+  rig.link.start();
+  await rig.reaches('connected');
+  return rig.sock;
+}
+
+describe('README\'s app clients against the guide\'s frames (greeting roundId "", AGENT content.content, PONG without content)', () => {
+  const clients: [string, () => string[]][] = [
+    ['Node', () => [process.execPath, nodeClient()]],
+    ['Python', () => [requireTool('python3'), pythonClient()]],
+  ];
+  it.each(clients)('%s: a completed round prints content.content and exits 0', async (_name, client) => {
+    const socket = await guideRelay('complete');
+    const [cmd, file] = client();
+    const out = await run(cmd!, [file!, socket, 'tell me a story']);
+    expect(out.code, out.stderr).toBe(0);
+    expect(out.stdout).toBe(`${REPLY}\n`);
+  });
+
+  it.each(clients)('%s: EMPTY_CONTENT, a cut and moderation each end at once with exit 1, saying so', async (_name, client) => {
+    for (const [answer, says] of [
+      ['empty', 'no reply (EMPTY_CONTENT)'],
+      ['interrupted', 'the reply was cut: Hey! Hello there, '],
+      ['audit-fail', 'no reply (USER_AUDIT_FAIL)'],
+    ] as [Answer, string][]) {
+      const socket = await guideRelay(answer);
+      const [cmd, file] = client();
+      const out = await run(cmd!, [file!, socket, 'hi']);
+      expect(out.code, `${answer}: ${out.stderr}`).toBe(1);
+      expect(out.stderr).toContain(says);
+    }
+  });
+});
+
+// These wait on the reference service speaking the guide's shapes (issue 17): AGENT content.content.
 describe("README's app clients, run as they stand against a real daemon", () => {
   it('the Node client (ws over ws+unix://) prints the reply and exits 0', async () => {
     const socket = await connectedDaemon();
-    // Inside the checkout's node_modules, so the block's `import WebSocket from 'ws'` resolves as in an app's own tree.
-    const cache = join(root, 'node_modules', '.cache');
-    mkdirSync(cache, { recursive: true });
-    const dir = mkdtempSync(join(cache, 'readme-client-'));
-    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-    const file = join(dir, 'chat.mjs');
-    writeFileSync(file, readmeBlock('js', 'chat.mjs'));
-    const out = await run(process.execPath, [file, socket, 'hello from node']);
+    const out = await run(process.execPath, [nodeClient(), socket, 'hello from node']);
     expect(out.code, out.stderr).toBe(0);
     expect(out.stdout).toBe('you said: hello from node\n');
     expect(out.stderr).toContain('link connected');
@@ -63,9 +116,7 @@ describe("README's app clients, run as they stand against a real daemon", () => 
 
   it('the Python client (standard library only) prints the reply and exits 0', async () => {
     const socket = await connectedDaemon();
-    const file = join(tempDir('botlink-readme-py-'), 'chat.py');
-    writeFileSync(file, readmeBlock('python', 'chat.py'));
-    const out = await run(requireTool('python3'), [file, socket, 'hello from python']);
+    const out = await run(requireTool('python3'), [pythonClient(), socket, 'hello from python']);
     expect(out.code, out.stderr).toBe(0);
     expect(out.stdout).toBe('you said: hello from python\n');
     expect(out.stderr).toContain('link connected');
