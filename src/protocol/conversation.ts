@@ -81,7 +81,14 @@ export interface DownFrame {
   t: number;
 }
 
-export function downFrame(f: { requestId: string; mid: string | null; contentType: ContentType; content?: Obj; t: number; msg?: string }): string {
+export function downFrame(f: {
+  requestId: string;
+  mid: string | null;
+  contentType: ContentType;
+  content?: Obj;
+  t: number;
+  msg?: string;
+}): string {
   const frame: DownFrame = {
     code: 200,
     msg: f.msg ?? DOWN_MSG[f.contentType],

@@ -41,7 +41,8 @@ function kind(v: unknown): string {
  * `open` names paths whose contents the guide leaves free (e.g. an echoed eventData). [] when alike.
  */
 export function shapeDifferences(actual: unknown, expected: unknown, open: readonly string[] = [], path = ''): string[] {
-  if (open.includes(path)) return kind(actual) === kind(expected) ? [] : [`${path || '(frame)'}: ${kind(actual)}, guide has ${kind(expected)}`];
+  if (open.includes(path))
+    return kind(actual) === kind(expected) ? [] : [`${path || '(frame)'}: ${kind(actual)}, guide has ${kind(expected)}`];
   if (kind(actual) !== kind(expected)) return [`${path || '(frame)'}: ${kind(actual)}, guide has ${kind(expected)}`];
   if (kind(expected) !== 'object') return [];
   const a = actual as Json;

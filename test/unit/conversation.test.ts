@@ -58,11 +58,19 @@ describe('readAudioConfig', () => {
   const audio = (a: Record<string, unknown>) => ({ audio: a });
   const ok: [string, unknown, Partial<typeof DEFAULT_AUDIO>][] = [
     ['empty audio: the defaults', audio({}), {}],
-    ['the guide’s strings', audio({ binary: true, input: { codec: 'pcm', sampleRate: '24000' }, output: { codec: 'pcm', sampleRate: '24000' } }), { binary: true, inputRate: 24000, outputRate: 24000 }],
+    [
+      'the guide’s strings',
+      audio({ binary: true, input: { codec: 'pcm', sampleRate: '24000' }, output: { codec: 'pcm', sampleRate: '24000' } }),
+      { binary: true, inputRate: 24000, outputRate: 24000 },
+    ],
     ['numbers too', audio({ input: { sampleRate: 32000 }, output: { sampleRate: 8000 } }), { inputRate: 32000, outputRate: 8000 }],
     ['opus in, mp3 out', audio({ input: { codec: 'opus' }, output: { codec: 'mp3' } }), { inputCodec: 'opus', outputCodec: 'mp3' }],
     ['frameSizeMs 60..120 sets the TTS frames', audio({ output: { frameSizeMs: '100' } }), { ttsFrameMs: 100 }],
-    ['frameSizeMs outside 60..120 (an opus size) is ignored', audio({ output: { codec: 'opus', frameSizeMs: '40' } }), { outputCodec: 'opus', ttsFrameMs: TTS_FRAME_MS }],
+    [
+      'frameSizeMs outside 60..120 (an opus size) is ignored',
+      audio({ output: { codec: 'opus', frameSizeMs: '40' } }),
+      { outputCodec: 'opus', ttsFrameMs: TTS_FRAME_MS },
+    ],
     ['unknown fields are ignored', audio({ input: { format: 'pcm', channel: 1 }, extra: true }), {}],
   ];
   it.each(ok)('%s', (_name, eventData, want) => {
@@ -72,7 +80,11 @@ describe('readAudioConfig', () => {
   const refused: [string, unknown, RegExp][] = [
     ['no audio', {}, /needs eventData.audio/],
     ['audio not an object', { audio: 'pcm' }, /needs eventData.audio/],
-    ['an input rate the guide does not list', audio({ input: { sampleRate: '44100' } }), /input.sampleRate must be one of 16000, 24000, 32000/],
+    [
+      'an input rate the guide does not list',
+      audio({ input: { sampleRate: '44100' } }),
+      /input.sampleRate must be one of 16000, 24000, 32000/,
+    ],
     ['an input codec it does not know', audio({ input: { codec: 'aac' } }), /input.codec/],
     ['an output codec it does not know', audio({ output: { codec: 'wav' } }), /output.codec/],
     ['an output rate out of range', audio({ output: { sampleRate: '96000' } }), /output.sampleRate/],
@@ -167,7 +179,17 @@ function conversation(roundDelayMs: number, manual = false) {
   return { clock, sent, frames, c, say };
 }
 
-const ROUND = ['CALL_AGENT_START_EVENT', 'AGENT', 'AGENT', 'TTS_SENTENCE_START', 'TTS', 'TTS_SENTENCE_START', 'TTS', 'TTS_COMPLETE', 'COMPLETE'];
+const ROUND = [
+  'CALL_AGENT_START_EVENT',
+  'AGENT',
+  'AGENT',
+  'TTS_SENTENCE_START',
+  'TTS',
+  'TTS_SENTENCE_START',
+  'TTS',
+  'TTS_COMPLETE',
+  'COMPLETE',
+];
 /** Kinds with a run of TTS frames as one: a transcript's tone may take more than one frame. */
 const squash = (kinds: string[]): string[] => kinds.filter((k, i) => !(k === 'TTS' && kinds[i - 1] === 'TTS'));
 
@@ -255,7 +277,10 @@ describe('Conversation audio (time is the audio’s own, not a clock)', () => {
     say(audio(quiet(20), 1));
     say(audio(quiet(5000), 2));
     expect(sent).toEqual(['EMPTY_CONTENT']);
-    expect(frames[0]).toMatchObject({ mid: null, content: { roundId: 'r_1', eventType: 'EMPTY_CONTENT', eventData: { startTime: expect.any(Number) } } });
+    expect(frames[0]).toMatchObject({
+      mid: null,
+      content: { roundId: 'r_1', eventType: 'EMPTY_CONTENT', eventData: { startTime: expect.any(Number) } },
+    });
     say(audio(loud(300), 3));
     say(audio(loud(10), ~4));
     expect(sent.slice(1, 3)).toEqual(['ASR', 'CALL_AGENT_START_EVENT']);

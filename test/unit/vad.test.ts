@@ -37,7 +37,14 @@ describe('vadStep', () => {
     ['speech, a loud window: speech grows', speech(W), FREE, LOUD, speech(2 * W), undefined],
     ['speech, a soft window: silence counted, speech not', speech(W), FREE, SOFT, speech(W, W), undefined],
     ['speech after a pause: the pause is part of the speech', speech(W, 5 * W), FREE, LOUD, speech(7 * W), undefined],
-    ['the silence that reaches 600 ms ends the utterance', speech(60 * W, 9600 - W), FREE, SOFT, IDLE, { kind: 'utterance', speechMs: 1200 }],
+    [
+      'the silence that reaches 600 ms ends the utterance',
+      speech(60 * W, 9600 - W),
+      FREE,
+      SOFT,
+      IDLE,
+      { kind: 'utterance', speechMs: 1200 },
+    ],
     ['one window short of 600 ms', speech(60 * W, 9600 - 2 * W), FREE, SOFT, speech(60 * W, 9600 - W), undefined],
     ['manual mode: silence never ends an utterance', speech(W, 9600 - W), MANUAL, SOFT, speech(W, 9600), undefined],
     [
@@ -48,7 +55,14 @@ describe('vadStep', () => {
       IDLE,
       { kind: 'utterance', speechMs: 20 },
     ],
-    ['24 kHz: the same 600 ms is 14400 samples', speech(24000, 14400 - 480), { ...FREE, sampleRate: 24000 }, { samples: 480, loud: false }, IDLE, { kind: 'utterance', speechMs: 1000 }],
+    [
+      '24 kHz: the same 600 ms is 14400 samples',
+      speech(24000, 14400 - 480),
+      { ...FREE, sampleRate: 24000 },
+      { samples: 480, loud: false },
+      IDLE,
+      { kind: 'utterance', speechMs: 1000 },
+    ],
     ['a partial window counts its own samples', speech(W), FREE, { samples: 100, loud: true }, speech(W + 100), undefined],
   ];
   it.each(rows)('%s', (_name, state, settings, window, next, event) => {
@@ -88,7 +102,9 @@ describe('vadFinish', () => {
 
 function pcm(samples: number[]): Buffer {
   const b = Buffer.alloc(samples.length * 2);
-  samples.forEach((s, i) => b.writeInt16LE(s, i * 2));
+  samples.forEach((s, i) => {
+    b.writeInt16LE(s, i * 2);
+  });
   return b;
 }
 

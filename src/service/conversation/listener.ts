@@ -1,6 +1,17 @@
 import { opusTranscriptOf, transcriptOf } from './round.js';
 import { DEFAULT_AUDIO, type AudioSetup } from './voice-config.js';
-import { rmsOf, SPEECH_RMS, splitWindows, VAD_START, vadFinish, vadStep, windowBytes, type VadEvent, type VadSettings, type VadState } from './vad.js';
+import {
+  rmsOf,
+  SPEECH_RMS,
+  splitWindows,
+  VAD_START,
+  vadFinish,
+  vadStep,
+  windowBytes,
+  type VadEvent,
+  type VadSettings,
+  type VadState,
+} from './vad.js';
 
 /** What the uplink audio amounts to, as the conversation acts on it. */
 export type Heard = { kind: 'speech-start' } | { kind: 'utterance'; transcript: string } | { kind: 'empty' };

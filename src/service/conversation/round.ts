@@ -17,7 +17,7 @@ export function replyTo(input: string): string {
 
 /** What the service "hears" in uplink audio: how long the speech lasted, so a test knows the transcript in advance. */
 export function transcriptOf(speechMs: number): string {
-  return `audio of ${(speechMs / 1000).toFixed(1)} s`;
+  return `audio of ${(Math.round(speechMs / 100) / 10).toFixed(1)} s`;
 }
 
 /** Opus input is not decoded: its transcript can only say how much arrived. */
@@ -61,27 +61,36 @@ export function roundSteps(plan: RoundPlan): RoundStep[] {
   });
   const steps: RoundStep[] = [];
   const heard = plan.heard;
-  if (heard !== undefined) steps.push({ contentType: ContentType.ASR, content: () => ({ text: heard, textType: 'IS_FINAL', lang: ASR_LANG }) });
+  if (heard !== undefined)
+    steps.push({ contentType: ContentType.ASR, content: () => ({ text: heard, textType: 'IS_FINAL', lang: ASR_LANG }) });
   const input = plan.input;
   if (input !== undefined) steps.push(event(ConversationEvent.CALL_AGENT_START_EVENT, (now) => ({ input, startTime: now })));
   const textAs = plan.textAs;
   if (textAs !== undefined) {
     pieces.forEach((piece, i) => {
       const finishReason = i === pieces.length - 1 ? 'stop' : '';
-      steps.push({ contentType: textAs, content: () => ({ roundId, role: 'assistant', content: piece, reasoningContent: '', finishReason }) });
+      steps.push({
+        contentType: textAs,
+        content: () => ({ roundId, role: 'assistant', content: piece, reasoningContent: '', finishReason }),
+      });
     });
   }
-  const speech = pieces.map((piece, i) => ({ piece, frames: pcmFrames(toneFor(piece, i, audio.outputRate), audio.outputRate, audio.ttsFrameMs) }));
+  const speech = pieces.map((piece, i) => ({
+    piece,
+    frames: pcmFrames(toneFor(piece, i, audio.outputRate), audio.outputRate, audio.ttsFrameMs),
+  }));
   const lastPiece = speech.length - 1;
   speech.forEach(({ piece, frames }, p) => {
     steps.push(event(ConversationEvent.TTS_SENTENCE_START, () => ({ text: piece })));
     frames.forEach(({ audio: pcm, durationMs }, f) => {
-      if (audio.binary) return steps.push({ binaryAudio: pcm });
       const finish = p === lastPiece && f === frames.length - 1;
       const content = { roundId, audioBase64: pcm.toString('base64'), audioAue: 'pcm', audioDuration: durationMs, finish };
-      steps.push({ contentType: ContentType.TTS, content: () => content });
+      steps.push(audio.binary ? { binaryAudio: pcm } : { contentType: ContentType.TTS, content: () => content });
     });
   });
-  steps.push(event(ConversationEvent.TTS_COMPLETE, (time) => ({ time })), event(ConversationEvent.COMPLETE, (time) => ({ time })));
+  steps.push(
+    event(ConversationEvent.TTS_COMPLETE, (time) => ({ time })),
+    event(ConversationEvent.COMPLETE, (time) => ({ time })),
+  );
   return steps;
 }

@@ -143,7 +143,8 @@ export class Conversation {
         return this.#interrupt();
       case ConversationEvent.CLIENT_INPUT_TEXT_TO_SPEECH: {
         const text = (eventData as Obj | undefined)?.['text'];
-        if (typeof text !== 'string' || text === '') return this.#error('CLIENT_INPUT_TEXT_TO_SPEECH needs eventData.text, a non-empty string');
+        if (typeof text !== 'string' || text === '')
+          return this.#error('CLIENT_INPUT_TEXT_TO_SPEECH needs eventData.text, a non-empty string');
         return this.#startRound((roundId) => ({ roundId, audio: this.#audio, pieces: [text] }));
       }
       default:
@@ -159,13 +160,17 @@ export class Conversation {
     if (type === ActivityType.CLIENT_UPDATE_CHAT_CONTEXT) {
       const minutes = content['effectiveTimeMinutes'];
       if (!Number.isInteger(minutes) || (minutes as number) < CONTEXT_MINUTES.min || (minutes as number) > CONTEXT_MINUTES.max) {
-        return this.#error(`CLIENT_UPDATE_CHAT_CONTEXT needs effectiveTimeMinutes, an integer from ${CONTEXT_MINUTES.min} to ${CONTEXT_MINUTES.max}`);
+        return this.#error(
+          `CLIENT_UPDATE_CHAT_CONTEXT needs effectiveTimeMinutes, an integer from ${CONTEXT_MINUTES.min} to ${CONTEXT_MINUTES.max}`,
+        );
       }
       const id = this.#nextId();
       const received = { roundId: id, activityType: ActivityType.CLIENT_CHAT_CONTEXT_RECEIVED, activityData: {} };
       return this.#send(ContentType.EVENT, id, received, ACTIVITY_MSG);
     }
-    this.#error(typeof type === 'string' ? `unsupported activityType ${type.slice(0, 64)}` : 'ACTIVITY needs content.activityType, a string');
+    this.#error(
+      typeof type === 'string' ? `unsupported activityType ${type.slice(0, 64)}` : 'ACTIVITY needs content.activityType, a string',
+    );
   }
 
   /** What the listener heard: new speech cuts a reply (free mode), an utterance starts a round, silence only says so. */
@@ -221,7 +226,10 @@ export class Conversation {
 
   #send(contentType: ContentType, mid: string | null, content: Obj | undefined, msg?: string): void {
     const { requestId, now } = this.#deps;
-    this.#deps.send(downFrame({ requestId, mid, contentType, ...(content !== undefined && { content }), t: now(), ...(msg !== undefined && { msg }) }), false);
+    this.#deps.send(
+      downFrame({ requestId, mid, contentType, ...(content !== undefined && { content }), t: now(), ...(msg !== undefined && { msg }) }),
+      false,
+    );
   }
 
   #error(msg: string): void {

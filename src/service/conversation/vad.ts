@@ -48,7 +48,11 @@ function msOf(samples: number, sampleRate: number): number {
 }
 
 /** One window of `samples` samples, loud or not: the next state and what happened. */
-export function vadStep(state: VadState, settings: VadSettings, window: { samples: number; loud: boolean }): { state: VadState; event?: VadEvent } {
+export function vadStep(
+  state: VadState,
+  settings: VadSettings,
+  window: { samples: number; loud: boolean },
+): { state: VadState; event?: VadEvent } {
   const { samples, loud } = window;
   if (state.phase !== 'speech') {
     if (loud) return { state: { phase: 'speech', quiet: 0, speech: samples, silence: 0 }, event: { kind: 'speech-start' } };

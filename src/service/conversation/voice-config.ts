@@ -48,14 +48,16 @@ function oneOf<T extends string>(v: unknown, known: readonly T[], fallback: T): 
 
 /** Reads eventData.audio; unknown fields are ignored, a known one with a value the guide does not allow is refused. */
 export function readAudioConfig(eventData: unknown): AudioRead {
-  if (!isObject(eventData) || !isObject(eventData['audio'])) return { ok: false, msg: 'CLIENT_VOICE_CHAT_UPDATE needs eventData.audio, an object' };
+  if (!isObject(eventData) || !isObject(eventData['audio']))
+    return { ok: false, msg: 'CLIENT_VOICE_CHAT_UPDATE needs eventData.audio, an object' };
   const audio = eventData['audio'];
   const input = isObject(audio['input']) ? audio['input'] : {};
   const output = isObject(audio['output']) ? audio['output'] : {};
   const inputCodec = oneOf(input['codec'], INPUT_CODECS, 'pcm');
   if (!inputCodec) return { ok: false, msg: `audio.input.codec must be one of ${INPUT_CODECS.join(', ')}` };
   const inputRate = numeric(input['sampleRate']) ?? DEFAULT_AUDIO.inputRate;
-  if (!INPUT_SAMPLE_RATES.some((r) => r === inputRate)) return { ok: false, msg: `audio.input.sampleRate must be one of ${INPUT_SAMPLE_RATES.join(', ')}` };
+  if (!INPUT_SAMPLE_RATES.some((r) => r === inputRate))
+    return { ok: false, msg: `audio.input.sampleRate must be one of ${INPUT_SAMPLE_RATES.join(', ')}` };
   const outputCodec = oneOf(output['codec'], OUTPUT_CODECS, 'pcm');
   if (!outputCodec) return { ok: false, msg: `audio.output.codec must be one of ${OUTPUT_CODECS.join(', ')}` };
   const outputRate = numeric(output['sampleRate']) ?? DEFAULT_AUDIO.outputRate;
