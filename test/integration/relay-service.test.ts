@@ -32,7 +32,7 @@ let mids = 0;
 const up = (contentType: string, content: Record<string, unknown>) => JSON.stringify({ mid: `m-${++mids}`, contentType, content });
 const BINARY_CONFIG = up('EVENT', {
   eventType: 'CLIENT_VOICE_CHAT_UPDATE',
-  eventData: { audio: { binary: true, input: { format: 'pcm' }, output: { format: 'pcm' } } },
+  eventData: { audio: { binary: true, input: { codec: 'pcm', sampleRate: '16000' }, output: { codec: 'pcm', sampleRate: '16000' } } },
 });
 
 async function setup() {
@@ -57,7 +57,7 @@ describe('relay against the reference service', () => {
     expect(greeting).toMatchObject({ contentType: 'EVENT', content: { eventType: 'CFG_BOT_EVENT' } });
     app.ws.send(up('TEXT', { input: 'hello' }));
     const round = await until(app, eventIs('COMPLETE'));
-    const text = round.filter((f) => f['contentType'] === 'AGENT').map((f) => f.content?.['text']);
+    const text = round.filter((f) => f['contentType'] === 'AGENT').map((f) => f.content?.['content']);
     expect(text.join('')).toBe('you said: hello');
   });
 

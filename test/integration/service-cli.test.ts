@@ -96,6 +96,8 @@ describe('botlink serve', () => {
     [['--displacement-marker', 'frame']],
     [['--round-delay-ms', '-1']],
     [['--round-delay-ms', '60001']],
+    [['--vad-silence-ms', '10']],
+    [['--vad-silence-ms', 'soon']],
   ])('refuses %j with exit 64 and nothing on stdout', async (args) => {
     const run = start(args);
     expect((await run.exit).code).toBe(64);
@@ -146,8 +148,27 @@ describe('botlink serve', () => {
     expect((await run.exit).code).toBe(0);
   });
 
-  it('--displacement-marker event: a displaced socket gets the EVENT frame, not the code-400 one', async () => {
-    const run = start(['--displacement-marker', 'event']);
+  it.each([
+    [
+      '(default)',
+      [],
+      { code: 4000, reason: '' },
+      { code: 200, contentType: 'EVENT', content: { eventType: 'REPEAT_CLIENT_SESSION', eventData: {} } },
+    ],
+    [
+      'event',
+      ['--displacement-marker', 'event'],
+      { code: 4000, reason: '' },
+      { mid: null, content: { eventType: 'REPEAT_CLIENT_SESSION', eventData: {} } },
+    ],
+    [
+      'code400',
+      ['--displacement-marker', 'code400'],
+      { code: 4000, reason: 'REPEAT_CLIENT_SESSION' },
+      { code: 400, msg: 'REPEAT_CLIENT_SESSION' },
+    ],
+  ])('--displacement-marker %s: how a displaced socket is told', async (_name, args, close, marker) => {
+    const run = start(args);
     const url = await listening(run);
     const { accessToken } = await getTokens(url);
     const wsUrl = `${url.replace(/^http/, 'ws')}/soulmate/voiceChat/v1`;
@@ -155,10 +176,10 @@ describe('botlink serve', () => {
     if (!first.ok) throw new Error(`refused: ${first.body}`);
     const second = await connectWs(wsUrl, 'bot-1', accessToken);
     if (!second.ok) throw new Error(`refused: ${second.body}`);
-    expect(await first.closed).toEqual({ code: 4000, reason: '' });
+    expect(await first.closed).toEqual(close);
     expect(first.messages.map((m) => JSON.parse(m) as unknown)).toEqual([
       expect.objectContaining({ code: 200, contentType: 'EVENT', content: expect.objectContaining({ eventType: 'CFG_BOT_EVENT' }) }),
-      expect.objectContaining({ code: 200, contentType: 'EVENT', content: { eventType: 'REPEAT_CLIENT_SESSION', eventData: {} } }),
+      expect.objectContaining(marker),
     ]);
     second.ws.terminate();
     run.child.kill('SIGTERM');
@@ -203,5 +224,6 @@ describe('botlink serve', () => {
     const run = start(['--help']);
     expect((await run.exit).code).toBe(0);
     expect(run.stdout()).toMatch(/--access-ttl/);
+    expect(run.stdout()).toMatch(/--vad-silence-ms/);
   });
 });
