@@ -1,10 +1,10 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
 import { ConversationClient, contentOf } from '../helpers/conversation-client.js';
+import { listening, startServe, type ServeRun } from '../helpers/serve-proc.js';
 import { connectWs, getTokens, post, signedGetTokenBody } from '../helpers/service-client.js';
 
 let bundle: Bundle;
@@ -19,40 +19,8 @@ afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-interface Run {
-  child: ChildProcess;
-  stdout: () => string;
-  stderr: () => string;
-  exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-function start(args: string[]): Run {
-  const child = spawn(process.execPath, [bundle.file, 'serve', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (err += chunk));
-  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
-  );
-  return { child, stdout: () => out, stderr: () => err, exit };
-}
-
-/** Waits for the listening line and returns its URL; fails if the process ends first. */
-function listening(run: Run): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const check = (): void => {
-      const match = /^listening on (http:\/\/\S+)\n/.exec(run.stdout());
-      if (!match) return;
-      run.child.stdout!.off('data', check);
-      run.child.off('close', ended);
-      resolve(match[1]!);
-    };
-    const ended = (): void => reject(new Error(`no listening line; stdout=${run.stdout()} stderr=${run.stderr()}`));
-    run.child.stdout!.on('data', check);
-    run.child.once('close', ended);
-    check();
-  });
+function start(args: string[]): ServeRun {
+  return startServe(bundle.file, args);
 }
 
 describe('botlink serve', () => {
