@@ -305,3 +305,36 @@ describe('Conversation audio (time is the audio’s own, not a clock)', () => {
     expect(sent.at(-1)).toBe('EMPTY_CONTENT');
   });
 });
+
+describe('Conversation with codecs it cannot produce or decode', () => {
+  const config = (input: string, output: string) =>
+    upFrame('EVENT', {
+      eventType: 'CLIENT_VOICE_CHAT_UPDATE',
+      eventData: { audio: { binary: false, input: { codec: input, sampleRate: '16000' }, output: { codec: output, sampleRate: '24000' } } },
+    });
+
+  it('opus input is counted, not heard: only the device ends the utterance, and the transcript says how much came', () => {
+    const { sent, frames, say } = conversation(0);
+    say(config('opus', 'pcm'));
+    say(audio(loud(1000), 0));
+    say(audio(quiet(5000), 1));
+    expect(sent).toEqual(['SERVER_VOICE_CHAT_UPDATED']);
+    say(audio(Buffer.alloc(10), ~2));
+    expect(squash(sent.slice(1))).toEqual(['ASR', ...ROUND]);
+    expect(frames[1]!['content']).toMatchObject({ text: 'opus audio of 192010 bytes' });
+    say(upFrame('EVENT', { eventType: 'CLIENT_AUDIO_FINISH' }));
+    expect(sent.at(-1)).toBe('EMPTY_CONTENT');
+  });
+
+  it('opus or mp3 output still gets PCM tones at the asked rate, and says so in audioAue', () => {
+    for (const codec of ['opus', 'mp3']) {
+      const { frames, say } = conversation(0);
+      say(config('pcm', codec));
+      say(upFrame('TEXT', { input: 'hi' }));
+      const tts = frames.filter((f) => f['contentType'] === 'TTS').map((f) => f['content'] as Record<string, unknown>);
+      expect(tts.map((t) => t['audioAue'])).toEqual(['pcm', 'pcm']);
+      // "hi" is 200 ms: 4800 samples at 24 kHz.
+      expect(Buffer.from(String(tts[1]!['audioBase64']), 'base64').length).toBe(4800 * 2);
+    }
+  });
+});
