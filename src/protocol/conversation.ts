@@ -1,6 +1,6 @@
 /**
  * The conversation frames of DESIGN §1.7 and botlink's own BOTLINK frame (§3.5). The reference service
- * speaks the subset; the relay carries frames unread and looks only at what it must, cheaply.
+ * speaks them in the guide's shapes; the relay carries frames unread and looks only at what it must, cheaply.
  */
 
 export const ContentType = {
@@ -105,9 +105,9 @@ export function upFrame(contentType: ContentType, content: Obj, mid?: string): s
   return JSON.stringify({ ...(mid !== undefined && { mid }), contentType, content });
 }
 
-/** An EVENT's content as the guide orders it: `{roundId?, eventType, eventData}`. */
-export function eventContent(eventType: ConversationEvent, eventData: Obj = {}, roundId?: string): Obj {
-  return { ...(roundId !== undefined && { roundId }), eventType, eventData };
+/** An EVENT's content: `{eventType, eventData}` plus extra fields such as `roundId`, which go first as in the guide's frames. */
+export function eventContent(eventType: ConversationEvent, eventData: Obj = {}, extra: Obj = {}): Obj {
+  return { ...extra, eventType, eventData };
 }
 
 /** The service's error frame, `{code: 400, msg}`, as the guide shows it (no envelope). */

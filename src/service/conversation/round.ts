@@ -57,7 +57,7 @@ export function roundSteps(plan: RoundPlan): RoundStep[] {
   const { roundId, audio, pieces } = plan;
   const event = (type: ConversationEvent, data: (now: number) => Obj): RoundStep => ({
     contentType: ContentType.EVENT,
-    content: (now) => eventContent(type, data(now), roundId),
+    content: (now) => eventContent(type, data(now), { roundId }),
   });
   const steps: RoundStep[] = [];
   const heard = plan.heard;

@@ -71,7 +71,7 @@ export class Conversation {
 
   /** The CFG_BOT_EVENT the service sends right after the connection opens: `mid: null`, `roundId: ""`. */
   greet(): void {
-    this.#send(ContentType.EVENT, null, eventContent(ConversationEvent.CFG_BOT_EVENT, GREETING_DATA, ''));
+    this.#send(ContentType.EVENT, null, eventContent(ConversationEvent.CFG_BOT_EVENT, GREETING_DATA, { roundId: '' }));
   }
 
   receive(data: Buffer, isBinary: boolean): void {
@@ -181,7 +181,7 @@ export class Conversation {
       } else if (h.kind === 'utterance') {
         this.#startRound((id) => replyPlan(id, h.transcript, this.#audio, true));
       } else {
-        const content = eventContent(ConversationEvent.EMPTY_CONTENT, { startTime: this.#deps.now() }, this.#nextId());
+        const content = eventContent(ConversationEvent.EMPTY_CONTENT, { startTime: this.#deps.now() }, { roundId: this.#nextId() });
         this.#send(ContentType.EVENT, null, content);
       }
     }
@@ -215,7 +215,7 @@ export class Conversation {
     if (!round) return;
     round.cancel?.();
     this.#round = undefined;
-    const content = eventContent(ConversationEvent.CALL_AGENT_INTERRUPTED, { startTime: this.#deps.now() }, round.id);
+    const content = eventContent(ConversationEvent.CALL_AGENT_INTERRUPTED, { startTime: this.#deps.now() }, { roundId: round.id });
     this.#send(ContentType.EVENT, this.#nextId(), content);
   }
 
