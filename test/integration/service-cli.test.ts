@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
-import { ConversationClient, contentOf } from '../helpers/conversation-client.js';
+import { ConversationClient, contentOf, isContent } from '../helpers/conversation-client.js';
+import { silencePcm, speechPcm } from '../helpers/pcm.js';
 import { listening, startServe, type ServeRun } from '../helpers/serve-proc.js';
 import { connectWs, getTokens, post, signedGetTokenBody } from '../helpers/service-client.js';
 
@@ -167,6 +168,20 @@ describe('botlink serve', () => {
     client.send({ contentType: 'EVENT', content: { eventType: 'CLIENT_INTERRUPT' } });
     const frames = await client.round(0);
     expect(frames.slice(-1).map((f) => contentOf(f)['eventType'])).toEqual(ending);
+    client.terminate();
+    run.child.kill('SIGTERM');
+    expect((await run.exit).code).toBe(0);
+  });
+
+  it('--vad-silence-ms 200: in free mode 200 ms of silence after speech ends the utterance', async () => {
+    const run = start(['--vad-silence-ms', '200']);
+    const url = await listening(run);
+    const { accessToken } = await getTokens(url);
+    const client = await ConversationClient.open(`${url.replace(/^http/, 'ws')}/soulmate/voiceChat/v1`, 'bot-1', accessToken);
+    const audioBase64 = Buffer.concat([speechPcm(500), silencePcm(200)]).toString('base64');
+    client.send({ contentType: 'AUDIO', content: { audioBase64, index: 0 } });
+    const asr = client.frames[await client.indexOf(isContent('ASR'))]!;
+    expect(contentOf(asr)).toEqual({ text: 'audio of 0.5 s', textType: 'IS_FINAL', lang: 'en' });
     client.terminate();
     run.child.kill('SIGTERM');
     expect((await run.exit).code).toBe(0);
