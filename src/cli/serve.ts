@@ -5,7 +5,7 @@ import { parseFlags } from './common.js';
 import { Exit, UsageError } from './exit.js';
 
 const USAGE = `usage: botlink serve [--host H] [--port P] [--db FILE] [--seed FILE] [--access-ttl S] [--refresh-ttl S]
-                    [--displacement-marker code400|event] [--round-delay-ms MS]
+                    [--displacement-marker event|code400] [--round-delay-ms MS] [--vad-silence-ms MS]
 
   --host H         address to listen on (default 127.0.0.1)
   --port P         port, 0 picks a free one (default 0)
@@ -13,11 +13,13 @@ const USAGE = `usage: botlink serve [--host H] [--port P] [--db FILE] [--seed FI
   --seed FILE      accounts, vendors and bots as JSON (default: AK/SK, vendor V1, bot bot-1)
   --access-ttl S   access token lifetime in seconds (default 7200)
   --refresh-ttl S  refresh token lifetime in seconds (default 604800)
-  --displacement-marker code400|event
-                   how a displaced WebSocket is told: {"code":400,"msg":"REPEAT_CLIENT_SESSION"}
-                   (default) or the public guide's EVENT frame with eventType REPEAT_CLIENT_SESSION
+  --displacement-marker event|code400
+                   how a displaced WebSocket is told: the public guide's EVENT frame with eventType
+                   REPEAT_CLIENT_SESSION (default) or {"code":400,"msg":"REPEAT_CLIENT_SESSION"}
   --round-delay-ms MS
-                   pause between two frames of a conversation round, 0 answers at once (default 5)`;
+                   pause between two frames of a conversation round, 0 answers at once (default 5)
+  --vad-silence-ms MS
+                   free mode: silence after speech that ends an utterance (default 600)`;
 
 const LISTEN_ERRORS = new Set(['EADDRINUSE', 'EADDRNOTAVAIL', 'EACCES', 'ENOTFOUND', 'EAI_AGAIN']);
 
@@ -52,6 +54,7 @@ export async function serve(argv: string[]): Promise<number> {
       'refresh-ttl': { type: 'string' },
       'displacement-marker': { type: 'string' },
       'round-delay-ms': { type: 'string' },
+      'vad-silence-ms': { type: 'string' },
     },
     USAGE,
   );
@@ -65,6 +68,7 @@ export async function serve(argv: string[]): Promise<number> {
   if (values.host === '') throw new UsageError('--host must not be empty');
   const displacementMarker = marker(values['displacement-marker']);
   const roundDelayMs = integer('round-delay-ms', values['round-delay-ms'], 0, 60_000);
+  const vadSilenceMs = integer('vad-silence-ms', values['vad-silence-ms'], 20, 60_000);
 
   let seed: Seed = DEFAULT_SEED;
   if (values.seed === undefined) {
@@ -90,6 +94,7 @@ export async function serve(argv: string[]): Promise<number> {
       ...(refreshTtlS !== undefined && { refreshTtlS }),
       ...(displacementMarker !== undefined && { displacementMarker }),
       ...(roundDelayMs !== undefined && { roundDelayMs }),
+      ...(vadSilenceMs !== undefined && { vadSilenceMs }),
     });
   } catch (err) {
     const e = err as NodeJS.ErrnoException;

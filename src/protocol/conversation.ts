@@ -1,6 +1,6 @@
 /**
  * The conversation frames of DESIGN §1.7 and botlink's own BOTLINK frame (§3.5). The reference service
- * speaks the subset; the relay carries frames unread and looks only at what it must, cheaply.
+ * speaks them in the guide's shapes; the relay carries frames unread and looks only at what it must, cheaply.
  */
 
 export const ContentType = {
@@ -22,46 +22,80 @@ export const ConversationEvent = {
   CLIENT_VOICE_CHAT_UPDATE: 'CLIENT_VOICE_CHAT_UPDATE',
   SERVER_VOICE_CHAT_UPDATED: 'SERVER_VOICE_CHAT_UPDATED',
   CALL_AGENT_START_EVENT: 'CALL_AGENT_START_EVENT',
+  TTS_SENTENCE_START: 'TTS_SENTENCE_START',
   TTS_COMPLETE: 'TTS_COMPLETE',
   COMPLETE: 'COMPLETE',
+  EMPTY_CONTENT: 'EMPTY_CONTENT',
   CLIENT_AUDIO_FINISH: 'CLIENT_AUDIO_FINISH',
   CLIENT_INTERRUPT: 'CLIENT_INTERRUPT',
+  CLIENT_INPUT_TEXT_TO_SPEECH: 'CLIENT_INPUT_TEXT_TO_SPEECH',
   CALL_AGENT_INTERRUPTED: 'CALL_AGENT_INTERRUPTED',
   REPEAT_CLIENT_SESSION: 'REPEAT_CLIENT_SESSION',
 } as const;
 export type ConversationEvent = (typeof ConversationEvent)[keyof typeof ConversationEvent];
+
+/** The `activityType`s of §1.7: two up requests and the down answer to one of them. */
+export const ActivityType = {
+  VOICE_CHAT_TRIGGER: 'VOICE_CHAT_TRIGGER',
+  CLIENT_UPDATE_CHAT_CONTEXT: 'CLIENT_UPDATE_CHAT_CONTEXT',
+  CLIENT_CHAT_CONTEXT_RECEIVED: 'CLIENT_CHAT_CONTEXT_RECEIVED',
+} as const;
 
 /** The guide's answer to a binary frame on a connection whose voice config is not binary. */
 export const AUDIO_BINARY_NOT_SUPPORTED = 'audio binary not support.';
 
 type Obj = Record<string, unknown>;
 
-/** A frame from the device: `{mid, uid?, contentType, content}`. */
+/** A frame from the device: `{mid, uid?, contentType, content}`; `uid` and unknown fields are not kept. */
 export interface UpFrame {
   mid: string | undefined;
   contentType: ContentType;
   content: Obj;
 }
 
-/** A frame from the service: `{code: 200, msg, requestId, mid, contentType, content, t}`, in that key order. */
+/** The guide's `msg` of a down frame, by contentType (an EVENT answering an ACTIVITY says "Activity success"). */
+export const DOWN_MSG: Readonly<Record<ContentType, string>> = {
+  TEXT: 'Event success',
+  AUDIO: 'Event success',
+  EVENT: 'Event success',
+  PING: 'Event success',
+  PONG: 'Event success',
+  ASR: 'ASR success',
+  AGENT: 'LLM success',
+  TTS: 'TTS success',
+  ACTIVITY: 'LLM success',
+};
+export const ACTIVITY_MSG = 'Activity success';
+
+/**
+ * A frame from the service: `{code: 200, msg, requestId, mid, contentType, content, t}`, in that key order;
+ * `mid` is null where the guide has it so, and a PONG has no `content` at all.
+ */
 export interface DownFrame {
   code: 200;
   msg: string;
   requestId: string;
-  mid: string;
+  mid: string | null;
   contentType: ContentType;
-  content: Obj;
+  content?: Obj;
   t: number;
 }
 
-export function downFrame(f: { requestId: string; mid: string; contentType: ContentType; content: Obj; t: number }): string {
+export function downFrame(f: {
+  requestId: string;
+  mid: string | null;
+  contentType: ContentType;
+  content?: Obj;
+  t: number;
+  msg?: string;
+}): string {
   const frame: DownFrame = {
     code: 200,
-    msg: 'success',
+    msg: f.msg ?? DOWN_MSG[f.contentType],
     requestId: f.requestId,
     mid: f.mid,
     contentType: f.contentType,
-    content: f.content,
+    ...(f.content !== undefined && { content: f.content }),
     t: f.t,
   };
   return JSON.stringify(frame);
@@ -71,9 +105,9 @@ export function upFrame(contentType: ContentType, content: Obj, mid?: string): s
   return JSON.stringify({ ...(mid !== undefined && { mid }), contentType, content });
 }
 
-/** An EVENT's content: `{eventType, eventData}` plus extra fields such as `roundId`. */
+/** An EVENT's content: `{eventType, eventData}` plus extra fields such as `roundId`, which go first as in the guide's frames. */
 export function eventContent(eventType: ConversationEvent, eventData: Obj = {}, extra: Obj = {}): Obj {
-  return { eventType, eventData, ...extra };
+  return { ...extra, eventType, eventData };
 }
 
 /** The service's error frame, `{code: 400, msg}`, as the guide shows it (no envelope). */

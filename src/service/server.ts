@@ -8,6 +8,7 @@ import { answerClientError } from './raw-response.js';
 import { DEFAULT_SEED, parseSeed, type Seed } from './seed.js';
 import { StatsRecorder, type ServiceStats } from './stats.js';
 import { ServiceStore } from './store.js';
+import { DEFAULT_SILENCE_MS } from './conversation/vad.js';
 import { VOICE_CHAT_PATH, VoiceChatEndpoint, type DisplacementMarker } from './ws.js';
 
 export { DISPLACEMENT_MARKERS, type DisplacementMarker } from './ws.js';
@@ -29,10 +30,12 @@ export interface ReferenceServiceOptions {
   requestTimeoutMs?: number;
   /** The service's wall clock; tests may inject one. */
   now?: () => number;
-  /** How a displaced WebSocket is told (DESIGN §1.4): the code-400 frame (default) or the public guide's EVENT frame. */
+  /** How a displaced WebSocket is told (DESIGN §1.4): the public guide's EVENT frame (default) or the seed's code-400 frame. */
   displacementMarker?: DisplacementMarker;
   /** Pause between two frames of a conversation round (DESIGN §1.7); 0 answers a round at once. Default 5 ms. */
   roundDelayMs?: number;
+  /** Free mode (DESIGN §1.7): silence after speech that ends an utterance. Default 600 ms. */
+  vadSilenceMs?: number;
   /** Echo every binary audio frame back at once (benchmarks of the relay's data path). Default false. */
   echoAudio?: boolean;
 }
@@ -128,8 +131,9 @@ export async function createReferenceService(opts: ReferenceServiceOptions = {})
     events,
     delay,
     pingIntervalMs: opts.pingIntervalMs ?? 30_000,
-    displacementMarker: opts.displacementMarker ?? 'code400',
+    displacementMarker: opts.displacementMarker ?? 'event',
     roundDelayMs: opts.roundDelayMs ?? DEFAULT_ROUND_DELAY_MS,
+    vadSilenceMs: opts.vadSilenceMs ?? DEFAULT_SILENCE_MS,
     echoAudio: () => echoAudio,
   });
   server.on('upgrade', (req, socket, head: Buffer) => endpoint.upgrade(req, socket, head));

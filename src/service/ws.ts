@@ -4,6 +4,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import { WsMessage } from '../protocol/codes.js';
+import { ContentType, ConversationEvent, downFrame, eventContent } from '../protocol/conversation.js';
 import { wsFailureBody } from '../protocol/wire.js';
 import type { ServiceContext } from './context.js';
 import { writeRawResponse } from './raw-response.js';
@@ -23,8 +24,8 @@ export const MAX_FRAME_BYTES = 1024 * 1024;
 const REFUSED_CLOSE_CODE = 1008;
 
 /**
- * How a displaced session is told (DESIGN §1.4): 'code400' sends `{code:400,msg:"REPEAT_CLIENT_SESSION"}` and
- * closes with that reason; 'event' sends the public guide's EVENT frame and closes without a reason.
+ * How a displaced session is told (DESIGN §1.4): 'event' (the default) sends the public guide's EVENT frame and
+ * closes without a reason; 'code400' sends the seed's `{code:400,msg:"REPEAT_CLIENT_SESSION"}` and closes with that reason.
  */
 export type DisplacementMarker = 'code400' | 'event';
 export const DISPLACEMENT_MARKERS: readonly DisplacementMarker[] = ['code400', 'event'];
@@ -47,6 +48,8 @@ export interface EndpointDeps {
   displacementMarker: DisplacementMarker;
   /** Pause between two frames of a conversation round; 0 sends a round at once. */
   roundDelayMs: number;
+  /** Free mode: silence after speech that ends an utterance. */
+  vadSilenceMs: number;
   /** Whether binary audio is echoed back at once (a benchmark knob, off by default). */
   echoAudio(): boolean;
   /** Waits out the latency fault; never settles once the service is closing. */
@@ -132,13 +135,15 @@ export class VoiceChatEndpoint {
   }
 
   #accept(ws: WebSocket, botId: string, params: Record<string, string>): void {
-    const { stats, events, ctx, roundDelayMs, echoAudio } = this.#deps;
+    const { stats, events, ctx, roundDelayMs, vadSilenceMs, echoAudio } = this.#deps;
     const requestId = params['requestId'] || randomUUID();
     const record = stats.wsOpened(botId, params);
     const conversation = new Conversation({
       requestId,
       now: ctx.now,
       roundDelayMs,
+      manual: params['needManualCall'] === 'true',
+      vadSilenceMs,
       setTimer: realTimer,
       send: (data, binary) => this.#send(session, data, binary),
       onVoiceConfig: () => {
@@ -216,17 +221,10 @@ export class VoiceChatEndpoint {
   }
 }
 
-/** The public guide's displacement marker: an EVENT frame in the down envelope of DESIGN §1.7. */
+/** The public guide's displacement marker: an EVENT frame in the down envelope of DESIGN §1.7, `mid: null`. */
 function displacementEvent(requestId: string, nowMs: number): string {
-  return JSON.stringify({
-    code: 200,
-    msg: 'success',
-    requestId,
-    mid: randomUUID(),
-    contentType: 'EVENT',
-    content: { eventType: WsMessage.REPEAT_SESSION, eventData: {} },
-    t: nowMs,
-  });
+  const content = eventContent(ConversationEvent.REPEAT_CLIENT_SESSION);
+  return downFrame({ requestId, mid: null, contentType: ContentType.EVENT, content, t: nowMs });
 }
 
 /** ws hands a frame over as one Buffer unless told otherwise; the other shapes are normalised anyway. */

@@ -84,12 +84,15 @@ export async function tricklingRefusal() {
   };
 }
 
-/** The PONG frame answering the PING with this mid, among the `message`s `emitter` emits; other frames are skipped. */
-export function pongFrame(emitter: EventEmitter, mid: string): Promise<void> {
+/**
+ * The PONG frame among the `message`s `emitter` emits, other frames skipped: the one with this mid (a test peer
+ * echoes it), or any (the reference service's PONG carries its own mid, as the guide's does).
+ */
+export function pongFrame(emitter: EventEmitter, mid?: string): Promise<void> {
   return new Promise((resolve) => {
     const on = (data: Buffer): void => {
       const text = data.toString();
-      if (!text.includes('"PONG"') || !text.includes(`"mid":"${mid}"`)) return;
+      if (!text.includes('"PONG"') || (mid !== undefined && !text.includes(`"mid":"${mid}"`))) return;
       emitter.off('message', on);
       resolve();
     };

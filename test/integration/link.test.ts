@@ -80,7 +80,7 @@ describe('LinkSupervisor against the reference service', () => {
     const svc = await service();
     const { supervisor, kit } = link(svc.url, svc.wsUrl);
     await reaches(supervisor, 'connected');
-    const got = pongFrame(supervisor, 'hello');
+    const got = pongFrame(supervisor);
     expect(supervisor.send('{"mid":"hello","contentType":"PING"}')).toBe(true);
     await got;
     expect(svc.stats.ws.perBotOpen('bot-1')).toBe(1);

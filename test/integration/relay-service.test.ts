@@ -2,6 +2,8 @@ import { once } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { AgentKit } from '../helpers/agent-kit.js';
 import { useHarness } from '../helpers/harness.js';
+import { DOWN, UP, shapeDifferences } from '../helpers/guide-frames.js';
+import { pcmChunks, silencePcm, speechPcm } from '../helpers/pcm.js';
 import { relayRig, type App } from '../helpers/relay-rig.js';
 
 /**
@@ -30,9 +32,10 @@ const eventIs = (type: string) => (f: Json) => f.content?.['eventType'] === type
 
 let mids = 0;
 const up = (contentType: string, content: Record<string, unknown>) => JSON.stringify({ mid: `m-${++mids}`, contentType, content });
+const PCM_TEXT_CONFIG = JSON.stringify(UP['CLIENT_VOICE_CHAT_UPDATE_PCM_TEXT']);
 const BINARY_CONFIG = up('EVENT', {
   eventType: 'CLIENT_VOICE_CHAT_UPDATE',
-  eventData: { audio: { binary: true, input: { format: 'pcm' }, output: { format: 'pcm' } } },
+  eventData: { audio: { binary: true, input: { codec: 'pcm', sampleRate: '16000' }, output: { codec: 'pcm', sampleRate: '16000' } } },
 });
 
 async function setup() {
@@ -57,7 +60,7 @@ describe('relay against the reference service', () => {
     expect(greeting).toMatchObject({ contentType: 'EVENT', content: { eventType: 'CFG_BOT_EVENT' } });
     app.ws.send(up('TEXT', { input: 'hello' }));
     const round = await until(app, eventIs('COMPLETE'));
-    const text = round.filter((f) => f['contentType'] === 'AGENT').map((f) => f.content?.['text']);
+    const text = round.filter((f) => f['contentType'] === 'AGENT').map((f) => f.content?.['content']);
     expect(text.join('')).toBe('you said: hello');
   });
 
@@ -77,5 +80,21 @@ describe('relay against the reference service', () => {
     expect(round.some((f) => f['contentType'] === 'ASR')).toBe(true);
     expect(svc.stats.ws.connections.map((c) => c.voiceConfigs)).toEqual([1, 1]);
     expect(app.ws.readyState).toBe(1);
+  });
+
+  it('a free-mode audio turn through the relay: speech then silence gets ASR IS_FINAL and a round in the guide’s shapes', async () => {
+    const { rig } = await setup();
+    const app = await rig.attach();
+    await until(app, eventIs('CFG_BOT_EVENT'));
+    app.ws.send(PCM_TEXT_CONFIG);
+    await until(app, eventIs('SERVER_VOICE_CHAT_UPDATED'));
+    const pcm = Buffer.concat([speechPcm(800), silencePcm(700)]);
+    for (const [index, chunk] of pcmChunks(pcm, 100).entries()) app.ws.send(up('AUDIO', { audioBase64: chunk.toString('base64'), index }));
+    const round = await until(app, eventIs('COMPLETE'));
+    const asr = round.find((f) => f['contentType'] === 'ASR')!;
+    expect(shapeDifferences(asr, DOWN['ASR'])).toEqual([]);
+    expect(asr.content).toEqual({ text: 'audio of 0.8 s', textType: 'IS_FINAL', lang: 'en' });
+    const text = round.filter((f) => f['contentType'] === 'AGENT').map((f) => f.content?.['content']);
+    expect(text.join('')).toBe('you said: audio of 0.8 s');
   });
 });

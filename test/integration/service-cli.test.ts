@@ -1,10 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
-import { ConversationClient, contentOf } from '../helpers/conversation-client.js';
+import { ConversationClient, contentOf, isContent } from '../helpers/conversation-client.js';
+import { silencePcm, speechPcm } from '../helpers/pcm.js';
+import { listening, startServe, type ServeRun } from '../helpers/serve-proc.js';
 import { connectWs, getTokens, post, signedGetTokenBody } from '../helpers/service-client.js';
 
 let bundle: Bundle;
@@ -19,40 +20,8 @@ afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-interface Run {
-  child: ChildProcess;
-  stdout: () => string;
-  stderr: () => string;
-  exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-function start(args: string[]): Run {
-  const child = spawn(process.execPath, [bundle.file, 'serve', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (err += chunk));
-  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
-  );
-  return { child, stdout: () => out, stderr: () => err, exit };
-}
-
-/** Waits for the listening line and returns its URL; fails if the process ends first. */
-function listening(run: Run): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const check = (): void => {
-      const match = /^listening on (http:\/\/\S+)\n/.exec(run.stdout());
-      if (!match) return;
-      run.child.stdout!.off('data', check);
-      run.child.off('close', ended);
-      resolve(match[1]!);
-    };
-    const ended = (): void => reject(new Error(`no listening line; stdout=${run.stdout()} stderr=${run.stderr()}`));
-    run.child.stdout!.on('data', check);
-    run.child.once('close', ended);
-    check();
-  });
+function start(args: string[]): ServeRun {
+  return startServe(bundle.file, args);
 }
 
 describe('botlink serve', () => {
@@ -96,6 +65,8 @@ describe('botlink serve', () => {
     [['--displacement-marker', 'frame']],
     [['--round-delay-ms', '-1']],
     [['--round-delay-ms', '60001']],
+    [['--vad-silence-ms', '10']],
+    [['--vad-silence-ms', 'soon']],
   ])('refuses %j with exit 64 and nothing on stdout', async (args) => {
     const run = start(args);
     expect((await run.exit).code).toBe(64);
@@ -146,8 +117,27 @@ describe('botlink serve', () => {
     expect((await run.exit).code).toBe(0);
   });
 
-  it('--displacement-marker event: a displaced socket gets the EVENT frame, not the code-400 one', async () => {
-    const run = start(['--displacement-marker', 'event']);
+  it.each([
+    [
+      '(default)',
+      [],
+      { code: 4000, reason: '' },
+      { code: 200, contentType: 'EVENT', content: { eventType: 'REPEAT_CLIENT_SESSION', eventData: {} } },
+    ],
+    [
+      'event',
+      ['--displacement-marker', 'event'],
+      { code: 4000, reason: '' },
+      { mid: null, content: { eventType: 'REPEAT_CLIENT_SESSION', eventData: {} } },
+    ],
+    [
+      'code400',
+      ['--displacement-marker', 'code400'],
+      { code: 4000, reason: 'REPEAT_CLIENT_SESSION' },
+      { code: 400, msg: 'REPEAT_CLIENT_SESSION' },
+    ],
+  ])('--displacement-marker %s: how a displaced socket is told', async (_name, args, close, marker) => {
+    const run = start(args);
     const url = await listening(run);
     const { accessToken } = await getTokens(url);
     const wsUrl = `${url.replace(/^http/, 'ws')}/soulmate/voiceChat/v1`;
@@ -155,10 +145,10 @@ describe('botlink serve', () => {
     if (!first.ok) throw new Error(`refused: ${first.body}`);
     const second = await connectWs(wsUrl, 'bot-1', accessToken);
     if (!second.ok) throw new Error(`refused: ${second.body}`);
-    expect(await first.closed).toEqual({ code: 4000, reason: '' });
+    expect(await first.closed).toEqual(close);
     expect(first.messages.map((m) => JSON.parse(m) as unknown)).toEqual([
       expect.objectContaining({ code: 200, contentType: 'EVENT', content: expect.objectContaining({ eventType: 'CFG_BOT_EVENT' }) }),
-      expect.objectContaining({ code: 200, contentType: 'EVENT', content: { eventType: 'REPEAT_CLIENT_SESSION', eventData: {} } }),
+      expect.objectContaining(marker),
     ]);
     second.ws.terminate();
     run.child.kill('SIGTERM');
@@ -178,6 +168,20 @@ describe('botlink serve', () => {
     client.send({ contentType: 'EVENT', content: { eventType: 'CLIENT_INTERRUPT' } });
     const frames = await client.round(0);
     expect(frames.slice(-1).map((f) => contentOf(f)['eventType'])).toEqual(ending);
+    client.terminate();
+    run.child.kill('SIGTERM');
+    expect((await run.exit).code).toBe(0);
+  });
+
+  it('--vad-silence-ms 200: in free mode 200 ms of silence after speech ends the utterance', async () => {
+    const run = start(['--vad-silence-ms', '200']);
+    const url = await listening(run);
+    const { accessToken } = await getTokens(url);
+    const client = await ConversationClient.open(`${url.replace(/^http/, 'ws')}/soulmate/voiceChat/v1`, 'bot-1', accessToken);
+    const audioBase64 = Buffer.concat([speechPcm(500), silencePcm(200)]).toString('base64');
+    client.send({ contentType: 'AUDIO', content: { audioBase64, index: 0 } });
+    const asr = client.frames[await client.indexOf(isContent('ASR'))]!;
+    expect(contentOf(asr)).toEqual({ text: 'audio of 0.5 s', textType: 'IS_FINAL', lang: 'en' });
     client.terminate();
     run.child.kill('SIGTERM');
     expect((await run.exit).code).toBe(0);
@@ -203,5 +207,6 @@ describe('botlink serve', () => {
     const run = start(['--help']);
     expect((await run.exit).code).toBe(0);
     expect(run.stdout()).toMatch(/--access-ttl/);
+    expect(run.stdout()).toMatch(/--vad-silence-ms/);
   });
 });

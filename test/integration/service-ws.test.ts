@@ -4,6 +4,7 @@ import { WebSocket, type RawData } from 'ws';
 import { parseWsFailure } from '../../src/protocol/wire.js';
 import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
 import type { Seed } from '../../src/service/seed.js';
+import { DOWN, shapeDifferences } from '../helpers/guide-frames.js';
 import { connectWs, getTokens, type OpenSocket, type Tokens } from '../helpers/service-client.js';
 
 const seed: Seed = {
@@ -48,7 +49,7 @@ function closed(ws: WebSocket): Promise<{ code: number; reason: string }> {
   return once(ws, 'close').then(([code, reason]) => ({ code: code as number, reason: String(reason as Buffer) }));
 }
 
-/** Sends a PING and waits for the PONG with its mid; the greeting and any other frame before it are skipped. */
+/** Sends a PING and waits for the PONG; true when its mid is the service's own (`<requestId>_N`), as in the guide. */
 function pong(ws: WebSocket, mid: string): Promise<boolean> {
   return new Promise((resolve) => {
     // One listener for all frames: frames read in one go are emitted together, and once() would miss the later ones.
@@ -56,7 +57,7 @@ function pong(ws: WebSocket, mid: string): Promise<boolean> {
       const frame = isBinary ? undefined : (JSON.parse(String(data)) as { contentType?: string; mid?: string });
       if (frame?.contentType !== 'PONG') return;
       ws.off('message', onMessage);
-      resolve(frame.mid === mid);
+      resolve(frame.mid !== mid && /^\S+_\d+$/.test(String(frame.mid)));
     };
     ws.on('message', onMessage);
     ws.send(JSON.stringify({ mid, contentType: 'PING', content: {} }));
@@ -145,18 +146,27 @@ describe('a session', () => {
     expect(await pong(ws, 'p-1')).toBe(true);
   });
 
-  it('a second connection displaces the first: frame REPEAT_CLIENT_SESSION, then a close with that reason', async () => {
+  it("a second connection displaces the first: the guide's EVENT frame (mid null), then a close 4000 without a reason", async () => {
     const displacedEvents: unknown[] = [];
     service.events.on('displaced', (e) => displacedEvents.push(e));
     const first = await openSocket('bot-1', bot1.accessToken);
     const serverClosedFirst = once(service.events, 'ws-close');
+    const t0 = Date.now();
     const second = await open('bot-1', bot1.accessToken);
-    const { code, reason } = await first.closed;
+    expect(await first.closed).toEqual({ code: 4000, reason: '' });
     await serverClosedFirst;
     const frames = first.messages;
-    expect(frames).toEqual([expect.stringContaining('"CFG_BOT_EVENT"'), '{"code":400,"msg":"REPEAT_CLIENT_SESSION"}']);
-    expect([4000, 1008]).toContain(code);
-    expect(reason).toBe('REPEAT_CLIENT_SESSION');
+    expect(frames).toHaveLength(2);
+    expect(frames[0]).toContain('"CFG_BOT_EVENT"');
+    const frame = JSON.parse(frames[1]!) as Record<string, unknown>;
+    expect(shapeDifferences(frame, DOWN['REPEAT_CLIENT_SESSION'])).toEqual([]);
+    expect(frame).toMatchObject({
+      code: 200,
+      msg: 'Event success',
+      mid: null,
+      content: { eventType: 'REPEAT_CLIENT_SESSION', eventData: {} },
+    });
+    expect(Math.abs((frame['t'] as number) - t0)).toBeLessThan(60_000);
     expect(parseWsFailure(frames[0]!)).toBeUndefined();
     expect(parseWsFailure(frames[1]!)).toBe('REPEAT_CLIENT_SESSION');
     expect(displacedEvents).toEqual([{ botId: 'bot-1' }]);
@@ -167,8 +177,8 @@ describe('a session', () => {
     expect(await pong(second, 'still here')).toBe(true);
   });
 
-  it("displacementMarker 'event': the displaced socket gets the guide's EVENT frame, then a close 4000 without a reason", async () => {
-    const svc = await createReferenceService({ seed, displacementMarker: 'event' });
+  it("displacementMarker 'code400': the displaced socket gets the seed's {code: 400} frame, then a close with that reason", async () => {
+    const svc = await createReferenceService({ seed, displacementMarker: 'code400' });
     try {
       const tokens = await getTokens(svc.url, { botId: 'bot-1' });
       const headers = { authorization: `Bearer ${tokens.accessToken}` };
@@ -178,25 +188,14 @@ describe('a session', () => {
       first.on('message', (data) => frames.push(String(data)));
       const firstClosed = closed(first);
       await once(first, 'open');
-      const t0 = Date.now();
       const second = new WebSocket(`${svc.wsUrl}?botId=bot-1`, { headers });
       sockets.push(second);
       await once(second, 'open');
-      expect(await firstClosed).toEqual({ code: 4000, reason: '' });
-      expect(frames).toHaveLength(2);
-      expect(frames[0]).toContain('"CFG_BOT_EVENT"');
-      const frame = JSON.parse(frames[1]!) as Record<string, unknown>;
-      expect(frame).toEqual({
-        code: 200,
-        msg: 'success',
-        requestId: 'req-7',
-        mid: expect.stringMatching(/^\S+$/),
-        contentType: 'EVENT',
-        content: { eventType: 'REPEAT_CLIENT_SESSION', eventData: {} },
-        t: expect.any(Number),
-      });
-      expect(Math.abs((frame['t'] as number) - t0)).toBeLessThan(60_000);
-      expect(Object.keys(frame)).toEqual(['code', 'msg', 'requestId', 'mid', 'contentType', 'content', 't']);
+      const { code, reason } = await firstClosed;
+      expect([4000, 1008]).toContain(code);
+      expect(reason).toBe('REPEAT_CLIENT_SESSION');
+      expect(frames).toEqual([expect.stringContaining('"CFG_BOT_EVENT"'), '{"code":400,"msg":"REPEAT_CLIENT_SESSION"}']);
+      expect(parseWsFailure(frames[1]!)).toBe('REPEAT_CLIENT_SESSION');
       expect(svc.stats.ws.displaced).toBe(1);
     } finally {
       await svc.close();

@@ -122,7 +122,8 @@ describe('heartbeat on the Clock', () => {
       expect(clock.pending()).toEqual([1]);
       await clock.advance(1);
       // The service answers in order, the pong then the PONG frame: once the PONG frame is in, so is the pong.
-      const answered = pongFrame(link, `after-ping-${beat}`);
+      // Its PONG carries the service's own mid, as the guide's does: any PONG answers the one PING.
+      const answered = pongFrame(link);
       link.send(`{"mid":"after-ping-${beat}","contentType":"PING"}`);
       await answered;
       // The pong cancelled its deadline: only the next ping is due.

@@ -1,0 +1,39 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+
+/** A `botlink serve` child process and what it printed so far. */
+export interface ServeRun {
+  child: ChildProcess;
+  stdout: () => string;
+  stderr: () => string;
+  exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** Starts `botlink serve` from a bundle. */
+export function startServe(bundleFile: string, args: string[]): ServeRun {
+  const child = spawn(process.execPath, [bundleFile, 'serve', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (err += chunk));
+  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  return { child, stdout: () => out, stderr: () => err, exit };
+}
+
+/** Waits for the listening line and returns its URL; fails if the process ends first. */
+export function listening(run: ServeRun): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const check = (): void => {
+      const match = /^listening on (http:\/\/\S+)\n/.exec(run.stdout());
+      if (!match) return;
+      run.child.stdout!.off('data', check);
+      run.child.off('close', ended);
+      resolve(match[1]!);
+    };
+    const ended = (): void => reject(new Error(`no listening line; stdout=${run.stdout()} stderr=${run.stderr()}`));
+    run.child.stdout!.on('data', check);
+    run.child.once('close', ended);
+    check();
+  });
+}
