@@ -146,12 +146,6 @@ export function eventTypeOf(frame: { contentType: string; content: Obj }): strin
   return typeof type === 'string' ? type : undefined;
 }
 
-/** A voice config's audio mode: `eventData.audio.binary`; undefined when eventData has no `audio` object. */
-export function voiceConfigAudio(eventData: unknown): { binary: boolean } | undefined {
-  if (!isObject(eventData) || !isObject(eventData['audio'])) return undefined;
-  return { binary: eventData['audio']['binary'] === true };
-}
-
 /** `contentType` botlink speaks in; the cloud never sends it. */
 export const BOTLINK_CONTENT_TYPE = 'BOTLINK';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { downFrame, isConversationEvent, parseUpFrame, upFrame, voiceConfigAudio } from '../../src/protocol/conversation.js';
+import { downFrame, isConversationEvent, parseUpFrame, upFrame } from '../../src/protocol/conversation.js';
 import { replyPlan, replyTo, roundSteps, transcriptOf, type RoundStep } from '../../src/service/conversation/round.js';
 import { Conversation } from '../../src/service/conversation/session.js';
 import { pcmFrames, toneFor, toneMs } from '../../src/service/conversation/tone.js';
@@ -44,13 +44,6 @@ describe('protocol/conversation', () => {
     expect(isConversationEvent(cfg, 'CFG_BOT_EVENT')).toBe(false);
     expect(isConversationEvent(chat, 'CLIENT_VOICE_CHAT_UPDATE')).toBe(false);
     expect(isConversationEvent(Buffer.from('{"CFG_BOT_EVENT"'), 'CFG_BOT_EVENT')).toBe(false);
-  });
-
-  it('voiceConfigAudio: binary only when audio.binary is true', () => {
-    expect(voiceConfigAudio({ audio: { binary: true } })).toEqual({ binary: true });
-    expect(voiceConfigAudio({ audio: { binary: 'yes' } })).toEqual({ binary: false });
-    expect(voiceConfigAudio({ audio: null })).toBeUndefined();
-    expect(voiceConfigAudio(undefined)).toBeUndefined();
   });
 });
 
