@@ -6,6 +6,7 @@ import { pcmFrames, toneFor, toneMs } from '../../src/service/conversation/tone.
 import { DEFAULT_AUDIO, readAudioConfig, TTS_FRAME_MS } from '../../src/service/conversation/voice-config.js';
 import { rmsOf } from '../../src/service/conversation/vad.js';
 import { ManualClock } from '../helpers/manual-clock.js';
+import { ROUND } from '../helpers/conversation-rig.js';
 
 describe('protocol/conversation', () => {
   it('downFrame keeps the envelope’s key order, says the guide’s msg per contentType, and leaves out an absent content', () => {
@@ -172,17 +173,6 @@ function conversation(roundDelayMs: number, manual = false) {
   return { clock, sent, frames, c, say };
 }
 
-const ROUND = [
-  'CALL_AGENT_START_EVENT',
-  'AGENT',
-  'AGENT',
-  'TTS_SENTENCE_START',
-  'TTS',
-  'TTS_SENTENCE_START',
-  'TTS',
-  'TTS_COMPLETE',
-  'COMPLETE',
-];
 /** Kinds with a run of TTS frames as one: a transcript's tone may take more than one frame. */
 const squash = (kinds: string[]): string[] => kinds.filter((k, i) => !(k === 'TTS' && kinds[i - 1] === 'TTS'));
 
