@@ -4,10 +4,8 @@ import { resolve } from 'node:path';
 import WebSocket, { type RawData } from 'ws';
 import type { LinkState } from '../agent/link/supervisor.js';
 import { NEW_TURN, nextTurn, type Outcome, readDownFrame, type Turn } from '../protocol/round-reader.js';
+import { VOICE_CHAT_PATH } from '../protocol/conversation.js';
 import { socketGroupName } from './socket-group.js';
-
-/** The relay's path on the local socket: the cloud's own (DESIGN §3.5). */
-export const RELAY_PATH = '/soulmate/voiceChat/v1';
 
 /** botlink's own frame (DESIGN §3.5): where the cloud link stands. */
 export interface LinkStateData {
@@ -113,7 +111,7 @@ export class RelayClient extends EventEmitter<{ state: [LinkStateData]; frame: [
   static connect(socketPath: string): Promise<RelayClient> {
     const path = resolve(socketPath);
     return new Promise((done, fail) => {
-      const ws = new WebSocket(`ws+unix://${path}:${RELAY_PATH}`);
+      const ws = new WebSocket(`ws+unix://${path}:${VOICE_CHAT_PATH}`);
       ws.once('open', () => {
         ws.removeAllListeners('error');
         ws.on('error', () => {}); // a reset after the handshake shows as 'close'

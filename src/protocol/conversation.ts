@@ -3,6 +3,9 @@
  * speaks them in the guide's shapes; the relay carries frames unread and looks only at what it must, cheaply.
  */
 
+/** The conversation's path, on the cloud and on botlink's local socket alike (DESIGN §1.7, §3.5). */
+export const VOICE_CHAT_PATH = '/soulmate/voiceChat/v1';
+
 export const ContentType = {
   TEXT: 'TEXT',
   AUDIO: 'AUDIO',

@@ -6,7 +6,7 @@ import { getToken } from './routes/get-token.js';
 import { refreshToken } from './routes/refresh-token.js';
 import { register } from './routes/register.js';
 import type { StatsRecorder } from './stats.js';
-import { VOICE_CHAT_PATH } from './ws.js';
+import { VOICE_CHAT_PATH } from '../protocol/conversation.js';
 
 const BODY_LIMIT = 16 * 1024;
 

@@ -9,7 +9,8 @@ import { DEFAULT_SEED, parseSeed, type Seed } from './seed.js';
 import { StatsRecorder, type ServiceStats } from './stats.js';
 import { ServiceStore } from './store.js';
 import { DEFAULT_SILENCE_MS } from './conversation/vad.js';
-import { VOICE_CHAT_PATH, VoiceChatEndpoint, type DisplacementMarker } from './ws.js';
+import { VOICE_CHAT_PATH } from '../protocol/conversation.js';
+import { VoiceChatEndpoint, type DisplacementMarker } from './ws.js';
 
 export { DISPLACEMENT_MARKERS, type DisplacementMarker } from './ws.js';
 

@@ -4,7 +4,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import { WsMessage } from '../protocol/codes.js';
-import { ContentType, ConversationEvent, downFrame, eventContent } from '../protocol/conversation.js';
+import { ContentType, ConversationEvent, downFrame, eventContent, VOICE_CHAT_PATH } from '../protocol/conversation.js';
 import { wsFailureBody } from '../protocol/wire.js';
 import type { ServiceContext } from './context.js';
 import { writeRawResponse } from './raw-response.js';
@@ -13,8 +13,6 @@ import { Conversation } from './conversation/session.js';
 import type { StatsRecorder } from './stats.js';
 import { bearerAccess, sameIdentity } from './tokens.js';
 import { MAX_UNREAD_BYTES, sendBounded } from './ws-send.js';
-
-export const VOICE_CHAT_PATH = '/soulmate/voiceChat/v1';
 
 /** Close code sent to a displaced session; 4000 is the first application-defined code. */
 export const DISPLACED_CLOSE_CODE = 4000;
@@ -56,7 +54,7 @@ export interface EndpointDeps {
   delay(ms: number): Promise<void>;
 }
 
-/** WebSocket /soulmate/voiceChat/v1: Bearer-authenticated, one session per botId, the conversation subset of §1.7, pings. */
+/** WebSocket VOICE_CHAT_PATH: Bearer-authenticated, one session per botId, the conversation subset of §1.7, pings. */
 export class VoiceChatEndpoint {
   readonly #deps: EndpointDeps;
   readonly #wss = new WebSocketServer({ noServer: true, clientTracking: false, maxPayload: MAX_FRAME_BYTES });

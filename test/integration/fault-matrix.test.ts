@@ -10,7 +10,7 @@ import type { TokenPair } from '../../src/agent/store/token-store.js';
 import { WsMessage } from '../../src/protocol/codes.js';
 import type { BrokenResponse } from '../../src/service/faults.js';
 import type { ReferenceService, ReferenceServiceOptions } from '../../src/service/server.js';
-import { VOICE_CHAT_PATH } from '../../src/service/ws.js';
+import { VOICE_CHAT_PATH } from '../../src/protocol/conversation.js';
 import { AgentKit } from '../helpers/agent-kit.js';
 import { collectUnexpected, useHarness } from '../helpers/harness.js';
 import { waitFor } from '../helpers/wait-for.js';

@@ -1,5 +1,6 @@
 import { dirname, join, resolve } from 'node:path';
-import { DEFAULT_CONFIG_FILE, DEFAULTS, type LogLevel, type TunableKey, WS_PATH } from './defaults.js';
+import { VOICE_CHAT_PATH } from '../../protocol/conversation.js';
+import { DEFAULT_CONFIG_FILE, DEFAULTS, type LogLevel, type TunableKey } from './defaults.js';
 import { ConfigError } from './error.js';
 import { readConfigFile } from './file.js';
 import { CONFIG_KEYS, type ConfigKey, ENV_TO_KEY, envVarFor, type TextKey } from './keys.js';
@@ -8,7 +9,7 @@ import { readSecretFile, type Secret, SecretFileError } from './secret.js';
 import { closest } from './suggest.js';
 import { type Raw, textValue, tunableValues } from './values.js';
 
-export { DEFAULT_CONFIG_FILE, DEFAULTS, LOG_LEVELS, type LogLevel, TUNABLE_DEFAULTS, type TunableKey, WS_PATH } from './defaults.js';
+export { DEFAULT_CONFIG_FILE, DEFAULTS, LOG_LEVELS, type LogLevel, TUNABLE_DEFAULTS, type TunableKey } from './defaults.js';
 export { ConfigError } from './error.js';
 export { CONFIG_KEYS, type ConfigKey, envVarFor } from './keys.js';
 
@@ -100,7 +101,7 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; defau
 
   const values: ConfigValues = Object.freeze({
     baseUrl,
-    wsUrl: text('wsUrl') ?? baseUrl.replace(/^http/, 'ws') + WS_PATH,
+    wsUrl: text('wsUrl') ?? baseUrl.replace(/^http/, 'ws') + VOICE_CHAT_PATH,
     accessKeyId,
     secretKeyFile,
     botId,

@@ -4,7 +4,6 @@ import { TOKEN_BACKOFF } from '../token/backoff.js';
 import { DEFAULT_POLICY } from '../token/policy.js';
 
 export const DEFAULT_CONFIG_FILE = '/etc/botlink/config.json';
-export const WS_PATH = '/soulmate/voiceChat/v1';
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 

@@ -1,9 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { VOICE_CHAT_PATH } from '../../protocol/conversation.js';
 import { withFix } from '../../protocol/errors.js';
 import type { HeldToken } from '../token/manager.js';
-
-/** The relay's path: the cloud's own, so an app written for the cloud changes only its URL (DESIGN §3.5). */
-export const RELAY_PATH = '/soulmate/voiceChat/v1';
 
 /** What /v1/token needs of the token manager: an answer now, never a wait on the cloud. */
 export interface HeldTokens {
@@ -44,7 +42,7 @@ const ROUTES: Readonly<Record<string, (deps: RouteDeps) => Answer | Promise<Answ
 export async function answer(req: IncomingMessage, res: ServerResponse, deps: RouteDeps): Promise<void> {
   const route = ROUTES[pathOf(req.url) ?? ''];
   let reply: Answer;
-  if (!route) reply = fault(404, `no such path on the botlink local API: GET /v1/status, GET /v1/token or ${RELAY_PATH}`);
+  if (!route) reply = fault(404, `no such path on the botlink local API: GET /v1/status, GET /v1/token or ${VOICE_CHAT_PATH}`);
   else if (req.method !== 'GET') {
     res.setHeader('Allow', 'GET');
     reply = fault(405, `${req.method} is not allowed here: use GET`);

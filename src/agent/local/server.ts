@@ -4,7 +4,8 @@ import type { Logger } from 'pino';
 import { messageOf } from '../../protocol/errors.js';
 import type { RelayPort } from './relay-port.js';
 import { refuseUpgrade } from './refuse-upgrade.js';
-import { answer, pathOf, RELAY_PATH, type RouteDeps } from './routes.js';
+import { VOICE_CHAT_PATH } from '../../protocol/conversation.js';
+import { answer, pathOf, type RouteDeps } from './routes.js';
 import { type BoundSocket, bindSocket, checkSocketPath, unlinkBound } from './socket-file.js';
 
 /** Node's own HTTP limits for local clients (DESIGN §3.5): small headers, short patience, no body. */
@@ -84,12 +85,13 @@ export class LocalApi {
   #upgrade(req: Parameters<RelayPort['handleUpgrade']>[0], socket: Duplex, head: Buffer): void {
     // Nothing listens on an upgraded socket until ws takes it: an app that hangs up at once must not crash the daemon.
     socket.on('error', () => socket.destroy());
-    if (pathOf(req.url) === RELAY_PATH) {
+    // The relay's path is the cloud's own, so an app written for the cloud changes only its URL (DESIGN §3.5).
+    if (pathOf(req.url) === VOICE_CHAT_PATH) {
       // The relay owns the connection from here: the server's idle limit is for HTTP only.
       if ('setTimeout' in socket && typeof socket.setTimeout === 'function') socket.setTimeout(0);
       this.#o.relay.handleUpgrade(req, socket, head);
       return;
     }
-    refuseUpgrade(socket, 404, `no upgrade here: the relay is on ${RELAY_PATH}`);
+    refuseUpgrade(socket, 404, `no upgrade here: the relay is on ${VOICE_CHAT_PATH}`);
   }
 }
