@@ -22,6 +22,21 @@ export interface IssuedTokens {
   refreshHash: string;
 }
 
+/** What the service tells its embedder (tests, benchmarks), by event name; listeners must not throw. */
+export interface ServiceEvents {
+  'ws-open': [{ botId: string }];
+  'ws-close': [{ botId: string }];
+  displaced: [{ botId: string }];
+  /** Every frame a session sends. */
+  'ws-message': [{ botId: string; data: Buffer; isBinary: boolean }];
+  /** A session closed for leaving too much unread. */
+  'not-reading': [{ botId: string; limitBytes: number }];
+  /** Each access token, in issue order, synchronously as it is issued: before its batch commits and before the answer. */
+  'tokens-issued': [IssuedTokens];
+  /** A bug: the error an answer could not be built for. */
+  'internal-error': [unknown];
+}
+
 /** A request body after UTF-8 decoding and JSON parsing; `reason` says what was wrong with it. */
 export type JsonInput = { ok: true; value: unknown } | { ok: false; reason: string };
 

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { ServiceContext } from './context.js';
+import type { ServiceContext, ServiceEvents } from './context.js';
 import { FaultState, type BrokenResponse, type WsRefusal, type WsRefusalForm } from './faults.js';
 import { createRequestListener } from './http.js';
 import { answerClientError } from './raw-response.js';
@@ -70,14 +70,7 @@ export interface ReferenceService {
   push(botId: string, data: string | Buffer, opts?: { binary?: boolean }): boolean;
   /** Turns the echo of binary audio frames (option echoAudio) on or off, for the sessions open now too. */
   setEchoAudio(on: boolean): void;
-  /**
-   * 'ws-open', 'ws-close', 'displaced' with {botId}; 'ws-message' with {botId, data: Buffer, isBinary} for every
-   * frame a session sends; 'not-reading' with {botId, limitBytes} when a session is
-   * closed for leaving too much unread; 'tokens-issued' with {identity, accessHash, refreshHash} for each access
-   * token, in issue order, synchronously as it is issued: before its batch commits and before the answer
-   * (a listener must not throw); 'internal-error' with the error (a bug).
-   */
-  events: EventEmitter;
+  events: EventEmitter<ServiceEvents>;
 }
 
 export async function createReferenceService(opts: ReferenceServiceOptions = {}): Promise<ReferenceService> {
@@ -85,7 +78,7 @@ export async function createReferenceService(opts: ReferenceServiceOptions = {})
   const clock = opts.now ?? Date.now;
   const faultState = new FaultState();
   const store = new ServiceStore(opts.dbFile ?? ':memory:');
-  const events = new EventEmitter();
+  const events = new EventEmitter<ServiceEvents>();
   const ctx: ServiceContext = {
     store,
     faults: faultState,

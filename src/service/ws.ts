@@ -6,7 +6,7 @@ import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import { WsMessage } from '../protocol/codes.js';
 import { ContentType, ConversationEvent, downFrame, eventContent, VOICE_CHAT_PATH } from '../protocol/conversation.js';
 import { wsFailureBody } from '../protocol/wire.js';
-import type { ServiceContext } from './context.js';
+import type { ServiceContext, ServiceEvents } from './context.js';
 import { writeRawResponse } from './raw-response.js';
 import type { WsRefusal, WsRefusalForm } from './faults.js';
 import { Conversation } from './conversation/session.js';
@@ -41,7 +41,7 @@ interface Session {
 export interface EndpointDeps {
   ctx: ServiceContext;
   stats: StatsRecorder;
-  events: EventEmitter;
+  events: EventEmitter<ServiceEvents>;
   pingIntervalMs: number;
   displacementMarker: DisplacementMarker;
   /** Pause between two frames of a conversation round; 0 sends a round at once. */
