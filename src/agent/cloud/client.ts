@@ -51,6 +51,28 @@ const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024;
 /** HTTP connections the pool may hold to the service at once. */
 export const POOL_CONNECTIONS = 4;
 
+/** The client's limits with every default filled in, resolved once. */
+export interface CloudSettings {
+  connectTimeoutMs: number;
+  headersTimeoutMs: number;
+  bodyTimeoutMs: number;
+  deadlineMs: number;
+  maxResponseBytes: number;
+}
+
+export function resolveCloudSettings(opts: Partial<CloudSettings>): CloudSettings {
+  const connectTimeoutMs = opts.connectTimeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const headersTimeoutMs = opts.headersTimeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const bodyTimeoutMs = opts.bodyTimeoutMs ?? DEFAULT_TIMEOUT_MS;
+  return {
+    connectTimeoutMs,
+    headersTimeoutMs,
+    bodyTimeoutMs,
+    deadlineMs: opts.deadlineMs ?? Math.max(connectTimeoutMs, headersTimeoutMs, bodyTimeoutMs),
+    maxResponseBytes: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
+  };
+}
+
 /** A 13-digit ms timestamp covers 2001-09-09 … 2286-11-20; anything else is refused by the service. */
 const MIN_TIMESTAMP_MS = 1e12;
 const MAX_TIMESTAMP_MS = 1e13 - 1;
@@ -67,7 +89,7 @@ export class CloudClient {
   #closed = false;
   /** Each call in flight and its route: close() aborts them so their promises reject at once. */
   readonly #calls = new Map<AbortController, string>();
-  readonly #deadlineMs: number;
+  readonly #s: CloudSettings;
   readonly #origin: string;
   readonly #basePath: string;
 
@@ -76,13 +98,7 @@ export class CloudClient {
     const url = new URL(opts.baseUrl);
     this.#basePath = url.pathname.replace(/\/+$/, '');
     this.#origin = url.origin;
-    this.#deadlineMs =
-      opts.deadlineMs ??
-      Math.max(
-        opts.connectTimeoutMs ?? DEFAULT_TIMEOUT_MS,
-        opts.headersTimeoutMs ?? DEFAULT_TIMEOUT_MS,
-        opts.bodyTimeoutMs ?? DEFAULT_TIMEOUT_MS,
-      );
+    this.#s = resolveCloudSettings(opts);
   }
 
   /** The signed flow (DESIGN §1.2); `timestampMs` must come from a trusted clock or server time. */
@@ -160,14 +176,14 @@ export class CloudClient {
   }
 
   #getPool(): Promise<HttpPool> {
-    const opts = this.#opts;
+    const { lookup } = this.#opts;
     this.#pool ??= createPool(this.#origin, {
       connections: POOL_CONNECTIONS,
-      connectTimeout: opts.connectTimeoutMs ?? DEFAULT_TIMEOUT_MS,
-      headersTimeout: opts.headersTimeoutMs ?? DEFAULT_TIMEOUT_MS,
-      bodyTimeout: opts.bodyTimeoutMs ?? DEFAULT_TIMEOUT_MS,
-      maxResponseSize: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
-      ...(opts.lookup && { connect: { lookup: opts.lookup } }),
+      connectTimeout: this.#s.connectTimeoutMs,
+      headersTimeout: this.#s.headersTimeoutMs,
+      bodyTimeout: this.#s.bodyTimeoutMs,
+      maxResponseSize: this.#s.maxResponseBytes,
+      ...(lookup && { connect: { lookup } }),
     });
     return this.#pool;
   }
@@ -191,10 +207,10 @@ export class CloudClient {
   async #call(route: string, request: Dispatcher.RequestOptions): Promise<Exchange> {
     if (this.#closed) throw closedError(route);
     const call = new AbortController();
-    const seconds = this.#deadlineMs / 1000;
+    const seconds = this.#s.deadlineMs / 1000;
     // Ref'd, like the request it bounds: the caller is waiting on it.
     const cancelDeadline = this.#opts.clock.setTimer(
-      this.#deadlineMs,
+      this.#s.deadlineMs,
       () => call.abort(new CloudError('ERR_TIMEOUT', `${route}: the cloud did not answer within ${seconds} s`, 'retry-backoff')),
       { ref: true },
     );
