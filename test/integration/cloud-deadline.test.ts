@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { CloudClient, CloudError, type CloudClientOptions } from '../../src/agent/cloud/client.js';
+import { CloudClient, type CloudClientOptions } from '../../src/agent/cloud/client.js';
+import { CloudError } from '../../src/agent/cloud/errors.js';
 import { systemClock } from '../../src/agent/time/clock.js';
 import { useHarness } from '../helpers/harness.js';
 import { startScriptedServer, trickleBody, type Script } from '../helpers/scripted-server.js';

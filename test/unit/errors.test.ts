@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { isNetworkFailure } from '../../src/agent/cloud/network.js';
-import { CloudError, codeError } from '../../src/agent/cloud/client.js';
+import { CloudError, codeError } from '../../src/agent/cloud/errors.js';
 import { SecretFileError } from '../../src/agent/config/secret.js';
 import { CODE_TABLE, WS_FAILURE_FIXES, WsMessage } from '../../src/protocol/codes.js';
 import {

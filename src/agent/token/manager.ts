@@ -1,7 +1,8 @@
 import type { Logger } from 'pino';
 import { BotlinkError, messageOf, toBotlinkError } from '../../protocol/errors.js';
 import type { Identity } from '../../protocol/wire.js';
-import { CloudError, type CloudClient } from '../cloud/client.js';
+import type { CloudClient } from '../cloud/client.js';
+import { CloudError } from '../cloud/errors.js';
 import { resetBackoff, retriesOnSchedule, retryAfter, TOKEN_BACKOFF, type BackoffSettings, type BackoffState } from './backoff.js';
 import type { Cancel, Clock, Random } from '../time/clock.js';
 import { PairSaver, SAVE_BACKOFF } from './pair-saver.js';
