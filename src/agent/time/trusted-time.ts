@@ -46,14 +46,24 @@ const PENDING: TimeSyncResult = { verdict: 'unknown', source: 'none', detail: 'n
  * the local clock cannot be trusted. Reads time only from its TimeReader; sets no timer.
  */
 export class TrustedTime {
-  readonly #o: TrustedTimeOptions;
+  readonly #checkTimeSync: TrustedTimeOptions['checkTimeSync'];
+  readonly #clock: TrustedTimeOptions['clock'];
+  readonly #log: TrustedTimeOptions['log'];
+  readonly #onSampled: TrustedTimeOptions['onSampled'];
+  readonly #sampleServerTime: TrustedTimeOptions['sampleServerTime'];
+  readonly #serverTime: TrustedTimeOptions['serverTime'];
   #verdict: TimeSyncResult | undefined;
   #verdictAtMono = Number.NEGATIVE_INFINITY;
   #sampling = false;
   #sampleTriedAtMono = Number.NEGATIVE_INFINITY;
 
   constructor(opts: TrustedTimeOptions) {
-    this.#o = opts;
+    this.#checkTimeSync = opts.checkTimeSync;
+    this.#clock = opts.clock;
+    this.#log = opts.log;
+    this.#onSampled = opts.onSampled;
+    this.#sampleServerTime = opts.sampleServerTime;
+    this.#serverTime = opts.serverTime;
   }
 
   /** Whether a verdict was had yet: before the first, time can only be judged by the local clock. */
@@ -63,9 +73,9 @@ export class TrustedTime {
 
   /** The local verdict, asked again once the last one's TTL ran out. */
   async verdict(): Promise<TimeSyncResult> {
-    const mono = this.#o.clock.monoNow();
+    const mono = this.#clock.monoNow();
     if (!this.#verdict || mono - this.#verdictAtMono >= VERDICT_TTL_MS[this.#verdict.verdict]) {
-      this.#verdict = await this.#o.checkTimeSync(this.#verdict === undefined);
+      this.#verdict = await this.#checkTimeSync(this.#verdict === undefined);
       this.#verdictAtMono = mono;
     }
     return this.#verdict;
@@ -79,25 +89,25 @@ export class TrustedTime {
 
   /** Server time from the samples alone, whatever the local verdict (what a refused timestamp is retried with). */
   sampledNow(): number | undefined {
-    return this.#o.serverTime.now();
+    return this.#serverTime.now();
   }
 
   /** The timestamp to sign with; server time is sampled first when the clock is not synced and no fresh sample exists. */
   async forSigning(): Promise<SigningTime> {
     const verdict = await this.verdict();
-    if (needsSample(verdict, this.#o.serverTime, this.#o.clock, FRESH_SAMPLE_MS)) await this.#o.sampleServerTime();
+    if (needsSample(verdict, this.#serverTime, this.#clock, FRESH_SAMPLE_MS)) await this.#sampleServerTime();
     return this.#choose();
   }
 
   /** One server time sample, waited for (nothing else can be done without it). */
   sample(): Promise<void> {
-    return this.#o.sampleServerTime();
+    return this.#sampleServerTime();
   }
 
   /** Whether sampleIfStale() would fetch a sample now. */
   get stale(): boolean {
-    if (!needsSample(this.#verdict ?? PENDING, this.#o.serverTime, this.#o.clock, FRESH_SAMPLE_MS)) return false;
-    return !this.#sampling && this.#o.clock.monoNow() - this.#sampleTriedAtMono >= SAMPLE_RETRY_MS;
+    if (!needsSample(this.#verdict ?? PENDING, this.#serverTime, this.#clock, FRESH_SAMPLE_MS)) return false;
+    return !this.#sampling && this.#clock.monoNow() - this.#sampleTriedAtMono >= SAMPLE_RETRY_MS;
   }
 
   /**
@@ -107,15 +117,15 @@ export class TrustedTime {
   sampleIfStale(): void {
     if (!this.stale) return;
     this.#sampling = true;
-    this.#sampleTriedAtMono = this.#o.clock.monoNow();
-    this.#o.sampleServerTime().then(
+    this.#sampleTriedAtMono = this.#clock.monoNow();
+    this.#sampleServerTime().then(
       () => {
         this.#sampling = false;
-        this.#o.onSampled?.();
+        this.#onSampled?.();
       },
       (err: unknown) => {
         this.#sampling = false;
-        this.#o.log.debug({ err: messageOf(err) }, 'server time sample failed');
+        this.#log.debug({ err: messageOf(err) }, 'server time sample failed');
       },
     );
   }
@@ -128,11 +138,11 @@ export class TrustedTime {
       trusted: chosen.ok,
       verdict: v ? v.verdict : 'pending',
       source: chosen.ok && chosen.source === 'server' ? 'server' : (v?.source ?? 'none'),
-      offsetMs: this.#o.serverTime.offsetMs(),
+      offsetMs: this.#serverTime.offsetMs(),
     };
   }
 
   #choose(): SigningTime {
-    return chooseSigningTime(this.#verdict ?? PENDING, this.#o.serverTime, this.#o.clock);
+    return chooseSigningTime(this.#verdict ?? PENDING, this.#serverTime, this.#clock);
   }
 }

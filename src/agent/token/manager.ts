@@ -61,7 +61,14 @@ export interface TokenSnapshot {
  * it (full or read-only disk); saving is retried until it succeeds.
  */
 export class TokenManager {
-  readonly #o: TokenManagerOptions;
+  readonly #api: TokenManagerOptions['api'];
+  readonly #backoffSettings: BackoffSettings;
+  readonly #clock: TokenManagerOptions['clock'];
+  readonly #identity: TokenManagerOptions['identity'];
+  readonly #log: TokenManagerOptions['log'];
+  readonly #onChange: TokenManagerOptions['onChange'];
+  readonly #random: TokenManagerOptions['random'];
+  readonly #store: TokenManagerOptions['store'];
   readonly #policy: PolicySettings;
   readonly #storeIdentity: StoreIdentity;
   readonly #saver: PairSaver;
@@ -80,7 +87,14 @@ export class TokenManager {
   #renewals = { signed: 0, refreshed: 0 };
 
   constructor(opts: TokenManagerOptions) {
-    this.#o = opts;
+    this.#api = opts.api;
+    this.#backoffSettings = opts.backoff ?? TOKEN_BACKOFF;
+    this.#clock = opts.clock;
+    this.#identity = opts.identity;
+    this.#log = opts.log;
+    this.#onChange = opts.onChange;
+    this.#random = opts.random;
+    this.#store = opts.store;
     this.#policy = opts.policy ?? DEFAULT_POLICY;
     this.#storeIdentity = { baseUrl: opts.baseUrl, accessKeyId: opts.accessKeyId, kind: opts.identity.kind, id: opts.identity.id };
     this.#saver = new PairSaver({
@@ -91,7 +105,7 @@ export class TokenManager {
       backoff: opts.saveBackoff ?? SAVE_BACKOFF,
       random: opts.random,
       wake: () => this.#kick(),
-      onChange: () => this.#o.onChange?.(),
+      onChange: () => this.#onChange?.(),
     });
     this.#time = new TrustedTime({
       clock: opts.clock,
@@ -100,7 +114,7 @@ export class TokenManager {
       sampleServerTime: () => opts.api.sampleServerTime(),
       log: opts.log,
       onSampled: () => {
-        this.#o.onChange?.();
+        this.#onChange?.();
         this.#kick();
       },
     });
@@ -197,7 +211,7 @@ export class TokenManager {
     if (this.#saver.due) await this.#saveUnderLock();
     await this.#time.verdict();
     if (this.#pair && this.#time.stale) this.#sampleSoon();
-    const now = { mono: this.#o.clock.monoNow(), serverTime: this.#time.now() };
+    const now = { mono: this.#clock.monoNow(), serverTime: this.#time.now() };
     const decision = decideNextAction({ ...this.#currentFacts(), neededLeftMs: this.#waiters.neededLeftMs() }, now, this.#policy);
     switch (decision.action) {
       case 'use':
@@ -242,16 +256,16 @@ export class TokenManager {
     const pair = this.#pair;
     if (!pair) return;
     try {
-      const res = await this.#o.api.refreshToken(this.#o.identity, pair.refreshToken);
+      const res = await this.#api.refreshToken(this.#identity, pair.refreshToken);
       // Refresh works without trusted time; then the expiry is only a best guess on the local clock.
       await this.#time.verdict();
       const trusted = this.#time.now();
-      this.#pair = refreshedPair(pair, res, trusted ?? this.#o.clock.wallNow());
+      this.#pair = refreshedPair(pair, res, trusted ?? this.#clock.wallNow());
       this.#renewals.refreshed++;
       this.#succeeded('refreshed', trusted);
     } catch (err) {
       if (err instanceof CloudError && err.code === 'ERR_REFRESH_REFUSED') {
-        this.#o.log.warn({ code: err.serviceCode }, 'refresh token refused; signing again');
+        this.#log.warn({ code: err.serviceCode }, 'refresh token refused; signing again');
         this.#facts.refreshFailed = true;
         return;
       }
@@ -260,12 +274,12 @@ export class TokenManager {
   }
 
   async #sign(): Promise<void> {
-    const res = await signedGetToken({ api: this.#o.api, time: this.#time, log: this.#o.log }, this.#o.identity);
+    const res = await signedGetToken({ api: this.#api, time: this.#time, log: this.#log }, this.#identity);
     await this.#time.verdict();
     const trusted = this.#time.now();
-    this.#pair = signedPair(res, trusted ?? this.#o.clock.wallNow());
+    this.#pair = signedPair(res, trusted ?? this.#clock.wallNow());
     this.#facts.refreshFailed = false;
-    this.#facts.jitter = this.#o.random() * 2 - 1;
+    this.#facts.jitter = this.#random() * 2 - 1;
     this.#renewals.signed++;
     this.#succeeded('signed', trusted);
   }
@@ -279,24 +293,24 @@ export class TokenManager {
     this.#facts.retryAtMono = undefined;
     this.#backoff = resetBackoff();
     this.#lastError = undefined;
-    this.#o.log.info({ accessExpiresAt: this.#pair?.accessExpiresAt, refreshExpiresAt: this.#pair?.refreshExpiresAt }, `token ${what}`);
+    this.#log.info({ accessExpiresAt: this.#pair?.accessExpiresAt, refreshExpiresAt: this.#pair?.refreshExpiresAt }, `token ${what}`);
     if (this.#pair) this.#saver.save(this.#pair, serverNow === undefined ? undefined : Math.round(serverNow));
-    this.#o.onChange?.();
+    this.#onChange?.();
   }
 
   #fail(err: unknown): void {
     const error = toBotlinkError(err, 'ERR_INTERNAL');
-    const next = retryAfter(error.retry, this.#backoff, this.#o.backoff ?? TOKEN_BACKOFF, this.#o.random());
+    const next = retryAfter(error.retry, this.#backoff, this.#backoffSettings, this.#random());
     this.#backoff = next.state;
     const waitMs = next.delayMs;
     if (!retriesOnSchedule(error.retry)) this.#waiters.reject(error);
     const level = error.retry === 'retry-backoff' ? 'warn' : 'error';
-    this.#o.log[level]({ code: error.code, retry: error.retry, fix: error.fix, retryInMs: Math.round(waitMs) }, error.message);
+    this.#log[level]({ code: error.code, retry: error.retry, fix: error.fix, retryInMs: Math.round(waitMs) }, error.message);
     this.#lastError = error;
-    this.#facts.retryAtMono = this.#o.clock.monoNow() + waitMs;
+    this.#facts.retryAtMono = this.#clock.monoNow() + waitMs;
     this.#again = false;
     this.#schedule(waitMs);
-    this.#o.onChange?.();
+    this.#onChange?.();
   }
 
   // ---- helpers ----
@@ -308,7 +322,7 @@ export class TokenManager {
    */
   #sampleSoon(): void {
     if (this.#cancelSample || this.#stopped) return;
-    this.#cancelSample = this.#o.clock.setTimer(BACKGROUND_SAMPLE_DELAY_MS, () => {
+    this.#cancelSample = this.#clock.setTimer(BACKGROUND_SAMPLE_DELAY_MS, () => {
       this.#cancelSample = undefined;
       this.#time.sampleIfStale();
     });
@@ -318,15 +332,15 @@ export class TokenManager {
     this.#cancelTimer?.();
     if (this.#stopped) return;
     // Unref'd (the clock's default): a waiting timer never keeps a command such as `botlink token` alive.
-    this.#cancelTimer = this.#o.clock.setTimer(Math.max(0, ms), () => this.#kick());
+    this.#cancelTimer = this.#clock.setTimer(Math.max(0, ms), () => this.#kick());
   }
 
   #usableToken(minLeftMs: number): string | undefined {
     if (!this.#pair || this.#facts.accessRejected) return undefined;
     // Before the first verdict (a boot, whose tool runs cost ms): a token usable by the local clock is
     // usable whatever the verdict — synced judges by that clock, the others leave judging to the server.
-    const serverTime = this.#time.checked ? this.#time.now() : this.#o.clock.wallNow();
-    const now = { mono: this.#o.clock.monoNow(), serverTime };
+    const serverTime = this.#time.checked ? this.#time.now() : this.#clock.wallNow();
+    const now = { mono: this.#clock.monoNow(), serverTime };
     return accessUsableFor(this.#currentFacts(), now, minLeftMs) ? this.#pair.accessToken : undefined;
   }
 
@@ -338,9 +352,9 @@ export class TokenManager {
   #syncWithStore(): void {
     let stored: TokenPair | undefined;
     try {
-      stored = this.#o.store.loadPair(this.#storeIdentity);
+      stored = this.#store.loadPair(this.#storeIdentity);
     } catch (err) {
-      this.#o.log.warn({ err: messageOf(err) }, 'cannot read the token store: going on with the token held');
+      this.#log.warn({ err: messageOf(err) }, 'cannot read the token store: going on with the token held');
       return;
     }
     if (this.#saver.unsaved && this.#pair && !(stored && issuedAt(stored) > issuedAt(this.#pair))) return;

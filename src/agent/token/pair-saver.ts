@@ -26,7 +26,14 @@ export const SAVE_BACKOFF: BackoffSettings = Object.freeze({ baseMs: 2_000, capM
  * "state not persisted", and saving is tried again on a backoff schedule until the disk takes it.
  */
 export class PairSaver {
-  readonly #o: PairSaverOptions;
+  readonly #backoffSettings: PairSaverOptions['backoff'];
+  readonly #clock: PairSaverOptions['clock'];
+  readonly #identity: PairSaverOptions['identity'];
+  readonly #log: PairSaverOptions['log'];
+  readonly #onChange: PairSaverOptions['onChange'];
+  readonly #random: PairSaverOptions['random'];
+  readonly #store: PairSaverOptions['store'];
+  readonly #wake: PairSaverOptions['wake'];
   #unsaved = false;
   /** A trusted server time to record with the pair: the clock floor after a reboot. */
   #floorMs: number | undefined;
@@ -37,7 +44,14 @@ export class PairSaver {
   #stopped = false;
 
   constructor(opts: PairSaverOptions) {
-    this.#o = opts;
+    this.#backoffSettings = opts.backoff;
+    this.#clock = opts.clock;
+    this.#identity = opts.identity;
+    this.#log = opts.log;
+    this.#onChange = opts.onChange;
+    this.#random = opts.random;
+    this.#store = opts.store;
+    this.#wake = opts.wake;
   }
 
   /** The pair held is newer than the store's. */
@@ -47,7 +61,7 @@ export class PairSaver {
 
   /** A failed save waits for its retry time. */
   get due(): boolean {
-    return this.#unsaved && this.#o.clock.monoNow() >= this.#dueAtMono;
+    return this.#unsaved && this.#clock.monoNow() >= this.#dueAtMono;
   }
 
   status(): { persisted: boolean; lastError: string | null } {
@@ -60,8 +74,8 @@ export class PairSaver {
     if (floorMs !== undefined) this.#floorMs = floorMs;
     this.#cancelRetry?.();
     try {
-      this.#o.store.savePair(this.#o.identity, pair);
-      if (this.#floorMs !== undefined) this.#o.store.setMeta(LAST_SERVER_TIME_KEY, String(this.#floorMs));
+      this.#store.savePair(this.#identity, pair);
+      if (this.#floorMs !== undefined) this.#store.setMeta(LAST_SERVER_TIME_KEY, String(this.#floorMs));
     } catch (err) {
       this.#failed(err);
       return;
@@ -77,8 +91,8 @@ export class PairSaver {
     this.#cancelRetry?.();
     if (this.#error === undefined) return;
     this.#error = undefined;
-    this.#o.log.info({ path: this.#o.store.path }, 'state persisted again: the token store holds the token in use');
-    this.#o.onChange();
+    this.#log.info({ path: this.#store.path }, 'state persisted again: the token store holds the token in use');
+    this.#onChange();
   }
 
   stop(): void {
@@ -89,14 +103,14 @@ export class PairSaver {
   #failed(err: unknown): void {
     const first = this.#error === undefined;
     this.#error = messageOf(err);
-    const next = nextBackoff(this.#backoff, this.#o.backoff, this.#o.random());
+    const next = nextBackoff(this.#backoff, this.#backoffSettings, this.#random());
     this.#backoff = next.state;
-    this.#dueAtMono = this.#o.clock.monoNow() + next.delayMs;
-    this.#o.log[first ? 'error' : 'warn'](
+    this.#dueAtMono = this.#clock.monoNow() + next.delayMs;
+    this.#log[first ? 'error' : 'warn'](
       {
         code: 'ERR_STORE_WRITE',
         sqlite: (err as { code?: unknown }).code,
-        path: this.#o.store.path,
+        path: this.#store.path,
         retryInMs: next.delayMs,
         fix: 'free space on the disk that holds stateDir, or make it writable',
       },
@@ -104,12 +118,12 @@ export class PairSaver {
     );
     if (!this.#stopped) {
       // Unref'd: a save waiting for the disk never keeps a command alive.
-      this.#cancelRetry = this.#o.clock.setTimer(next.delayMs, () => {
+      this.#cancelRetry = this.#clock.setTimer(next.delayMs, () => {
         // Due now, whatever the clock reads: the owner's next step must not find it early and wait again.
         this.#dueAtMono = Number.NEGATIVE_INFINITY;
-        this.#o.wake();
+        this.#wake();
       });
     }
-    if (first) this.#o.onChange();
+    if (first) this.#onChange();
   }
 }
