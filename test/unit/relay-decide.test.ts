@@ -64,18 +64,53 @@ describe('connection choice', () => {
     let n = 0;
     const choice = new ConnChoice(() => `fresh-${++n}`);
     expect(choice.sessionId).toBeNull();
-    expect(choice.matchesOpened).toBe(false);
+    expect(choice.match).toBe('other');
     expect(choice.open('ws://h/p', 'b').searchParams.get('sessionId')).toBe('fresh-1');
     expect(choice.open('ws://h/p', 'b').searchParams.get('sessionId')).toBe('fresh-2');
-    expect(choice.matchesOpened).toBe(true);
+    expect(choice.match).toBe('kept');
     choice.want([['sessionId', 'S']]);
     expect(choice.sessionId).toBe('S');
-    expect(choice.matchesOpened).toBe(false);
+    expect(choice.match).toBe('other');
     choice.open('ws://h/p', 'b');
     choice.forget();
     // The open socket still carries the app's session; only later sockets get fresh ones.
     expect(choice.sessionId).toBe('S');
-    expect(choice.matchesOpened).toBe(false);
+    // An app that names no session takes it while nobody conversed on it.
+    expect(choice.match).toBe('kept');
+  });
+
+  type Want = readonly (readonly [string, string])[];
+  const S: Want = [['sessionId', 'S']];
+  const SF: Want = [
+    ['sessionId', 'S'],
+    ['feature', 'f'],
+  ];
+  const F: Want = [['feature', 'f']];
+  // [opened with, spent by its app, wanted next, match]
+  const table: [Want, boolean, Want, string][] = [
+    [[], false, [], 'kept'],
+    [[], true, [], 'reused'],
+    [[], false, [['sessionId', 'fresh-1']], 'kept'],
+    [[], true, [['sessionId', 'fresh-1']], 'reused'],
+    [[], false, [['sessionId', 'other']], 'other'],
+    [S, false, S, 'kept'],
+    [S, true, S, 'reused'],
+    [S, false, [], 'kept'],
+    [S, true, [], 'reattach'],
+    [S, false, [['sessionId', 'T']], 'other'],
+    [SF, false, F, 'kept'],
+    [SF, true, F, 'reattach'],
+    [SF, false, [], 'other'],
+    [F, false, [], 'other'],
+    [[], false, F, 'other'],
+  ];
+  it.each(table)('opened with %j (spent %s), wanted %j: %s', (opened, spent, wanted, match) => {
+    const choice = new ConnChoice(() => 'fresh-1');
+    choice.want(opened);
+    choice.open('ws://h/p', 'b');
+    choice.forget(spent);
+    choice.want(wanted);
+    expect(choice.match).toBe(match);
   });
 });
 

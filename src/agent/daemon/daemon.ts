@@ -244,7 +244,13 @@ export class Daemon {
         ...(snap?.lastError?.fix !== undefined && { fix: snap.lastError.fix }),
       },
       store: snap?.store ?? { persisted: true, lastError: null },
-      link: this.#link?.status ?? { state: 'connecting', since: clock ? clock.wallNow() : 0, reconnects: 0, lastError: null },
+      link: this.#link?.status ?? {
+        state: 'connecting',
+        since: clock ? clock.wallNow() : 0,
+        reconnects: 0,
+        reconnectsByCause: {},
+        lastError: null,
+      },
       relay: this.#relay.counters,
     };
   }

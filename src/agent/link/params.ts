@@ -20,6 +20,13 @@ function cmp(x: string, y: string): number {
   return x < y ? -1 : 1;
 }
 
+/** How an app's parameters fit the open socket (see ConnChoice.match). */
+export type ParamsMatch = 'kept' | 'reused' | 'reattach' | 'other';
+
+function withoutSession(params: ConnParams): ConnParams {
+  return params.filter(([name]) => name !== 'sessionId');
+}
+
 /** The sessionId the parameters decide, if they do. */
 export function decidedSessionId(params: ConnParams): string | undefined {
   return params.find(([name]) => name === 'sessionId')?.[1];
@@ -50,21 +57,32 @@ export class ConnChoice {
 
   /**
    * No app decides any more: later sockets get fresh sessions. `spent`: the app conversed on the open
-   * socket, so the cloud holds its voice config and maybe the tail of a round: no later app gets it.
+   * socket, so the cloud holds its voice config, its history and maybe the tail of a round: only an app
+   * with the same parameters gets it again (see match).
    */
   forget(spent = false): void {
     this.#wanted = NO_PARAMS;
     if (spent && this.#opened) this.#opened.spent = true;
   }
 
-  /** The last socket was opened with the wanted parameters, and no app has conversed on it. */
-  get matchesOpened(): boolean {
+  /**
+   * Whether the wanted parameters can use the last socket, and how: `kept` (nothing conversed on it),
+   * `reused` (the same parameters as an app that conversed on it: the same app coming back),
+   * `reattach` (an app that names no session would take a session another app named and conversed
+   * on: it needs a fresh one) or `other` (other parameters: another socket).
+   */
+  get match(): ParamsMatch {
     const opened = this.#opened;
-    if (opened === undefined || opened.spent) return false;
+    if (opened === undefined) return 'other';
     // A fresh sessionId is the socket's too: an app asking for the one it was shown asks for this socket.
     const withSession: ConnParams =
       decidedSessionId(opened.params) === undefined ? [...opened.params, ['sessionId', opened.sessionId]] : opened.params;
-    return sameParams(opened.params, this.#wanted) || sameParams(withSession, this.#wanted);
+    if (sameParams(opened.params, this.#wanted) || sameParams(withSession, this.#wanted)) return opened.spent ? 'reused' : 'kept';
+    // An app that names no session leaves the choice to botlink: any socket with its other parameters will do.
+    if (decidedSessionId(this.#wanted) === undefined && sameParams(withoutSession(withSession), this.#wanted)) {
+      return opened.spent ? 'reattach' : 'kept';
+    }
+    return 'other';
   }
 
   /** The app's sessionId when it decided one, else the last socket's. */
