@@ -86,29 +86,34 @@ describe('connection choice', () => {
     ['feature', 'f'],
   ];
   const F: Want = [['feature', 'f']];
-  // [opened with, spent by its app, wanted next, match]
-  const table: [Want, boolean, Want, string][] = [
-    [[], false, [], 'kept'],
-    [[], true, [], 'reused'],
-    [[], false, [['sessionId', 'fresh-1']], 'kept'],
-    [[], true, [['sessionId', 'fresh-1']], 'reused'],
-    [[], false, [['sessionId', 'other']], 'other'],
-    [S, false, S, 'kept'],
-    [S, true, S, 'reused'],
-    [S, false, [], 'kept'],
-    [S, true, [], 'reattach'],
-    [S, false, [['sessionId', 'T']], 'other'],
-    [SF, false, F, 'kept'],
-    [SF, true, F, 'reattach'],
-    [SF, false, [], 'other'],
-    [F, false, [], 'other'],
-    [[], false, F, 'other'],
+  // [opened with, conversed on by an app with (null: nobody), wanted next, match]
+  const table: [Want, Want | null, Want, string][] = [
+    [[], null, [], 'kept'],
+    [[], [], [], 'reused'],
+    [[], null, [['sessionId', 'fresh-1']], 'kept'],
+    [[], [], [['sessionId', 'fresh-1']], 'reused'],
+    [[], [['sessionId', 'fresh-1']], [], 'reused'],
+    [[], null, [['sessionId', 'other']], 'other'],
+    [S, null, S, 'kept'],
+    [S, S, S, 'reused'],
+    [S, null, [], 'kept'],
+    [S, S, [], 'reattach'],
+    [S, [], [], 'reused'],
+    [S, [], S, 'reused'],
+    [S, null, [['sessionId', 'T']], 'other'],
+    [SF, null, F, 'kept'],
+    [SF, SF, F, 'reattach'],
+    [SF, F, F, 'reused'],
+    [SF, null, [], 'other'],
+    [F, null, [], 'other'],
+    [[], null, F, 'other'],
   ];
-  it.each(table)('opened with %j (spent %s), wanted %j: %s', (opened, spent, wanted, match) => {
+  it.each(table)('opened with %j, conversed on by %j, wanted %j: %s', (opened, spender, wanted, match) => {
     const choice = new ConnChoice(() => 'fresh-1');
     choice.want(opened);
     choice.open('ws://h/p', 'b');
-    choice.forget(spent);
+    if (spender !== null) choice.want(spender);
+    choice.forget(spender !== null);
     choice.want(wanted);
     expect(choice.match).toBe(match);
   });

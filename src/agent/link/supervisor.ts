@@ -114,7 +114,8 @@ export class LinkSupervisor extends EventEmitter {
       return 'reconnecting';
     }
     const delayMs = d.next.delayMs;
-    const dueAt = this.#o.clock.monoNow() + delayMs;
+    // As decideLink recorded it, so that calling it off finds it.
+    const dueAt = d.memory.appReconnects.at(-1) ?? 0;
 
     this.#parked = {
       dueAt,

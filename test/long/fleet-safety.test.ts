@@ -1,0 +1,119 @@
+import { randomUUID } from 'node:crypto';
+import { statSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { LINK_DEFAULTS } from '../../src/agent/link/options.js';
+import { contentOf, ConversationClient, type Frame, isContent, isEvent } from '../helpers/conversation-client.js';
+import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
+import { waitFor } from '../helpers/wait-for.js';
+
+/**
+ * Issue 20: no local app can make the device hammer the cloud or fill the disk. A real daemon process
+ * against the reference service; the abusive app loops as fast as the local socket lets it.
+ */
+
+const { cleanups, service, device, daemon } = useHarness();
+
+const STORM_MS = 30_000;
+const FLOOD_MS = 20_000;
+
+const isLinkState = (f: Frame): boolean => isContent('BOTLINK')(f) && contentOf(f)['eventType'] === 'LINK_STATE';
+const stateOf = (f: Frame): string => String((contentOf(f)['eventData'] as Record<string, unknown>)['state']);
+
+async function daemonAtInfo() {
+  const svc = await service(DAEMON_SEED);
+  // The production level: per-connection events are debug, and must not reach the file.
+  const d = device(svc, { botId: 'bot-1', logLevel: 'info' });
+  const proc = daemon(d);
+  await d.waitForLink('connected');
+  await waitFor(() => d.log().includes('"local API listening"'), 10_000, 'the local API listening');
+  return { svc, d, proc, socket: join(d.runtimeDir, 'botlink.sock') };
+}
+
+/** One app of the storm: attaches, and either waits for its state and sends one TEXT, or names a random session and leaves. */
+async function stormApp(socket: string, n: number): Promise<'attached' | 'refused'> {
+  const chats = n % 2 === 0;
+  let app: ConversationClient;
+  try {
+    app = await ConversationClient.local(socket, chats ? {} : { sessionId: randomUUID() });
+  } catch {
+    return 'refused';
+  }
+  if (chats) {
+    await app.indexOf(isLinkState, 0, 'LINK_STATE');
+    app.send({ mid: `storm-${n}`, contentType: 'TEXT', content: { input: `storm ${n}` } });
+  }
+  app.ws.close();
+  await app.closed;
+  return 'attached';
+}
+
+describe('fleet safety (issue 20)', () => {
+  it(
+    `a ${STORM_MS / 1000} s attach storm makes at most ${LINK_DEFAULTS.appReconnectsPerMinute} cloud connections, all counted; the app after it converses at once`,
+    async () => {
+      const { svc, d, socket } = await daemonAtInfo();
+      const before = svc.stats.ws.total;
+      const deadline = performance.now() + STORM_MS;
+      let attached = 0;
+      let refused = 0;
+      for (let n = 0; performance.now() < deadline; n++) {
+        if ((await stormApp(socket, n)) === 'attached') attached++;
+        else refused++;
+      }
+      const made = svc.stats.ws.total - before;
+      const status = d.status()!;
+      console.log(
+        `storm: ${attached} attaches (${refused} refused) in ${STORM_MS / 1000} s; cloud connections ${made}; status ${JSON.stringify(status.link)}`,
+      );
+      expect(attached).toBeGreaterThan(100);
+      expect(made).toBeLessThanOrEqual(LINK_DEFAULTS.appReconnectsPerMinute);
+      // Every one of them is counted, by its cause; the counts add up.
+      expect(status.link.reconnects).toBe(made);
+      const byCause = status.link.reconnectsByCause;
+      expect(Object.values(byCause).reduce((a, b) => a + b, 0)).toBe(status.link.reconnects);
+      expect(Object.keys(byCause).every((c) => c.startsWith('app-'))).toBe(true);
+
+      // The app that follows: no wait for a backoff, its round goes through.
+      const app = await ConversationClient.local(socket);
+      cleanups.push(() => app.terminate());
+      await app.indexOf(isLinkState, 0, 'LINK_STATE');
+      app.send({
+        mid: 'cfg',
+        contentType: 'EVENT',
+        content: { eventType: 'CLIENT_VOICE_CHAT_UPDATE', eventData: { audio: { binary: false } } },
+      });
+      const configured = await app.indexOf(isEvent('SERVER_VOICE_CHAT_UPDATED'), 0, 'the voice config acknowledged');
+      const from = app.frames.length;
+      app.send({ mid: 'ask', contentType: 'TEXT', content: { input: 'after the storm' } });
+      const round = await app.round(from);
+      expect(round.some(isEvent('COMPLETE'))).toBe(true);
+      const states = app.frames.slice(0, configured).filter(isLinkState).map(stateOf);
+      expect(states.filter((s) => s !== 'connected' && s !== 'connecting')).toEqual([]);
+      expect(svc.stats.ws.total - before).toBeLessThanOrEqual(LINK_DEFAULTS.appReconnectsPerMinute);
+    },
+    STORM_MS + 60_000,
+  );
+
+  it(
+    `${FLOOD_MS / 1000} s of attach/close loops grow the log by less than 100 KB`,
+    async () => {
+      const { d, socket } = await daemonAtInfo();
+      const sizeBefore = statSync(d.logFile).size;
+      const deadline = performance.now() + FLOOD_MS;
+      let attached = 0;
+      while (performance.now() < deadline) {
+        const app = await ConversationClient.local(socket);
+        await app.indexOf(isLinkState, 0, 'LINK_STATE');
+        app.ws.close();
+        await app.closed;
+        attached++;
+      }
+      const grown = statSync(d.logFile).size - sizeBefore;
+      console.log(`flood: ${attached} attaches in ${FLOOD_MS / 1000} s; the log grew ${grown} bytes`);
+      expect(attached).toBeGreaterThan(100);
+      expect(grown).toBeLessThan(100_000);
+    },
+    FLOOD_MS + 30_000,
+  );
+});
