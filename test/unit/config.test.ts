@@ -402,7 +402,11 @@ describe('loadConfig: the local API keys (DESIGN §3.2, §3.5)', () => {
 
   it.each([
     [{ localSocket: 7 }, 'localSocket', /"localSocket" in .* must be a path, or "" to turn the local API off/],
-    [{ localSocket: `/${'s'.repeat(120)}` }, 'localSocket', /at most 107 bytes/],
+    [{ localSocket: `/${'s'.repeat(120)}` }, 'localSocket', /is over 107 bytes/],
+    // 102 bytes itself, but bound first as .bl<pid> beside it: up to 109.
+    [{ localSocket: `/${'d'.repeat(98)}/s` }, 'localSocket', /bound first as \/d+\/\.bl4194304, which is over 107 bytes/],
+    // The default socket: runtimeDir is the key to blame.
+    [{ runtimeDir: `/${'r'.repeat(96)}` }, 'runtimeDir', /"runtimeDir" in .* is too long for the local API socket in it/],
     [{ localGroup: -1 }, 'localGroup', /must be a group name or a gid/],
     [{ localGroup: 1.5 }, 'localGroup', /must be a group name or a gid/],
     [{ localGroup: 'bad group' }, 'localGroup', /must be a group name or a gid; got "bad group"/],

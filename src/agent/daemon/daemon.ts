@@ -43,6 +43,8 @@ export class Daemon {
   /** This stateDir's one-daemon lock, held from start() to stop(). */
   #instance: HeldLock | undefined;
   #ready = false;
+  /** This daemon has written status.json: only then does its stop write the last one (a refused one never does). */
+  #published = false;
   #stopping: Promise<void> | undefined;
   /** Holds the event loop from start() to stop(): while offline every other timer may be unref'd or idle. */
   #alive: Cancel | undefined;
@@ -150,7 +152,8 @@ export class Daemon {
     await this.#link?.stop();
     const rt = this.#rt;
     if (rt) {
-      this.#publish();
+      // A daemon refused at start (the socket or the stateDir in use) must not overwrite the live one's status.
+      if (this.#published) this.#publish();
       await this.#instance?.release();
       await rt.close();
     }
@@ -217,6 +220,7 @@ export class Daemon {
     if (link.state !== 'stopped' && doc.token.accessExpiresAt !== null) this.#markReady(line);
     this.#notify.status(line);
     try {
+      this.#published = true;
       writeStatusFile(this.#config.runtimeDir, doc);
     } catch (err) {
       this.#log.warn({ err: messageOf(err), runtimeDir: this.#config.runtimeDir }, 'cannot write status.json');

@@ -18,6 +18,9 @@ import {
 } from './relay-decide.js';
 import type { RelayCounters, RelayPort, RelayTraffic } from './relay-port.js';
 
+/** At stop an app gets this long to finish its close: the link's own close and the exit must fit in 2 s. */
+const STOP_CLOSE_GRACE_MS = 500;
+
 /** What the relay uses of the link. */
 export type RelayLink = Pick<LinkSupervisor, 'status' | 'sessionId' | 'greeting' | 'useParams' | 'forgetParams' | 'send' | 'on' | 'off'>;
 
@@ -121,16 +124,20 @@ export class Relay implements RelayPort {
     const app = this.#app;
     if (!app) return;
     this.#detach(app);
-    if (app.readyState !== WebSocket.OPEN) return;
+    if (app.readyState !== WebSocket.OPEN) {
+      // Its close is under way but it never finished it (a half-open app): ws would hold it for 30 s.
+      app.terminate();
+      return;
+    }
     app.send(linkStateFrame({ state: 'stopped', sessionId: this.#link.sessionId }));
     const closed = new Promise<void>((resolve) => app.once('close', () => resolve()));
-    this.#close(app, 1001, 'botlink is stopping');
+    this.#close(app, 1001, 'botlink is stopping', STOP_CLOSE_GRACE_MS);
     await closed;
   }
 
   /** Closes an app, and cuts it when it does not finish the closing handshake (ws would wait 30 s). */
-  #close(app: WebSocket, code: number, reason: string): void {
-    const cancel = this.#clock.setTimer(APP_CLOSE_GRACE_MS, () => app.terminate());
+  #close(app: WebSocket, code: number, reason: string, graceMs = APP_CLOSE_GRACE_MS): void {
+    const cancel = this.#clock.setTimer(graceMs, () => app.terminate());
     app.once('close', cancel);
     app.close(code, reason);
   }

@@ -1,4 +1,5 @@
 import { createServer, type Server } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { messageOf } from '../../protocol/errors.js';
@@ -37,6 +38,8 @@ export interface LocalApiOptions extends RouteDeps {
 export class LocalApi {
   readonly #o: LocalApiOptions;
   readonly #server: Server;
+  /** Every open connection, upgraded ones too (the server forgets those): stop() cuts what is left. */
+  readonly #sockets = new Set<Socket>();
   #bound: BoundSocket | undefined;
 
   constructor(opts: LocalApiOptions) {
@@ -49,6 +52,10 @@ export class LocalApi {
       connectionsCheckingInterval: LOCAL_LIMITS.checkIntervalMs,
     });
     this.#server.timeout = LOCAL_LIMITS.idleTimeoutMs;
+    this.#server.on('connection', (socket: Socket) => {
+      this.#sockets.add(socket);
+      socket.once('close', () => this.#sockets.delete(socket));
+    });
     this.#server.on('request', (req, res) => {
       answer(req, res, opts).catch((err: unknown) => {
         opts.log.error({ err: messageOf(err), url: req.url }, 'local API request failed');
@@ -77,6 +84,8 @@ export class LocalApi {
     const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
     await this.#o.relay.stop();
     this.#server.closeAllConnections();
+    // An upgraded connection the relay let go of but its app never closed would hold close() open.
+    for (const socket of this.#sockets) socket.destroy();
     await closed;
     unlinkBound(bound);
   }
