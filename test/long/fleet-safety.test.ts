@@ -1,10 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { statSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { LINK_DEFAULTS } from '../../src/agent/link/options.js';
 import { contentOf, ConversationClient, type Frame, isContent, isEvent } from '../helpers/conversation-client.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
+import { rssKiB } from '../helpers/procfs.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 /**
@@ -16,6 +18,10 @@ const { cleanups, service, device, daemon } = useHarness();
 
 const STORM_MS = 30_000;
 const FLOOD_MS = 20_000;
+const ATTEMPTS = 10_000;
+const WAVE = 500;
+/** The cap's default (DESIGN §3.5). */
+const CAP = 64;
 
 const isLinkState = (f: Frame): boolean => isContent('BOTLINK')(f) && contentOf(f)['eventType'] === 'LINK_STATE';
 const stateOf = (f: Frame): string => String((contentOf(f)['eventData'] as Record<string, unknown>)['state']);
@@ -115,5 +121,45 @@ describe('fleet safety (issue 20)', () => {
       expect(grown).toBeLessThan(100_000);
     },
     FLOOD_MS + 30_000,
+  );
+
+  it(
+    `RSS stays flat while ${ATTEMPTS} local connections are attempted: ${CAP} held, the rest refused at once`,
+    async () => {
+      const { proc, socket } = await daemonAtInfo();
+      const pid = proc.child.pid!;
+      const rssBefore = rssKiB(pid);
+      const open: Socket[] = [];
+      cleanups.push(() => {
+        for (const s of open) s.destroy();
+      });
+      /** One attempt, left open: 'served' when the daemon answers a request on it, 'refused' when it hangs up first. */
+      const attempt = (): Promise<'served' | 'refused'> =>
+        new Promise((resolve) => {
+          const s = connect(socket);
+          open.push(s);
+          s.on('error', () => undefined);
+          s.once('data', () => resolve('served'));
+          s.once('close', () => resolve('refused'));
+          s.write('GET /v1/status HTTP/1.1\r\nHost: localhost\r\n\r\n');
+        });
+      let served = 0;
+      let refused = 0;
+      for (let attempted = 0; attempted < ATTEMPTS; attempted += WAVE) {
+        const results = await Promise.all(Array.from({ length: WAVE }, attempt));
+        served += results.filter((r) => r === 'served').length;
+        refused += results.filter((r) => r === 'refused').length;
+      }
+      const rssAfter = rssKiB(pid);
+      console.log(
+        `connections: ${ATTEMPTS} attempted in waves of ${WAVE}, ${served} served, ${refused} refused; daemon RSS ${rssBefore} KiB before, ${rssAfter} KiB after`,
+      );
+      // Each wave of WAVE at once meets the cap: at most CAP of it are served (the keep-alive ones stay open).
+      expect(served).toBeLessThanOrEqual((ATTEMPTS / WAVE) * CAP);
+      expect(served + refused).toBe(ATTEMPTS);
+      // The review saw +44 MiB for 12,144 connections with no cap.
+      expect(rssAfter - rssBefore).toBeLessThan(16 * 1024);
+    },
+    5 * 60_000,
   );
 });

@@ -80,6 +80,7 @@ describe('loadConfig: values and defaults', () => {
       heartbeatIntervalMs: LINK_DEFAULTS.heartbeatIntervalMs,
       heartbeatTimeoutMs: LINK_DEFAULTS.heartbeatTimeoutMs,
       connectTimeoutMs: LINK_DEFAULTS.connectTimeoutMs,
+      localConnectionsMax: 64,
     });
   });
 

@@ -9,7 +9,7 @@ import { LinkSupervisor } from '../link/supervisor.js';
 import { PendingRelay } from '../local/pending-relay.js';
 import { Relay } from '../local/relay.js';
 import { LocalApi } from '../local/server.js';
-import type { Cancel } from '../time/clock.js';
+import type { Cancel, Clock } from '../time/clock.js';
 import { createNotifier, type Notifier } from './notify.js';
 import { provision, resolveIdentity, type BoardPaths } from './provisioning.js';
 import { openRuntime, type AgentRuntime, type RuntimeOptions } from './runtime.js';
@@ -87,7 +87,7 @@ export class Daemon {
       'botlink starting',
     );
     // Before provisioning, which may wait for the network: apps can ask /v1/status and learn why.
-    await this.#startLocalApi(this.#relay);
+    await this.#startLocalApi(this.#relay, rt.clock);
     if (this.#stopping) return;
     const botId = await this.#botId(rt);
     if (botId === undefined) return;
@@ -116,11 +116,13 @@ export class Daemon {
     this.#publish();
   }
 
-  async #startLocalApi(relay: PendingRelay): Promise<void> {
+  async #startLocalApi(relay: PendingRelay, clock: Clock): Promise<void> {
     const path = this.#config.localSocket;
     if (path === null) return;
     const api = new LocalApi({
       path,
+      clock,
+      maxConnections: Math.floor(this.#config.localConnectionsMax),
       gid: this.#config.localGroup,
       relay,
       log: this.#log.child({ part: 'local' }),
