@@ -28,6 +28,8 @@ export interface ConfigValues extends Readonly<Record<TunableKey, number>> {
   readonly localSocket: string | null;
   /** The gid the socket is given; null: the daemon's own group. */
   readonly localGroup: number | null;
+  /** Prometheus textfile-collector file rewritten every 60 s; null: none. */
+  readonly metricsFile: string | null;
 }
 
 /** Where the configuration came from: the file read (null: none) and the variables that applied. */

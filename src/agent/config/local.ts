@@ -25,11 +25,26 @@ export function localValues(
   raw: ReadonlyMap<ConfigKey, Raw>,
   runtimeDir: string,
   groupFile = GROUP_FILE,
-): { localSocket: string | null; localGroup: number | null } {
+): { localSocket: string | null; localGroup: number | null; metricsFile: string | null } {
   return {
     localSocket: socketValue(raw.get('localSocket'), runtimeDir, raw.get('runtimeDir')),
     localGroup: groupValue(raw.get('localGroup'), groupFile),
+    metricsFile: metricsFileValue(raw.get('metricsFile')),
   };
+}
+
+/** node_exporter's textfile collector reads `*.prom` files only: another name would be written and never read. */
+function metricsFileValue(r: Raw | undefined): string | null {
+  if (r === undefined || r.value === '') return null;
+  if (typeof r.value !== 'string' || r.value.includes('\0')) throw bad('metricsFile', r, 'must be a path ending in .prom, or "" for none');
+  if (!r.value.endsWith('.prom')) {
+    throw bad(
+      'metricsFile',
+      r,
+      `must end in .prom (node_exporter's textfile collector reads no other name); got ${JSON.stringify(r.value)}`,
+    );
+  }
+  return resolve(r.baseDir, r.value);
 }
 
 function socketValue(r: Raw | undefined, runtimeDir: string, runtimeRaw: Raw | undefined): string | null {

@@ -13,6 +13,8 @@ import type { Cancel, Clock } from '../time/clock.js';
 import { createNotifier, type Notifier } from './notify.js';
 import { provision, resolveIdentity, type BoardPaths } from './provisioning.js';
 import { openRuntime, type AgentRuntime, type RuntimeOptions } from './runtime.js';
+import { METRICS_CONTENT_TYPE, metricsText } from './metrics.js';
+import { MetricsFile } from './metrics-file.js';
 import { writeStatusFile, type StatusDoc } from './status.js';
 import type { TokenManager } from '../token/manager.js';
 
@@ -46,6 +48,8 @@ export class Daemon {
   /** This daemon has written status.json: only then does its stop write the last one (a refused one never does). */
   #published = false;
   #stopping: Promise<void> | undefined;
+  /** metricsFile's writer, once the link runs. */
+  #metricsFile: MetricsFile | undefined;
   /** Holds the event loop from start() to stop(): while offline every other timer may be unref'd or idle. */
   #alive: Cancel | undefined;
 
@@ -114,6 +118,22 @@ export class Daemon {
     tokens.start();
     link.start();
     this.#publish();
+    if (c.metricsFile !== null) {
+      this.#metricsFile = new MetricsFile(c.metricsFile, rt.clock, this.#log, () => this.metricsText());
+      this.#metricsFile.start();
+    }
+  }
+
+  /** GET /v1/metrics and metricsFile: the Prometheus text of this moment (DESIGN §3.5). */
+  metricsText(): string {
+    const snap = this.#tokens?.snapshot();
+    return metricsText({
+      status: this.statusDoc(),
+      traffic: this.#relay.traffic,
+      tokens: { renewals: snap?.renewals ?? { signed: 0, refreshed: 0 }, failures: snap?.failures ?? {} },
+      local: { requests: this.#local?.requests ?? [], ...(this.#local?.connections ?? { open: 0, refused: 0 }) },
+      now: this.#rt?.clock.wallNow() ?? 0,
+    });
   }
 
   async #startLocalApi(relay: PendingRelay, clock: Clock): Promise<void> {
@@ -128,6 +148,7 @@ export class Daemon {
       log: this.#log.child({ part: 'local' }),
       status: () => this.statusDoc(),
       tokens: () => this.#tokens,
+      metrics: () => ({ text: this.metricsText(), type: METRICS_CONTENT_TYPE }),
     });
     await api.start();
     this.#local = api;
@@ -156,6 +177,7 @@ export class Daemon {
     if (rt) {
       // A daemon refused at start (the socket or the stateDir in use) must not overwrite the live one's status.
       if (this.#published) this.#publish();
+      this.#metricsFile?.stop();
       await this.#instance?.release();
       await rt.close();
     }

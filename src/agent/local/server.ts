@@ -6,7 +6,7 @@ import { messageOf } from '../../protocol/errors.js';
 import type { Cancel, Clock } from '../time/clock.js';
 import type { RelayPort } from './relay-port.js';
 import { refuseUpgrade } from './refuse-upgrade.js';
-import { answer, pathOf, RELAY_PATH, type RouteDeps } from './routes.js';
+import { answer, pathOf, RELAY_PATH, routeOf, type RouteDeps } from './routes.js';
 import { type BoundSocket, bindSocket, checkSocketPath, unlinkBound } from './socket-file.js';
 
 /** Node's own HTTP limits for local clients (DESIGN §3.5): small headers, short patience, no body. */
@@ -55,6 +55,8 @@ export class LocalApi {
   readonly #since = new WeakMap<Socket, number>();
   /** Connections refused at the cap since start, and since the last line said so. */
   #refused = 0;
+  /** `path status` → count: paths are the routes and "other", statuses the few the API answers. */
+  readonly #requests = new Map<string, number>();
   #refusedUntold = 0;
   #cancelRefusedLine: Cancel | undefined;
   #bound: BoundSocket | undefined;
@@ -77,6 +79,7 @@ export class LocalApi {
       socket.once('close', () => this.#sockets.delete(socket));
     });
     this.#server.on('request', (req, res) => {
+      res.once('finish', () => this.#countRequest(routeOf(req.url), res.statusCode));
       const since = this.#since.get(req.socket);
       if (since !== undefined && opts.clock.monoNow() - since >= LOCAL_LIMITS.httpLifetimeMs) res.shouldKeepAlive = false;
       answer(req, res, opts).catch((err: unknown) => {
@@ -94,6 +97,19 @@ export class LocalApi {
   /** Open connections now, and those refused at the cap since start (the metrics, §3.5). */
   get connections(): { open: number; refused: number } {
     return { open: this.#sockets.size, refused: this.#refused };
+  }
+
+  /** Requests answered since start, by path (a route or "other") and status. */
+  get requests(): { path: string; status: number; count: number }[] {
+    return [...this.#requests].map(([key, count]) => {
+      const at = key.lastIndexOf(' ');
+      return { path: key.slice(0, at), status: Number(key.slice(at + 1)), count };
+    });
+  }
+
+  #countRequest(path: string, status: number): void {
+    const key = `${path} ${status}`;
+    this.#requests.set(key, (this.#requests.get(key) ?? 0) + 1);
   }
 
   /** One line a minute at most, however many are refused: a flood must not fill the disk. */

@@ -43,6 +43,8 @@ export interface TokenSnapshot {
   clock: ClockStatus;
   lastError: { code: string; retry: string; message: string; fix: string | undefined } | undefined;
   renewals: { signed: number; refreshed: number };
+  /** Failed renewals since start, by error code (the metrics, DESIGN §3.5). */
+  failures: Record<string, number>;
   /** Whether the pair held is on disk; lastError says why not. */
   store: { persisted: boolean; lastError: string | null };
 }
@@ -71,6 +73,7 @@ export class TokenManager {
   #stopped = false;
   #lastError: BotlinkError | undefined;
   #renewals = { signed: 0, refreshed: 0 };
+  readonly #failures: Record<string, number> = {};
 
   constructor(opts: TokenManagerOptions) {
     this.#o = opts;
@@ -151,6 +154,7 @@ export class TokenManager {
         fix: this.#lastError.fix,
       },
       renewals: { ...this.#renewals },
+      failures: { ...this.#failures },
       store: this.#saver.status(),
     };
   }
@@ -273,6 +277,7 @@ export class TokenManager {
 
   #fail(err: unknown): void {
     const error = toBotlinkError(err, 'ERR_INTERNAL');
+    this.#failures[error.code] = (this.#failures[error.code] ?? 0) + 1;
     const next = retryAfter(error.retry, this.#backoff, this.#o.backoff ?? TOKEN_BACKOFF, this.#o.random());
     this.#backoff = next.state;
     const waitMs = next.delayMs;
