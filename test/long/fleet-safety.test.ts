@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { statSync } from 'node:fs';
+import { request } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -34,6 +35,19 @@ async function daemonAtInfo() {
   await d.waitForLink('connected');
   await waitFor(() => d.log().includes('"local API listening"'), 10_000, 'the local API listening');
   return { svc, d, proc, socket: join(d.runtimeDir, 'botlink.sock') };
+}
+
+function getText(socket: string, path: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    request({ socketPath: socket, path, agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (body += d));
+      res.on('end', () => resolve(body));
+    })
+      .on('error', reject)
+      .end();
+  });
 }
 
 /** One app of the storm: attaches, and either waits for its state and sends one TEXT, or names a random session and leaves. */
@@ -79,6 +93,10 @@ describe('fleet safety (issue 20)', () => {
       const byCause = status.link.reconnectsByCause;
       expect(Object.values(byCause).reduce((a, b) => a + b, 0)).toBe(status.link.reconnects);
       expect(Object.keys(byCause).every((c) => c.startsWith('app-'))).toBe(true);
+      // The metrics count the same, by the same causes.
+      const metrics = await getText(socket, '/v1/metrics');
+      for (const [cause, n] of Object.entries(byCause)) expect(metrics).toContain(`botlink_link_reconnects_total{cause="${cause}"} ${n}\n`);
+      expect(metrics).toMatch(new RegExp(`^botlink_relay_attaches_total ${attached}$`, 'm'));
 
       // The app that follows: no wait for a backoff, its round goes through.
       const app = await ConversationClient.local(socket);

@@ -116,7 +116,6 @@ export class LinkSupervisor extends EventEmitter {
     const delayMs = d.next.delayMs;
     // As decideLink recorded it, so that calling it off finds it.
     const dueAt = d.memory.appReconnects.at(-1) ?? 0;
-
     this.#parked = {
       dueAt,
       backoffBefore,
