@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages whose tools the tests drive for real (logrotate, systemd-analyze,
-# python3's sd_notify listener, openssl, setpriv, flock, libfaketime, sox for a saved reply's WAV)
-# through apt-get: as root, else through sudo. Prints what it installs; does nothing when every tool is present.
+# python3's sd_notify listener, openssl, setpriv, flock, libfaketime, sox for a saved reply's WAV,
+# Prometheus's Python parser) through apt-get: as root, else through sudo. Prints what it installs;
+# does nothing when every tool is present.
 # test/helpers/tools.ts holds the same list.
 set -euo pipefail
 
@@ -15,7 +16,8 @@ Installs the Debian packages of the system tools `npm test` and `npm run test:lo
 EOF
 }
 
-# tool, then its Debian package; a tool is a command, or libfaketime (the faketime package's preload library).
+# tool, then its Debian package; a tool is a command, or libfaketime (the faketime package's preload
+# library), or prometheus_client (the Python module whose text-format parser checks the metrics).
 TOOLS=(
   'logrotate logrotate'
   'systemd-analyze systemd'
@@ -25,6 +27,7 @@ TOOLS=(
   'flock util-linux'
   'libfaketime faketime'
   'sox sox'
+  'prometheus_client python3-prometheus-client'
 )
 
 mode=install
@@ -46,6 +49,8 @@ fi
 present() {
   if [ "$1" = libfaketime ]; then
     compgen -G '/usr/lib/*-linux-gnu*/faketime/libfaketime.so.1' >/dev/null
+  elif [ "$1" = prometheus_client ]; then
+    [ -e /usr/lib/python3/dist-packages/prometheus_client/parser.py ]
   else
     PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin" command -v "$1" >/dev/null
   fi

@@ -182,14 +182,25 @@ const JSON_ONLY_FIELDS = new Set(['time', 'level', 'msg', 'name', 'pid', 'hostna
 
 /** `12:00:01.123 INFO  name: message key=value …` in local time. */
 function prettyLine(entry: Record<string, unknown>): string {
+  return readableLine(entry);
+}
+
+/**
+ * One log entry as a person reads it, in local time: `12:00:01.123 INFO  name: message key=value …`;
+ * `withDate` puts the local date first (a log spans days); `byPart` names the part of the daemon
+ * (link, relay, local) instead of the program. Keys ending in `At` read as UTC times.
+ */
+export function readableLine(entry: Record<string, unknown>, opts: { withDate?: boolean; byPart?: boolean } = {}): string {
   const t = new Date(String(entry.time));
   const pad = (n: number, width = 2) => String(n).padStart(width, '0');
   const clock = `${pad(t.getHours())}:${pad(t.getMinutes())}:${pad(t.getSeconds())}.${pad(t.getMilliseconds(), 3)}`;
-  const parts = [clock, String(entry.level).toUpperCase().padEnd(5)];
-  const who = entry.name === undefined ? '' : `${String(entry.name)}: `;
+  const date = opts.withDate ? `${t.getFullYear()}-${pad(t.getMonth() + 1)}-${pad(t.getDate())} ` : '';
+  const parts = [date + clock, String(entry.level).toUpperCase().padEnd(5)];
+  const whoKey = opts.byPart && entry.part !== undefined ? 'part' : 'name';
+  const who = entry[whoKey] === undefined ? '' : `${String(entry[whoKey])}: `;
   parts.push(who + (entry.msg === undefined ? '' : String(entry.msg)));
   for (const [key, value] of Object.entries(entry)) {
-    if (!JSON_ONLY_FIELDS.has(key)) parts.push(`${key}=${prettyValue(key, value)}`);
+    if (!JSON_ONLY_FIELDS.has(key) && key !== whoKey) parts.push(`${key}=${prettyValue(key, value)}`);
   }
   return `${parts.join(' ')}\n`;
 }

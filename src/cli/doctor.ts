@@ -25,6 +25,30 @@ export function formatResult(r: CheckResult): string {
   return `${LABEL[r.status]}${r.name}: ${r.detail}${fix}`;
 }
 
+/**
+ * The last line, saying why the exit status is what it is: `13 checks, 0 failed, 1 skipped: exit 1,
+ * a check was skipped (websocket), and a skipped check has not passed`.
+ */
+export function doctorSummary(
+  results: readonly Pick<CheckResult, 'name' | 'status'>[],
+  configUsable: boolean,
+): { line: string; code: number } {
+  const named = (status: CheckResult['status']): string[] => results.filter((r) => r.status === status).map((r) => r.name);
+  const failed = named('fail');
+  const skipped = named('skip');
+  const counts = `${results.length} checks, ${failed.length} failed${skipped.length ? `, ${skipped.length} skipped` : ''}`;
+  const list = (names: string[]): string => (names.length > 3 ? `${names.slice(0, 3).join(', ')}, …` : names.join(', '));
+  if (failed.length + skipped.length === 0) return { line: `${counts}: exit 0, every check passed`, code: Exit.OK };
+  if (!configUsable) {
+    return { line: `${counts}: exit 78, the configuration or its secret file cannot be used (${list(failed)})`, code: Exit.CONFIG };
+  }
+  const why =
+    failed.length > 0
+      ? `${failed.length === 1 ? 'a check' : 'checks'} failed (${list(failed)})`
+      : `${skipped.length === 1 ? 'a check was' : 'checks were'} skipped (${list(skipped)}), and a skipped check has not passed`;
+  return { line: `${counts}: exit 1, ${why}`, code: Exit.FAILURE };
+}
+
 /** `botlink doctor`: one line per check, a summary, and an exit status for scripts. */
 export async function doctor(argv: string[]): Promise<number> {
   const { values } = parseFlags(argv, { config: { type: 'string' } }, USAGE);
@@ -37,10 +61,8 @@ export async function doctor(argv: string[]): Promise<number> {
     env: process.env,
     onResult: (r) => process.stdout.write(`${formatResult(r)}\n`),
   });
-  const failed = report.results.filter((r) => r.status === 'fail').length;
-  const skipped = report.results.filter((r) => r.status === 'skip').length;
-  process.stdout.write(`${report.results.length} checks, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}\n`);
-  const code = failed + skipped === 0 ? Exit.OK : report.configUsable ? Exit.FAILURE : Exit.CONFIG;
+  const { line, code } = doctorSummary(report.results, report.configUsable);
+  process.stdout.write(`${line}\n`);
   // A check that overran may still wait on a DNS request or a socket: the verdict is out, do not wait for it.
   if (report.timedOut) process.exit(code);
   return code;

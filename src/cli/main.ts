@@ -13,6 +13,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   serve: async () => (await import('./serve.js')).serve,
   demo: async () => (await import('./demo.js')).demo,
   chat: async () => (await import('./chat.js')).chat,
+  logs: async () => (await import('./logs.js')).logs,
   // Hidden: the demo's app, a separate process attached to the relay.
   'demo-app': async () => (await import('./demo-app.js')).demoApp,
 };
@@ -28,6 +29,7 @@ commands:
   serve      the reference token service
   demo       reference service and agent on loopback
   chat       one conversation round through the running daemon (TEXT, or --audio FILE)
+  logs       the daemon's log in words, rotated files included; -f follows
 
 botlink <command> --help for its options; botlink --version`;
 

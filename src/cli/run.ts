@@ -1,3 +1,4 @@
+import { ConfigError } from '../agent/config/config.js';
 import { Daemon } from '../agent/daemon/daemon.js';
 import { systemClock, systemRandom } from '../agent/time/clock.js';
 import { createLogger } from '../log.js';
@@ -73,6 +74,8 @@ export async function run(argv: string[]): Promise<number> {
     logger.fatal(err instanceof BotlinkError ? { code: err.code, fix: err.fix } : {}, messageOf(err));
     process.stderr.write(formatFailure('botlink', err));
     await daemon.stop().catch(() => undefined);
+    // A config error found only now (the socket's folder, a file in the socket's place) is still one: 78.
+    if (err instanceof ConfigError) return exit(Exit.CONFIG);
     return exit(err instanceof BotlinkError && err.code === 'ERR_ALREADY_RUNNING' ? Exit.UNAVAILABLE : Exit.FAILURE);
   }
   return exit(await stopped);

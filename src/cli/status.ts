@@ -31,7 +31,15 @@ export interface StatusReport {
   identity: { kind: 'bot' | 'vendor'; id: string; provisioned?: boolean };
   clock: { trusted: boolean; source: string; offsetMs: number | null; verdict?: string };
   token: { accessExpiresAt: number | null; refreshExpiresAt: number | null; lastError?: string | null; fix?: string };
-  link: { state: LinkState; since: number | null; reconnects: number; lastError: string | null; fix?: string };
+  link: {
+    state: LinkState;
+    since: number | null;
+    reconnects: number;
+    /** status.json's link.reconnectsByCause, when a daemon runs (or ran) and wrote one. */
+    reconnectsByCause?: Record<string, number>;
+    lastError: string | null;
+    fix?: string;
+  };
   /** From the live status.json: whether the daemon's token is saved in stateDir. */
   store?: { persisted: boolean; lastError: string | null };
   daemon: { running: boolean; pid: number | null; lastStatus?: { pid: number; updatedAt: number; linkState: LinkState } };
@@ -119,6 +127,7 @@ function fromDatabase(
       state: running ? 'connecting' : 'stopped',
       since: cleanStop ? stale.link.since : null,
       reconnects: stale?.link.reconnects ?? 0,
+      ...(stale?.link.reconnectsByCause !== undefined && { reconnectsByCause: stale.link.reconnectsByCause }),
       lastError: stale?.link.lastError ?? null,
       ...(stale?.link.fix !== undefined && { fix: stale.link.fix }),
     },
@@ -200,5 +209,6 @@ function clockLine(r: StatusReport): string {
 function linkLine(r: StatusReport, wallNow: number): string {
   const since = r.link.since === null ? '' : ` since ${formatTime(r.link.since)} (for ${formatDuration(wallNow - r.link.since)})`;
   const reconnects = `${r.link.reconnects} reconnect${r.link.reconnects === 1 ? '' : 's'}`;
-  return `${r.link.state}${since}, ${reconnects}`;
+  const causes = Object.entries(r.link.reconnectsByCause ?? {}).map(([cause, n]) => `${cause} ${n}`);
+  return `${r.link.state}${since}, ${reconnects}${causes.length ? ` (${causes.join(', ')})` : ''}`;
 }

@@ -14,6 +14,8 @@ export const TEST_TOOLS = {
   flock: 'util-linux',
   libfaketime: 'faketime',
   sox: 'sox',
+  // Prometheus's own Python client: its text-format parser checks botlink's metrics independently.
+  prometheus_client: 'python3-prometheus-client',
 } as const;
 export type TestTool = keyof typeof TEST_TOOLS;
 
@@ -21,6 +23,9 @@ export type TestTool = keyof typeof TEST_TOOLS;
 const LIBFAKETIME_PATHS = ['x86_64-linux-gnu', 'aarch64-linux-gnu', 'arm-linux-gnueabihf'].map(
   (triplet) => `/usr/lib/${triplet}/faketime/libfaketime.so.1`,
 );
+
+/** Where Debian's python3-prometheus-client puts its text-format parser. */
+const PROMETHEUS_CLIENT_PATHS = ['/usr/lib/python3/dist-packages/prometheus_client/parser.py'];
 
 /** PATH plus the sbin folders a non-root PATH lacks (logrotate lives in /usr/sbin). */
 function searchPath(): string[] {
@@ -30,6 +35,7 @@ function searchPath(): string[] {
 /** Where `tool` is on this machine, or undefined. */
 export function findTool(tool: TestTool): string | undefined {
   if (tool === 'libfaketime') return LIBFAKETIME_PATHS.find((path) => existsSync(path));
+  if (tool === 'prometheus_client') return PROMETHEUS_CLIENT_PATHS.find((path) => existsSync(path));
   for (const dir of searchPath()) {
     try {
       accessSync(join(dir, tool), constants.X_OK);

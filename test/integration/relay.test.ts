@@ -112,7 +112,7 @@ describe('relay: attaching', () => {
     expect(Object.fromEntries((await cloud.connection(1)).query)).toEqual({ botId: 'bot-1', sessionId: 'fresh-1', feature: 'f' });
   });
 
-  it('gives the next app a new connection when the previous one conversed on it, even with the same parameters', async () => {
+  it('keeps the connection for the same app coming back after it conversed, holding the last round back until it sends', async () => {
     const { cloud, rig } = await setup();
     const first = await rig.attach('?sessionId=S1');
     await stateUntil(first, 'connected');
@@ -121,10 +121,47 @@ describe('relay: attaching', () => {
     first.ws.close();
     await first.closed;
     const again = await rig.attach('?sessionId=S1');
-    expect(await stateUntil(again, 'connected')).toEqual({ state: 'connected', sessionId: 'S1' });
-    // The first app's socket carried its voice config: the second gets one of its own, greeted afresh.
-    expect(cloud.conns).toHaveLength(3);
+    expect(await linkState(again)).toEqual({ state: 'connected', sessionId: 'S1' });
     expect((await again.frames.next()).data.toString()).toBe(GREETING);
+    // What the cloud still sends for the first app's round is not the second app's.
+    const conn = cloud.conns[1]!;
+    conn.ws.send('tail of the last round');
+    await settled(again.ws);
+    again.ws.send(VOICE_CONFIG);
+    expect((await again.frames.next()).data.toString()).toBe(VOICE_CONFIG);
+    expect(cloud.conns).toHaveLength(2);
+  });
+
+  it('gives an app that names no session a new connection when another app conversed on a session it named', async () => {
+    const { cloud, rig } = await setup();
+    const first = await rig.attach('?sessionId=S1');
+    await stateUntil(first, 'connected');
+    first.ws.send(VOICE_CONFIG);
+    await settled(first.ws);
+    first.ws.close();
+    await first.closed;
+    const next = await rig.attach();
+    expect(await stateUntil(next, 'connected')).toEqual({ state: 'connected', sessionId: 'fresh-2' });
+    expect(cloud.conns).toHaveLength(3);
+    expect(rig.link.status).toMatchObject({ reconnects: 2, reconnectsByCause: { 'app-params': 1, 'app-reattach': 1 } });
+  });
+
+  it('paces the second app-caused reconnect of a minute; an app that leaves first leaves the open socket to the next', async () => {
+    const { cloud, rig } = await setup({ link: { backoff: { baseMs: 60_000, capMs: 60_000 }, random: () => 0.5 } });
+    const a = await rig.attach('?sessionId=A');
+    expect(await stateUntil(a, 'connected')).toEqual({ state: 'connected', sessionId: 'A' });
+    a.ws.close();
+    await a.closed;
+    const b = await rig.attach('?sessionId=B');
+    // The second in a minute waits its turn, told so; the socket of A stays open meanwhile.
+    expect(await linkState(b)).toEqual({ state: 'backoff', sessionId: 'B', retryInMs: expect.any(Number) });
+    expect(rig.link.status.lastError).toMatch(/paced \(1 in the last minute, at most 6\)/);
+    b.ws.close();
+    await b.closed;
+    const c = await rig.attach();
+    expect(await linkState(c)).toEqual({ state: 'connected', sessionId: 'A' });
+    expect(cloud.conns).toHaveLength(2);
+    expect(rig.link.status).toMatchObject({ state: 'connected', reconnects: 1, reconnectsByCause: { 'app-params': 1 } });
   });
 
   it('answers a second app with 409 {code, msg} while one is attached', async () => {

@@ -80,6 +80,7 @@ describe('loadConfig: values and defaults', () => {
       heartbeatIntervalMs: LINK_DEFAULTS.heartbeatIntervalMs,
       heartbeatTimeoutMs: LINK_DEFAULTS.heartbeatTimeoutMs,
       connectTimeoutMs: LINK_DEFAULTS.connectTimeoutMs,
+      localConnectionsMax: 64,
     });
   });
 
@@ -387,6 +388,12 @@ describe('loadConfig: the local API keys (DESIGN §3.2, §3.5)', () => {
     expect(load(base()).localSocket).toBe('/run/botlink/botlink.sock');
   });
 
+  it('writes no metricsFile by default or with "", and resolves a relative one against the config file', () => {
+    expect(load(base()).metricsFile).toBeNull();
+    expect(load({ ...base(), metricsFile: '' }).metricsFile).toBeNull();
+    expect(load({ ...base(), metricsFile: 'm/botlink.prom' }).metricsFile).toBe(join(dir, 'm', 'botlink.prom'));
+  });
+
   it('turns the local API off with "" and resolves a relative socket against the config file', () => {
     expect(load({ ...base(), localSocket: '' }).localSocket).toBeNull();
     expect(load(base(), { BOTLINK_LOCAL_SOCKET: '' }).localSocket).toBeNull();
@@ -402,7 +409,13 @@ describe('loadConfig: the local API keys (DESIGN §3.2, §3.5)', () => {
 
   it.each([
     [{ localSocket: 7 }, 'localSocket', /"localSocket" in .* must be a path, or "" to turn the local API off/],
-    [{ localSocket: `/${'s'.repeat(120)}` }, 'localSocket', /at most 107 bytes/],
+    [{ localSocket: `/${'s'.repeat(120)}` }, 'localSocket', /is over 107 bytes/],
+    // 102 bytes itself, but bound first as .bl<pid> beside it: up to 109.
+    [{ localSocket: `/${'d'.repeat(98)}/s` }, 'localSocket', /bound first as \/d+\/\.bl4194304, which is over 107 bytes/],
+    // The default socket: runtimeDir is the key to blame.
+    [{ runtimeDir: `/${'r'.repeat(96)}` }, 'runtimeDir', /"runtimeDir" in .* is too long for the local API socket in it/],
+    [{ metricsFile: 'botlink.txt' }, 'metricsFile', /must end in \.prom \(node_exporter's textfile collector reads no other name\)/],
+    [{ metricsFile: 7 }, 'metricsFile', /must be a path ending in \.prom, or "" for none/],
     [{ localGroup: -1 }, 'localGroup', /must be a group name or a gid/],
     [{ localGroup: 1.5 }, 'localGroup', /must be a group name or a gid/],
     [{ localGroup: 'bad group' }, 'localGroup', /must be a group name or a gid; got "bad group"/],

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { createServer as createTcpServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { createServer as createTlsServer } from 'node:tls';
+import { doctorSummary } from '../../src/cli/doctor.js';
 import { describe, expect, it } from 'vitest';
 import { CloudClient } from '../../src/agent/cloud/client.js';
 import { systemClock } from '../../src/agent/time/clock.js';
@@ -162,5 +163,28 @@ describe('runDoctor', () => {
     expect(status).toMatchObject({ tcp: 'ok', 'server time': 'fail', getToken: 'fail', websocket: 'skip', database: 'ok' });
     expect(report.results.find((r) => r.name === 'server time')?.detail).toMatch(/did not answer (in time|within 0.3 s)/);
     expect(report).toMatchObject({ configUsable: true, timedOut: false });
+  });
+});
+
+describe('the summary says why the exit status is what it is', () => {
+  const r = (name: string, status: 'ok' | 'fail' | 'skip') => ({ name, status });
+  it.each([
+    [[r('a', 'ok'), r('b', 'ok')], true, 0, '2 checks, 0 failed: exit 0, every check passed'],
+    [
+      [r('a', 'ok'), r('clock', 'skip')],
+      true,
+      1,
+      '2 checks, 0 failed, 1 skipped: exit 1, a check was skipped (clock), and a skipped check has not passed',
+    ],
+    [[r('tcp', 'fail'), r('tls', 'skip')], true, 1, '2 checks, 1 failed, 1 skipped: exit 1, a check failed (tcp)'],
+    [[r('a', 'fail'), r('b', 'fail'), r('c', 'fail'), r('d', 'fail')], true, 1, '4 checks, 4 failed: exit 1, checks failed (a, b, c, …)'],
+    [
+      [r('config', 'fail'), r('b', 'skip')],
+      false,
+      78,
+      '2 checks, 1 failed, 1 skipped: exit 78, the configuration or its secret file cannot be used (config)',
+    ],
+  ] as const)('%j (config usable: %s) → %i', (results, usable, code, line) => {
+    expect(doctorSummary(results, usable)).toEqual({ code, line });
   });
 });

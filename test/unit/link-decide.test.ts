@@ -10,6 +10,9 @@ import {
   type LinkEnding,
   type LinkFacts,
   type LinkMemory,
+  type ReconnectCause,
+  APP_RECONNECT_WINDOW_MS,
+  withdrawAppReconnect,
 } from '../../src/agent/link/decide.js';
 import { LINK_DEFAULTS, MAX_CLOUD_MESSAGE_BYTES, resolveLinkSettings, type LinkSettings } from '../../src/agent/link/options.js';
 import { LINK_BACKOFF } from '../../src/agent/token/backoff.js';
@@ -68,6 +71,7 @@ interface Expect {
   streak?: number;
   displaced?: number;
   shared?: boolean;
+  cause?: ReconnectCause;
 }
 
 const backoff = (delayMs: number) => ({ state: 'backoff', delayMs }) as const;
@@ -81,7 +85,7 @@ const frame = (failure: (typeof WsMessage)[keyof typeof WsMessage]): LinkEnding 
 /** Every ending kind, on a connection that never opened (no `upMs`) unless the facts say otherwise. r = TOP. */
 const ROWS: [string, LinkEnding, Given, Expect][] = [
   // Plain drops: the link backoff (100 ms → 1.6 s here), attempt by attempt.
-  ['clean close 1000 before open → backoff', closed(1000), {}, { next: backoff(99), reason: 'closed (1000)', attempt: 1 }],
+  ['clean close 1000 before open → backoff', closed(1000), {}, { next: backoff(99), reason: 'closed (1000)', attempt: 1, cause: 'closed' }],
   [
     'close with a reason that is no failure → its words',
     closed(1001, 'going away'),
@@ -128,31 +132,36 @@ const ROWS: [string, LinkEnding, Given, Expect][] = [
     'network error → its message',
     { kind: 'socket-error', code: 'ECONNREFUSED', message: 'connect ECONNREFUSED 127.0.0.1:9' },
     {},
-    { next: backoff(99), reason: 'connect ECONNREFUSED 127.0.0.1:9' },
+    { next: backoff(99), reason: 'connect ECONNREFUSED 127.0.0.1:9', cause: 'network' },
   ],
   [
     'message over the limit (ws closes 1009) → its own words, as a drop',
     { kind: 'socket-error', code: 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH', message: 'Max payload size exceeded' },
     { upMs: S },
-    { next: backoff(399), reason: `the cloud sent a message over ${MAX_CLOUD_MESSAGE_BYTES} bytes: closed with 1009`, attempt: 3 },
+    {
+      next: backoff(399),
+      reason: `the cloud sent a message over ${MAX_CLOUD_MESSAGE_BYTES} bytes: closed with 1009`,
+      attempt: 3,
+      cause: 'oversized',
+    },
   ],
   [
     'handshake deadline → says the configured deadline',
     { kind: 'handshake-timeout' },
     {},
-    { next: backoff(99), reason: 'WebSocket handshake not complete within 10000 ms' },
+    { next: backoff(99), reason: 'WebSocket handshake not complete within 10000 ms', cause: 'handshake-timeout' },
   ],
   [
     'pong timeout on an established socket → a drop',
     { kind: 'pong-timeout' },
     { upMs: 30 * S },
-    { next: backoff(399), reason: 'no pong within 15000 ms', attempt: 3 },
+    { next: backoff(399), reason: 'no pong within 15000 ms', attempt: 3, cause: 'pong-timeout' },
   ],
   [
     'token unavailable → the configured backoff, not the built-in one',
     { kind: 'no-token', message: 'service down' },
     {},
-    { next: backoff(99), reason: 'no token: service down', attempt: 1, invalidate: false },
+    { next: backoff(99), reason: 'no token: service down', attempt: 1, invalidate: false, cause: 'no-token' },
   ],
   [
     "token refused for a reason a person must fix → the token error's fix",
@@ -176,7 +185,7 @@ const ROWS: [string, LinkEnding, Given, Expect][] = [
     'HTTP 503 without a failure body → a drop with the status',
     refused(503, 'busy'),
     {},
-    { next: backoff(99), reason: 'handshake refused with HTTP 503' },
+    { next: backoff(99), reason: 'handshake refused with HTTP 503', cause: 'refused' },
   ],
   [
     'HTTP 400 with a body that is no failure → a drop',
@@ -190,7 +199,7 @@ const ROWS: [string, LinkEnding, Given, Expect][] = [
     'HTTP 401, empty body → Unauthorized: renew, reconnect now',
     refused(401),
     {},
-    { next: NOW_AGAIN, reason: 'Unauthorized', invalidate: true, streak: 1, attempt: 0 },
+    { next: NOW_AGAIN, reason: 'Unauthorized', invalidate: true, streak: 1, attempt: 0, cause: 'unauthorized' },
   ],
   [
     'HTTP 401 with a body of another sort → still Unauthorized',
@@ -388,6 +397,7 @@ describe('decideLink: every ending kind × the facts that change it', () => {
     if (want.attempt !== undefined) expect(d.memory.backoff.attempt).toBe(want.attempt);
     if (want.displacedAttempt !== undefined) expect(d.memory.displacedBackoff.attempt).toBe(want.displacedAttempt);
     if (want.streak !== undefined) expect(d.memory.unauthorizedStreak).toBe(want.streak);
+    if (want.cause !== undefined) expect(d.cause).toBe(want.cause);
   });
 
   it('records the displacement at `now` and forgets those out of the window', () => {
@@ -483,6 +493,7 @@ describe('resolveLinkSettings: every default in one place', () => {
       heartbeatTimeoutMs: 15_000,
       connectTimeoutMs: 10_000,
       stableAfterMs: 60_000,
+      appReconnectsPerMinute: 6,
     });
   });
 
@@ -496,7 +507,62 @@ describe('resolveLinkSettings: every default in one place', () => {
       heartbeatTimeoutMs: 7,
       connectTimeoutMs: 8,
       stableAfterMs: 0,
+      appReconnectsPerMinute: 9,
     };
     expect(resolveLinkSettings({ botId: 'b', ...given })).toEqual({ botId: 'b', ...given });
+  });
+});
+
+describe('decideLink: reconnects an app causes (DESIGN §3.5)', () => {
+  const app = (cause: 'app-params' | 'app-reattach' = 'app-params'): LinkEnding => ({ kind: 'app', cause });
+  const PACED = (n: number) =>
+    `an app asked for other connection parameters: reconnects apps cause are paced (${n} in the last minute, at most 6)`;
+
+  it('goes at once when no app caused one in the last minute, and records when', () => {
+    const d = decideLink(app(), factsOf({ appReconnects: [NOW - APP_RECONNECT_WINDOW_MS] }), SETTINGS, TOP);
+    expect(d).toMatchObject({ next: NOW_AGAIN, reason: 'an app asked for other connection parameters', cause: 'app-params' });
+    expect(d.memory.appReconnects).toEqual([NOW]);
+    expect(d.memory.backoff.attempt).toBe(0);
+  });
+
+  it('then follows the link schedule', () => {
+    const d = decideLink(app('app-reattach'), factsOf({ appReconnects: [NOW - S] }), SETTINGS, TOP);
+    expect(d.next).toEqual(backoff(99));
+    expect(d.cause).toBe('app-reattach');
+    expect(d.reason).toBe('an app needs a session of its own: reconnects apps cause are paced (1 in the last minute, at most 6)');
+    expect(d.memory.appReconnects).toEqual([NOW - S, NOW + 99]);
+    expect(d.memory.backoff.attempt).toBe(1);
+  });
+
+  it('never lets more than the cap happen in any minute, whatever the schedule draws', () => {
+    const six = [1, 2, 3, 4, 5, 6].map((i) => NOW - 50 * S + i * S);
+    const d = decideLink(app(), factsOf({ appReconnects: six }), SETTINGS, 0);
+    // The oldest of the six leaves the window at NOW + 11 s.
+    expect(d.next).toEqual(backoff(11 * S));
+    expect(d.reason).toBe(PACED(6));
+    expect(d.memory.appReconnects).toEqual([...six.slice(1), NOW + 11 * S]);
+  });
+
+  it('any number of app requests in a row make at most 6 reconnects a minute', () => {
+    let facts = factsOf();
+    const due: number[] = [];
+    for (let i = 0; i < 100; i++) {
+      const d = decideLink(app(), { ...facts, now: NOW + i * 100 }, SETTINGS, 0);
+      due.push(NOW + i * 100 + (d.next.state === 'connecting' ? 0 : d.next.delayMs));
+      facts = { ...facts, ...d.memory };
+    }
+    for (const t of due) expect(due.filter((u) => u >= t && u < t + APP_RECONNECT_WINDOW_MS).length).toBeLessThanOrEqual(6);
+  });
+
+  it('starts the schedule over after a socket that held stableAfterMs', () => {
+    const d = decideLink(app(), factsOf({ appReconnects: [NOW - S], attempt: 4, upMs: MIN }), SETTINGS, TOP);
+    expect(d.next).toEqual(backoff(99));
+  });
+
+  it('a paced reconnect withdrawn (the app left first) leaves no trace', () => {
+    const before = factsOf({ appReconnects: [NOW - S], attempt: 2 });
+    const d = decideLink(app(), before, SETTINGS, TOP);
+    const dueAt = NOW + (d.next.state === 'backoff' ? d.next.delayMs : 0);
+    expect(withdrawAppReconnect(d.memory, dueAt, before.backoff)).toMatchObject({ appReconnects: [NOW - S], backoff: { attempt: 2 } });
   });
 });

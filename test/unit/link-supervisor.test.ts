@@ -469,3 +469,61 @@ describe('the shell around decideLink', () => {
     expect(peer.upgrades).toBe(1);
   });
 });
+
+describe('reconnects an app causes, on the Clock (DESIGN §3.5)', () => {
+  async function connectedLink() {
+    const peer = await rawWsServer();
+    cleanups.push(peer.close);
+    const { clock, link } = manualLink(peer.url);
+    const up = next(link, 'connected');
+    link.start();
+    await up;
+    return { peer, clock, link };
+  }
+
+  it('the first goes at once, the next waits the schedule on a parked socket, called off when the app leaves', async () => {
+    const { peer, clock, link } = await connectedLink();
+    let up = next(link, 'connected');
+    expect(link.useParams([['sessionId', 'S1']])).toBe('reconnecting');
+    await up;
+    expect(peer.upgrades).toBe(2);
+    expect(link.useParams([['sessionId', 'S2']])).toBe('reconnecting');
+    // Parked: the S1 socket stays, says backoff for the app, and carries nothing.
+    expect(link.status).toMatchObject({ state: 'backoff', reconnects: 1 });
+    expect(clock.pending()).toContain(99);
+    expect(link.send('{}')).toBe(false);
+    link.forgetParams();
+    expect(link.status).toMatchObject({ state: 'connected', reconnects: 1, lastError: null });
+    expect(clock.pending()).not.toContain(99);
+    // Called off: no trace in the schedule; the next one waits the same 99 ms, then goes.
+    expect(link.useParams([['sessionId', 'S3']])).toBe('reconnecting');
+    up = next(link, 'connected');
+    await clock.advance(99);
+    await up;
+    expect(peer.upgrades).toBe(3);
+    expect(link.status).toMatchObject({ state: 'connected', reconnects: 2, reconnectsByCause: { 'app-params': 2 } });
+  });
+
+  it('never more than appReconnectsPerMinute in any minute, however fast apps ask', async () => {
+    const { peer, clock, link } = await connectedLink();
+    // When each replacement began (the link says connecting at that instant), and how long each wait was.
+    const swaps: number[] = [];
+    let retryInMs = 0;
+    link.on('state', (s: { state: string; retryInMs?: number }) => {
+      if (s.state === 'connecting') swaps.push(clock.monoNow());
+      if (s.state === 'backoff') retryInMs = s.retryInMs ?? 0;
+    });
+    for (let i = 0; i < 10; i++) {
+      const up = next(link, 'connected');
+      expect(link.useParams([['sessionId', `S${i}`]])).toBe('reconnecting');
+      if (link.status.state === 'backoff') await clock.advance(retryInMs);
+      await up;
+    }
+    expect(peer.upgrades).toBe(11);
+    expect(swaps).toHaveLength(10);
+    for (const t of swaps) expect(swaps.filter((u) => u >= t && u < t + MIN).length).toBeLessThanOrEqual(6);
+    // The seventh waited for the first to leave the minute.
+    expect(swaps[6]! - swaps[0]!).toBe(MIN);
+    expect(link.status.reconnectsByCause).toEqual({ 'app-params': 10 });
+  });
+});

@@ -64,18 +64,58 @@ describe('connection choice', () => {
     let n = 0;
     const choice = new ConnChoice(() => `fresh-${++n}`);
     expect(choice.sessionId).toBeNull();
-    expect(choice.matchesOpened).toBe(false);
+    expect(choice.match).toBe('other');
     expect(choice.open('ws://h/p', 'b').searchParams.get('sessionId')).toBe('fresh-1');
     expect(choice.open('ws://h/p', 'b').searchParams.get('sessionId')).toBe('fresh-2');
-    expect(choice.matchesOpened).toBe(true);
+    expect(choice.match).toBe('kept');
     choice.want([['sessionId', 'S']]);
     expect(choice.sessionId).toBe('S');
-    expect(choice.matchesOpened).toBe(false);
+    expect(choice.match).toBe('other');
     choice.open('ws://h/p', 'b');
     choice.forget();
     // The open socket still carries the app's session; only later sockets get fresh ones.
     expect(choice.sessionId).toBe('S');
-    expect(choice.matchesOpened).toBe(false);
+    // An app that names no session takes it while nobody conversed on it.
+    expect(choice.match).toBe('kept');
+  });
+
+  type Want = readonly (readonly [string, string])[];
+  const S: Want = [['sessionId', 'S']];
+  const SF: Want = [
+    ['sessionId', 'S'],
+    ['feature', 'f'],
+  ];
+  const F: Want = [['feature', 'f']];
+  // [opened with, conversed on by an app with (null: nobody), wanted next, match]
+  const table: [Want, Want | null, Want, string][] = [
+    [[], null, [], 'kept'],
+    [[], [], [], 'reused'],
+    [[], null, [['sessionId', 'fresh-1']], 'kept'],
+    [[], [], [['sessionId', 'fresh-1']], 'reused'],
+    [[], [['sessionId', 'fresh-1']], [], 'reused'],
+    [[], null, [['sessionId', 'other']], 'other'],
+    [S, null, S, 'kept'],
+    [S, S, S, 'reused'],
+    [S, null, [], 'kept'],
+    [S, S, [], 'reattach'],
+    [S, [], [], 'reused'],
+    [S, [], S, 'reused'],
+    [S, null, [['sessionId', 'T']], 'other'],
+    [SF, null, F, 'kept'],
+    [SF, SF, F, 'reattach'],
+    [SF, F, F, 'reused'],
+    [SF, null, [], 'other'],
+    [F, null, [], 'other'],
+    [[], null, F, 'other'],
+  ];
+  it.each(table)('opened with %j, conversed on by %j, wanted %j: %s', (opened, spender, wanted, match) => {
+    const choice = new ConnChoice(() => 'fresh-1');
+    choice.want(opened);
+    choice.open('ws://h/p', 'b');
+    if (spender !== null) choice.want(spender);
+    choice.forget(spender !== null);
+    choice.want(wanted);
+    expect(choice.match).toBe(match);
   });
 });
 

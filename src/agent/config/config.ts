@@ -29,6 +29,8 @@ export interface ConfigValues extends Readonly<Record<TunableKey, number>> {
   readonly localSocket: string | null;
   /** The gid the socket is given; null: the daemon's own group. */
   readonly localGroup: number | null;
+  /** Prometheus textfile-collector file rewritten every 60 s; null: none. */
+  readonly metricsFile: string | null;
 }
 
 /** Where the configuration came from: the file read (null: none) and the variables that applied. */
@@ -58,8 +60,30 @@ const SECRET_FIX =
   'put the SecretKey in a file only the agent can read (chmod 600) and name it with ' +
   'secretKeyFile, or pass it with systemd LoadCredential=secret-key';
 
+type LoadOptions = { file?: string; env?: NodeJS.ProcessEnv; defaultFile?: string };
+
 /** Reads, merges and validates the agent configuration and its secret (DESIGN §3.2). */
-export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; defaultFile?: string } = {}): AgentConfig {
+export function loadConfig(opts: LoadOptions = {}): AgentConfig {
+  const { values, file, used, defaultFile } = readValues(opts);
+  let secretKey: Secret;
+  try {
+    secretKey = readSecretFile(values.secretKeyFile);
+  } catch (err) {
+    if (err instanceof SecretFileError) throw new ConfigError('secretKeyFile', err.message, { cause: err, fix: err.fix });
+    throw err;
+  }
+  const source = Object.freeze({ file, env: Object.freeze(used.sort()), defaultFile });
+  const config = { ...values, secretKey: Object.freeze(secretKey), source };
+  Object.defineProperty(config, 'toJSON', { value: () => values, enumerable: false });
+  return Object.freeze(config) as AgentConfig;
+}
+
+/** The configuration without its secret: for commands that only read what the daemon wrote (`botlink logs`). */
+export function loadConfigValues(opts: LoadOptions = {}): ConfigValues {
+  return readValues(opts).values;
+}
+
+function readValues(opts: LoadOptions): { values: ConfigValues; file: string | null; used: string[]; defaultFile: string } {
   const env = opts.env ?? process.env;
   const defaultFile = opts.defaultFile ?? DEFAULT_CONFIG_FILE;
   const by = opts.file !== undefined ? '--config' : env.BOTLINK_CONFIG !== undefined ? 'BOTLINK_CONFIG' : null;
@@ -114,17 +138,7 @@ export function loadConfig(opts: { file?: string; env?: NodeJS.ProcessEnv; defau
     ...localValues(raw, runtimeDir),
     ...tunables,
   });
-  let secretKey: Secret;
-  try {
-    secretKey = readSecretFile(secretKeyFile);
-  } catch (err) {
-    if (err instanceof SecretFileError) throw new ConfigError('secretKeyFile', err.message, { cause: err, fix: err.fix });
-    throw err;
-  }
-  const source = Object.freeze({ file, env: Object.freeze(used.sort()), defaultFile });
-  const config = { ...values, secretKey: Object.freeze(secretKey), source };
-  Object.defineProperty(config, 'toJSON', { value: () => values, enumerable: false });
-  return Object.freeze(config) as AgentConfig;
+  return { values, file, used, defaultFile };
 }
 
 /** Every setting given, file first, then BOTLINK_* variables over it; names nothing unknown. */

@@ -23,6 +23,8 @@ export const TUNABLE_DEFAULTS = Object.freeze({
   heartbeatIntervalMs: LINK_DEFAULTS.heartbeatIntervalMs,
   heartbeatTimeoutMs: LINK_DEFAULTS.heartbeatTimeoutMs,
   connectTimeoutMs: LINK_DEFAULTS.connectTimeoutMs,
+  /** Local API connections at once (DESIGN §3.5); past it new ones are refused at once. */
+  localConnectionsMax: 64,
 });
 export type TunableKey = keyof typeof TUNABLE_DEFAULTS;
 

@@ -14,8 +14,8 @@ export const TEXT_KEYS = [
   'logLevel',
 ] as const;
 export type TextKey = (typeof TEXT_KEYS)[number];
-/** The local API's keys (DESIGN §3.2, §3.5): read by local.ts, each with a value of its own shape. */
-export const LOCAL_KEYS = ['localSocket', 'localGroup'] as const;
+/** The local API's keys and metricsFile (DESIGN §3.2, §3.5): read by local.ts, each with a value of its own shape. */
+export const LOCAL_KEYS = ['localSocket', 'localGroup', 'metricsFile'] as const;
 export type LocalKey = (typeof LOCAL_KEYS)[number];
 export type ConfigKey = TextKey | LocalKey | TunableKey;
 export const TUNABLE_KEYS = Object.freeze(Object.keys(TUNABLE_DEFAULTS) as TunableKey[]);

@@ -9,10 +9,12 @@ import { LinkSupervisor } from '../link/supervisor.js';
 import { PendingRelay } from '../local/pending-relay.js';
 import { Relay } from '../local/relay.js';
 import { LocalApi } from '../local/server.js';
-import type { Cancel } from '../time/clock.js';
+import type { Cancel, Clock } from '../time/clock.js';
 import { createNotifier, type Notifier } from './notify.js';
 import { provision, resolveIdentity, type BoardPaths } from './provisioning.js';
 import { openRuntime, type AgentRuntime, type RuntimeOptions } from './runtime.js';
+import { METRICS_CONTENT_TYPE, metricsText } from './metrics.js';
+import { MetricsFile } from './metrics-file.js';
 import { writeStatusFile, type StatusDoc } from './status.js';
 import type { TokenManager } from '../token/manager.js';
 
@@ -43,7 +45,11 @@ export class Daemon {
   /** This stateDir's one-daemon lock, held from start() to stop(). */
   #instance: HeldLock | undefined;
   #ready = false;
+  /** This daemon has written status.json: only then does its stop write the last one (a refused one never does). */
+  #published = false;
   #stopping: Promise<void> | undefined;
+  /** metricsFile's writer, once the link runs. */
+  #metricsFile: MetricsFile | undefined;
   /** Holds the event loop from start() to stop(): while offline every other timer may be unref'd or idle. */
   #alive: Cancel | undefined;
 
@@ -85,7 +91,7 @@ export class Daemon {
       'botlink starting',
     );
     // Before provisioning, which may wait for the network: apps can ask /v1/status and learn why.
-    await this.#startLocalApi(this.#relay);
+    await this.#startLocalApi(this.#relay, rt.clock);
     if (this.#stopping) return;
     const botId = await this.#botId(rt);
     if (botId === undefined) return;
@@ -112,18 +118,37 @@ export class Daemon {
     tokens.start();
     link.start();
     this.#publish();
+    if (c.metricsFile !== null) {
+      this.#metricsFile = new MetricsFile(c.metricsFile, rt.clock, this.#log, () => this.metricsText());
+      this.#metricsFile.start();
+    }
   }
 
-  async #startLocalApi(relay: PendingRelay): Promise<void> {
+  /** GET /v1/metrics and metricsFile: the Prometheus text of this moment (DESIGN §3.5). */
+  metricsText(): string {
+    const snap = this.#tokens?.snapshot();
+    return metricsText({
+      status: this.statusDoc(),
+      traffic: this.#relay.traffic,
+      tokens: { renewals: snap?.renewals ?? { signed: 0, refreshed: 0 }, failures: snap?.failures ?? {} },
+      local: { requests: this.#local?.requests ?? [], ...(this.#local?.connections ?? { open: 0, refused: 0 }) },
+      now: this.#rt?.clock.wallNow() ?? 0,
+    });
+  }
+
+  async #startLocalApi(relay: PendingRelay, clock: Clock): Promise<void> {
     const path = this.#config.localSocket;
     if (path === null) return;
     const api = new LocalApi({
       path,
+      clock,
+      maxConnections: Math.floor(this.#config.localConnectionsMax),
       gid: this.#config.localGroup,
       relay,
       log: this.#log.child({ part: 'local' }),
       status: () => this.statusDoc(),
       tokens: () => this.#tokens,
+      metrics: () => ({ text: this.metricsText(), type: METRICS_CONTENT_TYPE }),
     });
     await api.start();
     this.#local = api;
@@ -150,7 +175,9 @@ export class Daemon {
     await this.#link?.stop();
     const rt = this.#rt;
     if (rt) {
-      this.#publish();
+      // A daemon refused at start (the socket or the stateDir in use) must not overwrite the live one's status.
+      if (this.#published) this.#publish();
+      this.#metricsFile?.stop();
       await this.#instance?.release();
       await rt.close();
     }
@@ -217,6 +244,7 @@ export class Daemon {
     if (link.state !== 'stopped' && doc.token.accessExpiresAt !== null) this.#markReady(line);
     this.#notify.status(line);
     try {
+      this.#published = true;
       writeStatusFile(this.#config.runtimeDir, doc);
     } catch (err) {
       this.#log.warn({ err: messageOf(err), runtimeDir: this.#config.runtimeDir }, 'cannot write status.json');
@@ -244,7 +272,13 @@ export class Daemon {
         ...(snap?.lastError?.fix !== undefined && { fix: snap.lastError.fix }),
       },
       store: snap?.store ?? { persisted: true, lastError: null },
-      link: this.#link?.status ?? { state: 'connecting', since: clock ? clock.wallNow() : 0, reconnects: 0, lastError: null },
+      link: this.#link?.status ?? {
+        state: 'connecting',
+        since: clock ? clock.wallNow() : 0,
+        reconnects: 0,
+        reconnectsByCause: {},
+        lastError: null,
+      },
       relay: this.#relay.counters,
     };
   }

@@ -32,6 +32,13 @@ export function writeStatusFile(runtimeDir: string, doc: StatusDoc): void {
   renameSync(tmp, target);
 }
 
+/** Replaces the metrics file atomically (temp file beside it, then rename): the collector never reads half. */
+export function writeMetricsFile(file: string, text: string): void {
+  const tmp = `${file}.${process.pid}.tmp`;
+  writeFileSync(tmp, text, { mode: 0o644 });
+  renameSync(tmp, file);
+}
+
 export function readStatusFile(runtimeDir: string): StatusDoc | undefined {
   try {
     return JSON.parse(readFileSync(join(runtimeDir, STATUS_FILE), 'utf8')) as StatusDoc;

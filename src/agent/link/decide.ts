@@ -17,6 +17,24 @@ export const DISPLACED_RESET_MS = 10 * 60_000;
 export const DROPPED_FIRST_ATTEMPT = 2;
 /** Failure answers (refusal bodies, frames) are short JSON: no more than this is read or parsed. */
 export const MAX_FAILURE_BODY = 4096;
+/** App-caused reconnects are capped per this window (LinkSettings.appReconnectsPerMinute). */
+export const APP_RECONNECT_WINDOW_MS = 60_000;
+
+/** Why the link reconnected: status.json's link.reconnectsByCause and the metrics' `cause` label. */
+export type ReconnectCause =
+  | 'app-params'
+  | 'app-reattach'
+  | 'closed'
+  | 'network'
+  | 'pong-timeout'
+  | 'handshake-timeout'
+  | 'refused'
+  | 'unauthorized'
+  | 'bot-invalid'
+  | 'displaced'
+  | 'oversized'
+  | 'no-token'
+  | 'unopenable';
 
 /** How one connection attempt ended, as the shell saw it first (the close itself when nothing came before). */
 export type LinkEnding =
@@ -32,7 +50,12 @@ export type LinkEnding =
   | { readonly kind: 'pong-timeout' }
   /** The socket failed (network error, protocol error, a message over the limit: ws closes with 1009). */
   | { readonly kind: 'socket-error'; readonly code: string | undefined; readonly message: string }
-  | { readonly kind: 'closed'; readonly code: number; readonly reason: string };
+  | { readonly kind: 'closed'; readonly code: number; readonly reason: string }
+  /**
+   * Not an ending: an app wants a socket the open one is not (other parameters, or a session another
+   * app conversed on). The open socket is still up; the decision says when to replace it.
+   */
+  | { readonly kind: 'app'; readonly cause: 'app-params' | 'app-reattach' };
 
 /** What the link carries from one connection to the next. */
 export interface LinkMemory {
@@ -42,6 +65,8 @@ export interface LinkMemory {
   readonly displacements: readonly number[];
   /** Unauthorized answers in a row since the cloud last accepted a session. */
   readonly unauthorizedStreak: number;
+  /** Monotonic times of the app-caused reconnects of the last APP_RECONNECT_WINDOW_MS (a paced one: when it is due). */
+  readonly appReconnects: readonly number[];
 }
 
 /** The memory plus the facts of the connection that just ended. */
@@ -70,10 +95,12 @@ export interface LinkDecision {
   readonly displaced?: { readonly count: number };
   /** Displaced DUPLICATE_COUNT times within DUPLICATE_WINDOW_MS: log that two devices share the botId. */
   readonly sharedBotId: boolean;
+  /** Why this reconnect happens, for the counters. */
+  readonly cause: ReconnectCause;
 }
 
 export function initialLinkMemory(): LinkMemory {
-  return { backoff: resetBackoff(), displacedBackoff: resetBackoff(), displacements: [], unauthorizedStreak: 0 };
+  return { backoff: resetBackoff(), displacedBackoff: resetBackoff(), displacements: [], unauthorizedStreak: 0, appReconnects: [] };
 }
 
 const FAILURE_WORDS: readonly string[] = Object.values(WsMessage);
@@ -96,23 +123,83 @@ export function decideLink(ending: LinkEnding, facts: LinkFacts, settings: LinkS
     displacements: facts.displacements,
     // The service only talks to a session it accepted: an Unauthorized streak is over.
     unauthorizedStreak: facts.accepted ? 0 : facts.unauthorizedStreak,
+    appReconnects: facts.appReconnects,
   };
+  if (ending.kind === 'app') return onApp(ending.cause, memory, facts.now, settings, random);
   const cause = causeOf(ending, settings);
-  if ('failure' in cause) return onFailure(cause.failure, memory, facts.now, settings, random);
+  const why = reconnectCause(ending, cause);
+  if ('failure' in cause) return { ...onFailure(cause.failure, memory, facts.now, settings, random), cause: why };
   if (facts.upMs !== undefined) {
     // An established socket that drops has usually dropped for the whole fleet (a cloud restart):
     // spread the first retry over the window of attempt 2 (4 × base) so the fleet does not return at once.
     const backoff = { attempt: Math.max(memory.backoff.attempt, DROPPED_FIRST_ATTEMPT) };
-    return retry({ ...memory, backoff, unauthorizedStreak: 0 }, cause.drop, settings, random);
+    return { ...retry({ ...memory, backoff, unauthorizedStreak: 0 }, cause.drop, settings, random), cause: why };
   }
-  const decision = retry(memory, cause.drop, settings, random, ending.kind === 'unopenable');
+  const decision = { ...retry(memory, cause.drop, settings, random, ending.kind === 'unopenable'), cause: why };
   return cause.fix === undefined ? decision : { ...decision, fix: cause.fix };
+}
+
+/**
+ * An app-caused reconnect (DESIGN §3.5): the first in a window goes at once, the next ones wait the
+ * link's backoff schedule, and never more than appReconnectsPerMinute happen in any minute — so no app
+ * on the device can make it hammer the cloud, whatever it does.
+ */
+function onApp(
+  cause: 'app-params' | 'app-reattach',
+  memory: LinkMemory,
+  now: number,
+  settings: LinkSettings,
+  random: number,
+): LinkDecision {
+  const recent = memory.appReconnects.filter((t) => now - t < APP_RECONNECT_WINDOW_MS).sort((a, b) => a - b);
+  let delayMs = 0;
+  let backoff = memory.backoff;
+  if (recent.length > 0) {
+    const next = nextBackoff(memory.backoff, settings.backoff, random);
+    delayMs = next.delayMs;
+    backoff = next.state;
+  }
+  const cap = Math.max(1, Math.floor(settings.appReconnectsPerMinute));
+  const oldestCounted = recent[recent.length - cap];
+  if (oldestCounted !== undefined) delayMs = Math.max(delayMs, oldestCounted + APP_RECONNECT_WINDOW_MS - now);
+  const what = cause === 'app-params' ? 'an app asked for other connection parameters' : 'an app needs a session of its own';
+  return {
+    memory: { ...memory, backoff, appReconnects: [...recent, now + delayMs].slice(-cap) },
+    next: delayMs === 0 ? { state: 'connecting' } : { state: 'backoff', delayMs },
+    reason: delayMs === 0 ? what : `${what}: reconnects apps cause are paced (${recent.length} in the last minute, at most ${cap})`,
+    invalidateToken: false,
+    sharedBotId: false,
+    cause,
+  };
+}
+
+/** The memory as if a paced app reconnect decided at `dueAt` had never been: it did not happen. */
+export function withdrawAppReconnect(memory: LinkMemory, dueAt: number, backoffBefore: BackoffState): LinkMemory {
+  const i = memory.appReconnects.lastIndexOf(dueAt);
+  if (i < 0) return memory;
+  return { ...memory, backoff: backoffBefore, appReconnects: memory.appReconnects.filter((_, j) => j !== i) };
+}
+
+/** The counter a reconnect after `ending` goes to. */
+function reconnectCause(ending: Exclude<LinkEnding, { kind: 'app' }>, cause: Cause): ReconnectCause {
+  if ('failure' in cause) {
+    if (cause.failure === WsMessage.UNAUTHORIZED) return 'unauthorized';
+    return cause.failure === WsMessage.BOT_INVALID ? 'bot-invalid' : 'displaced';
+  }
+  switch (ending.kind) {
+    case 'socket-error':
+      return ending.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' ? 'oversized' : 'network';
+    case 'frame':
+      return 'closed';
+    default:
+      return ending.kind;
+  }
 }
 
 type Cause = { readonly failure: WsFailure } | { readonly drop: string; readonly fix?: string | undefined };
 
 /** One of the three 400 failures, or a plain drop with the words the status shows. */
-function causeOf(ending: LinkEnding, settings: LinkSettings): Cause {
+function causeOf(ending: Exclude<LinkEnding, { kind: 'app' }>, settings: LinkSettings): Cause {
   switch (ending.kind) {
     case 'no-token':
       return { drop: `no token: ${ending.message}`, fix: ending.fix };
@@ -143,7 +230,7 @@ function causeOf(ending: LinkEnding, settings: LinkSettings): Cause {
   }
 }
 
-function onFailure(failure: WsFailure, memory: LinkMemory, now: number, settings: LinkSettings, random: number): LinkDecision {
+function onFailure(failure: WsFailure, memory: LinkMemory, now: number, settings: LinkSettings, random: number): Decided {
   switch (failure) {
     case WsMessage.UNAUTHORIZED: {
       const streak = { ...memory, unauthorizedStreak: memory.unauthorizedStreak + 1 };
@@ -168,7 +255,7 @@ function onFailure(failure: WsFailure, memory: LinkMemory, now: number, settings
   }
 }
 
-function onDisplaced(memory: LinkMemory, now: number, settings: LinkSettings, random: number): LinkDecision {
+function onDisplaced(memory: LinkMemory, now: number, settings: LinkSettings, random: number): Decided {
   const displacements = [...memory.displacements.filter((t) => now - t < DUPLICATE_WINDOW_MS), now];
   const count = displacements.length;
   const next = nextBackoff(memory.displacedBackoff, settings.displacedBackoff, random);
@@ -186,7 +273,10 @@ function onDisplaced(memory: LinkMemory, now: number, settings: LinkSettings, ra
   };
 }
 
-function retry(memory: LinkMemory, reason: string, settings: LinkSettings, random: number, invalidateToken = false): LinkDecision {
+/** A decision before its cause is named. */
+type Decided = Omit<LinkDecision, 'cause'>;
+
+function retry(memory: LinkMemory, reason: string, settings: LinkSettings, random: number, invalidateToken = false): Decided {
   const next = nextBackoff(memory.backoff, settings.backoff, random);
   return {
     memory: { ...memory, backoff: next.state },

@@ -22,6 +22,8 @@ export interface LinkTunables {
   connectTimeoutMs?: number;
   /** A connection up this long resets the reconnect backoff (default 60 s). */
   stableAfterMs?: number;
+  /** Reconnects apps cause (new parameters, a re-attach) in any minute, at most (default 6). */
+  appReconnectsPerMinute?: number;
 }
 
 export interface LinkOptions extends LinkTunables {
@@ -60,6 +62,7 @@ export const LINK_DEFAULTS: Readonly<Required<LinkTunables>> = Object.freeze({
   heartbeatTimeoutMs: 15_000,
   connectTimeoutMs: 10_000,
   stableAfterMs: 60_000,
+  appReconnectsPerMinute: 6,
 });
 
 /** Fills every tunable the caller left out, once, so no use site carries a default of its own. */
@@ -74,5 +77,6 @@ export function resolveLinkSettings(t: LinkTunables & { botId: string }): LinkSe
     heartbeatTimeoutMs: t.heartbeatTimeoutMs ?? LINK_DEFAULTS.heartbeatTimeoutMs,
     connectTimeoutMs: t.connectTimeoutMs ?? LINK_DEFAULTS.connectTimeoutMs,
     stableAfterMs: t.stableAfterMs ?? LINK_DEFAULTS.stableAfterMs,
+    appReconnectsPerMinute: t.appReconnectsPerMinute ?? LINK_DEFAULTS.appReconnectsPerMinute,
   });
 }

@@ -20,6 +20,13 @@ function cmp(x: string, y: string): number {
   return x < y ? -1 : 1;
 }
 
+/** How an app's parameters fit the open socket (see ConnChoice.match). */
+export type ParamsMatch = 'kept' | 'reused' | 'reattach' | 'other';
+
+function withoutSession(params: ConnParams): ConnParams {
+  return params.filter(([name]) => name !== 'sessionId');
+}
+
 /** The sessionId the parameters decide, if they do. */
 export function decidedSessionId(params: ConnParams): string | undefined {
   return params.find(([name]) => name === 'sessionId')?.[1];
@@ -38,7 +45,8 @@ export function cloudUrl(wsUrl: string, botId: string, params: ConnParams, sessi
 export class ConnChoice {
   readonly #fresh: () => string;
   #wanted: ConnParams = NO_PARAMS;
-  #opened: { params: ConnParams; sessionId: string; spent?: boolean } | undefined;
+  /** `spentBy`: the parameters of the app that conversed on the socket, once one did. */
+  #opened: { params: ConnParams; sessionId: string; spentBy?: ConnParams } | undefined;
 
   constructor(fresh: () => string) {
     this.#fresh = fresh;
@@ -50,21 +58,33 @@ export class ConnChoice {
 
   /**
    * No app decides any more: later sockets get fresh sessions. `spent`: the app conversed on the open
-   * socket, so the cloud holds its voice config and maybe the tail of a round: no later app gets it.
+   * socket, so the cloud holds its voice config, its history and maybe the tail of a round: only an app
+   * with the same parameters, or one naming this socket's session, gets it again (see match).
    */
   forget(spent = false): void {
+    if (spent && this.#opened) this.#opened.spentBy = this.#wanted;
     this.#wanted = NO_PARAMS;
-    if (spent && this.#opened) this.#opened.spent = true;
   }
 
-  /** The last socket was opened with the wanted parameters, and no app has conversed on it. */
-  get matchesOpened(): boolean {
+  /**
+   * Whether the wanted parameters can use the last socket, and how: `kept` (nobody conversed on it),
+   * `reused` (an app conversed on it, and these are its parameters or name this very socket: the same
+   * app coming back), `reattach` (an app that names no session would take one another app conversed
+   * on: it needs a fresh one) or `other` (other parameters: another socket).
+   */
+  get match(): ParamsMatch {
     const opened = this.#opened;
-    if (opened === undefined || opened.spent) return false;
+    if (opened === undefined) return 'other';
+    const wanted = this.#wanted;
     // A fresh sessionId is the socket's too: an app asking for the one it was shown asks for this socket.
     const withSession: ConnParams =
       decidedSessionId(opened.params) === undefined ? [...opened.params, ['sessionId', opened.sessionId]] : opened.params;
-    return sameParams(opened.params, this.#wanted) || sameParams(withSession, this.#wanted);
+    const exact = sameParams(opened.params, wanted) || sameParams(withSession, wanted);
+    // An app that names no session leaves the choice to botlink: any socket with its other parameters will do.
+    const fits = exact || (decidedSessionId(wanted) === undefined && sameParams(withoutSession(withSession), wanted));
+    if (!fits) return 'other';
+    if (opened.spentBy === undefined) return 'kept';
+    return exact || sameParams(opened.spentBy, wanted) ? 'reused' : 'reattach';
   }
 
   /** The app's sessionId when it decided one, else the last socket's. */

@@ -5,6 +5,8 @@ export interface LinkStatus {
   /** Wall-clock ms when the state was entered. */
   since: number;
   reconnects: number;
+  /** Every reconnect counted by why (DESIGN §3.4): the counts add up to `reconnects`. */
+  reconnectsByCause: Record<string, number>;
   lastError: string | null;
   /** What a person can do about lastError, when there is something. */
   fix?: string;
@@ -15,5 +17,8 @@ export interface LinkStateChange extends LinkStatus {
   retryInMs?: number;
 }
 
-/** What useParams did: the open socket already had them, it is being replaced, or the next attempt takes them. */
-export type ParamsOutcome = 'kept' | 'reconnecting' | 'later';
+/**
+ * What useParams did: the open socket already had them (`reused`: and the same app's conversation
+ * before, see ConnChoice.match), it is being replaced (at once or paced), or the next attempt takes them.
+ */
+export type ParamsOutcome = 'kept' | 'reused' | 'reconnecting' | 'later';

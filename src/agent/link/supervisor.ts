@@ -5,14 +5,17 @@ import WebSocket, { type RawData } from 'ws';
 import { isConversationEvent } from '../../protocol/conversation.js';
 import { fixOf, messageOf } from '../../protocol/errors.js';
 import { systemRandom, type Cancel, type Random } from '../time/clock.js';
+import type { BackoffState } from '../token/backoff.js';
 import {
   decideLink,
   frameFailure,
   initialLinkMemory,
   MAX_FAILURE_BODY,
+  withdrawAppReconnect,
   type LinkDecision,
   type LinkEnding,
   type LinkMemory,
+  type ReconnectCause,
 } from './decide.js';
 import { Heartbeat } from './heartbeat.js';
 import { MAX_CLOUD_BACKLOG_BYTES, resolveLinkSettings, type LinkOptions, type LinkSettings } from './options.js';
@@ -20,7 +23,7 @@ import { ConnChoice, type ConnParams } from './params.js';
 import { closeWithin, openCloudSocket } from './socket.js';
 import type { LinkState, LinkStateChange, LinkStatus, ParamsOutcome } from './status.js';
 
-export { DROPPED_FIRST_ATTEMPT } from './decide.js';
+export { DROPPED_FIRST_ATTEMPT, type ReconnectCause } from './decide.js';
 export { MAX_CLOUD_MESSAGE_BYTES, type LinkOptions, type TokenSource } from './options.js';
 export { NO_PARAMS, type ConnParams } from './params.js';
 export type { LinkState, LinkStateChange, LinkStatus, ParamsOutcome } from './status.js';
@@ -48,6 +51,11 @@ export class LinkSupervisor extends EventEmitter {
   #greeting: Buffer | undefined;
   /** A socket being closed to reopen with new parameters. */
   #replacing: Promise<void> | undefined;
+  /**
+   * An app-caused reconnect waiting its turn: the open socket stays (the app may leave, or the next
+   * one want it) but carries nothing, and the link says `backoff` until the replacement is due.
+   */
+  #parked: { cancel: Cancel; dueAt: number; backoffBefore: BackoffState } | undefined;
   /** What ended the current socket, when something said so before its close. */
   #ending: LinkEnding | undefined;
   /** The cloud answered the current socket (a pong or a message). */
@@ -65,11 +73,11 @@ export class LinkSupervisor extends EventEmitter {
     this.#random = opts.random ?? systemRandom;
     this.#choice = new ConnChoice(opts.newSessionId ?? randomUUID);
     this.#heartbeat = new Heartbeat((ms, fn) => this.#timer(ms, fn), this.#s.heartbeatIntervalMs, this.#s.heartbeatTimeoutMs);
-    this.#status = { state: 'stopped', since: opts.clock.wallNow(), reconnects: 0, lastError: null };
+    this.#status = { state: 'stopped', since: opts.clock.wallNow(), reconnects: 0, reconnectsByCause: {}, lastError: null };
   }
 
   get status(): LinkStatus {
-    return { ...this.#status };
+    return { ...this.#status, reconnectsByCause: { ...this.#status.reconnectsByCause } };
   }
 
   /** The sessionId of the connection: the app's when it decided one, else the current (or last) socket's. */
@@ -82,28 +90,86 @@ export class LinkSupervisor extends EventEmitter {
     return this.#status.state === 'connected' ? this.#greeting : undefined;
   }
 
-  /** Takes an app's parameters for the cloud connection; a socket opened with others is replaced at once. */
+  /**
+   * Takes an app's parameters for the cloud connection. A socket opened with others is replaced as
+   * decideLink says: at once, or after a wait (paced, DESIGN §3.5), counted either way.
+   */
   useParams(params: ConnParams): ParamsOutcome {
     this.#choice.want(params);
     const ws = this.#ws;
     if (this.#stopped || !ws) return 'later';
-    if (this.#choice.matchesOpened) return 'kept';
-    this.#ws = undefined;
-    this.#greeting = undefined;
-    this.#upSinceMono = undefined;
-    this.#heartbeat.stop();
-    this.#setState('connecting', this.#status.lastError, this.#status.fix);
-    this.#o.log.info('the app asked for other connection parameters: reconnecting with them');
-    this.#replacing = closeWithin(ws, 'parameters changed', (ms, fn) => this.#timer(ms, fn)).then(() => {
-      this.#replacing = undefined;
-      void this.#connect();
-    });
+    const match = this.#choice.match;
+    if (match === 'kept' || match === 'reused') {
+      this.#unpark();
+      return match;
+    }
+    // A replacement is already due: it opens with whatever parameters are wanted by then.
+    if (this.#parked) return 'reconnecting';
+    const backoffBefore = this.#memory.backoff;
+    // A socket up for stableAfterMs has earned a fresh schedule, as after a drop.
+    const upMs = this.#upSinceMono === undefined ? undefined : this.#o.clock.monoNow() - this.#upSinceMono;
+    const d = this.#decisionFor({ kind: 'app', cause: match === 'reattach' ? 'app-reattach' : 'app-params' }, upMs);
+    if (d.next.state === 'connecting') {
+      this.#replace(ws, d.cause);
+      return 'reconnecting';
+    }
+    const delayMs = d.next.delayMs;
+    // As decideLink recorded it, so that calling it off finds it.
+    const dueAt = d.memory.appReconnects.at(-1) ?? 0;
+    this.#parked = {
+      dueAt,
+      backoffBefore,
+      cancel: this.#timer(delayMs, () => {
+        this.#parked = undefined;
+        const m = this.#choice.match;
+        if (m === 'kept' || m === 'reused') this.#resume();
+        else if (this.#ws) this.#replace(this.#ws, d.cause);
+      }),
+    };
+    this.#setState('backoff', d.reason, undefined, delayMs, true);
     return 'reconnecting';
   }
 
   /** No app decides any more: later connections get fresh sessions; the open one is kept, for no app when `spent`. */
   forgetParams(spent = false): void {
     this.#choice.forget(spent);
+    // Nobody waits for the replacement any more: the next app decides again.
+    this.#unpark();
+  }
+
+  /** Cancels a paced replacement that is no longer wanted: it never happened, and the open socket serves again. */
+  #unpark(): void {
+    const parked = this.#parked;
+    if (!parked) return;
+    this.#parked = undefined;
+    parked.cancel();
+    this.#memory = withdrawAppReconnect(this.#memory, parked.dueAt, parked.backoffBefore);
+    this.#resume();
+  }
+
+  /** The open socket serves again after a wait for a replacement that is not needed any more. */
+  #resume(): void {
+    this.#setState(this.#ws?.readyState === WebSocket.OPEN ? 'connected' : 'connecting', null, undefined, undefined, true);
+  }
+
+  /** Closes the open socket and opens one with the wanted parameters: a reconnect an app caused. */
+  #replace(ws: WebSocket, cause: ReconnectCause): void {
+    this.#count(cause);
+    this.#ws = undefined;
+    this.#greeting = undefined;
+    this.#upSinceMono = undefined;
+    this.#heartbeat.stop();
+    this.#setState('connecting', this.#status.lastError, this.#status.fix);
+    this.#o.log.info({ cause }, 'reconnecting with the parameters an app asked for');
+    this.#replacing = closeWithin(ws, 'parameters changed', (ms, fn) => this.#timer(ms, fn)).then(() => {
+      this.#replacing = undefined;
+      void this.#connect();
+    });
+  }
+
+  #count(cause: ReconnectCause): void {
+    this.#status.reconnects++;
+    this.#status.reconnectsByCause[cause] = (this.#status.reconnectsByCause[cause] ?? 0) + 1;
   }
 
   start(): void {
@@ -117,6 +183,8 @@ export class LinkSupervisor extends EventEmitter {
     if (this.#stopped) return;
     this.#stopped = true;
     this.#cancelRetry();
+    this.#parked?.cancel();
+    this.#parked = undefined;
     this.#heartbeat.stop();
     this.#abort?.abort();
     const ws = this.#ws;
@@ -201,6 +269,8 @@ export class LinkSupervisor extends EventEmitter {
         ws.terminate();
       },
     );
+    // Opened while a paced replacement waits: it carries nothing unless an app takes it (#unpark).
+    if (this.#parked) return;
     this.#setState('connected', null);
     this.emit('connected');
   }
@@ -242,17 +312,29 @@ export class LinkSupervisor extends EventEmitter {
     this.#greeting = undefined;
     this.#heartbeat.stop();
     if (this.#stopped) return;
+    // The socket a paced replacement waited to close is gone anyway: the retry below takes the app's parameters.
+    if (this.#parked) {
+      this.#parked.cancel();
+      this.#memory = withdrawAppReconnect(this.#memory, this.#parked.dueAt, this.#parked.backoffBefore);
+      this.#parked = undefined;
+    }
     const upMs = this.#upSinceMono === undefined ? undefined : this.#o.clock.monoNow() - this.#upSinceMono;
     this.#upSinceMono = undefined;
-    this.#status.reconnects++;
-    this.#decide(this.#ending ?? { kind: 'closed', code, reason }, this.#token, upMs, this.#accepted);
+    this.#decide(this.#ending ?? { kind: 'closed', code, reason }, this.#token, upMs, this.#accepted, true);
   }
 
-  /** Asks decideLink what this ending means and carries it out. */
-  #decide(ending: LinkEnding, token: string | undefined, upMs?: number, accepted = false): void {
+  /** decideLink's answer for `ending`, its memory kept; the open socket's up-time counts toward a reset. */
+  #decisionFor(ending: LinkEnding, upMs?: number, accepted = false): LinkDecision {
     const facts = { ...this.#memory, now: this.#o.clock.monoNow(), accepted, ...(upMs !== undefined && { upMs }) };
     const d = decideLink(ending, facts, this.#s, this.#random());
     this.#memory = d.memory;
+    return d;
+  }
+
+  /** Asks decideLink what this ending means and carries it out; `counted`: a socket closed, so this is a reconnect. */
+  #decide(ending: LinkEnding, token: string | undefined, upMs?: number, accepted = false, counted = false): void {
+    const d = this.#decisionFor(ending, upMs, accepted);
+    if (counted) this.#count(d.cause);
     if (d.invalidateToken) this.#o.tokens.invalidate(token);
     if (d.sharedBotId) this.#o.log.error({ botId: this.#o.botId, displacements: d.displaced?.count, fix: d.fix }, d.reason);
     if (d.displaced) this.emit('displaced', d.displaced);
@@ -279,7 +361,8 @@ export class LinkSupervisor extends EventEmitter {
     return this.#o.clock.setTimer(ms, fn, { ref: true });
   }
 
-  #setState(state: LinkState, lastError: string | null, fix?: string, retryInMs?: number): void {
+  /** `quiet`: a wait for a paced replacement, begun or called off, which an app in a loop can cause at will: debug only. */
+  #setState(state: LinkState, lastError: string | null, fix?: string, retryInMs?: number, quiet = false): void {
     const changed = state !== this.#status.state || lastError !== this.#status.lastError || fix !== this.#status.fix;
     if (!changed) return;
     if (state !== this.#status.state) this.#status.since = this.#o.clock.wallNow();
@@ -287,7 +370,7 @@ export class LinkSupervisor extends EventEmitter {
     this.#status.lastError = lastError;
     if (fix === undefined) delete this.#status.fix;
     else this.#status.fix = fix;
-    this.#o.log.info(
+    this.#o.log[quiet ? 'debug' : 'info'](
       { state, reconnects: this.#status.reconnects, ...(lastError && { reason: lastError }), ...(fix && { fix }) },
       `link ${state}`,
     );

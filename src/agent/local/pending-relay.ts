@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { refuseUpgrade } from './refuse-upgrade.js';
-import type { RelayCounters, RelayPort } from './relay-port.js';
+import type { RelayCounters, RelayPort, RelayTraffic } from './relay-port.js';
 
 /**
  * The relay as the local API sees it from start-up on: while the device is still being provisioned
@@ -24,6 +24,10 @@ export class PendingRelay implements RelayPort {
 
   get counters(): RelayCounters {
     return this.#relay?.counters ?? { attached: false, framesUp: 0, framesDown: 0, dropped: 0 };
+  }
+
+  get traffic(): RelayTraffic {
+    return this.#relay?.traffic ?? { attaches: 0, bytesUp: 0, bytesDown: 0 };
   }
 
   async stop(): Promise<void> {

@@ -6,6 +6,7 @@ import { isConversationEvent, linkStateFrame, type LinkStateData } from '../../p
 import type { ConnParams, LinkStateChange, LinkSupervisor } from '../link/supervisor.js';
 import type { Clock } from '../time/clock.js';
 import { appParams } from './app-params.js';
+import { AttachTally } from './attach-tally.js';
 import { CloudKeepalive } from './keepalive.js';
 import { refuseUpgrade } from './refuse-upgrade.js';
 import {
@@ -16,7 +17,10 @@ import {
   stateChanged,
   stateData,
 } from './relay-decide.js';
-import type { RelayCounters, RelayPort } from './relay-port.js';
+import type { RelayCounters, RelayPort, RelayTraffic } from './relay-port.js';
+
+/** At stop an app gets this long to finish its close: the link's own close and the exit must fit in 2 s. */
+const STOP_CLOSE_GRACE_MS = 500;
 
 /** What the relay uses of the link. */
 export type RelayLink = Pick<LinkSupervisor, 'status' | 'sessionId' | 'greeting' | 'useParams' | 'forgetParams' | 'send' | 'on' | 'off'>;
@@ -50,11 +54,18 @@ export class Relay implements RelayPort {
   });
   readonly #counters: RelayCounters = { attached: false, framesUp: 0, framesDown: 0, dropped: 0 };
   readonly #keepalive: CloudKeepalive;
+  readonly #traffic: RelayTraffic = { attaches: 0, bytesUp: 0, bytesDown: 0 };
+  readonly #tally: AttachTally;
   #app: WebSocket | undefined;
   /** The attached app's last CLIENT_VOICE_CHAT_UPDATE: the service wants it once per connection. */
   #voiceConfig: Buffer | undefined;
   /** The attached app sent a frame: the cloud connection holds its conversation state. */
   #appSent = false;
+  /**
+   * The app re-attached to the socket it conversed on: what the cloud still sends is the last round's
+   * tail, dropped until the app's first frame (its voice config, which ends that round on the cloud).
+   */
+  #holdCloud = false;
   #lastState: LinkStateData | undefined;
   /** Monotonic ms of the link's next attempt, while it waits. */
   #retryAt: number | undefined;
@@ -73,11 +84,12 @@ export class Relay implements RelayPort {
   readonly #onCloudFrame = (data: Buffer, isBinary: boolean): void => {
     if (this.#keepalive.ownsPong(data, isBinary)) return;
     const app = this.#app;
-    if (!app || app.readyState !== WebSocket.OPEN) {
+    if (!app || app.readyState !== WebSocket.OPEN || this.#holdCloud) {
       this.#counters.dropped++;
       return;
     }
     this.#counters.framesDown++;
+    this.#traffic.bytesDown += data.length;
     this.#toApp(app, data, isBinary);
   };
 
@@ -91,6 +103,7 @@ export class Relay implements RelayPort {
       send: (text) => this.#link.send(text, false),
       ...(opts.keepaliveIntervalMs !== undefined && { intervalMs: opts.keepaliveIntervalMs }),
     });
+    this.#tally = new AttachTally(opts.clock, opts.log);
     this.#link.on('state', this.#onState);
     this.#link.on('connected', this.#onConnected);
     this.#link.on('message', this.#onCloudFrame);
@@ -98,6 +111,10 @@ export class Relay implements RelayPort {
 
   get counters(): RelayCounters {
     return { ...this.#counters };
+  }
+
+  get traffic(): RelayTraffic {
+    return { ...this.#traffic };
   }
 
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
@@ -113,6 +130,7 @@ export class Relay implements RelayPort {
   async stop(): Promise<void> {
     if (this.#stopped) return;
     this.#stopped = true;
+    this.#tally.stop();
     this.#link.off('state', this.#onState);
     this.#link.off('connected', this.#onConnected);
     this.#link.off('message', this.#onCloudFrame);
@@ -120,16 +138,20 @@ export class Relay implements RelayPort {
     const app = this.#app;
     if (!app) return;
     this.#detach(app);
-    if (app.readyState !== WebSocket.OPEN) return;
+    if (app.readyState !== WebSocket.OPEN) {
+      // Its close is under way but it never finished it (a half-open app): ws would hold it for 30 s.
+      app.terminate();
+      return;
+    }
     app.send(linkStateFrame({ state: 'stopped', sessionId: this.#link.sessionId }));
     const closed = new Promise<void>((resolve) => app.once('close', () => resolve()));
-    this.#close(app, 1001, 'botlink is stopping');
+    this.#close(app, 1001, 'botlink is stopping', STOP_CLOSE_GRACE_MS);
     await closed;
   }
 
   /** Closes an app, and cuts it when it does not finish the closing handshake (ws would wait 30 s). */
-  #close(app: WebSocket, code: number, reason: string): void {
-    const cancel = this.#clock.setTimer(APP_CLOSE_GRACE_MS, () => app.terminate());
+  #close(app: WebSocket, code: number, reason: string, graceMs = APP_CLOSE_GRACE_MS): void {
+    const cancel = this.#clock.setTimer(graceMs, () => app.terminate());
     app.once('close', cancel);
     app.close(code, reason);
   }
@@ -140,10 +162,14 @@ export class Relay implements RelayPort {
     this.#app = ws;
     this.#counters.attached = true;
     this.#keepalive.appAttached();
-    this.#log.info({ outcome }, 'app attached');
+    this.#traffic.attaches++;
+    this.#holdCloud = outcome === 'reused';
+    // Per connection at debug: an app in a loop must not fill the disk (the tally says it at info).
+    this.#tally.attached();
+    this.#log.debug({ outcome }, 'app attached');
     ws.on('message', (data: RawData, isBinary: boolean) => this.#fromApp(ws, data as Buffer, isBinary));
     ws.on('error', (err) => {
-      this.#log.warn({ err: err.message }, 'app socket failed');
+      this.#log.debug({ err: err.message }, 'app socket failed');
       // ws has sent its close (1009 for an oversized frame) but stopped reading: an app still writing
       // would never see the handshake through, and ws would hold the socket for 30 s.
       this.#detach(ws);
@@ -151,11 +177,11 @@ export class Relay implements RelayPort {
       ws.once('close', cancel);
     });
     ws.on('close', (code) => {
-      this.#log.info({ code }, 'app detached');
+      this.#log.debug({ code }, 'app detached');
       this.#detach(ws);
     });
     this.#sendState(true);
-    const greeting = outcome === 'kept' ? this.#link.greeting : undefined;
+    const greeting = outcome === 'kept' || outcome === 'reused' ? this.#link.greeting : undefined;
     if (greeting) this.#toApp(ws, greeting, false);
     this.#onChange();
   }
@@ -179,8 +205,10 @@ export class Relay implements RelayPort {
       this.#voiceConfig = data;
     }
     this.#appSent = true;
+    this.#holdCloud = false;
     if (this.#link.send(data, isBinary)) {
       this.#counters.framesUp++;
+      this.#traffic.bytesUp += data.length;
       this.#keepalive.upFrame();
     } else this.#counters.dropped++;
   }

@@ -14,11 +14,14 @@ export interface RouteDeps {
   status(): object;
   /** The token manager, once the device's identity is known. */
   tokens(): HeldTokens | undefined;
+  /** GET /v1/metrics: the text and its Content-Type. */
+  metrics?(): { text: string; type: string };
 }
 
 interface Answer {
   status: number;
-  body: object;
+  /** JSON, or a text already in its own format. */
+  body: object | { text: string; type: string };
 }
 
 const fault = (status: number, msg: string): Answer => ({ status, body: { code: status, msg } });
@@ -36,13 +39,20 @@ export function pathOf(url: string | undefined): string | undefined {
 const ROUTES: Readonly<Record<string, (deps: RouteDeps) => Answer | Promise<Answer>>> = {
   '/v1/status': (deps) => ({ status: 200, body: deps.status() }),
   '/v1/token': (deps) => tokenAnswer(deps.tokens()),
+  '/v1/metrics': (deps) => (deps.metrics ? { status: 200, body: deps.metrics() } : fault(404, 'no metrics here')),
 };
+
+/** The path a request is counted under: its route, or "other" (any path a client makes up is one label value). */
+export function routeOf(url: string | undefined): string {
+  const path = pathOf(url) ?? '';
+  return path in ROUTES || path === VOICE_CHAT_PATH ? path : 'other';
+}
 
 /** Answers one plain (non-upgrade) request; only GET without a body is served. */
 export async function answer(req: IncomingMessage, res: ServerResponse, deps: RouteDeps): Promise<void> {
   const route = ROUTES[pathOf(req.url) ?? ''];
   let reply: Answer;
-  if (!route) reply = fault(404, `no such path on the botlink local API: GET /v1/status, GET /v1/token or ${VOICE_CHAT_PATH}`);
+  if (!route) reply = fault(404, `no such path on the botlink local API: GET /v1/status, GET /v1/token, GET /v1/metrics or ${VOICE_CHAT_PATH}`);
   else if (req.method !== 'GET') {
     res.setHeader('Allow', 'GET');
     reply = fault(405, `${req.method} is not allowed here: use GET`);
@@ -51,9 +61,10 @@ export async function answer(req: IncomingMessage, res: ServerResponse, deps: Ro
   } else reply = await route(deps);
   // A body left unread would be drained: close instead, so nobody streams into a connection we ignore.
   if (reply.status === 413) res.shouldKeepAlive = false;
-  const text = JSON.stringify(reply.body);
+  const plain = 'text' in reply.body && 'type' in reply.body ? (reply.body as { text: string; type: string }) : undefined;
+  const text = plain ? plain.text : JSON.stringify(reply.body);
   res.writeHead(reply.status, {
-    'Content-Type': 'application/json',
+    'Content-Type': plain ? plain.type : 'application/json',
     'Content-Length': Buffer.byteLength(text),
     'Cache-Control': 'no-store',
   });

@@ -1,11 +1,13 @@
 import { createServer, type Server } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { messageOf } from '../../protocol/errors.js';
+import type { Cancel, Clock } from '../time/clock.js';
 import type { RelayPort } from './relay-port.js';
 import { refuseUpgrade } from './refuse-upgrade.js';
 import { VOICE_CHAT_PATH } from '../../protocol/conversation.js';
-import { answer, pathOf, type RouteDeps } from './routes.js';
+import { answer, pathOf, routeOf, type RouteDeps } from './routes.js';
 import { type BoundSocket, bindSocket, checkSocketPath, unlinkBound } from './socket-file.js';
 
 /** Node's own HTTP limits for local clients (DESIGN §3.5): small headers, short patience, no body. */
@@ -24,10 +26,20 @@ export const LOCAL_LIMITS = Object.freeze({
    * look wakes the idle daemon: every 1 s cost 8 ms of CPU a minute, 3.5× a minimal client's idle.
    */
   checkIntervalMs: 30_000,
+  /**
+   * An HTTP connection older than this gets `Connection: close` on its next answer: a client that asks
+   * every few seconds never goes idle, and would otherwise hold its slot of the cap for ever.
+   */
+  httpLifetimeMs: 60_000,
 });
+
+const REFUSED_LINE_MS = 60_000;
 
 export interface LocalApiOptions extends RouteDeps {
   path: string;
+  clock: Clock;
+  /** Connections at once, upgraded ones included (localConnectionsMax); past it new ones are refused at once. */
+  maxConnections: number;
   /** The socket's group; null keeps the daemon's own. */
   gid: number | null;
   relay: RelayPort;
@@ -38,6 +50,16 @@ export interface LocalApiOptions extends RouteDeps {
 export class LocalApi {
   readonly #o: LocalApiOptions;
   readonly #server: Server;
+  /** Every open connection, upgraded ones too (the server forgets those): stop() cuts what is left. */
+  readonly #sockets = new Set<Socket>();
+  /** When each connection came (monotonic ms): what the HTTP lifetime counts from. */
+  readonly #since = new WeakMap<Socket, number>();
+  /** Connections refused at the cap since start, and since the last line said so. */
+  #refused = 0;
+  /** `path status` → count: paths are the routes and "other", statuses the few the API answers. */
+  readonly #requests = new Map<string, number>();
+  #refusedUntold = 0;
+  #cancelRefusedLine: Cancel | undefined;
   #bound: BoundSocket | undefined;
 
   constructor(opts: LocalApiOptions) {
@@ -50,7 +72,17 @@ export class LocalApi {
       connectionsCheckingInterval: LOCAL_LIMITS.checkIntervalMs,
     });
     this.#server.timeout = LOCAL_LIMITS.idleTimeoutMs;
+    this.#server.maxConnections = opts.maxConnections;
+    this.#server.on('drop', () => this.#onRefused());
+    this.#server.on('connection', (socket: Socket) => {
+      this.#sockets.add(socket);
+      this.#since.set(socket, opts.clock.monoNow());
+      socket.once('close', () => this.#sockets.delete(socket));
+    });
     this.#server.on('request', (req, res) => {
+      res.once('finish', () => this.#countRequest(routeOf(req.url), res.statusCode));
+      const since = this.#since.get(req.socket);
+      if (since !== undefined && opts.clock.monoNow() - since >= LOCAL_LIMITS.httpLifetimeMs) res.shouldKeepAlive = false;
       answer(req, res, opts).catch((err: unknown) => {
         opts.log.error({ err: messageOf(err), url: req.url }, 'local API request failed');
         res.destroy();
@@ -61,6 +93,42 @@ export class LocalApi {
 
   get path(): string {
     return this.#o.path;
+  }
+
+  /** Open connections now, and those refused at the cap since start (the metrics, §3.5). */
+  get connections(): { open: number; refused: number } {
+    return { open: this.#sockets.size, refused: this.#refused };
+  }
+
+  /** Requests answered since start, by path (a route or "other") and status. */
+  get requests(): { path: string; status: number; count: number }[] {
+    return [...this.#requests].map(([key, count]) => {
+      const at = key.lastIndexOf(' ');
+      return { path: key.slice(0, at), status: Number(key.slice(at + 1)), count };
+    });
+  }
+
+  #countRequest(path: string, status: number): void {
+    const key = `${path} ${status}`;
+    this.#requests.set(key, (this.#requests.get(key) ?? 0) + 1);
+  }
+
+  /** One line a minute at most, however many are refused: a flood must not fill the disk. */
+  #onRefused(): void {
+    this.#refused++;
+    this.#refusedUntold++;
+    if (this.#cancelRefusedLine) return;
+    const tell = (): void => {
+      this.#cancelRefusedLine = undefined;
+      if (this.#refusedUntold === 0) return;
+      this.#o.log.warn(
+        { refused: this.#refusedUntold, max: this.#o.maxConnections },
+        `local API: ${this.#refusedUntold} connections refused at the cap of ${this.#o.maxConnections}`,
+      );
+      this.#refusedUntold = 0;
+      this.#cancelRefusedLine = this.#o.clock.setTimer(REFUSED_LINE_MS, tell);
+    };
+    tell();
   }
 
   /** Binds the socket; a dead one left by a crash is replaced, a live one or any other file is an error. */
@@ -78,6 +146,9 @@ export class LocalApi {
     const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
     await this.#o.relay.stop();
     this.#server.closeAllConnections();
+    // An upgraded connection the relay let go of but its app never closed would hold close() open.
+    for (const socket of this.#sockets) socket.destroy();
+    this.#cancelRefusedLine?.();
     await closed;
     unlinkBound(bound);
   }

@@ -1,9 +1,10 @@
-import { chmodSync, chownSync, lstatSync, mkdirSync, renameSync, unlinkSync } from 'node:fs';
+import { chmodSync, chownSync, lstatSync, mkdirSync, readFileSync, renameSync, unlinkSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { connect } from 'node:net';
-import { dirname, join } from 'node:path';
+import { dirname } from 'node:path';
 import { BotlinkError, messageOf } from '../../protocol/errors.js';
 import { ConfigError } from '../config/error.js';
+import { socketTempPath } from '../config/local.js';
 
 /** The socket's mode (DESIGN §3.5): owner and group may connect, nobody else. */
 export const SOCKET_MODE = 0o660;
@@ -17,8 +18,11 @@ export interface BoundSocket {
   ino: number;
 }
 
-/** Whether something accepts connections on the socket at `path` (ECONNREFUSED: a leftover from a crash). */
-function isLive(path: string): Promise<boolean> {
+/** Where user names are looked up: Node has no getpwuid, and a device keeps its users here. */
+const PASSWD_FILE = '/etc/passwd';
+
+/** Whether something accepts connections on the socket at `path` (ECONNREFUSED: a leftover from a crash); 'unknown' when we may not try. */
+function isLive(path: string): Promise<boolean | 'unknown'> {
   return new Promise((resolve) => {
     const probe = connect(path);
     probe.once('connect', () => {
@@ -26,8 +30,24 @@ function isLive(path: string): Promise<boolean> {
       resolve(true);
     });
     // ECONNREFUSED and ENOENT mean nobody listens; EAGAIN (a full backlog) means somebody does.
-    probe.once('error', (err: NodeJS.ErrnoException) => resolve(err.code !== 'ECONNREFUSED' && err.code !== 'ENOENT'));
+    probe.once('error', (err: NodeJS.ErrnoException) => {
+      if (err.code === 'EACCES' || err.code === 'EPERM') resolve('unknown');
+      else resolve(err.code !== 'ECONNREFUSED' && err.code !== 'ENOENT');
+    });
   });
+}
+
+/** `name (uid N)`, or `uid N` when the passwd file does not name it. */
+export function ownerName(uid: number, passwdFile = PASSWD_FILE): string {
+  try {
+    for (const line of readFileSync(passwdFile, 'utf8').split('\n')) {
+      const [name, , id] = line.split(':');
+      if (name && id === String(uid)) return `${name} (uid ${uid})`;
+    }
+  } catch {
+    // No passwd file: the number alone.
+  }
+  return `uid ${uid}`;
 }
 
 /** Fails unless `path` is free or holds a dead socket; never touches a live socket or any other file. */
@@ -36,7 +56,9 @@ export async function checkSocketPath(path: string): Promise<void> {
   try {
     const st = lstatSync(path);
     if (st.isSocket()) {
-      if (!(await isLive(path))) return;
+      const live = await isLive(path);
+      if (live === 'unknown') throw unprobeable(path, st.uid, st.mode);
+      if (!live) return;
       throw new BotlinkError('ERR_ALREADY_RUNNING', `another process serves the local API socket ${path}`, 'fatal', {
         fix: 'stop the other botlink daemon, or give this one its own localSocket',
       });
@@ -49,10 +71,23 @@ export async function checkSocketPath(path: string): Promise<void> {
   throw new ConfigError('localSocket', `localSocket ${path} is ${kind}`, { fix: 'remove it, or choose another localSocket' });
 }
 
+/** A socket file this daemon may not even connect to: say whose it is and what to do, not "another daemon". */
+function unprobeable(path: string, uid: number, mode: number): ConfigError {
+  const owner = ownerName(uid);
+  const me = process.getuid?.();
+  return new ConfigError(
+    'localSocket',
+    `cannot tell whether anything serves the local API socket ${path}: it belongs to ${owner}, mode ${(mode & 0o777).toString(8).padStart(4, '0')}, and botlink (uid ${me}) may not connect to it`,
+    {
+      fix: `if no botlink daemon runs as ${owner} (a leftover of a run as that user), remove it: sudo rm ${path}; else stop that daemon, or give this one its own localSocket`,
+    },
+  );
+}
+
 /** Binds `server` beside `path`, gives the file its group and mode, then renames it over `path` (and any dead socket). */
 export async function bindSocket(server: Server, path: string, gid: number | null): Promise<BoundSocket> {
-  // Short, so a localSocket the config accepts (≤ 107 bytes) still fits while it is bound under this name.
-  const temp = join(dirname(path), `.bl${process.pid}`);
+  // The config checks that this name fits too (socketTempPath): a socket path has at most 107 bytes.
+  const temp = socketTempPath(path, process.pid);
   try {
     mkdirSync(dirname(path), { recursive: true, mode: 0o755 });
     removeIfPresent(temp);

@@ -50,6 +50,8 @@ export interface TokenSnapshot {
   clock: ClockStatus;
   lastError: { code: string; retry: string; message: string; fix: string | undefined } | undefined;
   renewals: { signed: number; refreshed: number };
+  /** Failed renewals since start, by error code (the metrics, DESIGN §3.5). */
+  failures: Record<string, number>;
   /** Whether the pair held is on disk; lastError says why not. */
   store: { persisted: boolean; lastError: string | null };
 }
@@ -85,6 +87,7 @@ export class TokenManager {
   #stopped = false;
   #lastError: BotlinkError | undefined;
   #renewals = { signed: 0, refreshed: 0 };
+  readonly #failures: Record<string, number> = {};
 
   constructor(opts: TokenManagerOptions) {
     this.#api = opts.api;
@@ -178,6 +181,7 @@ export class TokenManager {
         fix: this.#lastError.fix,
       },
       renewals: { ...this.#renewals },
+      failures: { ...this.#failures },
       store: this.#saver.status(),
     };
   }
@@ -300,6 +304,7 @@ export class TokenManager {
 
   #fail(err: unknown): void {
     const error = toBotlinkError(err, 'ERR_INTERNAL');
+    this.#failures[error.code] = (this.#failures[error.code] ?? 0) + 1;
     const next = retryAfter(error.retry, this.#backoff, this.#backoffSettings, this.#random());
     this.#backoff = next.state;
     const waitMs = next.delayMs;
