@@ -52,7 +52,8 @@ export function routeOf(url: string | undefined): string {
 export async function answer(req: IncomingMessage, res: ServerResponse, deps: RouteDeps): Promise<void> {
   const route = ROUTES[pathOf(req.url) ?? ''];
   let reply: Answer;
-  if (!route) reply = fault(404, `no such path on the botlink local API: GET /v1/status, GET /v1/token, GET /v1/metrics or ${VOICE_CHAT_PATH}`);
+  if (!route)
+    reply = fault(404, `no such path on the botlink local API: GET /v1/status, GET /v1/token, GET /v1/metrics or ${VOICE_CHAT_PATH}`);
   else if (req.method !== 'GET') {
     res.setHeader('Allow', 'GET');
     reply = fault(405, `${req.method} is not allowed here: use GET`);
