@@ -33,12 +33,25 @@ const MAX_GREETING_BYTES = 16 * 1024;
 
 const idle: Cancel = () => undefined;
 
+/** What the link tells its listeners (the relay, the daemon), by event name. */
+export interface LinkEvents {
+  /** A change of state, lastError or fix; `retryInMs` while it waits. */
+  state: [LinkStateChange];
+  /** A socket opened: the relay sends the app's voice config first on it. */
+  connected: [];
+  /** A frame from the cloud, as it came (binaryType 'nodebuffer'). */
+  message: [data: Buffer, isBinary: boolean];
+  backoff: [{ delayMs: number; reason: string }];
+  /** Displaced by another connection for the botId; `count` within the displaced window. */
+  displaced: [{ readonly count: number }];
+  stopped: [];
+}
+
 /**
  * Keeps exactly one authenticated WebSocket open: connects with a fresh token, watches it with
- * ping/pong, and reconnects as decideLink says. Emits 'state' (LinkStateChange), 'connected', 'message'
- * (data: Buffer, isBinary), 'backoff' ({delayMs, reason}), 'displaced' ({count}) and 'stopped'.
+ * ping/pong, and reconnects as decideLink says; tells what happens through LinkEvents.
  */
-export class LinkSupervisor extends EventEmitter {
+export class LinkSupervisor extends EventEmitter<LinkEvents> {
   readonly #o: LinkOptions;
   readonly #s: LinkSettings;
   readonly #random: Random;
@@ -342,6 +355,7 @@ export class LinkSupervisor extends EventEmitter {
   }
 
   #carryOut({ next, reason, fix }: LinkDecision): void {
+    // Of a socket's endings only Unauthorized reconnects at once (decideLink), with the token invalidated.
     if (next.state === 'connecting') {
       this.#o.log.warn(`link refused: ${reason}; renewing the token and reconnecting at once`);
       this.#status.lastError = reason;
