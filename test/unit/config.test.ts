@@ -13,6 +13,7 @@ import {
   loadConfig,
   TUNABLE_DEFAULTS,
 } from '../../src/agent/config/config.js';
+import { settingsFrom, type AgentSettings } from '../../src/agent/config/settings.js';
 import { readSecretFile, Secret, SecretFileError } from '../../src/agent/config/secret.js';
 import { DEFAULT_TIMEOUT_MS } from '../../src/agent/cloud/client.js';
 import { describeError } from '../../src/protocol/errors.js';
@@ -430,5 +431,38 @@ describe('loadConfig: the local API keys (DESIGN §3.2, §3.5)', () => {
     const e = configError(() => load(base(), { BOTLINK_LOCAL_GROUP: 'no-such-group-x' }));
     expect(e.message).toContain('BOTLINK_LOCAL_GROUP (localGroup)');
     expect(e.fix).toMatch(/addgroup --system no-such-group-x.*numeric gid/);
+  });
+});
+
+describe('settingsFrom: what each part takes from the config, in ms', () => {
+  it("with no tunable set, every part gets its own module's defaults back (the config's seconds round-trip)", () => {
+    const s = settingsFrom(load(base()));
+    expect(s.policy).toEqual(DEFAULT_POLICY);
+    expect(s.tokenBackoff).toEqual(TOKEN_BACKOFF);
+    expect(s.link).toEqual({
+      tokenMarginMs: LINK_DEFAULTS.tokenMarginMs,
+      backoff: LINK_DEFAULTS.backoff,
+      heartbeatIntervalMs: LINK_DEFAULTS.heartbeatIntervalMs,
+      heartbeatTimeoutMs: LINK_DEFAULTS.heartbeatTimeoutMs,
+      connectTimeoutMs: LINK_DEFAULTS.connectTimeoutMs,
+    });
+    expect(s.cloud).toEqual({
+      connectTimeoutMs: DEFAULT_TIMEOUT_MS,
+      headersTimeoutMs: DEFAULT_TIMEOUT_MS,
+      bodyTimeoutMs: DEFAULT_TIMEOUT_MS,
+    });
+    expect(s.local).toEqual({ maxConnections: 64 });
+  });
+
+  it.each([
+    ['refreshMarginS', 90, (s: AgentSettings) => s.policy.refreshMarginMs, 90_000],
+    ['resignMarginS', 3600, (s: AgentSettings) => s.policy.resignMarginMs, 3_600_000],
+    ['linkMarginS', 12, (s: AgentSettings) => s.link.tokenMarginMs, 12_000],
+    ['tokenBackoffCapMs', 7000, (s: AgentSettings) => s.tokenBackoff.capMs, 7000],
+    ['linkBackoffBaseMs', 250, (s: AgentSettings) => s.link.backoff?.baseMs, 250],
+    ['httpTimeoutMs', 2500, (s: AgentSettings) => s.cloud.headersTimeoutMs, 2500],
+    ['localConnectionsMax', 8.7, (s: AgentSettings) => s.local.maxConnections, 8],
+  ] as const)('%s %s → %s', (key, value, read, want) => {
+    expect(read(settingsFrom(load({ ...base(), [key]: value })))).toBe(want);
   });
 });

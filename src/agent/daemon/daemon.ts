@@ -9,7 +9,7 @@ import { LinkSupervisor } from '../link/supervisor.js';
 import { PendingRelay } from '../local/pending-relay.js';
 import { Relay } from '../local/relay.js';
 import { LocalApi } from '../local/server.js';
-import type { Cancel, Clock } from '../time/clock.js';
+import type { Cancel } from '../time/clock.js';
 import { createNotifier, type Notifier } from './notify.js';
 import { provision, resolveIdentity, type BoardPaths } from './provisioning.js';
 import { openRuntime, type AgentRuntime, type RuntimeOptions } from './runtime.js';
@@ -91,7 +91,7 @@ export class Daemon {
       'botlink starting',
     );
     // Before provisioning, which may wait for the network: apps can ask /v1/status and learn why.
-    await this.#startLocalApi(this.#relay, rt.clock);
+    await this.#startLocalApi(this.#relay, rt);
     if (this.#stopping) return;
     const botId = await this.#botId(rt);
     if (botId === undefined) return;
@@ -105,11 +105,7 @@ export class Daemon {
       tokens,
       clock: rt.clock,
       log: this.#log.child({ part: 'link' }),
-      tokenMarginMs: c.linkMarginS * 1000,
-      backoff: { baseMs: c.linkBackoffBaseMs, capMs: c.linkBackoffCapMs },
-      heartbeatIntervalMs: c.heartbeatIntervalMs,
-      heartbeatTimeoutMs: c.heartbeatTimeoutMs,
-      connectTimeoutMs: c.connectTimeoutMs,
+      ...rt.settings.link,
     });
     this.#link = link;
     link.on('state', () => this.#publish());
@@ -136,13 +132,13 @@ export class Daemon {
     });
   }
 
-  async #startLocalApi(relay: PendingRelay, clock: Clock): Promise<void> {
+  async #startLocalApi(relay: PendingRelay, rt: AgentRuntime): Promise<void> {
     const path = this.#config.localSocket;
     if (path === null) return;
     const api = new LocalApi({
       path,
-      clock,
-      maxConnections: Math.floor(this.#config.localConnectionsMax),
+      clock: rt.clock,
+      maxConnections: rt.settings.local.maxConnections,
       gid: this.#config.localGroup,
       relay,
       log: this.#log.child({ part: 'local' }),
@@ -213,8 +209,7 @@ export class Daemon {
       } catch (err) {
         if (this.#abort.signal.aborted) return undefined;
         const error = toBotlinkError(err, 'ERR_PROVISION');
-        const settings = { baseMs: this.#config.tokenBackoffBaseMs, capMs: this.#config.tokenBackoffCapMs };
-        const next = retryAfter(error.retry, backoff, settings, this.#o.random());
+        const next = retryAfter(error.retry, backoff, rt.settings.tokenBackoff, this.#o.random());
         backoff = next.state;
         const waitMs = next.delayMs;
         this.#log.error({ code: error.code, fix: error.fix, retryInMs: Math.round(waitMs) }, `provisioning failed: ${error.message}`);

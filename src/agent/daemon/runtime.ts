@@ -5,7 +5,7 @@ import { BUILD_TIME_MS } from '../../version.js';
 import { CloudClient } from '../cloud/client.js';
 import type { Clock, Random } from '../time/clock.js';
 import type { AgentConfig } from '../config/config.js';
-import { DEFAULT_POLICY } from '../token/policy.js';
+import { settingsFrom, type AgentSettings } from '../config/settings.js';
 import { ServerTime } from '../time/servertime.js';
 import { LAST_SERVER_TIME_KEY, TokenStore } from '../store/token-store.js';
 import { checkTimeSync, type TimeSyncOptions, type TimeSyncResult } from '../time/timesync.js';
@@ -14,6 +14,8 @@ import { TokenManager } from '../token/manager.js';
 /** The agent's shared parts, built once from a loaded config; commands and the daemon compose them. */
 export interface AgentRuntime {
   readonly config: AgentConfig;
+  /** What each part takes from the config, mapped once (settingsFrom). */
+  readonly settings: AgentSettings;
   readonly clock: Clock;
   readonly log: Logger;
   readonly store: TokenStore;
@@ -39,6 +41,7 @@ export interface RuntimeOptions {
 
 export function openRuntime(config: AgentConfig, opts: RuntimeOptions): AgentRuntime {
   const { clock, log } = opts;
+  const settings = settingsFrom(config);
   const store = TokenStore.open(config.stateDir, {
     clock,
     readOnly: opts.readOnlyStore === true,
@@ -52,15 +55,14 @@ export function openRuntime(config: AgentConfig, opts: RuntimeOptions): AgentRun
     secretKey: config.secretKey,
     clock,
     onDateSample: (date, sent, received) => serverTime.addSample(date, sent, received),
-    connectTimeoutMs: config.httpTimeoutMs,
-    headersTimeoutMs: config.httpTimeoutMs,
-    bodyTimeoutMs: config.httpTimeoutMs,
+    ...settings.cloud,
   });
   // A wall clock earlier than this build or than a time the server confirmed cannot be right.
   const floorMs = (): number => Math.max(BUILD_TIME_MS, Number(store.getMeta(LAST_SERVER_TIME_KEY) ?? 0) || 0);
   const managers: TokenManager[] = [];
   return {
     config,
+    settings,
     clock,
     log,
     store,
@@ -79,12 +81,8 @@ export function openRuntime(config: AgentConfig, opts: RuntimeOptions): AgentRun
         random: opts.random,
         checkTimeSync: this.checkTimeSync,
         log: log.child({ identity: `${identity.kind}:${identity.id}` }),
-        policy: {
-          ...DEFAULT_POLICY,
-          refreshMarginMs: config.refreshMarginS * 1000,
-          resignMarginMs: config.resignMarginS * 1000,
-        },
-        backoff: { baseMs: config.tokenBackoffBaseMs, capMs: config.tokenBackoffCapMs },
+        policy: settings.policy,
+        backoff: settings.tokenBackoff,
         ...(onChange && { onChange }),
       });
       managers.push(manager);
