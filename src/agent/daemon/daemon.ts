@@ -1,7 +1,6 @@
 import type { Logger } from 'pino';
-import { BotlinkError, describeError, messageOf, toBotlinkError, withFix } from '../../protocol/errors.js';
+import { BotlinkError, describeError, messageOf, withFix } from '../../protocol/errors.js';
 import { VERSION } from '../../version.js';
-import { resetBackoff, retryAfter } from '../token/backoff.js';
 import type { AgentConfig } from '../config/config.js';
 import { claimInstance } from '../store/instance.js';
 import type { HeldLock } from '../store/lock.js';
@@ -11,7 +10,7 @@ import { Relay } from '../local/relay.js';
 import { LocalApi } from '../local/server.js';
 import type { Cancel } from '../time/clock.js';
 import { createNotifier, type Notifier } from './notify.js';
-import { provision, resolveIdentity, type BoardPaths } from './provisioning.js';
+import { botIdFor, type BoardPaths } from './provisioning.js';
 import { openRuntime, type AgentRuntime, type RuntimeOptions } from './runtime.js';
 import { METRICS_CONTENT_TYPE, metricsText } from './metrics.js';
 import { MetricsFile } from './metrics-file.js';
@@ -93,7 +92,17 @@ export class Daemon {
     // Before provisioning, which may wait for the network: apps can ask /v1/status and learn why.
     await this.#startLocalApi(this.#relay, rt);
     if (this.#stopping) return;
-    const botId = await this.#botId(rt);
+    const botId = await botIdFor(rt, {
+      ...(this.#o.board && { board: this.#o.board }),
+      random: this.#o.random,
+      signal: this.#abort.signal,
+      log: this.#log,
+      onVendor: (vendorId) => {
+        this.#identity = { kind: 'vendor', id: vendorId };
+        this.#publish();
+      },
+      onWaiting: (error) => this.#markReady(`waiting to provision: ${describeError(error)}`),
+    });
     if (botId === undefined) return;
     this.#identity = { kind: 'bot', id: botId };
     const tokens = rt.tokensFor(this.#identity, () => this.#onTokenChange());
@@ -186,37 +195,6 @@ export class Daemon {
   #keepAlive(): void {
     if (this.#stopping) return;
     this.#alive = this.#o.clock.setTimer(KEEPALIVE_MS, () => this.#keepAlive(), { ref: true });
-  }
-
-  /** The configured or provisioned botId; registers this device first when only a vendor is known. */
-  async #botId(rt: AgentRuntime): Promise<string | undefined> {
-    let backoff = resetBackoff();
-    for (;;) {
-      if (this.#abort.signal.aborted) return undefined;
-      try {
-        const resolved = resolveIdentity(rt, this.#o.board);
-        if (resolved.kind === 'bot') return resolved.id;
-        this.#identity = { kind: 'vendor', id: resolved.id };
-        this.#publish();
-        this.#log.info({ vendorId: resolved.id, deviceId: resolved.deviceId }, 'no botId yet: provisioning this device');
-        const { botId } = await provision(rt, {
-          vendorId: resolved.id,
-          deviceId: resolved.deviceId,
-          signal: this.#abort.signal,
-          onStep: (step, detail) => this.#log.info({ step }, detail),
-        });
-        return botId;
-      } catch (err) {
-        if (this.#abort.signal.aborted) return undefined;
-        const error = toBotlinkError(err, 'ERR_PROVISION');
-        const next = retryAfter(error.retry, backoff, rt.settings.tokenBackoff, this.#o.random());
-        backoff = next.state;
-        const waitMs = next.delayMs;
-        this.#log.error({ code: error.code, fix: error.fix, retryInMs: Math.round(waitMs) }, `provisioning failed: ${error.message}`);
-        this.#markReady(`waiting to provision: ${describeError(error)}`);
-        await this.#o.clock.sleep(waitMs, this.#abort.signal);
-      }
-    }
   }
 
   #onTokenChange(): void {

@@ -1,7 +1,10 @@
 import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import type { Logger } from 'pino';
 import { BotlinkError, type BotlinkErrorOptions } from '../../protocol/errors.js';
 import type { DeviceType, Identity } from '../../protocol/wire.js';
+import type { Random } from '../time/clock.js';
+import { FailureRun } from '../token/failures.js';
 import type { AgentRuntime } from './runtime.js';
 
 export interface BoardPaths {
@@ -129,4 +132,44 @@ export async function provision(rt: AgentRuntime, req: ProvisionRequest): Promis
   } finally {
     tokens.stop();
   }
+}
+
+export interface BotIdOptions {
+  board?: BoardPaths;
+  random: Random;
+  signal: AbortSignal;
+  log: Logger;
+  /** Only a vendor is known: this device is about to register under it. */
+  onVendor(vendorId: string): void;
+  /** An attempt failed; the next one is `error`'s retry wait away (a person may have to fix something first). */
+  onWaiting(error: BotlinkError): void;
+}
+
+/**
+ * The configured or provisioned botId; registers this device first when only a vendor is known, and
+ * tries again, as the token manager does, until it succeeds. undefined once `signal` aborts.
+ */
+export async function botIdFor(rt: AgentRuntime, o: BotIdOptions): Promise<string | undefined> {
+  const failures = new FailureRun(rt.settings.tokenBackoff, o.random, o.log);
+  while (!o.signal.aborted) {
+    try {
+      const resolved = resolveIdentity(rt, o.board);
+      if (resolved.kind === 'bot') return resolved.id;
+      o.onVendor(resolved.id);
+      o.log.info({ vendorId: resolved.id, deviceId: resolved.deviceId }, 'no botId yet: provisioning this device');
+      const { botId } = await provision(rt, {
+        vendorId: resolved.id,
+        deviceId: resolved.deviceId,
+        signal: o.signal,
+        onStep: (step, detail) => o.log.info({ step }, detail),
+      });
+      return botId;
+    } catch (err) {
+      if (o.signal.aborted) return undefined;
+      const { error, waitMs } = failures.failed(err, 'ERR_PROVISION', 'provisioning failed');
+      o.onWaiting(error);
+      await rt.clock.sleep(waitMs, o.signal);
+    }
+  }
+  return undefined;
 }

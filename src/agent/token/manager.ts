@@ -1,13 +1,14 @@
 import type { Logger } from 'pino';
-import { BotlinkError, messageOf, toBotlinkError } from '../../protocol/errors.js';
+import { BotlinkError, messageOf } from '../../protocol/errors.js';
 import type { Identity } from '../../protocol/wire.js';
 import type { CloudClient } from '../cloud/client.js';
 import { CloudError } from '../cloud/errors.js';
-import { resetBackoff, retriesOnSchedule, retryAfter, TOKEN_BACKOFF, type BackoffSettings, type BackoffState } from './backoff.js';
+import { retriesOnSchedule, TOKEN_BACKOFF, type BackoffSettings } from './backoff.js';
 import type { Cancel, Clock, Random } from '../time/clock.js';
 import { PairSaver, SAVE_BACKOFF } from './pair-saver.js';
 import { issuedAt, pairFacts, refreshedPair, signedPair } from './pairs.js';
 import { underRenewLock, type RenewLockDeps } from './renew-lock.js';
+import { FailureRun } from './failures.js';
 import { Waiters } from './waiters.js';
 import { accessUsableFor, decideNextAction, DEFAULT_POLICY, type PolicySettings, type TokenFacts } from './policy.js';
 import type { ServerTime } from '../time/servertime.js';
@@ -64,7 +65,7 @@ export interface TokenSnapshot {
  */
 export class TokenManager {
   readonly #api: TokenManagerOptions['api'];
-  readonly #backoffSettings: BackoffSettings;
+  readonly #failures: FailureRun;
   readonly #clock: TokenManagerOptions['clock'];
   readonly #identity: TokenManagerOptions['identity'];
   readonly #log: TokenManagerOptions['log'];
@@ -78,20 +79,17 @@ export class TokenManager {
   readonly #lockDeps: RenewLockDeps;
   #pair: TokenPair | undefined;
   #facts: Omit<TokenFacts, 'access' | 'refresh' | 'neededLeftMs'> = { accessRejected: false, refreshFailed: false, jitter: 0 };
-  #backoff: BackoffState = resetBackoff();
   readonly #waiters = new Waiters();
   #cancelTimer: Cancel | undefined;
   #cancelSample: Cancel | undefined;
   #running: Promise<void> | undefined;
   #again = false;
   #stopped = false;
-  #lastError: BotlinkError | undefined;
   #renewals = { signed: 0, refreshed: 0 };
-  readonly #failures: Record<string, number> = {};
 
   constructor(opts: TokenManagerOptions) {
     this.#api = opts.api;
-    this.#backoffSettings = opts.backoff ?? TOKEN_BACKOFF;
+    this.#failures = new FailureRun(opts.backoff ?? TOKEN_BACKOFF, opts.random, opts.log);
     this.#clock = opts.clock;
     this.#identity = opts.identity;
     this.#log = opts.log;
@@ -150,7 +148,7 @@ export class TokenManager {
     const minLeftMs = opts.minLeftMs ?? 0;
     const ready = this.#usableToken(minLeftMs);
     if (ready !== undefined) return Promise.resolve(ready);
-    const abortReason = (): unknown => this.#lastError ?? opts.signal?.reason;
+    const abortReason = (): unknown => this.#failures.last ?? opts.signal?.reason;
     const waiting = this.#waiters.add({ minLeftMs, failFast: opts.failFast ?? false, signal: opts.signal }, abortReason);
     this.#kick();
     return waiting;
@@ -170,18 +168,14 @@ export class TokenManager {
   }
 
   snapshot(): TokenSnapshot {
+    const lastError = this.#failures.last;
     return {
       accessExpiresAt: this.#pair?.accessExpiresAt,
       refreshExpiresAt: this.#pair?.refreshExpiresAt,
       clock: this.#time.status(),
-      lastError: this.#lastError && {
-        code: this.#lastError.code,
-        retry: this.#lastError.retry,
-        message: this.#lastError.message,
-        fix: this.#lastError.fix,
-      },
+      lastError: lastError && { code: lastError.code, retry: lastError.retry, message: lastError.message, fix: lastError.fix },
       renewals: { ...this.#renewals },
-      failures: { ...this.#failures },
+      failures: this.#failures.byCode,
       store: this.#saver.status(),
     };
   }
@@ -295,23 +289,15 @@ export class TokenManager {
   #succeeded(what: string, serverNow: number | undefined): void {
     this.#facts.accessRejected = false;
     this.#facts.retryAtMono = undefined;
-    this.#backoff = resetBackoff();
-    this.#lastError = undefined;
+    this.#failures.succeeded();
     this.#log.info({ accessExpiresAt: this.#pair?.accessExpiresAt, refreshExpiresAt: this.#pair?.refreshExpiresAt }, `token ${what}`);
     if (this.#pair) this.#saver.save(this.#pair, serverNow === undefined ? undefined : Math.round(serverNow));
     this.#onChange?.();
   }
 
   #fail(err: unknown): void {
-    const error = toBotlinkError(err, 'ERR_INTERNAL');
-    this.#failures[error.code] = (this.#failures[error.code] ?? 0) + 1;
-    const next = retryAfter(error.retry, this.#backoff, this.#backoffSettings, this.#random());
-    this.#backoff = next.state;
-    const waitMs = next.delayMs;
+    const { error, waitMs } = this.#failures.failed(err, 'ERR_INTERNAL');
     if (!retriesOnSchedule(error.retry)) this.#waiters.reject(error);
-    const level = error.retry === 'retry-backoff' ? 'warn' : 'error';
-    this.#log[level]({ code: error.code, retry: error.retry, fix: error.fix, retryInMs: Math.round(waitMs) }, error.message);
-    this.#lastError = error;
     this.#facts.retryAtMono = this.#clock.monoNow() + waitMs;
     this.#again = false;
     this.#schedule(waitMs);
