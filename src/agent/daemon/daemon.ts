@@ -14,7 +14,7 @@ import { botIdFor, type BoardPaths } from './provisioning.js';
 import { openRuntime, type AgentRuntime, type RuntimeOptions } from './runtime.js';
 import { METRICS_CONTENT_TYPE, metricsText } from './metrics.js';
 import { MetricsFile } from './metrics-file.js';
-import { writeStatusFile, type StatusDoc } from './status.js';
+import { statusDoc, writeStatusFile, type StatusDoc } from './status.js';
 import type { TokenManager } from '../token/manager.js';
 
 /** The longest delay a Node timer takes in one go: the keep-alive timer only needs to exist, not to fire. */
@@ -225,34 +225,12 @@ export class Daemon {
   }
 
   statusDoc(): StatusDoc {
-    const snap = this.#tokens?.snapshot();
-    const clock = this.#rt?.clock;
-    return {
-      pid: process.pid,
-      updatedAt: clock ? clock.wallNow() : 0,
-      version: VERSION,
+    return statusDoc({
       identity: this.#identity,
-      clock: {
-        trusted: snap?.clock.trusted ?? false,
-        source: snap?.clock.source ?? 'none',
-        offsetMs: snap?.clock.offsetMs ?? null,
-        verdict: snap?.clock.verdict ?? 'pending',
-      },
-      token: {
-        accessExpiresAt: snap?.accessExpiresAt ?? null,
-        refreshExpiresAt: snap?.refreshExpiresAt ?? null,
-        lastError: snap?.lastError?.message ?? null,
-        ...(snap?.lastError?.fix !== undefined && { fix: snap.lastError.fix }),
-      },
-      store: snap?.store ?? { persisted: true, lastError: null },
-      link: this.#link?.status ?? {
-        state: 'connecting',
-        since: clock ? clock.wallNow() : 0,
-        reconnects: 0,
-        reconnectsByCause: {},
-        lastError: null,
-      },
+      now: this.#rt?.clock.wallNow(),
+      tokens: this.#tokens?.snapshot(),
+      link: this.#link?.status,
       relay: this.#relay.counters,
-    };
+    });
   }
 }

@@ -1,7 +1,9 @@
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { VERSION } from '../../version.js';
 import type { LinkStatus } from '../link/supervisor.js';
 import type { RelayCounters } from '../local/relay-port.js';
+import type { TokenSnapshot } from '../token/manager.js';
 
 /** `<runtimeDir>/status.json` (DESIGN §3.4, stable). Tokens never appear in it. */
 export interface StatusDoc {
@@ -15,6 +17,43 @@ export interface StatusDoc {
   /** Whether the token held is saved in stateDir; false on a full or read-only disk (the daemon retries). */
   store?: { persisted: boolean; lastError: string | null };
   version?: string;
+}
+
+/** What each part says of itself now; a part not built yet (before provisioning, say) is undefined. */
+export interface StatusParts {
+  identity: StatusDoc['identity'];
+  /** Wall-clock ms, or undefined before the runtime exists. */
+  now: number | undefined;
+  tokens: TokenSnapshot | undefined;
+  link: LinkStatus | undefined;
+  relay: RelayCounters;
+}
+
+/** The status document of DESIGN §3.4, from the parts' snapshots; a missing part reads as not started. */
+export function statusDoc(p: StatusParts): StatusDoc {
+  const snap = p.tokens;
+  const now = p.now ?? 0;
+  return {
+    pid: process.pid,
+    updatedAt: now,
+    version: VERSION,
+    identity: p.identity,
+    clock: {
+      trusted: snap?.clock.trusted ?? false,
+      source: snap?.clock.source ?? 'none',
+      offsetMs: snap?.clock.offsetMs ?? null,
+      verdict: snap?.clock.verdict ?? 'pending',
+    },
+    token: {
+      accessExpiresAt: snap?.accessExpiresAt ?? null,
+      refreshExpiresAt: snap?.refreshExpiresAt ?? null,
+      lastError: snap?.lastError?.message ?? null,
+      ...(snap?.lastError?.fix !== undefined && { fix: snap.lastError.fix }),
+    },
+    store: snap?.store ?? { persisted: true, lastError: null },
+    link: p.link ?? { state: 'connecting', since: now, reconnects: 0, reconnectsByCause: {}, lastError: null },
+    relay: p.relay,
+  };
 }
 
 export const STATUS_FILE = 'status.json';
