@@ -26,7 +26,9 @@ describe('FailureRun', () => {
   it('a failure a person must fix waits SLOW_RETRY_MS and is logged at error with its fix', () => {
     const { failures, lines } = run();
     expect(failures.failed(needsConfig, 'ERR_INTERNAL', 'provisioning failed')).toEqual({ error: needsConfig, waitMs: SLOW_RETRY_MS });
-    expect(lines).toMatchObject([{ level: 50, msg: 'provisioning failed: invalid signature', code: 'ERR_CLOUD_1005', fix: 'check the secret' }]);
+    expect(lines).toMatchObject([
+      { level: 50, msg: 'provisioning failed: invalid signature', code: 'ERR_CLOUD_1005', fix: 'check the secret' },
+    ]);
   });
 
   it('a transient failure is logged at warn, with the wait', () => {

@@ -22,3 +22,25 @@ export interface LinkStateChange extends LinkStatus {
  * before, see ConnChoice.match), it is being replaced (at once or paced), or the next attempt takes them.
  */
 export type ParamsOutcome = 'kept' | 'reused' | 'reconnecting' | 'later';
+
+/** What the link tells its listeners (the relay, the daemon), by event name. */
+export interface LinkEvents {
+  /** A change of state, lastError or fix; `retryInMs` while it waits. */
+  state: [LinkStateChange];
+  /** A socket opened: the relay sends the app's voice config first on it. */
+  connected: [];
+  /** A frame from the cloud, as it came (binaryType 'nodebuffer'). */
+  message: [data: Buffer, isBinary: boolean];
+  backoff: [{ delayMs: number; reason: string }];
+  /** Displaced by another connection for the botId; `count` within the displaced window. */
+  displaced: [{ readonly count: number }];
+  stopped: [];
+}
+
+/** A change of the link's status: the new state, and what else changes with it; `retryInMs` while it waits. */
+export interface StatePatch {
+  state: LinkState;
+  lastError?: string | null;
+  fix?: string | undefined;
+  retryInMs?: number;
+}
