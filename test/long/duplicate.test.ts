@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { backoffCeiling, backoffFloor, DISPLACED_BACKOFF, type BackoffSettings } from '../../src/agent/token/backoff.js';
+import { DISPLACED_BACKOFF } from '../../src/agent/link/options.js';
+import { backoffCeiling, backoffFloor, type BackoffSettings } from '../../src/agent/token/backoff.js';
 import { DAEMON_SECRET, type DaemonProc } from '../helpers/daemon-proc.js';
 import { FleetAgent, SocketTimeline, sleep } from '../helpers/fleet.js';
 import { useHarness } from '../helpers/harness.js';

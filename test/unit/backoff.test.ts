@@ -1,8 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { BOT_INVALID_RETRY_MS, DISPLACED_BACKOFF, LINK_BACKOFF } from '../../src/agent/link/options.js';
 import {
-  BOT_INVALID_RETRY_MS,
-  DISPLACED_BACKOFF,
-  LINK_BACKOFF,
   TOKEN_BACKOFF,
   backoffCeiling,
   backoffDelay,

@@ -15,7 +15,7 @@ import {
   withdrawAppReconnect,
 } from '../../src/agent/link/decide.js';
 import { LINK_DEFAULTS, MAX_CLOUD_MESSAGE_BYTES, resolveLinkSettings, type LinkSettings } from '../../src/agent/link/options.js';
-import { LINK_BACKOFF } from '../../src/agent/token/backoff.js';
+import { LINK_BACKOFF } from '../../src/agent/link/options.js';
 import { WS_FAILURE_FIXES, WsMessage } from '../../src/protocol/codes.js';
 import { wsFailureBody } from '../../src/protocol/wire.js';
 

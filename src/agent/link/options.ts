@@ -1,7 +1,22 @@
 import type { LookupFunction } from 'node:net';
 import type { Logger } from 'pino';
-import { BOT_INVALID_RETRY_MS, DISPLACED_BACKOFF, LINK_BACKOFF, type BackoffSettings } from '../token/backoff.js';
+import type { BackoffSettings } from '../token/backoff.js';
 import type { Clock, Random } from '../time/clock.js';
+
+/** The link's retry policy: how it waits after each kind of ending (decideLink reads these through LINK_DEFAULTS). */
+
+/** WebSocket reconnects: 0.5 s → 60 s, full jitter. */
+export const LINK_BACKOFF: BackoffSettings = Object.freeze({ baseMs: 500, capMs: 60_000 });
+
+/** REPEAT_CLIENT_SESSION: equal jitter, so waits run [30 s, 60 s), [60 s, 120 s), … up to [15, 30) min. */
+export const DISPLACED_BACKOFF: BackoffSettings = Object.freeze({
+  baseMs: 30_000,
+  capMs: 1_800_000,
+  jitter: 'equal',
+});
+
+/** 'botId not found or invalid': nothing will change soon, so retry slowly. */
+export const BOT_INVALID_RETRY_MS = 300_000;
 
 /** What the link needs from the token manager. */
 export interface TokenSource {

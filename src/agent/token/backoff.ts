@@ -108,16 +108,3 @@ export function shouldReset(upMs: number, thresholdMs: number = DEFAULT_RESET_AF
 
 /** Token service failures (1006, 5xx, network): 1 s → 5 min, full jitter. */
 export const TOKEN_BACKOFF: BackoffSettings = Object.freeze({ baseMs: 1_000, capMs: 300_000 });
-
-/** WebSocket reconnects: 0.5 s → 60 s, full jitter. */
-export const LINK_BACKOFF: BackoffSettings = Object.freeze({ baseMs: 500, capMs: 60_000 });
-
-/** REPEAT_CLIENT_SESSION: equal jitter, so waits run [30 s, 60 s), [60 s, 120 s), … up to [15, 30) min. */
-export const DISPLACED_BACKOFF: BackoffSettings = Object.freeze({
-  baseMs: 30_000,
-  capMs: 1_800_000,
-  jitter: 'equal',
-});
-
-/** 'botId not found or invalid': nothing will change soon, so retry slowly. */
-export const BOT_INVALID_RETRY_MS = 300_000;
