@@ -264,7 +264,7 @@ function onDisplaced(memory: LinkMemory, now: number, settings: LinkSettings, ra
     memory: { ...memory, displacements, displacedBackoff: next.state },
     next: { state: 'displaced', delayMs: next.delayMs },
     reason: sharedBotId
-      ? `REPEAT_CLIENT_SESSION: displaced ${count} times in 10 min — two devices share botId ${settings.botId}`
+      ? `REPEAT_CLIENT_SESSION: displaced ${count} times in ${DUPLICATE_WINDOW_MS / 60_000} min — two devices share botId ${settings.botId}`
       : 'REPEAT_CLIENT_SESSION: another connection holds this botId',
     ...(sharedBotId && { fix: WS_FAILURE_FIXES[WsMessage.REPEAT_SESSION] }),
     invalidateToken: false,

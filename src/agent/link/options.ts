@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { BackoffSettings } from '../token/backoff.js';
 import type { Clock, Random } from '../time/clock.js';
 
-/** The link's retry policy: how it waits after each kind of ending (decideLink reads these through LINK_DEFAULTS). */
+// The link's retry policy: how it waits after each kind of ending (decideLink reads these through LINK_DEFAULTS).
 
 /** WebSocket reconnects: 0.5 s → 60 s, full jitter. */
 export const LINK_BACKOFF: BackoffSettings = Object.freeze({ baseMs: 500, capMs: 60_000 });
