@@ -7,7 +7,8 @@ import { systemClock, systemRandom, type Clock } from '../../src/agent/time/cloc
 import { ServerTime } from '../../src/agent/time/servertime.js';
 import { TokenStore } from '../../src/agent/store/token-store.js';
 import type { TimeSyncResult } from '../../src/agent/time/timesync.js';
-import { TokenManager, type TokenManagerOptions } from '../../src/agent/token/manager.js';
+import { TokenManager } from '../../src/agent/token/manager.js';
+import type { TokenManagerOptions } from '../../src/agent/token/manager-types.js';
 import type { Identity } from '../../src/protocol/wire.js';
 
 export const SYNCED: TimeSyncResult = { verdict: 'synced', source: 'timesyncd', detail: 'test says synced' };

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { statusDoc } from '../../src/agent/daemon/status.js';
-import type { TokenSnapshot } from '../../src/agent/token/manager.js';
+import type { TokenSnapshot } from '../../src/agent/token/manager-types.js';
 
 const relay = { attached: false, framesUp: 0, framesDown: 0, dropped: 0 };
 

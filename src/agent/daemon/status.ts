@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { VERSION } from '../../version.js';
 import type { LinkStatus } from '../link/supervisor.js';
 import type { RelayCounters } from '../local/relay-port.js';
-import type { TokenSnapshot } from '../token/manager.js';
+import type { TokenSnapshot } from '../token/manager-types.js';
 
 /** `<runtimeDir>/status.json` (DESIGN §3.4, stable). Tokens never appear in it. */
 export interface StatusDoc {

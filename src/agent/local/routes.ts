@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { VOICE_CHAT_PATH } from '../../protocol/conversation.js';
 import { withFix } from '../../protocol/errors.js';
-import type { HeldToken } from '../token/manager.js';
+import type { HeldToken } from '../token/manager-types.js';
 
 /** What /v1/token needs of the token manager: an answer now, never a wait on the cloud. */
 export interface HeldTokens {

@@ -1,61 +1,19 @@
-import type { Logger } from 'pino';
 import { BotlinkError, messageOf } from '../../protocol/errors.js';
-import type { Identity } from '../../protocol/wire.js';
-import type { CloudClient } from '../cloud/client.js';
-import { CloudError } from '../cloud/errors.js';
-import { retriesOnSchedule, TOKEN_BACKOFF, type BackoffSettings } from './backoff.js';
-import type { Cancel, Clock, Random } from '../time/clock.js';
+import { retriesOnSchedule, TOKEN_BACKOFF } from './backoff.js';
+import type { Cancel } from '../time/clock.js';
 import { PairSaver, SAVE_BACKOFF } from './pair-saver.js';
-import { issuedAt, pairFacts, refreshedPair, signedPair } from './pairs.js';
+import { issuedAt, pairFacts } from './pairs.js';
 import { underRenewLock, type RenewLockDeps } from './renew-lock.js';
 import { FailureRun } from './failures.js';
+import type { HeldToken, TokenManagerOptions, TokenSnapshot } from './manager-types.js';
+import { refresh, sign, type Renewed, type RenewalDeps } from './renewals.js';
 import { Waiters } from './waiters.js';
 import { accessUsableFor, decideNextAction, DEFAULT_POLICY, type PolicySettings, type TokenFacts } from './policy.js';
-import type { ServerTime } from '../time/servertime.js';
-import { signedGetToken } from './signflow.js';
-import type { StoreIdentity, TokenPair, TokenStore } from '../store/token-store.js';
-import { TrustedTime, type ClockStatus, type TrustedTimeOptions } from '../time/trusted-time.js';
+import type { StoreIdentity, TokenPair } from '../store/token-store.js';
+import { TrustedTime } from '../time/trusted-time.js';
 
 /** How long a background server time sample waits (see #sampleSoon). */
 export const BACKGROUND_SAMPLE_DELAY_MS = 1000;
-
-export interface TokenManagerOptions {
-  identity: Identity;
-  baseUrl: string;
-  accessKeyId: string;
-  store: TokenStore;
-  api: CloudClient;
-  serverTime: ServerTime;
-  clock: Clock;
-  checkTimeSync: TrustedTimeOptions['checkTimeSync'];
-  log: Logger;
-  policy?: PolicySettings;
-  backoff?: BackoffSettings;
-  /** Pace of saving again a pair the store refused (full or read-only disk). */
-  saveBackoff?: BackoffSettings;
-  /** Jitter of the refresh point and of the backoffs. */
-  random: Random;
-  /** Called on every change worth showing in status.json. */
-  onChange?: () => void;
-}
-
-/** An access token held now, with its expiry in wall-clock ms as the server sees it. */
-export interface HeldToken {
-  token: string;
-  expiresAt: number;
-}
-
-export interface TokenSnapshot {
-  accessExpiresAt: number | undefined;
-  refreshExpiresAt: number | undefined;
-  clock: ClockStatus;
-  lastError: { code: string; retry: string; message: string; fix: string | undefined } | undefined;
-  renewals: { signed: number; refreshed: number };
-  /** Failed renewals since start, by error code (the metrics, DESIGN §3.5). */
-  failures: Record<string, number>;
-  /** Whether the pair held is on disk; lastError says why not. */
-  store: { persisted: boolean; lastError: string | null };
-}
 
 /**
  * Holds the access token: loads it from the store, decides with the pure policy when to refresh or
@@ -64,10 +22,9 @@ export interface TokenSnapshot {
  * it (full or read-only disk); saving is retried until it succeeds.
  */
 export class TokenManager {
-  readonly #api: TokenManagerOptions['api'];
+  readonly #renewalDeps: RenewalDeps;
   readonly #failures: FailureRun;
   readonly #clock: TokenManagerOptions['clock'];
-  readonly #identity: TokenManagerOptions['identity'];
   readonly #log: TokenManagerOptions['log'];
   readonly #onChange: TokenManagerOptions['onChange'];
   readonly #random: TokenManagerOptions['random'];
@@ -88,10 +45,8 @@ export class TokenManager {
   #renewals = { signed: 0, refreshed: 0 };
 
   constructor(opts: TokenManagerOptions) {
-    this.#api = opts.api;
     this.#failures = new FailureRun(opts.backoff ?? TOKEN_BACKOFF, opts.random, opts.log);
     this.#clock = opts.clock;
-    this.#identity = opts.identity;
     this.#log = opts.log;
     this.#onChange = opts.onChange;
     this.#random = opts.random;
@@ -120,6 +75,7 @@ export class TokenManager {
       },
     });
     this.#lockDeps = { store: opts.store, clock: opts.clock, log: opts.log, stopped: () => this.#stopped };
+    this.#renewalDeps = { api: opts.api, time: this.#time, clock: opts.clock, log: opts.log, identity: opts.identity };
     this.#syncWithStore();
     this.#facts.jitter = opts.random() * 2 - 1;
   }
@@ -251,42 +207,27 @@ export class TokenManager {
   }
 
   async #refresh(): Promise<void> {
-    const pair = this.#pair;
-    if (!pair) return;
-    try {
-      const res = await this.#api.refreshToken(this.#identity, pair.refreshToken);
-      // Refresh works without trusted time; then the expiry is only a best guess on the local clock.
-      await this.#time.verdict();
-      const trusted = this.#time.now();
-      this.#pair = refreshedPair(pair, res, trusted ?? this.#clock.wallNow());
-      this.#renewals.refreshed++;
-      this.#succeeded('refreshed', trusted);
-    } catch (err) {
-      if (err instanceof CloudError && err.code === 'ERR_REFRESH_REFUSED') {
-        this.#log.warn({ code: err.serviceCode }, 'refresh token refused; signing again');
-        this.#facts.refreshFailed = true;
-        return;
-      }
-      throw err;
+    if (!this.#pair) return;
+    const renewed = await refresh(this.#renewalDeps, this.#pair);
+    if (renewed === 'refused') {
+      this.#facts.refreshFailed = true;
+      return;
     }
+    this.#renewals.refreshed++;
+    this.#succeeded('refreshed', renewed);
   }
 
   async #sign(): Promise<void> {
-    const res = await signedGetToken({ api: this.#api, time: this.#time, log: this.#log }, this.#identity);
-    await this.#time.verdict();
-    const trusted = this.#time.now();
-    this.#pair = signedPair(res, trusted ?? this.#clock.wallNow());
+    const renewed = await sign(this.#renewalDeps);
     this.#facts.refreshFailed = false;
     this.#facts.jitter = this.#random() * 2 - 1;
     this.#renewals.signed++;
-    this.#succeeded('signed', trusted);
+    this.#succeeded('signed', renewed);
   }
 
-  /**
-   * After #pair took the new token (it is used from now on, saved or not). `serverNow` is undefined
-   * when no trusted time was known: an untrusted clock must never become the floor.
-   */
-  #succeeded(what: string, serverNow: number | undefined): void {
+  /** The new pair is used from now on, saved or not; only a trusted server time may become the clock floor. */
+  #succeeded(what: string, { pair, serverNow }: Renewed): void {
+    this.#pair = pair;
     this.#facts.accessRejected = false;
     this.#facts.retryAtMono = undefined;
     this.#failures.succeeded();
