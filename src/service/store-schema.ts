@@ -99,6 +99,11 @@ export function openServiceDb(file: string): Database.Database {
   }
 }
 
+/** A token's values in the column order of the tokens table (id, hash, kind, access_key_id, identity_kind, identity_id, expires_at). */
+export function tokenRow(id: number, hash: string, r: TokenRecord): [number, string, TokenKind, string, Identity['kind'], string, number] {
+  return [id, hash, r.kind, r.accessKeyId, r.identity.kind, r.identity.id, r.expiresAt];
+}
+
 export function prepareStatements(db: Database.Database) {
   return {
     upsertAccount: db.prepare(

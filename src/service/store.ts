@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import type { Identity, RegisterDeviceRequest } from '../protocol/wire.js';
 import type { Seed } from './seed.js';
-import { openServiceDb, prepareStatements, type TokenRecord } from './store-schema.js';
+import { openServiceDb, prepareStatements, tokenRow, type TokenRecord } from './store-schema.js';
 
 const CHECKPOINT_MS = 1000;
 
@@ -194,9 +194,8 @@ export class ServiceStore {
   /** Call inside transaction(). */
   saveToken(hash: string, record: TokenRecord): void {
     this.#unique(hash);
-    const { kind, accessKeyId, identity, expiresAt } = record;
     const id = this.#nextTokenId++;
-    this.#stmt.saveToken.run(id, hash, kind, accessKeyId, identity.kind, identity.id, expiresAt);
+    this.#stmt.saveToken.run(...tokenRow(id, hash, record));
     this.#indexToken(hash, id);
   }
 
@@ -219,25 +218,9 @@ export class ServiceStore {
   saveTokenPair(accessHash: string, access: TokenRecord, refreshHash: string, refresh: TokenRecord): void {
     this.#unique(accessHash);
     this.#unique(refreshHash);
-    const [a, r] = [access, refresh];
     const accessId = this.#nextTokenId++;
     const refreshId = this.#nextTokenId++;
-    this.#stmt.saveTokenPair.run(
-      accessId,
-      accessHash,
-      a.kind,
-      a.accessKeyId,
-      a.identity.kind,
-      a.identity.id,
-      a.expiresAt,
-      refreshId,
-      refreshHash,
-      r.kind,
-      r.accessKeyId,
-      r.identity.kind,
-      r.identity.id,
-      r.expiresAt,
-    );
+    this.#stmt.saveTokenPair.run(...tokenRow(accessId, accessHash, access), ...tokenRow(refreshId, refreshHash, refresh));
     this.#indexToken(accessHash, accessId);
     this.#indexToken(refreshHash, refreshId);
   }
