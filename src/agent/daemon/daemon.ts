@@ -29,7 +29,7 @@ export interface DaemonOptions extends Omit<RuntimeOptions, 'log'> {
 /** The running agent: start() brings it up in the order of DESIGN §2, stop() takes it down cleanly. */
 export class Daemon {
   readonly #config: AgentConfig;
-  readonly #o: DaemonOptions;
+  readonly #options: DaemonOptions;
   readonly #log: Logger;
   readonly #notify: Notifier;
   readonly #abort = new AbortController();
@@ -54,7 +54,7 @@ export class Daemon {
 
   constructor(config: AgentConfig, opts: DaemonOptions) {
     this.#config = config;
-    this.#o = opts;
+    this.#options = opts;
     this.#log = opts.log;
     this.#notify = createNotifier(opts.env, opts.log, opts.clock);
     this.#identity = config.botId ? { kind: 'bot', id: config.botId } : { kind: 'vendor', id: config.vendorId ?? '' };
@@ -64,7 +64,7 @@ export class Daemon {
   async start(): Promise<void> {
     if (this.#stopping) return;
     if (!this.#alive) this.#keepAlive();
-    const rt = openRuntime(this.#config, this.#o);
+    const rt = openRuntime(this.#config, this.#options);
     this.#rt = rt;
     const claim = await claimInstance(rt.store);
     if (!claim.ok) {
@@ -93,8 +93,8 @@ export class Daemon {
     await this.#startLocalApi(this.#relay, rt);
     if (this.#stopping) return;
     const botId = await botIdFor(rt, {
-      ...(this.#o.board && { board: this.#o.board }),
-      random: this.#o.random,
+      ...(this.#options.board && { board: this.#options.board }),
+      random: this.#options.random,
       signal: this.#abort.signal,
       log: this.#log,
       onVendor: (vendorId) => {
@@ -194,7 +194,7 @@ export class Daemon {
   /** A ref'd timer, armed again each time it fires (every 24.8 days), until stop(). */
   #keepAlive(): void {
     if (this.#stopping) return;
-    this.#alive = this.#o.clock.setTimer(KEEPALIVE_MS, () => this.#keepAlive(), { ref: true });
+    this.#alive = this.#options.clock.setTimer(KEEPALIVE_MS, () => this.#keepAlive(), { ref: true });
   }
 
   #onTokenChange(): void {

@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events';
+import type WebSocket from 'ws';
 import { randomUUID } from 'node:crypto';
 import { fixOf, messageOf } from '../../protocol/errors.js';
 import { systemRandom, type Cancel, type Random } from '../time/clock.js';
@@ -30,7 +31,11 @@ const idle: Cancel = () => undefined;
  * ping/pong, and reconnects as decideLink says; tells what happens through LinkEvents.
  */
 export class LinkSupervisor extends EventEmitter<LinkEvents> {
-  readonly #o: LinkOptions;
+  /** Opens the cloud socket with the wanted parameters, presenting `token`. */
+  readonly #open: (token: string) => WebSocket;
+  readonly #clock: LinkOptions['clock'];
+  readonly #log: LinkOptions['log'];
+  readonly #tokens: LinkOptions['tokens'];
   readonly #s: LinkSettings;
   readonly #random: Random;
   readonly #choice: ConnChoice;
@@ -40,10 +45,7 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
   #attempt: Attempt | undefined;
   /** A socket being closed to reopen with new parameters. */
   #replacing: Promise<void> | undefined;
-  /**
-   * An app-caused reconnect waiting its turn: the open socket stays (the app may leave, or the next
-   * one want it) but carries nothing, and the link says `backoff` until the replacement is due.
-   */
+  /** An app-caused reconnect waiting its turn: the open socket stays (an app may still want it) but carries nothing. */
   #parked: { cancel: Cancel; dueAt: number; backoffBefore: BackoffState } | undefined;
   #cancelRetry: Cancel = idle;
   #abort: AbortController | undefined;
@@ -51,7 +53,10 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
 
   constructor(opts: LinkOptions) {
     super();
-    this.#o = opts;
+    this.#open = (token) => openCloudSocket(this.#choice.open(opts.wsUrl, opts.botId), token, opts.lookup);
+    this.#clock = opts.clock;
+    this.#log = opts.log;
+    this.#tokens = opts.tokens;
     this.#s = resolveLinkSettings(opts);
     this.#random = opts.random ?? systemRandom;
     this.#choice = new ConnChoice(opts.newSessionId ?? randomUUID);
@@ -138,7 +143,7 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
     this.#count(cause);
     this.#attempt = undefined;
     this.#setState({ state: 'connecting' });
-    this.#o.log.info({ cause }, 'reconnecting with the parameters an app asked for');
+    this.#log.info({ cause }, 'reconnecting with the parameters an app asked for');
     this.#replacing = attempt.retire('parameters changed').then(() => {
       this.#replacing = undefined;
       void this.#connect();
@@ -183,22 +188,22 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
     this.#abort = new AbortController();
     let token: string;
     try {
-      token = await this.#o.tokens.current({ minLeftMs: this.#s.tokenMarginMs, signal: this.#abort.signal });
+      token = await this.#tokens.current({ minLeftMs: this.#s.tokenMarginMs, signal: this.#abort.signal });
     } catch (err) {
       if (this.#stopped) return;
       this.#decide({ kind: 'no-token', message: messageOf(err), fix: fixOf(err) }, undefined);
       return;
     }
     if (this.#stopped) return;
-    let ws: ReturnType<typeof openCloudSocket>;
+    let ws: WebSocket;
     try {
-      ws = openCloudSocket(this.#choice.open(this.#o.wsUrl, this.#o.botId), token, this.#o.lookup);
+      ws = this.#open(token);
     } catch (err) {
       this.#decide({ kind: 'unopenable', message: messageOf(err) }, token);
       return;
     }
     const attempt: Attempt = new Attempt(ws, token, {
-      clock: this.#o.clock,
+      clock: this.#clock,
       timer: (ms, fn) => this.#timer(ms, fn),
       settings: this.#s,
       hooks: {
@@ -231,7 +236,7 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
 
   /** decideLink's answer for `ending`, its memory kept; the open socket's up-time counts toward a reset. */
   #decisionFor(ending: LinkEnding, upMs?: number, accepted = false): LinkDecision {
-    const facts = { ...this.#memory, now: this.#o.clock.monoNow(), accepted, ...(upMs !== undefined && { upMs }) };
+    const facts = { ...this.#memory, now: this.#clock.monoNow(), accepted, ...(upMs !== undefined && { upMs }) };
     const d = decideLink(ending, facts, this.#s, this.#random());
     this.#memory = d.memory;
     return d;
@@ -241,8 +246,8 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
   #decide(ending: LinkEnding, token: string | undefined, upMs?: number, accepted = false, counted = false): void {
     const d = this.#decisionFor(ending, upMs, accepted);
     if (counted) this.#count(d.cause);
-    if (d.invalidateToken) this.#o.tokens.invalidate(token);
-    if (d.sharedBotId) this.#o.log.error({ botId: this.#o.botId, displacements: d.displaced?.count, fix: d.fix }, d.reason);
+    if (d.invalidateToken) this.#tokens.invalidate(token);
+    if (d.sharedBotId) this.#log.error({ botId: this.#s.botId, displacements: d.displaced?.count, fix: d.fix }, d.reason);
     if (d.displaced) this.emit('displaced', d.displaced);
     this.#carryOut(d);
   }
@@ -250,7 +255,7 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
   #carryOut({ next, reason, fix }: LinkDecision): void {
     // Of a socket's endings only Unauthorized reconnects at once (decideLink), with the token invalidated.
     if (next.state === 'connecting') {
-      this.#o.log.warn(`link refused: ${reason}; renewing the token and reconnecting at once`);
+      this.#log.warn(`link refused: ${reason}; renewing the token and reconnecting at once`);
       this.#status.lastError = reason;
       delete this.#status.fix;
       void this.#connect();
@@ -265,7 +270,7 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
 
   /** The link's timers hold the process open, as the global timers they replace did; stop() cancels them all. */
   #timer(ms: number, fn: () => void): Cancel {
-    return this.#o.clock.setTimer(ms, fn, { ref: true });
+    return this.#clock.setTimer(ms, fn, { ref: true });
   }
 
   /**
@@ -278,12 +283,12 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
     const fix = 'fix' in patch ? patch.fix : this.#status.fix;
     const changed = state !== this.#status.state || lastError !== this.#status.lastError || fix !== this.#status.fix;
     if (!changed) return;
-    if (state !== this.#status.state) this.#status.since = this.#o.clock.wallNow();
+    if (state !== this.#status.state) this.#status.since = this.#clock.wallNow();
     this.#status.state = state;
     this.#status.lastError = lastError;
     if (fix === undefined) delete this.#status.fix;
     else this.#status.fix = fix;
-    this.#o.log[quiet ? 'debug' : 'info'](
+    this.#log[quiet ? 'debug' : 'info'](
       { state, reconnects: this.#status.reconnects, ...(lastError && { reason: lastError }), ...(fix && { fix }) },
       `link ${state}`,
     );
