@@ -2,8 +2,8 @@
 # Prints the folder of a fresh Debian root for the package test's install matrix, building it with
 # mmdebstrap when the cache has none from today:
 #   scripts/package/test-root.sh SUITE ARCH      e.g. bookworm amd64, trixie arm64 (through binfmt_misc)
-#   scripts/package/test-root.sh --all           every root of the matrix, one after the other (.ci/run
-#                                                builds them in the background while the long suites run)
+#   scripts/package/test-root.sh --all           every root of the matrix (.ci/run builds them in the
+#                                                background while the long suites run)
 # The roots are cached under /var/cache/botlink-test-roots (BOTLINK_TEST_ROOTS overrides it), one per
 # suite, architecture and UTC date: a day's runs share one, the next day's first run builds it anew
 # (and removes the older ones of that suite and architecture). The tests never write into a root:
@@ -20,13 +20,18 @@ die() {
   exit 1
 }
 if [ "${1:-}" = --all ]; then
-  # The matrix of test/package/matrix.test.ts.
-  rc=0
-  for target in "bookworm amd64" "trixie amd64" "forky amd64" "trixie arm64"; do
+  # The matrix of test/package/matrix.test.ts: the emulated arm64 root (the slowest: every maintainer
+  # script runs under QEMU) beside the three amd64 ones, built one after the other.
+  one() {
+    local t
     t=$(date +%s)
-    # shellcheck disable=SC2086
-    if bash "${BASH_SOURCE[0]}" $target >/dev/null; then echo "test-root: $target ready ($(($(date +%s) - t)) s)"; else rc=1; fi
-  done
+    if bash "${BASH_SOURCE[0]}" "$1" "$2" >/dev/null; then echo "test-root: $1 $2 ready ($(($(date +%s) - t)) s)"; else return 1; fi
+  }
+  one trixie arm64 &
+  arm=$!
+  rc=0
+  for suite in bookworm trixie forky; do one "$suite" amd64 || rc=1; done
+  wait "$arm" || rc=1
   exit $rc
 fi
 [ $# = 2 ] || die "usage: scripts/package/test-root.sh SUITE ARCH | --all"
