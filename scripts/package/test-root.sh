@@ -39,7 +39,9 @@ suite=$1
 arch=$2
 case $suite in bookworm | trixie | forky) ;; *) die "unknown suite '$suite': bookworm, trixie or forky" ;; esac
 case $arch in amd64 | arm64) ;; *) die "unknown architecture '$arch': amd64 or arm64" ;; esac
-command -v mmdebstrap >/dev/null || die "mmdebstrap not found: run scripts/package/tools.sh (as root) or scripts/test-tools.sh"
+for tool in mmdebstrap arch-test; do
+  command -v "$tool" >/dev/null || die "$tool not found: run scripts/package/tools.sh (as root), which installs the package test's tools"
+done
 [ "$(id -u)" = 0 ] || die "building a root needs root"
 
 cache=${BOTLINK_TEST_ROOTS:-/var/cache/botlink-test-roots}
