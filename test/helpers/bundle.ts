@@ -1,8 +1,10 @@
 import { build } from 'esbuild';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { buildBundle, scriptOptions } from '../../scripts/build.mjs';
+import { appFileOf, BUNDLE, buildBundle, scriptOptions } from '../../scripts/build.mjs';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -12,11 +14,10 @@ export interface Bundle {
   dispose(): void;
 }
 
-/** Builds `name` into a fresh folder of node_modules/.cache, so the bundle's bare imports resolve; no folder is left on failure. */
-async function intoCache(prefix: string, name: string, write: (file: string) => Promise<unknown>): Promise<Bundle> {
-  const cache = join(root, 'node_modules', '.cache');
-  mkdirSync(cache, { recursive: true });
-  const dir = mkdtempSync(join(cache, prefix));
+/** Builds `name` into a fresh folder below `parent`, so the bundle's bare imports resolve; no folder is left on failure. */
+async function into(parent: string, prefix: string, name: string, write: (file: string) => Promise<unknown>): Promise<Bundle> {
+  mkdirSync(parent, { recursive: true });
+  const dir = mkdtempSync(join(parent, prefix));
   const file = join(dir, name);
   try {
     await write(file);
@@ -27,14 +28,81 @@ async function intoCache(prefix: string, name: string, write: (file: string) => 
   return { file, dispose: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-/** scripts/build.mjs's bundle, built privately: dist/botlink.mjs is rewritten in place by every other test run in this checkout. */
-export function privateDaemonBundle(prefix: string): Promise<Bundle> {
-  return intoCache(prefix, 'botlink.mjs', (file) => buildBundle(file));
+/** The checkout's node_modules/.cache: bundles there resolve their packages from the checkout. */
+const cacheDir = (): string => join(root, 'node_modules', '.cache');
+
+let shared: string | undefined;
+/**
+ * A folder every uid may read, for what a test runs as another user (setpriv): in the system's temp
+ * folder, because the checkout may sit below a folder only its owner can enter (`/root/botlink`, or
+ * any `mktemp -d`). It holds the checkout's production packages (package.json's dependencies and
+ * theirs, hard-linked when the file system allows, else copied) so that a bundle below it resolves its
+ * bare imports; one per test process, removed when the process exits.
+ */
+export function otherUsersDir(): string {
+  if (shared !== undefined) return shared;
+  const dir = mkdtempSync(join(tmpdir(), 'botlink-other-uid-'));
+  process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+  chmodSync(dir, 0o755);
+  const modules = join(root, 'node_modules');
+  mkdirSync(join(dir, 'node_modules'), { mode: 0o755 });
+  const seen = new Set<string>();
+  const visit = (name: string): void => {
+    if (seen.has(name) || !existsSync(join(modules, name, 'package.json'))) return;
+    seen.add(name);
+    const manifest = JSON.parse(readFileSync(join(modules, name, 'package.json'), 'utf8')) as {
+      dependencies?: Record<string, string>;
+      optionalDependencies?: Record<string, string>;
+    };
+    for (const dep of Object.keys({ ...manifest.dependencies, ...manifest.optionalDependencies })) visit(dep);
+  };
+  const own = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
+  for (const name of Object.keys(own.dependencies ?? {})) visit(name);
+  for (const name of seen) {
+    const to = join(dir, 'node_modules', name);
+    mkdirSync(join(to, '..'), { recursive: true, mode: 0o755 });
+    try {
+      execFileSync('cp', ['-al', join(modules, name), to], { stdio: 'pipe' });
+    } catch {
+      rmSync(to, { recursive: true, force: true });
+      execFileSync('cp', ['-a', join(modules, name), to], { stdio: 'pipe' });
+    }
+  }
+  shared = dir;
+  return dir;
 }
 
-/** A child process's module given as TypeScript text, importing from the repo root (`./src/…`), its packages left external. */
-export function bundleChild(source: string, sourcefile: string, prefix: string): Promise<Bundle> {
-  return intoCache(prefix, 'child.mjs', (file) =>
-    build({ ...scriptOptions(), stdin: { contents: source, resolveDir: root, loader: 'ts', sourcefile }, outfile: file }),
-  );
+/** scripts/build.mjs's bundle, built privately: dist/botlink.mjs is rewritten in place by every other test run in this checkout. */
+export function privateDaemonBundle(prefix: string): Promise<Bundle> {
+  return into(cacheDir(), prefix, 'botlink.mjs', (file) => buildBundle(file));
+}
+
+let daemonCopy: string | undefined;
+/**
+ * dist/botlink.mjs and its application bundle (which the tests' global setup builds), copied once per
+ * process where another uid can run them (otherUsersDir); the path of the copy's botlink.mjs.
+ */
+export function daemonBundleForOtherUsers(): string {
+  if (daemonCopy !== undefined) return daemonCopy;
+  const dir = mkdtempSync(join(otherUsersDir(), 'dist-'));
+  chmodSync(dir, 0o755);
+  const file = join(dir, 'botlink.mjs');
+  copyFileSync(BUNDLE, file);
+  copyFileSync(appFileOf(BUNDLE), appFileOf(file));
+  chmodSync(file, 0o755);
+  chmodSync(appFileOf(file), 0o644);
+  daemonCopy = file;
+  return file;
+}
+
+/**
+ * A child process's module given as TypeScript text, importing from the repo root (`./src/…`), its
+ * packages left external. `forOtherUsers`: built into otherUsersDir, for a child another uid runs.
+ */
+export function bundleChild(source: string, sourcefile: string, prefix: string, opts: { forOtherUsers?: boolean } = {}): Promise<Bundle> {
+  const parent = opts.forOtherUsers ? otherUsersDir() : cacheDir();
+  return into(parent, prefix, 'child.mjs', async (file) => {
+    await build({ ...scriptOptions(), stdin: { contents: source, resolveDir: root, loader: 'ts', sourcefile }, outfile: file });
+    if (opts.forOtherUsers) chmodSync(join(file, '..'), 0o755);
+  });
 }

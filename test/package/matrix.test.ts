@@ -1,0 +1,346 @@
+import { copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
+import { join, relative } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createReferenceService } from '../../src/service/server.js';
+import { DAEMON_SECRET } from '../helpers/daemon-proc.js';
+import { DAEMON_SEED } from '../helpers/harness.js';
+import { type Arch, debFile, exec, HEADERS_VERSION, NODE_VERSION, ROOT, RUNTIME_NODE, ScratchRoot, VERSION } from './deb.js';
+
+// The install matrix (DESIGN §3.6): the built packages installed with apt into fresh Debian roots
+// (scripts/package/test-root.sh: mmdebstrap, cached per suite, architecture and day), each root under
+// an overlay (ScratchRoot) so every run starts from the root as built. The arm64 root runs through
+// qemu-user-static registered with binfmt_misc (scripts/package/tools.sh does that).
+
+// The tests run concurrently (each mostly waits on a root), so what they leave is undone after the
+// file, not after each test as useHarness does.
+const leftovers: (() => unknown)[] = [];
+const cleanups = { push: (fn: () => unknown): void => void leftovers.push(fn) };
+afterAll(async () => {
+  for (const fn of leftovers.reverse()) await fn();
+});
+
+interface Target {
+  suite: 'bookworm' | 'trixie' | 'forky';
+  arch: Arch;
+  /** The major of the distribution's nodejs in the root (test-root.sh installs it there), or none. */
+  distroNode: string | undefined;
+}
+const TARGETS: Target[] = [
+  { suite: 'bookworm', arch: 'amd64', distroNode: '18' },
+  { suite: 'trixie', arch: 'amd64', distroNode: '20' },
+  { suite: 'forky', arch: 'amd64', distroNode: undefined },
+  { suite: 'trixie', arch: 'arm64', distroNode: '20' },
+];
+
+/**
+ * The release an upgrade starts from and the commit that built it (its own recipe rebuilds it:
+ * scripts/package/baseline.sh), from baseline.txt, which .ci/run reads too to build it ahead.
+ */
+const [baselineVersion = '', baselineCommit = ''] = readFileSync(join(ROOT, 'test/package/baseline.txt'), 'utf8').trim().split(/\s+/);
+const BASELINE = { version: baselineVersion, commit: baselineCommit };
+
+/** Building a root cold takes minutes (the arm64 one, emulated, the longest); a cached one, none. */
+const ROOT_TIMEOUT_MS = 1_200_000;
+/** What one root's steps may take, emulated ones included. */
+const STEPS_TIMEOUT_MS = 600_000;
+
+/** The cached root of `suite` and `arch`, built when the cache has none from today. */
+async function debianRoot(suite: string, arch: Arch): Promise<string> {
+  const started = performance.now();
+  const r = await exec('bash', [join(ROOT, 'scripts/package/test-root.sh'), suite, arch], { timeoutMs: ROOT_TIMEOUT_MS });
+  expect(r.code, r.stderr).toBe(0);
+  console.log(`root ${suite} ${arch}: ${((performance.now() - started) / 1000).toFixed(0)} s ${r.stderr.trim()}`);
+  return r.stdout.trim();
+}
+
+/** Why this machine cannot run an arm64 root, or undefined when it can (natively, or through binfmt_misc). */
+function arm64Refusal(): string | undefined {
+  if (process.arch === 'arm64') return undefined;
+  if (!existsSync('/proc/sys/fs/binfmt_misc/register')) {
+    return 'this kernel offers no binfmt_misc (not mounted, and mounting it is refused here), so no foreign root can run; test/package/arm64.test.ts runs the arm64 files with qemu-aarch64-static instead';
+  }
+  if (!existsSync('/proc/sys/fs/binfmt_misc/qemu-aarch64')) {
+    throw new Error(
+      'qemu-aarch64 is not registered with binfmt_misc: run scripts/package/tools.sh as root (it installs qemu-user-static and registers it)',
+    );
+  }
+  return undefined;
+}
+
+/** A root of `target` under a fresh overlay, holding this checkout's two packages in /tmp. */
+async function rootWithPackages(target: Target): Promise<ScratchRoot> {
+  const root = new ScratchRoot(await debianRoot(target.suite, target.arch));
+  cleanups.push(() => root.remove());
+  mkdirSync(join(root.upper, 'tmp'), { recursive: true });
+  copyFileSync(debFile(target.arch), join(root.upper, 'tmp/botlink.deb'));
+  copyFileSync(debFile(target.arch, 'botlink-node'), join(root.upper, 'tmp/botlink-node.deb'));
+  return root;
+}
+
+/** A TCP port free on this machine now (the roots share its network). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** Sections of a script's output, each started by a line `@@name`. */
+function sections(out: string): Record<string, string> {
+  const found: Record<string, string> = {};
+  for (const part of out.split(/^@@/m).slice(1)) {
+    const nl = part.indexOf('\n');
+    found[part.slice(0, nl).trim()] = part.slice(nl + 1).trim();
+  }
+  return found;
+}
+
+/** Every path below `dir`, relative to it (directories too), sorted. */
+function tree(dir: string): string[] {
+  const out: string[] = [];
+  const walk = (d: string): void => {
+    for (const name of readdirSync(d)) {
+      const p = join(d, name);
+      out.push(relative(dir, p));
+      if (lstatSync(p).isDirectory()) walk(p);
+    }
+  };
+  walk(dir);
+  return out.sort();
+}
+
+// Shell helpers for the scripts below: apt without questions, and a wait for the agent's status.
+const SH_HELPERS = `
+export DEBIAN_FRONTEND=noninteractive
+apt() { apt-get -y -q -o Dpkg::Use-Pty=0 "$@"; }
+# Waits for "state": "connected" in /run/botlink/status.json while process $1 lives.
+connected() {
+  n=0
+  until grep -q '"state": "connected"' /run/botlink/status.json 2>/dev/null; do
+    n=$((n + 1))
+    if [ $n -gt 1200 ] || ! kill -0 $1 2>/dev/null; then
+      echo "not connected after $n tries"; cat /tmp/run.stderr /var/log/botlink/botlink.log 2>/dev/null; exit 1
+    fi
+    sleep 0.1
+  done
+}
+`;
+
+describe('the install matrix: apt install of botlink and botlink-node in fresh Debian roots', () => {
+  it.concurrent.each(TARGETS.map((t) => [`${t.suite} ${t.arch}`, t] as const))(
+    '%s: apt install, --version, serve + run → connected, status, token, chat, reinstall, remove, purge',
+    async (_name, target) => {
+      if (target.arch === 'arm64') {
+        const refusal = arm64Refusal();
+        if (refusal !== undefined) {
+          console.log(`install matrix, ${target.suite} arm64: not run in a root: ${refusal}`);
+          return;
+        }
+      }
+      const started = performance.now();
+      const root = await rootWithPackages(target);
+      const port = await freePort();
+      const config = {
+        ...JSON.parse(readFileSync(join(ROOT, 'systemd/config.example.json'), 'utf8')),
+        baseUrl: `http://127.0.0.1:${port}`,
+        accessKeyId: 'AK',
+        botId: 'bot-1',
+      };
+      delete config.vendorId;
+      const r = await root.sh(
+        `${SH_HELPERS}
+        cd /tmp
+        distro_node_before=$(/usr/bin/node --version 2>/dev/null || echo none)
+        apt install ./botlink-node.deb ./botlink.deb >/tmp/apt.log 2>&1 || { cat /tmp/apt.log; exit 1; }
+        echo @@installed; grep 'newly installed' /tmp/apt.log
+        echo @@distro-node; echo "$distro_node_before $(/usr/bin/node --version 2>/dev/null || echo none)"
+        echo @@version; botlink --version
+        echo @@runtime; ${RUNTIME_NODE} --version
+        # The reference service (its default seed: AK/SK, vendor V1, bot-1), from the package too.
+        botlink serve --port ${port} >/tmp/serve.log 2>&1 &
+        serve=$!
+        echo '${JSON.stringify(config)}' > /etc/botlink/config.json
+        (umask 077 && printf SK > /etc/botlink/secret-key)
+        cp /etc/botlink/config.json /tmp/config.saved
+        botlink run 2>/tmp/run.stderr &
+        pid=$!
+        connected $pid
+        echo @@exe; readlink /proc/$pid/exe
+        echo @@cmdline; tr '\\0' ' ' </proc/$pid/cmdline; echo
+        echo @@status; botlink status --json
+        echo @@token; botlink token | wc -c
+        echo @@chat; botlink chat --json hello
+        kill -TERM $pid; rc=0; wait $pid || rc=$?
+        echo @@stop; echo "exit $rc"
+        kill -TERM $serve; wait $serve || true
+        apt install --reinstall ./botlink.deb >/tmp/apt.log 2>&1 || { cat /tmp/apt.log; exit 1; }
+        echo @@reinstall; cmp /etc/botlink/config.json /tmp/config.saved && echo 'config kept'
+        apt remove botlink >/tmp/apt.log 2>&1 || { cat /tmp/apt.log; exit 1; }
+        echo @@remove; test -f /etc/botlink/config.json && test ! -e /usr/bin/botlink && echo 'config kept, program gone'
+        apt purge botlink botlink-node >/tmp/apt.log 2>&1 || { cat /tmp/apt.log; exit 1; }
+        echo @@purge; dpkg-query -W botlink botlink-node 2>&1 | grep -c 'no packages found'; getent group botlink | cut -d: -f1
+        echo @@distro-node-after; /usr/bin/node --version 2>/dev/null || echo none
+        rm -f /tmp/apt.log /tmp/config.saved /tmp/serve.log /tmp/run.stderr /tmp/botlink.deb /tmp/botlink-node.deb`,
+        STEPS_TIMEOUT_MS,
+      );
+      expect(r.code, r.stdout + r.stderr).toBe(0);
+      const s = sections(r.stdout);
+      // The distribution's nodejs (18 on bookworm, 20 on trixie, none on forky) is neither needed nor touched.
+      const distro = s['distro-node']?.split(' ') ?? [];
+      if (target.distroNode === undefined) expect(distro).toEqual(['none', 'none']);
+      else expect(distro[0]).toMatch(new RegExp(`^v${target.distroNode}\\.`));
+      expect(distro[1]).toBe(distro[0]);
+      expect(s['distro-node-after']).toBe(distro[0]);
+      // The two packages and nothing else: their other dependencies are on every Debian system.
+      expect(s.installed).toMatch(/^0 upgraded, 2 newly installed, 0 to remove/);
+      expect(s.version).toBe(VERSION);
+      expect(s.runtime).toBe(`v${NODE_VERSION}`);
+      // The agent runs on botlink-node's node (under binfmt_misc the process is QEMU running it).
+      if (target.arch === 'amd64') expect(s.exe).toBe(RUNTIME_NODE);
+      else expect(s.cmdline).toContain(`${RUNTIME_NODE} /usr/lib/botlink/dist/botlink.mjs run`);
+      expect(JSON.parse(s.status ?? '')).toMatchObject({
+        daemon: { running: true },
+        link: { state: 'connected' },
+        identity: { id: 'bot-1' },
+      });
+      expect(Number(s.token)).toBeGreaterThan(10);
+      expect(s.chat).not.toBe('');
+      expect(s.stop).toBe('exit 0');
+      expect(s.reinstall).toBe('config kept');
+      expect(s.remove).toBe('config kept, program gone');
+      expect(s.purge?.split('\n')).toEqual(['2', 'botlink']);
+
+      // After the purge nothing of botlink is left in the root but its group (README: "Remove"):
+      // what the overlay holds now is apt's and dpkg's bookkeeping, /etc/group and the like, and
+      // /run, a tmpfs on a real system.
+      const left = tree(root.upper).filter((p) => /botlink/i.test(p) && !p.startsWith('run/'));
+      expect(left).toEqual([]);
+      for (const file of ['etc/group', 'etc/gshadow']) {
+        const lines = readFileSync(join(root.upper, file), 'utf8').split('\n');
+        expect(lines.filter((l) => l.startsWith('botlink:')).length, file).toBe(1);
+      }
+      console.log(`install matrix, ${target.suite} ${target.arch}: passed in ${((performance.now() - started) / 1000).toFixed(0)} s`);
+    },
+    ROOT_TIMEOUT_MS + STEPS_TIMEOUT_MS,
+  );
+});
+
+describe('the trixie root', () => {
+  it.concurrent(
+    "trixie's lintian finds no error in either package of either architecture, and every warning is explained in the README",
+    async () => {
+      const root = new ScratchRoot(await debianRoot('trixie', 'amd64'));
+      cleanups.push(() => root.remove());
+      mkdirSync(join(root.upper, 'tmp/debs'), { recursive: true });
+      const names: string[] = [];
+      for (const arch of ['amd64', 'arm64'] as const) {
+        for (const pkg of ['botlink', 'botlink-node'] as const) {
+          const file = debFile(arch, pkg);
+          names.push(file.split('/').at(-1) ?? file);
+          copyFileSync(file, join(root.upper, 'tmp/debs', names.at(-1) ?? ''));
+        }
+      }
+      const r = await root.sh(
+        // One call for the four: lintian checks them side by side (botlink-node's 120 MB binary takes minutes).
+        `echo "lintian $(dpkg-query -W -f '\${Version}' lintian)"; cd /tmp/debs; lintian --no-cfg --display-info ${names.join(' ')} || echo "lintian exit $?"`,
+        STEPS_TIMEOUT_MS + 300_000,
+      );
+      expect(r.code, r.stdout + r.stderr).toBe(0);
+      console.log(r.stdout.trim());
+      expect(r.stdout).toMatch(/^lintian 2\.(1[2-9]\d|[2-9]\d\d)/);
+      expect(r.stdout).not.toMatch(/^lintian exit/m);
+      const tags = [...r.stdout.matchAll(/^([EWI]): botlink[^:]*: (\S+)/gm)].map(([, level, tag]) => ({ level, tag }));
+      expect(tags.filter((t) => t.level === 'E')).toEqual([]);
+      const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+      for (const { tag } of tags.filter((t) => t.level === 'W'))
+        expect(readme, `lintian warning ${tag} is not explained in README.md`).toContain(tag);
+    },
+    ROOT_TIMEOUT_MS + STEPS_TIMEOUT_MS + 300_000,
+  );
+
+  it.concurrent(
+    `an upgrade from ${BASELINE.version} keeps the botId, the token cache, the config and the modes the operator chose, and reconnects without signing again`,
+    async () => {
+      const built = await exec('bash', [join(ROOT, 'scripts/package/baseline.sh'), BASELINE.commit, 'amd64'], {
+        timeoutMs: ROOT_TIMEOUT_MS,
+      });
+      expect(built.code, built.stderr).toBe(0);
+      const root = await rootWithPackages({ suite: 'trixie', arch: 'amd64', distroNode: '20' });
+      copyFileSync(built.stdout.trim(), join(root.upper, 'tmp/botlink-old.deb'));
+      const svc = await createReferenceService({ seed: DAEMON_SEED });
+      cleanups.push(() => svc.close());
+      const config = {
+        ...JSON.parse(readFileSync(join(ROOT, 'systemd/config.example.json'), 'utf8')),
+        baseUrl: svc.url,
+        accessKeyId: 'AK',
+        botId: 'bot-1',
+      };
+      delete config.vendorId;
+      const r = await root.sh(
+        `${SH_HELPERS}
+        cd /tmp
+        apt install ./botlink-old.deb >/tmp/apt.log 2>&1 || { cat /tmp/apt.log; exit 1; }
+        echo @@old; botlink --version; dpkg-query -W -f '\${Depends}\\n' botlink
+        echo '${JSON.stringify(config)}' > /etc/botlink/config.json
+        (umask 077 && echo '${DAEMON_SECRET}' > /etc/botlink/secret-key)
+        # The operator's choices: only root and the botlink group may enter /etc/botlink, and the
+        # secret is read-only even for root (postinst made /etc/botlink 0755 root:root).
+        chmod 0750 /etc/botlink && chgrp botlink /etc/botlink
+        chmod 0400 /etc/botlink/secret-key
+        cp /etc/botlink/config.json /tmp/config.saved
+        botlink run 2>/tmp/run.stderr &
+        pid=$!
+        connected $pid
+        echo @@old-exe; readlink /proc/$pid/exe
+        kill -TERM $pid; wait $pid
+        echo @@before; stat -c '%n %a %U:%G' /etc/botlink /etc/botlink/secret-key /etc/botlink/config.json /var/lib/botlink/botlink.db
+        apt install ./botlink-node.deb ./botlink.deb >/tmp/apt.log 2>&1 || { cat /tmp/apt.log; exit 1; }
+        echo @@upgrade; grep -c 'readable by every user' /tmp/apt.log || true
+        echo @@after; stat -c '%n %a %U:%G' /etc/botlink /etc/botlink/secret-key /etc/botlink/config.json /var/lib/botlink/botlink.db
+        echo @@config; cmp /etc/botlink/config.json /tmp/config.saved && echo kept
+        echo @@new; botlink --version
+        rm -f /run/botlink/status.json
+        botlink run 2>/tmp/run.stderr &
+        pid=$!
+        connected $pid
+        echo @@new-exe; readlink /proc/$pid/exe
+        echo @@status; botlink status --json
+        kill -TERM $pid; wait $pid
+        # Readable by everyone: postinst says so, and the upgrade still succeeds.
+        chmod 0644 /etc/botlink/secret-key
+        apt install --reinstall ./botlink.deb >/tmp/apt.log 2>&1 || { cat /tmp/apt.log; exit 1; }
+        echo @@warned; grep 'readable by every user' /tmp/apt.log; stat -c '%a' /etc/botlink/secret-key`,
+        STEPS_TIMEOUT_MS,
+      );
+      expect(r.code, r.stdout + r.stderr).toBe(0);
+      const s = sections(r.stdout);
+      expect(s.old?.split('\n')[0]).toBe(BASELINE.version);
+      expect(s.old).toContain('nodejs (>= 20.18)');
+      expect(s['old-exe']).toMatch(/^\/usr\/bin\/node/);
+      expect(s.before).toBe(
+        [
+          '/etc/botlink 750 root:botlink',
+          '/etc/botlink/secret-key 400 root:root',
+          '/etc/botlink/config.json 600 root:root',
+          '/var/lib/botlink/botlink.db 600 root:root',
+        ].join('\n'),
+      );
+      expect(s.after).toBe(s.before);
+      expect(s.upgrade).toBe('0');
+      expect(s.config).toBe('kept');
+      expect(s.new).toBe(VERSION);
+      expect(s['new-exe']).toBe(RUNTIME_NODE);
+      expect(JSON.parse(s.status ?? '')).toMatchObject({ link: { state: 'connected' }, identity: { id: 'bot-1' } });
+      // One getToken in all: the new agent reconnected on the token the old one cached.
+      expect(svc.stats.getToken.ok).toBe(1);
+      expect(s.warned).toBe('botlink: warning: /etc/botlink/secret-key is readable by every user: chmod 0600 /etc/botlink/secret-key\n644');
+      expect(HEADERS_VERSION).toMatch(/^24\./);
+    },
+    ROOT_TIMEOUT_MS + STEPS_TIMEOUT_MS,
+  );
+});
