@@ -14,7 +14,7 @@ type Json = Record<string, unknown> & { content?: Record<string, unknown> };
 const parse = (f: Frame): Json => JSON.parse(f.data.toString('utf8')) as Json;
 const isBotlink = (f: Frame): boolean => !f.isBinary && parse(f)['contentType'] === 'BOTLINK';
 const eventType = (f: Frame): unknown => (f.isBinary ? undefined : parse(f).content?.['eventType']);
-const stateOf = (f: Frame): unknown => (isBotlink(f) ? (parse(f).content?.['eventData'] as Json)['state'] : undefined);
+const stateOf = (f: Frame): unknown => (isBotlink(f) ? (parse(f).content?.['eventData'] as Json | undefined)?.['state'] : undefined);
 
 /** Every frame until (and with) the one `stop` picks. */
 async function until(peer: App, stop: (f: Frame) => boolean): Promise<Frame[]> {
@@ -116,7 +116,7 @@ describe('observers beside the app', () => {
     await app.closed;
     const round = await until(watcher, (f) => eventType(f) === 'COMPLETE');
     const start = round.find((f) => eventType(f) === 'CALL_AGENT_START_EVENT')!;
-    expect((parse(start).content?.['eventData'] as Json)['input']).toBe('from the app');
+    expect((parse(start).content?.['eventData'] as Json | undefined)?.['input']).toBe('from the app');
     expect(rig.relay.counters).toMatchObject({ attached: false, observers: 1 });
     expect(rig.relay.counters.dropped).toBeGreaterThan(0);
   });
