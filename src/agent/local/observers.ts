@@ -62,8 +62,9 @@ export class Observers {
     this.#traffic.attaches++;
     // Per connection at debug: a screen reconnecting in a loop must not fill the disk.
     this.#log.debug({ audio, observers: this.#peers.size }, 'observer attached');
-    peer.sendState(state, true);
+    // status.json first: whoever the first frame tells of the attach finds it counted there.
     this.#onChange();
+    peer.sendState(state, true);
   }
 
   state(data: LinkStateData): void {
