@@ -4,7 +4,7 @@ import { DEFAULT_CONFIG_FILE } from '../agent/config/config.js';
 import { systemClock } from '../agent/time/clock.js';
 import { messageOf } from '../protocol/errors.js';
 import type { Turn } from '../protocol/round-reader.js';
-import { loadCommandConfig, timeoutFlag } from './common.js';
+import { localSocketFor, timeoutFlag } from './common.js';
 import { Exit, UsageError } from './exit.js';
 import { failureLines, formatDuration } from './format.js';
 import { DAEMON_FIX, type LinkStateData, RelayClient, RelayRefused, RoundEnded, type RoundResult, RoundLost } from './relay-client.js';
@@ -53,18 +53,8 @@ export async function chat(argv: string[]): Promise<number> {
   const audio = audioFile === undefined ? undefined : loadVoice(audioFile);
   if (typeof audio === 'number') return audio;
   const timeoutS = timeoutFlag(values.timeout, DEFAULT_TIMEOUT_S + (audio?.seconds ?? 0), USAGE);
-  const socketPath = values.socket ?? configuredSocket(values.config);
+  const socketPath = localSocketFor('botlink chat', values);
   if (typeof socketPath === 'number') return socketPath;
-  if (socketPath === null) {
-    process.stderr.write(
-      failureLines(
-        'botlink chat',
-        'the local API is turned off (localSocket is "")',
-        'remove localSocket from the config, or set it to a path, and restart the daemon',
-      ),
-    );
-    return Exit.CONFIG;
-  }
   const json = values.json === true;
   const saveTo = values['save-reply'];
 
@@ -208,12 +198,6 @@ class ChatTimeout extends Error {
 
 function describeState(s: LinkStateData): string {
   return s.retryInMs === undefined ? s.state : `${s.state}, retry in ${formatDuration(s.retryInMs)}`;
-}
-
-/** The config's localSocket (null: turned off), or the exit code of a bad config. */
-function configuredSocket(file: string | undefined): string | null | number {
-  const config = loadCommandConfig(file);
-  return typeof config === 'number' ? config : config.localSocket;
 }
 
 function parse(argv: string[]) {

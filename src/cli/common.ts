@@ -3,7 +3,7 @@ import { ConfigError, loadConfig, type AgentConfig } from '../agent/config/confi
 import { SecretFileError } from '../agent/config/secret.js';
 import { BotlinkError, messageOf } from '../protocol/errors.js';
 import { Exit, UsageError } from './exit.js';
-import { formatFailure } from './format.js';
+import { failureLines, formatFailure } from './format.js';
 
 /** parseArgs with strict options; mistakes become UsageError (exit 64). */
 export function parseFlags<T extends NonNullable<ParseArgsConfig['options']>>(argv: string[], options: T, usage: string) {
@@ -59,4 +59,23 @@ export function configAndJson(argv: string[], usage: string): { config: AgentCon
   const config = loadCommandConfig(values.config);
   if (typeof config === 'number') return config;
   return { config, json: values.json === true };
+}
+
+/**
+ * The local API's socket for a client command: --socket as given (no config read, so an app's user
+ * can run it), else the config's localSocket; or the exit code of a bad config or a turned-off API.
+ */
+export function localSocketFor(command: string, flags: { config?: string | undefined; socket?: string | undefined }): string | number {
+  if (flags.socket !== undefined) return flags.socket;
+  const config = loadCommandConfig(flags.config);
+  if (typeof config === 'number') return config;
+  if (config.localSocket !== null) return config.localSocket;
+  process.stderr.write(
+    failureLines(
+      command,
+      'the local API is turned off (localSocket is "")',
+      'remove localSocket from the config, or set it to a path, and restart the daemon',
+    ),
+  );
+  return Exit.CONFIG;
 }

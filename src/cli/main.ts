@@ -14,6 +14,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   demo: async () => (await import('./demo.js')).demo,
   chat: async () => (await import('./chat.js')).chat,
   logs: async () => (await import('./logs.js')).logs,
+  watch: async () => (await import('./watch.js')).watch,
   // Hidden: the demo's app, a separate process attached to the relay.
   'demo-app': async () => (await import('./demo-app.js')).demoApp,
 };
@@ -30,6 +31,7 @@ commands:
   demo       reference service and agent on loopback
   chat       one conversation round through the running daemon (TEXT, or --audio FILE)
   logs       the daemon's log in words, rotated files included; -f follows
+  watch      the live conversation through the running daemon, read-only
 
 botlink <command> --help for its options; botlink --version`;
 

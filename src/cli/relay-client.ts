@@ -107,11 +107,11 @@ export class RelayClient extends EventEmitter<{ state: [LinkStateData]; frame: [
     });
   }
 
-  /** Attaches to the relay at `socketPath`; rejects with RelayRefused naming the socket and the fix. */
-  static connect(socketPath: string): Promise<RelayClient> {
+  /** Attaches to the relay at `socketPath` (or observes it on OBSERVE_PATH); rejects with RelayRefused naming the socket and the fix. */
+  static connect(socketPath: string, urlPath: string = VOICE_CHAT_PATH): Promise<RelayClient> {
     const path = resolve(socketPath);
     return new Promise((done, fail) => {
-      const ws = new WebSocket(`ws+unix://${path}:${VOICE_CHAT_PATH}`);
+      const ws = new WebSocket(`ws+unix://${path}:${urlPath}`);
       ws.once('open', () => {
         ws.removeAllListeners('error');
         ws.on('error', () => {}); // a reset after the handshake shows as 'close'
@@ -260,6 +260,11 @@ function refusedByStatus(path: string, status: number, body: string): RelayRefus
     return new RelayRefused(
       `another app is attached to botlink's relay at ${path} (HTTP 409: ${msg})`,
       'botlink serves one app at a time: stop the other app first (botlink status shows relay.attached)',
+    );
+  if (status === 429)
+    return new RelayRefused(
+      `botlink has all the observers it serves at ${path} (HTTP 429: ${msg})`,
+      'close another botlink watch or screen observing (botlink status shows relay.observers)',
     );
   return new RelayRefused(`botlink refused the relay at ${path} (HTTP ${status}: ${msg})`, DAEMON_FIX);
 }

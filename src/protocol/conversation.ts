@@ -5,6 +5,8 @@
 
 /** The conversation's path, on the cloud and on botlink's local socket alike (DESIGN §1.7, §3.5). */
 export const VOICE_CHAT_PATH = '/soulmate/voiceChat/v1';
+/** botlink's own path on the local socket for read-only observers of the conversation (DESIGN §3.5). */
+export const OBSERVE_PATH = '/v1/observe';
 
 export const ContentType = {
   TEXT: 'TEXT',

@@ -100,7 +100,7 @@ export interface App {
 }
 
 /** A real link, a relay, and an HTTP server on a Unix socket in a temp dir whose upgrades go to the relay. */
-export async function relayRig(opts: { cloudUrl: string; relayClock?: Clock; link?: Partial<LinkOptions> }) {
+export async function relayRig(opts: { cloudUrl: string; relayClock?: Clock; link?: Partial<LinkOptions>; onChange?: () => void }) {
   const dir = mkdtempSync(join(tmpdir(), 'relay-'));
   const sock = join(dir, 'botlink.sock');
   const log = pino({ level: 'silent' });
@@ -117,9 +117,11 @@ export async function relayRig(opts: { cloudUrl: string; relayClock?: Clock; lin
     newSessionId: () => `fresh-${++sessions}`,
     ...opts.link,
   });
-  const relay = new Relay({ link, clock: opts.relayClock ?? systemClock, log });
+  const relay = new Relay({ link, clock: opts.relayClock ?? systemClock, log, ...(opts.onChange && { onChange: opts.onChange }) });
   const server = createServer((_req, res) => res.writeHead(404).end());
-  server.on('upgrade', (req, socket, head) => relay.handleUpgrade(req, socket, head));
+  server.on('upgrade', (req, socket, head) =>
+    req.url?.startsWith('/v1/observe') ? relay.handleObserve(req, socket, head) : relay.handleUpgrade(req, socket, head),
+  );
   server.listen(sock);
   await once(server, 'listening');
   const apps: WebSocket[] = [];
@@ -138,8 +140,8 @@ export async function relayRig(opts: { cloudUrl: string; relayClock?: Clock; lin
         });
 
   /** Opens an app on the relay with `query`; resolves once the upgrade is answered (open or refused). */
-  const attach = async (query = '', wsOpts: WebSocket.ClientOptions = {}): Promise<App> => {
-    const ws = new WebSocket(`ws+unix://${sock}:/soulmate/voiceChat/v1${query}`, { perMessageDeflate: false, ...wsOpts });
+  const attach = async (query = '', wsOpts: WebSocket.ClientOptions = {}, path = '/soulmate/voiceChat/v1'): Promise<App> => {
+    const ws = new WebSocket(`ws+unix://${sock}:${path}${query}`, { perMessageDeflate: false, ...wsOpts });
     apps.push(ws);
     const frames = new FrameQueue();
     ws.on('message', (data, isBinary) => frames.push(data, isBinary));
@@ -155,6 +157,8 @@ export async function relayRig(opts: { cloudUrl: string; relayClock?: Clock; lin
     sock,
     reaches,
     attach,
+    /** Opens an observer on /v1/observe with `query`, like attach. */
+    observe: (query = '') => attach(query, {}, '/v1/observe'),
     async close() {
       for (const ws of apps) ws.terminate();
       await relay.stop();

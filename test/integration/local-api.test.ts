@@ -88,7 +88,7 @@ describe('the local API on its Unix socket (DESIGN §3.5)', () => {
     expect(status.headers['content-type']).toBe('application/json');
     const doc = JSON.parse(status.body) as StatusDoc;
     expect(doc).toMatchObject({ pid: proc.child.pid, identity: { kind: 'bot', id: 'bot-1' }, link: { state: 'connected' } });
-    expect(doc.relay).toEqual({ attached: false, framesUp: 0, framesDown: expect.any(Number), dropped: expect.any(Number) });
+    expect(doc.relay).toEqual({ attached: false, framesUp: 0, framesDown: expect.any(Number), dropped: expect.any(Number), observers: 0 });
 
     const token = await call(sock, '/v1/token');
     expect(token.status).toBe(200);

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { metricFamilies, renderMetrics } from '../../src/agent/daemon/metrics.js';
 import { ConversationClient, isEvent } from '../helpers/conversation-client.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
@@ -90,6 +91,15 @@ describe('metrics', () => {
     expect(sampleValue(before, 'botlink_store_persisted')).toBe(1);
     expect(sampleValue(before, 'botlink_relay_attaches_total')).toBe(0);
 
+    // An observer beside the app: counted in status.json and the metrics, fed every cloud frame.
+    const observer = new WebSocket(`ws+unix://${socket}:/v1/observe`);
+    cleanups.push(() => observer.terminate());
+    await new Promise((resolve, reject) => {
+      observer.once('message', resolve);
+      observer.once('error', reject);
+    });
+    expect(d.status()?.relay.observers).toBe(1);
+
     // A round through the relay, a drop and the reconnect, a request that is no route.
     const app = await ConversationClient.local(socket);
     cleanups.push(() => app.terminate());
@@ -113,6 +123,10 @@ describe('metrics', () => {
     expect(sampleValue(after, 'botlink_relay_frames_total', { direction: 'up' })).toBe(2);
     expect(sampleValue(after, 'botlink_relay_frames_total', { direction: 'down' })).toBeGreaterThan(3);
     expect(sampleValue(after, 'botlink_relay_bytes_total', { direction: 'up' })).toBeGreaterThan(100);
+    expect(sampleValue(after, 'botlink_relay_observers')).toBe(1);
+    expect(sampleValue(after, 'botlink_relay_observer_attaches_total')).toBe(1);
+    expect(sampleValue(after, 'botlink_relay_observer_frames_total')).toBeGreaterThan(3);
+    expect(sampleValue(after, 'botlink_relay_observers_closed_total')).toBe(0);
     // One reconnect, under the cause the link saw (a close, or a reset: the service cuts the socket).
     const reconnects = after.find((f) => f.name === 'botlink_link_reconnects')!.samples;
     expect(reconnects).toEqual([
@@ -150,9 +164,9 @@ describe('metrics', () => {
         clock: { trusted: false, source: 'none', offsetMs: null },
         token: { accessExpiresAt: null, refreshExpiresAt: null },
         link: { state: 'connecting', since: 0, reconnects: 0, reconnectsByCause: {}, lastError: null },
-        relay: { attached: false, framesUp: 0, framesDown: 0, dropped: 0 },
+        relay: { attached: false, framesUp: 0, framesDown: 0, dropped: 0, observers: 0 },
       },
-      traffic: { attaches: 0, bytesUp: 0, bytesDown: 0 },
+      traffic: { attaches: 0, bytesUp: 0, bytesDown: 0, observers: { attaches: 0, frames: 0, bytes: 0, slow: 0, refused: 0 } },
       tokens: { renewals: {}, failures: { ERR_NETWORK: 2 } },
       local: { requests: [], open: 0, refused: 0 },
       now: 0,

@@ -213,7 +213,7 @@ describe('relay: frames', () => {
         });
       }
     }
-    expect(rig.relay.counters).toEqual({ attached: true, framesUp: sizes.length, framesDown: sizes.length, dropped: 1 });
+    expect(rig.relay.counters).toEqual({ attached: true, framesUp: sizes.length, framesDown: sizes.length, dropped: 1, observers: 0 });
   });
 
   it('drops and counts app frames while the cloud socket is not open, and cloud frames with no app', async () => {
@@ -222,7 +222,7 @@ describe('relay: frames', () => {
     const noApp = new Promise((r) => rig.link.once('message', r));
     cloud.conns[0]!.ws.send('nobody listens');
     await noApp;
-    expect(rig.relay.counters).toEqual({ attached: false, framesUp: 0, framesDown: 0, dropped: 2 });
+    expect(rig.relay.counters).toEqual({ attached: false, framesUp: 0, framesDown: 0, dropped: 2, observers: 0 });
     const app = await rig.attach();
     await linkState(app);
     await app.frames.next();

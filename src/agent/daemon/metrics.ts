@@ -125,6 +125,42 @@ export function metricFamilies(m: MetricsInput): Family[] {
       samples: one(status.relay.dropped),
     },
     {
+      name: 'botlink_relay_observers',
+      type: 'gauge',
+      help: 'Observers attached now (/v1/observe).',
+      samples: one(status.relay.observers),
+    },
+    {
+      name: 'botlink_relay_observer_attaches_total',
+      type: 'counter',
+      help: 'Observers attached since start.',
+      samples: one(traffic.observers.attaches),
+    },
+    {
+      name: 'botlink_relay_observer_frames_total',
+      type: 'counter',
+      help: 'Cloud frames sent to observers, one for each observer a frame reached.',
+      samples: one(traffic.observers.frames),
+    },
+    {
+      name: 'botlink_relay_observer_bytes_total',
+      type: 'counter',
+      help: 'Bytes of the frames sent to observers.',
+      samples: one(traffic.observers.bytes),
+    },
+    {
+      name: 'botlink_relay_observers_closed_total',
+      type: 'counter',
+      help: 'Observers closed with 1008 for leaving 1 MiB unread.',
+      samples: one(traffic.observers.slow),
+    },
+    {
+      name: 'botlink_relay_observers_refused_total',
+      type: 'counter',
+      help: 'Observers refused (429) because the most allowed were attached.',
+      samples: one(traffic.observers.refused),
+    },
+    {
       name: 'botlink_local_requests_total',
       type: 'counter',
       help: 'Local API HTTP requests, by path and status.',

@@ -18,16 +18,32 @@ export class PendingRelay implements RelayPort {
 
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     if (this.#relay) return this.#relay.handleUpgrade(req, socket, head);
+    this.#refuse(socket);
+  }
+
+  handleObserve(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    if (this.#relay) return this.#relay.handleObserve(req, socket, head);
+    this.#refuse(socket);
+  }
+
+  #refuse(socket: Duplex): void {
     const why = this.#stopped ? 'botlink is stopping: connect again once it runs' : 'no botId yet: botlink is provisioning this device';
     refuseUpgrade(socket, 503, why);
   }
 
   get counters(): RelayCounters {
-    return this.#relay?.counters ?? { attached: false, framesUp: 0, framesDown: 0, dropped: 0 };
+    return this.#relay?.counters ?? { attached: false, framesUp: 0, framesDown: 0, dropped: 0, observers: 0 };
   }
 
   get traffic(): RelayTraffic {
-    return this.#relay?.traffic ?? { attaches: 0, bytesUp: 0, bytesDown: 0 };
+    return (
+      this.#relay?.traffic ?? {
+        attaches: 0,
+        bytesUp: 0,
+        bytesDown: 0,
+        observers: { attaches: 0, frames: 0, bytes: 0, slow: 0, refused: 0 },
+      }
+    );
   }
 
   async stop(): Promise<void> {

@@ -1,6 +1,6 @@
 import type { Duplex } from 'node:stream';
 
-const REASONS = { 404: 'Not Found', 409: 'Conflict', 503: 'Service Unavailable' } as const;
+const REASONS = { 404: 'Not Found', 409: 'Conflict', 429: 'Too Many Requests', 503: 'Service Unavailable' } as const;
 
 /** Answers an upgrade the relay will not take with a JSON `{code, msg}` (DESIGN §3.5) and hangs up. */
 export function refuseUpgrade(socket: Duplex, code: keyof typeof REASONS, msg: string): void {

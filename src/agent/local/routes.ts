@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { VOICE_CHAT_PATH } from '../../protocol/conversation.js';
+import { OBSERVE_PATH, VOICE_CHAT_PATH } from '../../protocol/conversation.js';
 import { withFix } from '../../protocol/errors.js';
 import type { HeldToken } from '../token/manager-types.js';
 
@@ -45,7 +45,7 @@ const ROUTES: Readonly<Record<string, (deps: RouteDeps) => Answer | Promise<Answ
 /** The path a request is counted under: its route, or "other" (any path a client makes up is one label value). */
 export function routeOf(url: string | undefined): string {
   const path = pathOf(url) ?? '';
-  return path in ROUTES || path === VOICE_CHAT_PATH ? path : 'other';
+  return path in ROUTES || path === VOICE_CHAT_PATH || path === OBSERVE_PATH ? path : 'other';
 }
 
 /** Answers one plain (non-upgrade) request; only GET without a body is served. */
@@ -53,7 +53,10 @@ export async function answer(req: IncomingMessage, res: ServerResponse, deps: Ro
   const route = ROUTES[pathOf(req.url) ?? ''];
   let reply: Answer;
   if (!route)
-    reply = fault(404, `no such path on the botlink local API: GET /v1/status, GET /v1/token, GET /v1/metrics or ${VOICE_CHAT_PATH}`);
+    reply = fault(
+      404,
+      `no such path on the botlink local API: GET /v1/status, GET /v1/token, GET /v1/metrics, ${VOICE_CHAT_PATH} or ${OBSERVE_PATH}`,
+    );
   else if (req.method !== 'GET') {
     res.setHeader('Allow', 'GET');
     reply = fault(405, `${req.method} is not allowed here: use GET`);

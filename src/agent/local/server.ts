@@ -6,7 +6,7 @@ import { messageOf } from '../../protocol/errors.js';
 import type { Cancel, Clock } from '../time/clock.js';
 import type { RelayPort } from './relay-port.js';
 import { refuseUpgrade } from './refuse-upgrade.js';
-import { VOICE_CHAT_PATH } from '../../protocol/conversation.js';
+import { OBSERVE_PATH, VOICE_CHAT_PATH } from '../../protocol/conversation.js';
 import { answer, pathOf, routeOf, type RouteDeps } from './routes.js';
 import { type BoundSocket, bindSocket, checkSocketPath, unlinkBound } from './socket-file.js';
 
@@ -138,7 +138,7 @@ export class LocalApi {
     this.#o.log.info({ socket: this.#o.path, gid: this.#o.gid ?? process.getgid?.() }, 'local API listening');
   }
 
-  /** Stops accepting, ends the app's relay, closes every connection and removes the socket file. */
+  /** Stops accepting, ends the app's relay and the observers, closes every connection and removes the socket file. */
   async stop(): Promise<void> {
     const bound = this.#bound;
     this.#bound = undefined;
@@ -157,12 +157,11 @@ export class LocalApi {
     // Nothing listens on an upgraded socket until ws takes it: an app that hangs up at once must not crash the daemon.
     socket.on('error', () => socket.destroy());
     // The relay's path is the cloud's own, so an app written for the cloud changes only its URL (DESIGN §3.5).
-    if (pathOf(req.url) === VOICE_CHAT_PATH) {
-      // The relay owns the connection from here: the server's idle limit is for HTTP only.
-      if ('setTimeout' in socket && typeof socket.setTimeout === 'function') socket.setTimeout(0);
-      this.#o.relay.handleUpgrade(req, socket, head);
-      return;
-    }
-    refuseUpgrade(socket, 404, `no upgrade here: the relay is on ${VOICE_CHAT_PATH}`);
+    const path = pathOf(req.url);
+    const take = path === VOICE_CHAT_PATH ? this.#o.relay.handleUpgrade : path === OBSERVE_PATH ? this.#o.relay.handleObserve : undefined;
+    if (!take) return refuseUpgrade(socket, 404, `no upgrade here: the relay is on ${VOICE_CHAT_PATH}, observers on ${OBSERVE_PATH}`);
+    // The relay owns the connection from here: the server's idle limit is for HTTP only.
+    if ('setTimeout' in socket && typeof socket.setTimeout === 'function') socket.setTimeout(0);
+    take.call(this.#o.relay, req, socket, head);
   }
 }

@@ -1,0 +1,112 @@
+import type { Logger } from 'pino';
+import WebSocket, { type RawData } from 'ws';
+import { type LinkStateData, linkStateFrame } from '../../protocol/conversation.js';
+import type { Clock } from '../time/clock.js';
+import { APP_CLOSE_GRACE_MS, stateChanged } from './relay-decide.js';
+
+/** What kind of local client a peer is, and how much it may leave unread before it is closed with 1008. */
+export interface PeerKind {
+  /** For log lines and the close reason: "app", "observer". */
+  name: string;
+  maxBacklogBytes: number;
+}
+
+export interface PeerOptions {
+  kind: PeerKind;
+  clock: Clock;
+  log: Logger;
+  /** A frame from the peer while it is attached; left out, what it sends is ignored. */
+  onMessage?: (data: Buffer, isBinary: boolean) => void;
+  /** The peer left (it closed, failed, fell behind, or was let go): called once. */
+  onLeft: (peer: LocalPeer, why: 'closed' | 'slow') => void;
+}
+
+/**
+ * One WebSocket client of the local API (the conversing app or an observer): its socket, the
+ * LINK_STATE it was last told, its backlog limit and its close-with-grace. Sends never wait: a peer
+ * that stops reading is closed, so no local client can slow the cloud socket or another client.
+ */
+export class LocalPeer {
+  readonly #ws: WebSocket;
+  readonly #o: Omit<PeerOptions, 'onMessage'>;
+  #left = false;
+  #lastState: LinkStateData | undefined;
+
+  constructor(ws: WebSocket, opts: PeerOptions) {
+    this.#ws = ws;
+    this.#o = opts;
+    const { onMessage } = opts;
+    ws.on('message', (data: RawData, isBinary: boolean) => {
+      if (!this.#left && onMessage) onMessage(data as Buffer, isBinary);
+    });
+    ws.on('error', (err) => {
+      opts.log.debug({ err: err.message }, `${opts.kind.name} socket failed`);
+      // ws has sent its close (1009 for an oversized frame) but stopped reading: a peer still writing
+      // would never see the handshake through, and ws would hold the socket for 30 s.
+      this.leave();
+      this.#graceCut(APP_CLOSE_GRACE_MS);
+    });
+    ws.on('close', (code) => {
+      opts.log.debug({ code }, `${opts.kind.name} left`);
+      this.leave();
+    });
+  }
+
+  /** Attached and open: frames sent now reach it. */
+  get open(): boolean {
+    return !this.#left && this.#ws.readyState === WebSocket.OPEN;
+  }
+
+  /** Sends one frame; false, and the peer closed with 1008, once it leaves its backlog limit unread. */
+  send(data: Buffer | string, isBinary: boolean): boolean {
+    if (!this.open) return false;
+    this.#ws.send(data, { binary: isBinary });
+    const { maxBacklogBytes, name } = this.#o.kind;
+    if (this.#ws.bufferedAmount < maxBacklogBytes) return true;
+    this.#o.log.warn({ waiting: this.#ws.bufferedAmount }, `the ${name} stopped reading: closed with 1008`);
+    this.leave('slow');
+    this.close(1008, `${name} too slow: ${maxBacklogBytes / (1024 * 1024)} MiB unread`);
+    return false;
+  }
+
+  /** Tells the peer the link's state: always (on attach), else only when it changed since the last it got. */
+  sendState(data: LinkStateData, always: boolean): void {
+    if (!always && !stateChanged(this.#lastState, data)) return;
+    this.#lastState = data;
+    this.send(linkStateFrame(data), false);
+  }
+
+  /** The peer is no longer attached (its close may still be under way); the first call tells onLeft. */
+  leave(why: 'closed' | 'slow' = 'closed'): void {
+    if (this.#left) return;
+    this.#left = true;
+    this.#o.onLeft(this, why);
+  }
+
+  /** Closes the peer, and cuts it when it does not finish the closing handshake (ws would wait 30 s). */
+  close(code: number, reason: string, graceMs = APP_CLOSE_GRACE_MS): void {
+    this.leave();
+    this.#graceCut(graceMs);
+    this.#ws.close(code, reason);
+  }
+
+  /** At the daemon's stop: LINK_STATE `stopped`, then a close 1001; resolves once the socket is closed. */
+  async stop(stopped: LinkStateData, graceMs: number): Promise<void> {
+    const wasOpen = this.open;
+    this.leave();
+    if (!wasOpen) {
+      // Its close is under way but it never finished it (a half-open peer): ws would hold it for 30 s.
+      this.#ws.terminate();
+      return;
+    }
+    this.#ws.send(linkStateFrame(stopped));
+    const closed = new Promise<void>((resolve) => this.#ws.once('close', () => resolve()));
+    this.close(1001, 'botlink is stopping', graceMs);
+    await closed;
+  }
+
+  #graceCut(graceMs: number): void {
+    const cancel = this.#o.clock.setTimer(graceMs, () => this.#ws.terminate());
+    this.#ws.once('close', cancel);
+  }
+}
