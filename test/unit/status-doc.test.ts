@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { statusDoc } from '../../src/agent/daemon/status.js';
 import type { TokenSnapshot } from '../../src/agent/token/manager-types.js';
 
-const relay = { attached: false, framesUp: 0, framesDown: 0, dropped: 0 };
+const relay = { attached: false, framesUp: 0, framesDown: 0, dropped: 0, observers: 0 };
 
 describe('statusDoc: DESIGN §3.4 from the parts’ snapshots', () => {
   it('before any part exists: not started, nothing trusted, nothing persisted lost', () => {
