@@ -1,6 +1,6 @@
-import { execFileSync, spawn } from 'node:child_process';
-import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, statSync, symlinkSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { spawn } from 'node:child_process';
+import { chmodSync, cpSync, readFileSync, statSync, symlinkSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { cleanEnv } from '../helpers/env.js';
@@ -21,14 +21,11 @@ describe('the tests from a checkout below a 0700 folder', () => {
     chmodSync(parent, 0o700);
     expect(statSync(parent).mode & 0o777).toBe(0o700);
     const copy = join(parent, 'botlink');
-    // The checkout's files as git sees them (committed or not, ignored ones left out), and its
-    // node_modules through a symlink: the copy needs no install of its own.
-    const listed = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: root, encoding: 'utf8' });
-    for (const file of listed.split('\0').filter(Boolean)) {
-      if (!existsSync(join(root, file))) continue;
-      mkdirSync(dirname(join(copy, file)), { recursive: true });
-      cpSync(join(root, file), join(copy, file));
-    }
+    // The checkout's tree but its build output and git's files, and its node_modules through a symlink:
+    // the copy needs no install of its own. A walk, not git ls-files: the runtimes' copies
+    // (scripts/test-runtimes.sh) are git archives inside another checkout's node_modules.
+    const skipped = new Set(['node_modules', '.git', 'dist'].map((name) => join(root, name)));
+    cpSync(root, copy, { recursive: true, filter: (src) => !skipped.has(src) });
     symlinkSync(join(root, 'node_modules'), join(copy, 'node_modules'));
 
     const vitest = join(root, 'node_modules', 'vitest', 'vitest.mjs');
