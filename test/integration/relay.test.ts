@@ -52,6 +52,16 @@ const VOICE_CONFIG = JSON.stringify({
   content: { eventType: 'CLIENT_VOICE_CHAT_UPDATE', eventData: { audio: { binary: true } } },
 });
 
+/** An app that attaches with `query`, sends its voice config (so it conversed on the socket) and leaves. */
+async function converseAndLeave(rig: Awaited<ReturnType<typeof setup>>['rig'], query: string): Promise<void> {
+  const app = await rig.attach(query);
+  await stateUntil(app, 'connected');
+  app.ws.send(VOICE_CONFIG);
+  await settled(app.ws);
+  app.ws.close();
+  await app.closed;
+}
+
 describe('relay: attaching', () => {
   it('gives the app its state first, then replays the open connection greeting when the parameters match', async () => {
     const { cloud, rig } = await setup();
@@ -114,12 +124,7 @@ describe('relay: attaching', () => {
 
   it('keeps the connection for the same app coming back after it conversed, holding the last round back until it sends', async () => {
     const { cloud, rig } = await setup();
-    const first = await rig.attach('?sessionId=S1');
-    await stateUntil(first, 'connected');
-    first.ws.send(VOICE_CONFIG);
-    await settled(first.ws);
-    first.ws.close();
-    await first.closed;
+    await converseAndLeave(rig, '?sessionId=S1');
     const again = await rig.attach('?sessionId=S1');
     expect(await linkState(again)).toEqual({ state: 'connected', sessionId: 'S1' });
     expect((await again.frames.next()).data.toString()).toBe(GREETING);
@@ -134,12 +139,7 @@ describe('relay: attaching', () => {
 
   it('gives an app that names no session a new connection when another app conversed on a session it named', async () => {
     const { cloud, rig } = await setup();
-    const first = await rig.attach('?sessionId=S1');
-    await stateUntil(first, 'connected');
-    first.ws.send(VOICE_CONFIG);
-    await settled(first.ws);
-    first.ws.close();
-    await first.closed;
+    await converseAndLeave(rig, '?sessionId=S1');
     const next = await rig.attach();
     expect(await stateUntil(next, 'connected')).toEqual({ state: 'connected', sessionId: 'fresh-2' });
     expect(cloud.conns).toHaveLength(3);
