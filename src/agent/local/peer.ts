@@ -28,13 +28,19 @@ export interface PeerOptions {
  */
 export class LocalPeer {
   readonly #ws: WebSocket;
-  readonly #o: Omit<PeerOptions, 'onMessage'>;
+  readonly #clock: PeerOptions['clock'];
+  readonly #kind: PeerOptions['kind'];
+  readonly #log: PeerOptions['log'];
+  readonly #onLeft: PeerOptions['onLeft'];
   #left = false;
   #lastState: LinkStateData | undefined;
 
   constructor(ws: WebSocket, opts: PeerOptions) {
     this.#ws = ws;
-    this.#o = opts;
+    this.#clock = opts.clock;
+    this.#kind = opts.kind;
+    this.#log = opts.log;
+    this.#onLeft = opts.onLeft;
     const { onMessage } = opts;
     ws.on('message', (data: RawData, isBinary: boolean) => {
       if (!this.#left && onMessage) onMessage(data as Buffer, isBinary);
@@ -61,9 +67,9 @@ export class LocalPeer {
   send(data: Buffer | string, isBinary: boolean): boolean {
     if (!this.open) return false;
     this.#ws.send(data, { binary: isBinary });
-    const { maxBacklogBytes, name } = this.#o.kind;
+    const { maxBacklogBytes, name } = this.#kind;
     if (this.#ws.bufferedAmount < maxBacklogBytes) return true;
-    this.#o.log.warn({ waiting: this.#ws.bufferedAmount }, `the ${name} stopped reading: closed with 1008`);
+    this.#log.warn({ waiting: this.#ws.bufferedAmount }, `the ${name} stopped reading: closed with 1008`);
     this.leave('slow');
     this.close(1008, `${name} too slow: ${maxBacklogBytes / (1024 * 1024)} MiB unread`);
     return false;
@@ -80,7 +86,7 @@ export class LocalPeer {
   leave(why: 'closed' | 'slow' = 'closed'): void {
     if (this.#left) return;
     this.#left = true;
-    this.#o.onLeft(this, why);
+    this.#onLeft(this, why);
   }
 
   /** Closes the peer, and cuts it when it does not finish the closing handshake (ws would wait 30 s). */
@@ -106,7 +112,7 @@ export class LocalPeer {
   }
 
   #graceCut(graceMs: number): void {
-    const cancel = this.#o.clock.setTimer(graceMs, () => this.#ws.terminate());
+    const cancel = this.#clock.setTimer(graceMs, () => this.#ws.terminate());
     this.#ws.once('close', cancel);
   }
 }

@@ -48,7 +48,12 @@ export interface LocalApiOptions extends RouteDeps {
 
 /** The local API (DESIGN §3.5): HTTP/1.1 on one Unix socket whose permissions decide who may connect. */
 export class LocalApi {
-  readonly #o: LocalApiOptions;
+  readonly #clock: LocalApiOptions['clock'];
+  readonly #gid: LocalApiOptions['gid'];
+  readonly #log: LocalApiOptions['log'];
+  readonly #maxConnections: LocalApiOptions['maxConnections'];
+  readonly #path: LocalApiOptions['path'];
+  readonly #relay: LocalApiOptions['relay'];
   readonly #server: Server;
   /** Every open connection, upgraded ones too (the server forgets those): stop() cuts what is left. */
   readonly #sockets = new Set<Socket>();
@@ -63,7 +68,12 @@ export class LocalApi {
   #bound: BoundSocket | undefined;
 
   constructor(opts: LocalApiOptions) {
-    this.#o = opts;
+    this.#clock = opts.clock;
+    this.#gid = opts.gid;
+    this.#log = opts.log;
+    this.#maxConnections = opts.maxConnections;
+    this.#path = opts.path;
+    this.#relay = opts.relay;
     this.#server = createServer({
       maxHeaderSize: LOCAL_LIMITS.maxHeaderSize,
       headersTimeout: LOCAL_LIMITS.headersTimeoutMs,
@@ -92,7 +102,7 @@ export class LocalApi {
   }
 
   get path(): string {
-    return this.#o.path;
+    return this.#path;
   }
 
   /** Open connections now, and those refused at the cap since start (the metrics, §3.5). */
@@ -121,21 +131,21 @@ export class LocalApi {
     const tell = (): void => {
       this.#cancelRefusedLine = undefined;
       if (this.#refusedUntold === 0) return;
-      this.#o.log.warn(
-        { refused: this.#refusedUntold, max: this.#o.maxConnections },
-        `local API: ${this.#refusedUntold} connections refused at the cap of ${this.#o.maxConnections}`,
+      this.#log.warn(
+        { refused: this.#refusedUntold, max: this.#maxConnections },
+        `local API: ${this.#refusedUntold} connections refused at the cap of ${this.#maxConnections}`,
       );
       this.#refusedUntold = 0;
-      this.#cancelRefusedLine = this.#o.clock.setTimer(REFUSED_LINE_MS, tell);
+      this.#cancelRefusedLine = this.#clock.setTimer(REFUSED_LINE_MS, tell);
     };
     tell();
   }
 
   /** Binds the socket; a dead one left by a crash is replaced, a live one or any other file is an error. */
   async start(): Promise<void> {
-    await checkSocketPath(this.#o.path);
-    this.#bound = await bindSocket(this.#server, this.#o.path, this.#o.gid);
-    this.#o.log.info({ socket: this.#o.path, gid: this.#o.gid ?? process.getgid?.() }, 'local API listening');
+    await checkSocketPath(this.#path);
+    this.#bound = await bindSocket(this.#server, this.#path, this.#gid);
+    this.#log.info({ socket: this.#path, gid: this.#gid ?? process.getgid?.() }, 'local API listening');
   }
 
   /** Stops accepting, ends the app's relay and the observers, closes every connection and removes the socket file. */
@@ -144,7 +154,7 @@ export class LocalApi {
     this.#bound = undefined;
     if (!bound) return;
     const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
-    await this.#o.relay.stop();
+    await this.#relay.stop();
     this.#server.closeAllConnections();
     // An upgraded connection the relay let go of but its app never closed would hold close() open.
     for (const socket of this.#sockets) socket.destroy();
@@ -158,10 +168,10 @@ export class LocalApi {
     socket.on('error', () => socket.destroy());
     // The relay's path is the cloud's own, so an app written for the cloud changes only its URL (DESIGN §3.5).
     const path = pathOf(req.url);
-    const take = path === VOICE_CHAT_PATH ? this.#o.relay.handleUpgrade : path === OBSERVE_PATH ? this.#o.relay.handleObserve : undefined;
+    const take = path === VOICE_CHAT_PATH ? this.#relay.handleUpgrade : path === OBSERVE_PATH ? this.#relay.handleObserve : undefined;
     if (!take) return refuseUpgrade(socket, 404, `no upgrade here: the relay is on ${VOICE_CHAT_PATH}, observers on ${OBSERVE_PATH}`);
     // The relay owns the connection from here: the server's idle limit is for HTTP only.
     if ('setTimeout' in socket && typeof socket.setTimeout === 'function') socket.setTimeout(0);
-    take.call(this.#o.relay, req, socket, head);
+    take.call(this.#relay, req, socket, head);
   }
 }
