@@ -131,7 +131,9 @@ compile_addons() {
   done
   for dir in "$work"/node_modules/*/; do
     [ -f "$dir/binding.gyp" ] || continue
-    (cd "$dir" && env CC="$t-gcc" CXX="$t-g++" AR="$t-ar" LINK="$t-g++" \
+    # npm_config_nodedir too: run under npm (npm run package), node-gyp takes npm's config from the
+    # environment over its own --nodedir, and a machine's npmrc may name its own Node's headers (/usr).
+    (cd "$dir" && env npm_config_nodedir="$nodedir" CC="$t-gcc" CXX="$t-g++" AR="$t-ar" LINK="$t-g++" \
       CPPFLAGS="$(flags "$arch" CPPFLAGS)" CFLAGS="$(flags "$arch" CFLAGS)" CXXFLAGS="$(flags "$arch" CXXFLAGS)" LDFLAGS="$(flags "$arch" LDFLAGS)" \
       node "$gyp" rebuild --release --arch="$(node_arch "$arch")" --nodedir="$nodedir" --jobs=max)
   done
