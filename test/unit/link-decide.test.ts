@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  capWaitMs,
   decideLink,
   DISPLACED_RESET_MS,
   DUPLICATE_WINDOW_MS,
@@ -564,5 +565,19 @@ describe('decideLink: reconnects an app causes (DESIGN §3.5)', () => {
     const d = decideLink(app(), before, SETTINGS, TOP);
     const dueAt = NOW + (d.next.state === 'backoff' ? d.next.delayMs : 0);
     expect(withdrawAppReconnect(d.memory, dueAt, before.backoff)).toMatchObject({ appReconnects: [NOW - S], backoff: { attempt: 2 } });
+  });
+});
+
+describe('capWaitMs: the cap on the replacements made', () => {
+  it.each([
+    { made: [], now: 0, want: 0, why: 'none made' },
+    { made: [0, 1, 2, 3, 4], now: 5, want: 0, why: 'five of six' },
+    { made: [0, 1, 2, 3, 4, 5], now: 6, want: 59_994, why: 'six: until the oldest leaves the window' },
+    { made: [5, 4, 3, 2, 1, 0], now: 6, want: 59_994, why: 'in any order' },
+    { made: [0, 1, 2, 3, 4, 5, 6], now: 7, want: 59_994, why: 'seven: until the second oldest leaves' },
+    { made: [0, 1, 2, 3, 4, 5], now: 60_000, want: 0, why: 'the oldest has left the window' },
+    { made: [0, 1, 2, 3, 4, 5], now: 59_999, want: 1, why: 'a millisecond before' },
+  ])('$why → $want ms', ({ made, now, want }) => {
+    expect(capWaitMs(made, now, 6, 60_000)).toBe(want);
   });
 });

@@ -173,6 +173,14 @@ function onApp(
   };
 }
 
+/** How long until one more may happen, when `cap` of `made` (monotonic times) fall within the last `windowMs`; 0 when below it. */
+export function capWaitMs(made: readonly number[], now: number, cap: number, windowMs: number): number {
+  const recent = made.filter((t) => now - t < windowMs).sort((a, b) => a - b);
+  const limit = Math.max(1, Math.floor(cap));
+  if (recent.length < limit) return 0;
+  return Math.max(0, recent[recent.length - limit]! + windowMs - now);
+}
+
 /** The memory as if a paced app reconnect decided at `dueAt` had never been: it did not happen. */
 export function withdrawAppReconnect(memory: LinkMemory, dueAt: number, backoffBefore: BackoffState): LinkMemory {
   const i = memory.appReconnects.lastIndexOf(dueAt);

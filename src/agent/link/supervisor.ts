@@ -6,6 +6,8 @@ import { systemRandom, type Cancel, type Random } from '../time/clock.js';
 import type { BackoffState } from '../token/backoff.js';
 import { Attempt } from './attempt.js';
 import {
+  APP_RECONNECT_WINDOW_MS,
+  capWaitMs,
   decideLink,
   initialLinkMemory,
   withdrawAppReconnect,
@@ -41,6 +43,8 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
   readonly #choice: ConnChoice;
   #status: LinkStatus;
   #memory: LinkMemory = initialLinkMemory();
+  /** When the app-caused replacements of the last window were made. */
+  #appMade: number[] = [];
   /** The link's socket, from its handshake to its close; undefined between sockets. */
   #attempt: Attempt | undefined;
   /** A socket being closed to reopen with new parameters. */
@@ -99,9 +103,13 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
       this.#replace(attempt, d.cause);
       return 'reconnecting';
     }
-    const delayMs = d.next.delayMs;
     // As decideLink recorded it, so that calling it off finds it.
-    const dueAt = d.memory.appReconnects.at(-1) ?? 0;
+    this.#park(d.next.delayMs, d.memory.appReconnects.at(-1) ?? 0, backoffBefore, d.cause, d.reason);
+    return 'reconnecting';
+  }
+
+  /** Waits `delayMs` before replacing the open socket for an app (DESIGN §3.5); `dueAt` names the wait in the memory. */
+  #park(delayMs: number, dueAt: number, backoffBefore: BackoffState, cause: ReconnectCause, reason: string): void {
     this.#parked = {
       dueAt,
       backoffBefore,
@@ -109,11 +117,10 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
         this.#parked = undefined;
         const m = this.#choice.match;
         if (m === 'kept' || m === 'reused') this.#resume();
-        else if (this.#attempt) this.#replace(this.#attempt, d.cause);
+        else if (this.#attempt) this.#replace(this.#attempt, cause);
       }),
     };
-    this.#setState({ state: 'backoff', lastError: d.reason, fix: undefined, retryInMs: delayMs }, true);
-    return 'reconnecting';
+    this.#setState({ state: 'backoff', lastError: reason, fix: undefined, retryInMs: delayMs }, true);
   }
 
   /** No app decides any more: later connections get fresh sessions; the open one is kept, for no app when `spent`. */
@@ -140,6 +147,11 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
 
   /** Closes the open socket and opens one with the wanted parameters: a reconnect an app caused. */
   #replace(attempt: Attempt, cause: ReconnectCause): void {
+    // The cap counted on the replacements made, whatever the decisions' bookkeeping: none past it in any window.
+    const now = this.#clock.monoNow();
+    const waitMs = capWaitMs(this.#appMade, now, this.#s.appReconnectsPerMinute, APP_RECONNECT_WINDOW_MS);
+    if (waitMs > 0) return this.#park(waitMs, Number.NaN, this.#memory.backoff, cause, 'reconnects apps cause are capped');
+    this.#appMade = [...this.#appMade.filter((t) => now - t < APP_RECONNECT_WINDOW_MS), now];
     this.#count(cause);
     this.#attempt = undefined;
     this.#setState({ state: 'connecting' });
