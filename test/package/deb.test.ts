@@ -14,6 +14,7 @@ import {
   field,
   files,
   HEADERS_VERSION,
+  NODE_RUNTIME_SCRIPT,
   NODE_VERSION,
   PACKAGES,
   ROOT,
@@ -96,8 +97,8 @@ describe.each(ARCHES)('the %s package', (arch) => {
       expect(files(dir).filter((f) => !f.startsWith('usr/share/'))).toEqual(['usr/lib/botlink-node/bin/node']);
       const node = join(dir, 'usr/lib/botlink-node/bin/node');
       expect(elfMachine(node)).toBe(arch === 'amd64' ? 'x86-64' : 'aarch64');
-      // Byte for byte the binary of the npm registry's package, whose tarball build.sh checked against node-runtime.lock.
-      const npmPkg = execFileSync('bash', [join(ROOT, 'scripts/package/build.sh'), '--node-dir', arch], { encoding: 'utf8' }).trim();
+      // Byte for byte the binary of the npm registry's package, whose tarball scripts/node-runtime.sh checked against node-runtime.lock.
+      const npmPkg = execFileSync('bash', [NODE_RUNTIME_SCRIPT, arch], { encoding: 'utf8' }).trim();
       expect(readFileSync(node).equals(readFileSync(join(npmPkg, 'bin/node')))).toBe(true);
       if (arch === 'amd64' && process.arch === 'x64') {
         expect(execFileSync(node, ['--version'], { encoding: 'utf8' }).trim()).toBe(`v${NODE_VERSION}`);

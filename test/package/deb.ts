@@ -6,7 +6,8 @@ import { fileURLToPath } from 'node:url';
 import type { CliRun } from '../helpers/daemon-proc.js';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-export const BUILD_SCRIPT = join(ROOT, 'scripts', 'package', 'build.sh');
+/** Prints the folder of the lock's Node.js for an architecture, fetched and checked once. */
+export const NODE_RUNTIME_SCRIPT = join(ROOT, 'scripts', 'node-runtime.sh');
 export const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 
 export type Arch = 'amd64' | 'arm64';
