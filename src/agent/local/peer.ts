@@ -29,9 +29,9 @@ export interface PeerOptions {
  */
 export class LocalPeer {
   readonly #ws: WebSocket;
-  readonly #clock: PeerOptions['clock'];
-  readonly #kind: PeerOptions['kind'];
-  readonly #log: PeerOptions['log'];
+  readonly #clock: Clock;
+  readonly #kind: PeerKind;
+  readonly #log: Logger;
   readonly #onLeft: PeerOptions['onLeft'];
   #left = false;
   #lastState: LinkStateData | undefined;
