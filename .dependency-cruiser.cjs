@@ -1,6 +1,6 @@
 // The import rules of the house (`npm run depcruise`, run in CI). The layers, bottom to top:
 //   src/protocol            the wire contract: imports nothing of ours outside itself
-//   src/*.ts                shared leaves (log, native, ownership, version): protocol and each other only
+//   src/*.ts                shared leaves (log, native, ownership, version, ws-close): protocol and each other only
 //   src/agent, src/service  the two products: each may use the layers below, never each other
 //   src/doctor, src/cli     applications on top: nothing below imports them
 // Nothing in src imports test/ or scripts/.
@@ -23,7 +23,8 @@ module.exports = {
     },
     {
       name: 'shared-leaves-stay-low',
-      comment: 'src/*.ts (log, native, ownership, version) serve agent and service: they import only src/protocol and each other.',
+      comment:
+        'src/*.ts (log, native, ownership, version, ws-close) serve agent and service: they import only src/protocol and each other.',
       severity: 'error',
       from: { path: '^src/[^/]+\\.ts$' },
       to: { path: '^src/(agent|service|doctor|cli)/' },

@@ -1,4 +1,6 @@
 import { WebSocket, type RawData } from 'ws';
+import { closeWithin } from '../ws-close.js';
+import { realTimer } from './real-timer.js';
 
 /** What one session may leave unread on the service before it is closed: a peer that stops reading holds no more. */
 export const MAX_UNREAD_BYTES = 4 * 1024 * 1024;
@@ -24,11 +26,9 @@ function byteLength(data: RawData | string): number {
 export function sendBounded(ws: WebSocket, data: RawData | string, binary = false): SendOutcome {
   if (ws.readyState !== WebSocket.OPEN) return 'not-open';
   if (ws.bufferedAmount + byteLength(data) > MAX_UNREAD_BYTES) {
-    ws.close(NOT_READING_CLOSE_CODE, NOT_READING_REASON);
-    ws.pause();
     // The close frame waits behind what the peer does not read; ws's own 30 s close timeout is too generous.
-    const timer = setTimeout(() => ws.terminate(), NOT_READING_GRACE_MS).unref();
-    ws.once('close', () => clearTimeout(timer));
+    void closeWithin(ws, NOT_READING_CLOSE_CODE, NOT_READING_REASON, { setTimer: realTimer }, NOT_READING_GRACE_MS);
+    ws.pause();
     return 'overflow';
   }
   ws.send(data, { binary });

@@ -12,6 +12,7 @@ import type { WsRefusal, WsRefusalForm } from './faults.js';
 import { Conversation } from './conversation/session.js';
 import type { StatsRecorder } from './stats.js';
 import { bearerAccess, sameIdentity } from './tokens.js';
+import { realTimer } from './real-timer.js';
 import { MAX_UNREAD_BYTES, sendBounded } from './ws-send.js';
 
 /** Close code sent to a displaced session; 4000 is the first application-defined code. */
@@ -230,10 +231,4 @@ function toBuffer(data: RawData): Buffer {
   if (Buffer.isBuffer(data)) return data;
   if (Array.isArray(data)) return Buffer.concat(data);
   return Buffer.from(data);
-}
-
-/** The service may use real timers (it is not agent code); unref'd, and cancelled when a session closes. */
-function realTimer(ms: number, fn: () => void): () => void {
-  const timer = setTimeout(fn, ms).unref();
-  return () => clearTimeout(timer);
 }

@@ -72,18 +72,11 @@ export const audioFrame = (pcm: Buffer, index: number) => ({
 });
 export const AUDIO_BINARY_REFUSAL = '{"code":400,"msg":"audio binary not support."}';
 
+/** A reply's speech and the round's end, as kinds() gives them: each of its two sentences announced, then spoken. */
+export const SPOKEN_REPLY = ['TTS_SENTENCE_START', 'TTS', 'TTS_SENTENCE_START', 'TTS', 'TTS_COMPLETE', 'COMPLETE'];
+
 /** A reply round's kinds (kinds() merges each run of TTS frames). */
-export const ROUND = [
-  'CALL_AGENT_START_EVENT',
-  'AGENT',
-  'AGENT',
-  'TTS_SENTENCE_START',
-  'TTS',
-  'TTS_SENTENCE_START',
-  'TTS',
-  'TTS_COMPLETE',
-  'COMPLETE',
-];
+export const ROUND = ['CALL_AGENT_START_EVENT', 'AGENT', 'AGENT', ...SPOKEN_REPLY];
 
 /** Waits for the answer to a voice config, so later frames are read in its mode. */
 export async function configure(

@@ -5,7 +5,8 @@ import type { Cancel, TimeReader } from '../time/clock.js';
 import { frameFailure, MAX_FAILURE_BODY, type LinkEnding } from './decide.js';
 import { Heartbeat } from './heartbeat.js';
 import { MAX_CLOUD_BACKLOG_BYTES, type LinkSettings } from './options.js';
-import { closeWithin } from './socket.js';
+import { CLOSE_GRACE_MS } from './socket.js';
+import { closeWithin } from '../../ws-close.js';
 
 /** The greeting is a small event: a larger frame is never searched for it. */
 const MAX_GREETING_BYTES = 16 * 1024;
@@ -94,7 +95,7 @@ export class Attempt {
   /** The link is done with this socket (a replacement, a stop): closes it with 1000, and it reports nothing more. */
   retire(reason: string): Promise<void> {
     this.#stop();
-    return closeWithin(this.#ws, reason, this.#deps.timer);
+    return closeWithin(this.#ws, 1000, reason, { setTimer: this.#deps.timer }, CLOSE_GRACE_MS);
   }
 
   #stop(): void {

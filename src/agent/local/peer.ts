@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import WebSocket, { type RawData } from 'ws';
 import { type LinkStateData, linkStateFrame } from '../../protocol/conversation.js';
 import type { Clock } from '../time/clock.js';
+import { closeWithin, cutAfter } from '../../ws-close.js';
 import { APP_CLOSE_GRACE_MS, stateChanged } from './relay-decide.js';
 
 /** What kind of local client a peer is, and how much it may leave unread before it is closed with 1008. */
@@ -28,9 +29,9 @@ export interface PeerOptions {
  */
 export class LocalPeer {
   readonly #ws: WebSocket;
-  readonly #clock: PeerOptions['clock'];
-  readonly #kind: PeerOptions['kind'];
-  readonly #log: PeerOptions['log'];
+  readonly #clock: Clock;
+  readonly #kind: PeerKind;
+  readonly #log: Logger;
   readonly #onLeft: PeerOptions['onLeft'];
   #left = false;
   #lastState: LinkStateData | undefined;
@@ -50,7 +51,7 @@ export class LocalPeer {
       // ws has sent its close (1009 for an oversized frame) but stopped reading: a peer still writing
       // would never see the handshake through, and ws would hold the socket for 30 s.
       this.leave();
-      this.#graceCut(APP_CLOSE_GRACE_MS);
+      void cutAfter(ws, opts.clock, APP_CLOSE_GRACE_MS);
     });
     ws.on('close', (code) => {
       opts.log.debug({ code }, `${opts.kind.name} left`);
@@ -71,7 +72,7 @@ export class LocalPeer {
     if (this.#ws.bufferedAmount < maxBacklogBytes) return true;
     this.#log.warn({ waiting: this.#ws.bufferedAmount }, `the ${name} stopped reading: closed with 1008`);
     this.leave('slow');
-    this.close(1008, `${name} too slow: ${maxBacklogBytes / (1024 * 1024)} MiB unread`);
+    void this.close(1008, `${name} too slow: ${maxBacklogBytes / (1024 * 1024)} MiB unread`);
     return false;
   }
 
@@ -89,14 +90,13 @@ export class LocalPeer {
     this.#onLeft(this, why);
   }
 
-  /** Closes the peer, and cuts it when it does not finish the closing handshake (ws would wait 30 s). */
-  close(code: number, reason: string, graceMs = APP_CLOSE_GRACE_MS): void {
+  /** Closes the peer, and cuts it when it does not finish the closing handshake (ws would wait 30 s); resolves once closed or cut. */
+  close(code: number, reason: string, graceMs = APP_CLOSE_GRACE_MS): Promise<void> {
     this.leave();
-    this.#graceCut(graceMs);
-    this.#ws.close(code, reason);
+    return closeWithin(this.#ws, code, reason, this.#clock, graceMs);
   }
 
-  /** At the daemon's stop: LINK_STATE `stopped`, then a close 1001; resolves once the socket is closed. */
+  /** At the daemon's stop: LINK_STATE `stopped`, then a close 1001; resolves once the socket is closed or cut. */
   async stop(stopped: LinkStateData, graceMs: number): Promise<void> {
     const wasOpen = this.open;
     this.leave();
@@ -106,13 +106,6 @@ export class LocalPeer {
       return;
     }
     this.#ws.send(linkStateFrame(stopped));
-    const closed = new Promise<void>((resolve) => this.#ws.once('close', () => resolve()));
-    this.close(1001, 'botlink is stopping', graceMs);
-    await closed;
-  }
-
-  #graceCut(graceMs: number): void {
-    const cancel = this.#clock.setTimer(graceMs, () => this.#ws.terminate());
-    this.#ws.once('close', cancel);
+    await this.close(1001, 'botlink is stopping', graceMs);
   }
 }

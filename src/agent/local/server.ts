@@ -48,12 +48,12 @@ export interface LocalApiOptions extends RouteDeps {
 
 /** The local API (DESIGN §3.5): HTTP/1.1 on one Unix socket whose permissions decide who may connect. */
 export class LocalApi {
-  readonly #clock: LocalApiOptions['clock'];
-  readonly #gid: LocalApiOptions['gid'];
-  readonly #log: LocalApiOptions['log'];
-  readonly #maxConnections: LocalApiOptions['maxConnections'];
-  readonly #path: LocalApiOptions['path'];
-  readonly #relay: LocalApiOptions['relay'];
+  readonly #path: string;
+  readonly #gid: number | null;
+  readonly #relay: RelayPort;
+  readonly #clock: Clock;
+  readonly #log: Logger;
+  /** Holds the connection cap too (maxConnections): the server enforces it, and the refusal line reads it there. */
   readonly #server: Server;
   /** Every open connection, upgraded ones too (the server forgets those): stop() cuts what is left. */
   readonly #sockets = new Set<Socket>();
@@ -68,12 +68,11 @@ export class LocalApi {
   #bound: BoundSocket | undefined;
 
   constructor(opts: LocalApiOptions) {
-    this.#clock = opts.clock;
-    this.#gid = opts.gid;
-    this.#log = opts.log;
-    this.#maxConnections = opts.maxConnections;
     this.#path = opts.path;
+    this.#gid = opts.gid;
     this.#relay = opts.relay;
+    this.#clock = opts.clock;
+    this.#log = opts.log;
     this.#server = createServer({
       maxHeaderSize: LOCAL_LIMITS.maxHeaderSize,
       headersTimeout: LOCAL_LIMITS.headersTimeoutMs,
@@ -131,10 +130,8 @@ export class LocalApi {
     const tell = (): void => {
       this.#cancelRefusedLine = undefined;
       if (this.#refusedUntold === 0) return;
-      this.#log.warn(
-        { refused: this.#refusedUntold, max: this.#maxConnections },
-        `local API: ${this.#refusedUntold} connections refused at the cap of ${this.#maxConnections}`,
-      );
+      const max = this.#server.maxConnections;
+      this.#log.warn({ refused: this.#refusedUntold, max }, `local API: ${this.#refusedUntold} connections refused at the cap of ${max}`);
       this.#refusedUntold = 0;
       this.#cancelRefusedLine = this.#clock.setTimer(REFUSED_LINE_MS, tell);
     };

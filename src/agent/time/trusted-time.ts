@@ -46,24 +46,23 @@ const PENDING: TimeSyncResult = { verdict: 'unknown', source: 'none', detail: 'n
  * the local clock cannot be trusted. Reads time only from its TimeReader; sets no timer.
  */
 export class TrustedTime {
+  readonly #clock: TimeReader;
   readonly #checkTimeSync: TrustedTimeOptions['checkTimeSync'];
-  readonly #clock: TrustedTimeOptions['clock'];
-  readonly #log: TrustedTimeOptions['log'];
+  /** Server time: the samples had so far, and how to fetch one more. */
+  readonly #server: { time: ServerTime; sample: () => Promise<void> };
+  readonly #log: Logger;
   readonly #onSampled: TrustedTimeOptions['onSampled'];
-  readonly #sampleServerTime: TrustedTimeOptions['sampleServerTime'];
-  readonly #serverTime: TrustedTimeOptions['serverTime'];
   #verdict: TimeSyncResult | undefined;
   #verdictAtMono = Number.NEGATIVE_INFINITY;
   #sampling = false;
   #sampleTriedAtMono = Number.NEGATIVE_INFINITY;
 
   constructor(opts: TrustedTimeOptions) {
-    this.#checkTimeSync = opts.checkTimeSync;
     this.#clock = opts.clock;
+    this.#checkTimeSync = opts.checkTimeSync;
+    this.#server = { time: opts.serverTime, sample: opts.sampleServerTime };
     this.#log = opts.log;
     this.#onSampled = opts.onSampled;
-    this.#sampleServerTime = opts.sampleServerTime;
-    this.#serverTime = opts.serverTime;
   }
 
   /** Whether a verdict was had yet: before the first, time can only be judged by the local clock. */
@@ -89,24 +88,24 @@ export class TrustedTime {
 
   /** Server time from the samples alone, whatever the local verdict (what a refused timestamp is retried with). */
   sampledNow(): number | undefined {
-    return this.#serverTime.now();
+    return this.#server.time.now();
   }
 
   /** The timestamp to sign with; server time is sampled first when the clock is not synced and no fresh sample exists. */
   async forSigning(): Promise<SigningTime> {
     const verdict = await this.verdict();
-    if (needsSample(verdict, this.#serverTime, this.#clock, FRESH_SAMPLE_MS)) await this.#sampleServerTime();
+    if (needsSample(verdict, this.#server.time, this.#clock, FRESH_SAMPLE_MS)) await this.#server.sample();
     return this.#choose();
   }
 
   /** One server time sample, waited for (nothing else can be done without it). */
   sample(): Promise<void> {
-    return this.#sampleServerTime();
+    return this.#server.sample();
   }
 
   /** Whether sampleIfStale() would fetch a sample now. */
   get stale(): boolean {
-    if (!needsSample(this.#verdict ?? PENDING, this.#serverTime, this.#clock, FRESH_SAMPLE_MS)) return false;
+    if (!needsSample(this.#verdict ?? PENDING, this.#server.time, this.#clock, FRESH_SAMPLE_MS)) return false;
     return !this.#sampling && this.#clock.monoNow() - this.#sampleTriedAtMono >= SAMPLE_RETRY_MS;
   }
 
@@ -118,7 +117,7 @@ export class TrustedTime {
     if (!this.stale) return;
     this.#sampling = true;
     this.#sampleTriedAtMono = this.#clock.monoNow();
-    this.#sampleServerTime().then(
+    this.#server.sample().then(
       () => {
         this.#sampling = false;
         this.#onSampled?.();
@@ -138,11 +137,11 @@ export class TrustedTime {
       trusted: chosen.ok,
       verdict: v ? v.verdict : 'pending',
       source: chosen.ok && chosen.source === 'server' ? 'server' : (v?.source ?? 'none'),
-      offsetMs: this.#serverTime.offsetMs(),
+      offsetMs: this.#server.time.offsetMs(),
     };
   }
 
   #choose(): SigningTime {
-    return chooseSigningTime(this.#verdict ?? PENDING, this.#serverTime, this.#clock);
+    return chooseSigningTime(this.#verdict ?? PENDING, this.#server.time, this.#clock);
   }
 }

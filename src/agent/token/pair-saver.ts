@@ -26,32 +26,22 @@ export const SAVE_BACKOFF: BackoffSettings = Object.freeze({ baseMs: 2_000, capM
  * "state not persisted", and saving is tried again on a backoff schedule until the disk takes it.
  */
 export class PairSaver {
-  readonly #backoffSettings: PairSaverOptions['backoff'];
-  readonly #clock: PairSaverOptions['clock'];
-  readonly #identity: PairSaverOptions['identity'];
-  readonly #log: PairSaverOptions['log'];
-  readonly #onChange: PairSaverOptions['onChange'];
-  readonly #random: PairSaverOptions['random'];
-  readonly #store: PairSaverOptions['store'];
-  readonly #wake: PairSaverOptions['wake'];
+  readonly #store: TokenStore;
+  readonly #identity: StoreIdentity;
+  readonly #log: Logger;
+  readonly #onChange: () => void;
+  readonly #retry: SaveRetry;
   #unsaved = false;
   /** A trusted server time to record with the pair: the clock floor after a reboot. */
   #floorMs: number | undefined;
   #error: string | undefined;
-  #backoff: BackoffState = resetBackoff();
-  #dueAtMono = Number.NEGATIVE_INFINITY;
-  #cancelRetry: Cancel | undefined;
-  #stopped = false;
 
   constructor(opts: PairSaverOptions) {
-    this.#backoffSettings = opts.backoff;
-    this.#clock = opts.clock;
+    this.#store = opts.store;
     this.#identity = opts.identity;
     this.#log = opts.log;
     this.#onChange = opts.onChange;
-    this.#random = opts.random;
-    this.#store = opts.store;
-    this.#wake = opts.wake;
+    this.#retry = new SaveRetry(opts);
   }
 
   /** The pair held is newer than the store's. */
@@ -61,7 +51,7 @@ export class PairSaver {
 
   /** A failed save waits for its retry time. */
   get due(): boolean {
-    return this.#unsaved && this.#clock.monoNow() >= this.#dueAtMono;
+    return this.#unsaved && this.#retry.due;
   }
 
   status(): { persisted: boolean; lastError: string | null } {
@@ -72,7 +62,7 @@ export class PairSaver {
   save(pair: TokenPair, floorMs?: number): void {
     this.#unsaved = true;
     if (floorMs !== undefined) this.#floorMs = floorMs;
-    this.#cancelRetry?.();
+    this.#retry.cancel();
     try {
       this.#store.savePair(this.#identity, pair);
       if (this.#floorMs !== undefined) this.#store.setMeta(LAST_SERVER_TIME_KEY, String(this.#floorMs));
@@ -87,8 +77,7 @@ export class PairSaver {
   settled(): void {
     this.#unsaved = false;
     this.#floorMs = undefined;
-    this.#backoff = resetBackoff();
-    this.#cancelRetry?.();
+    this.#retry.reset();
     if (this.#error === undefined) return;
     this.#error = undefined;
     this.#log.info({ path: this.#store.path }, 'state persisted again: the token store holds the token in use');
@@ -96,34 +85,78 @@ export class PairSaver {
   }
 
   stop(): void {
-    this.#stopped = true;
-    this.#cancelRetry?.();
+    this.#retry.stop();
   }
 
   #failed(err: unknown): void {
     const first = this.#error === undefined;
     this.#error = messageOf(err);
-    const next = nextBackoff(this.#backoff, this.#backoffSettings, this.#random());
-    this.#backoff = next.state;
-    this.#dueAtMono = this.#clock.monoNow() + next.delayMs;
+    const retryInMs = this.#retry.schedule();
     this.#log[first ? 'error' : 'warn'](
       {
         code: 'ERR_STORE_WRITE',
         sqlite: (err as { code?: unknown }).code,
         path: this.#store.path,
-        retryInMs: next.delayMs,
+        retryInMs,
         fix: 'free space on the disk that holds stateDir, or make it writable',
       },
       `state not persisted: cannot save the token (${this.#error}); it is kept in memory and used, and saved once the disk takes it`,
     );
+    if (first) this.#onChange();
+  }
+}
+
+/** When a refused save is tried again: on the backoff schedule, timed on the clock, waking the owner when due. */
+class SaveRetry {
+  readonly #clock: Clock;
+  readonly #settings: BackoffSettings;
+  readonly #random: Random;
+  readonly #wake: () => void;
+  #backoff: BackoffState = resetBackoff();
+  #dueAtMono = Number.NEGATIVE_INFINITY;
+  #cancel: Cancel | undefined;
+  #stopped = false;
+
+  constructor(opts: Pick<PairSaverOptions, 'clock' | 'backoff' | 'random' | 'wake'>) {
+    this.#clock = opts.clock;
+    this.#settings = opts.backoff;
+    this.#random = opts.random;
+    this.#wake = opts.wake;
+  }
+
+  get due(): boolean {
+    return this.#clock.monoNow() >= this.#dueAtMono;
+  }
+
+  /** A save failed: the next try is due after the schedule's next wait, which is returned. */
+  schedule(): number {
+    const next = nextBackoff(this.#backoff, this.#settings, this.#random());
+    this.#backoff = next.state;
+    this.#dueAtMono = this.#clock.monoNow() + next.delayMs;
     if (!this.#stopped) {
       // Unref'd: a save waiting for the disk never keeps a command alive.
-      this.#cancelRetry = this.#clock.setTimer(next.delayMs, () => {
+      this.#cancel = this.#clock.setTimer(next.delayMs, () => {
         // Due now, whatever the clock reads: the owner's next step must not find it early and wait again.
         this.#dueAtMono = Number.NEGATIVE_INFINITY;
         this.#wake();
       });
     }
-    if (first) this.#onChange();
+    return next.delayMs;
+  }
+
+  /** A try is under way: the one scheduled is not needed. */
+  cancel(): void {
+    this.#cancel?.();
+  }
+
+  /** A save succeeded: the next failure starts the schedule afresh. */
+  reset(): void {
+    this.#backoff = resetBackoff();
+    this.#cancel?.();
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    this.#cancel?.();
   }
 }
