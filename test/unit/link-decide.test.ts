@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
-  capWaitMs,
+  appReconnectMade,
   decideLink,
   DISPLACED_RESET_MS,
   DUPLICATE_WINDOW_MS,
@@ -519,10 +519,10 @@ describe('decideLink: reconnects an app causes (DESIGN §3.5)', () => {
   const PACED = (n: number) =>
     `an app asked for other connection parameters: reconnects apps cause are paced (${n} in the last minute, at most 6)`;
 
-  it('goes at once when no app caused one in the last minute, and records when', () => {
+  it('goes at once when no app caused one in the last minute, and records when once made', () => {
     const d = decideLink(app(), factsOf({ appReconnects: [NOW - APP_RECONNECT_WINDOW_MS] }), SETTINGS, TOP);
     expect(d).toMatchObject({ next: NOW_AGAIN, reason: 'an app asked for other connection parameters', cause: 'app-params' });
-    expect(d.memory.appReconnects).toEqual([NOW]);
+    expect(appReconnectMade(d.memory, NOW, SETTINGS).appReconnects).toEqual([NOW]);
     expect(d.memory.backoff.attempt).toBe(0);
   });
 
@@ -531,7 +531,8 @@ describe('decideLink: reconnects an app causes (DESIGN §3.5)', () => {
     expect(d.next).toEqual(backoff(99));
     expect(d.cause).toBe('app-reattach');
     expect(d.reason).toBe('an app needs a session of its own: reconnects apps cause are paced (1 in the last minute, at most 6)');
-    expect(d.memory.appReconnects).toEqual([NOW - S, NOW + 99]);
+    // Not made yet: only when the shell makes it, at the end of the wait.
+    expect(d.memory.appReconnects).toEqual([NOW - S]);
     expect(d.memory.backoff.attempt).toBe(1);
   });
 
@@ -541,7 +542,7 @@ describe('decideLink: reconnects an app causes (DESIGN §3.5)', () => {
     // The oldest of the six leaves the window at NOW + 11 s.
     expect(d.next).toEqual(backoff(11 * S));
     expect(d.reason).toBe(PACED(6));
-    expect(d.memory.appReconnects).toEqual([...six.slice(1), NOW + 11 * S]);
+    expect(d.memory.appReconnects).toEqual(six);
   });
 
   it('any number of app requests in a row make at most 6 reconnects a minute', () => {
@@ -550,7 +551,7 @@ describe('decideLink: reconnects an app causes (DESIGN §3.5)', () => {
     for (let i = 0; i < 100; i++) {
       const d = decideLink(app(), { ...facts, now: NOW + i * 100 }, SETTINGS, 0);
       due.push(NOW + i * 100 + (d.next.state === 'connecting' ? 0 : d.next.delayMs));
-      facts = { ...facts, ...d.memory };
+      facts = { ...facts, ...appReconnectMade(d.memory, due.at(-1)!, SETTINGS) };
     }
     for (const t of due) expect(due.filter((u) => u >= t && u < t + APP_RECONNECT_WINDOW_MS).length).toBeLessThanOrEqual(6);
   });
@@ -563,21 +564,35 @@ describe('decideLink: reconnects an app causes (DESIGN §3.5)', () => {
   it('a paced reconnect withdrawn (the app left first) leaves no trace', () => {
     const before = factsOf({ appReconnects: [NOW - S], attempt: 2 });
     const d = decideLink(app(), before, SETTINGS, TOP);
-    const dueAt = NOW + (d.next.state === 'backoff' ? d.next.delayMs : 0);
-    expect(withdrawAppReconnect(d.memory, dueAt, before.backoff)).toMatchObject({ appReconnects: [NOW - S], backoff: { attempt: 2 } });
+    expect(withdrawAppReconnect(d.memory, before.backoff)).toMatchObject({ appReconnects: [NOW - S], backoff: { attempt: 2 } });
+  });
+
+  it('a reconnect withdrawn while it waited for the cap leaves the six made counted: the next waits for the oldest too', () => {
+    // CI's storm: the waiting one once took the oldest's place in the memory; withdrawn, it left five, and a seventh went.
+    const six = [1, 2, 3, 4, 5, 6].map((i) => NOW - 50 * S + i * S);
+    const before = factsOf({ appReconnects: six, attempt: 3 });
+    const capped = decideLink(app(), before, SETTINGS, 0);
+    expect(capped.next).toEqual(backoff(11 * S));
+    const withdrawn = withdrawAppReconnect(capped.memory, before.backoff);
+    expect(withdrawn.appReconnects).toEqual(six);
+    const again = decideLink(app(), { ...before, ...withdrawn, now: NOW + S }, SETTINGS, 0);
+    expect(again.next).toEqual(backoff(10 * S));
   });
 });
 
-describe('capWaitMs: the cap on the replacements made', () => {
+describe('appReconnectMade: the replacements the cap counts', () => {
   it.each([
-    { made: [], now: 0, want: 0, why: 'none made' },
-    { made: [0, 1, 2, 3, 4], now: 5, want: 0, why: 'five of six' },
-    { made: [0, 1, 2, 3, 4, 5], now: 6, want: 59_994, why: 'six: until the oldest leaves the window' },
-    { made: [5, 4, 3, 2, 1, 0], now: 6, want: 59_994, why: 'in any order' },
-    { made: [0, 1, 2, 3, 4, 5, 6], now: 7, want: 59_994, why: 'seven: until the second oldest leaves' },
-    { made: [0, 1, 2, 3, 4, 5], now: 60_000, want: 0, why: 'the oldest has left the window' },
-    { made: [0, 1, 2, 3, 4, 5], now: 59_999, want: 1, why: 'a millisecond before' },
-  ])('$why → $want ms', ({ made, now, want }) => {
-    expect(capWaitMs(made, now, 6, 60_000)).toBe(want);
+    { made: [], now: NOW, want: [NOW], why: 'the first' },
+    { made: [NOW - S], now: NOW, want: [NOW - S, NOW], why: 'beside one of the minute' },
+    { made: [NOW - MIN, NOW - S], now: NOW, want: [NOW - S, NOW], why: 'one a minute old has left the window' },
+    { made: [NOW - MIN + 1], now: NOW, want: [NOW - MIN + 1, NOW], why: 'a millisecond younger has not' },
+    {
+      made: [6, 5, 4, 3, 2, 1].map((i) => NOW - i * S),
+      now: NOW,
+      want: [5, 4, 3, 2, 1, 0].map((i) => NOW - i * S),
+      why: 'the last six only',
+    },
+  ])('$why', ({ made, now, want }) => {
+    expect(appReconnectMade(factsOf({ appReconnects: made }), now, SETTINGS).appReconnects).toEqual(want);
   });
 });

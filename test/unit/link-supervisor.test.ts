@@ -526,4 +526,37 @@ describe('reconnects an app causes, on the Clock (DESIGN §3.5)', () => {
     expect(swaps[6]! - swaps[0]!).toBe(MIN);
     expect(link.status.reconnectsByCause).toEqual({ 'app-params': 10 });
   });
+
+  it('a reconnect called off while it waited for the cap leaves every replacement made counted (CI: 7 in 30 s)', async () => {
+    const { peer, clock, link } = await connectedLink();
+    const swaps: number[] = [];
+    let retryInMs = 0;
+    link.on('state', (s: { state: string; retryInMs?: number }) => {
+      if (s.state === 'connecting') swaps.push(clock.monoNow());
+      if (s.state === 'backoff') retryInMs = s.retryInMs ?? 0;
+    });
+    // Six apps with a session each, as fast as the schedule lets: six replacements within the minute.
+    for (let i = 0; i < 6; i++) {
+      const up = next(link, 'connected');
+      expect(link.useParams([['sessionId', `S${i}`]])).toBe('reconnecting');
+      if (link.status.state === 'backoff') await clock.advance(retryInMs);
+      await up;
+    }
+    expect(swaps).toHaveLength(6);
+    // The seventh waits for the first to leave the minute, and its app leaves before that: called off.
+    expect(link.useParams([['sessionId', 'S6']])).toBe('reconnecting');
+    expect(retryInMs).toBe(swaps[0]! + MIN - clock.monoNow());
+    link.forgetParams();
+    expect(link.status.state).toBe('connected');
+    // The next app's reconnect still waits for the first to leave the minute, not just the schedule.
+    const up = next(link, 'connected');
+    expect(link.useParams([['sessionId', 'S7']])).toBe('reconnecting');
+    expect(link.status.state).toBe('backoff');
+    await clock.advance(retryInMs);
+    await up;
+    expect(swaps).toHaveLength(7);
+    expect(swaps[6]! - swaps[0]!).toBe(MIN);
+    expect(peer.upgrades).toBe(8);
+    expect(link.status.reconnectsByCause).toEqual({ 'app-params': 7 });
+  });
 });

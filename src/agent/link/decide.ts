@@ -65,7 +65,10 @@ export interface LinkMemory {
   readonly displacements: readonly number[];
   /** Unauthorized answers in a row since the cloud last accepted a session. */
   readonly unauthorizedStreak: number;
-  /** Monotonic times of the app-caused reconnects of the last APP_RECONNECT_WINDOW_MS (a paced one: when it is due). */
+  /**
+   * Monotonic times of the app-caused replacements made in the last APP_RECONNECT_WINDOW_MS, recorded
+   * as each is made (appReconnectMade): a paced one that is still waiting is not among them.
+   */
   readonly appReconnects: readonly number[];
 }
 
@@ -142,7 +145,8 @@ export function decideLink(ending: LinkEnding, facts: LinkFacts, settings: LinkS
 /**
  * An app-caused reconnect (DESIGN §3.5): the first in a window goes at once, the next ones wait the
  * link's backoff schedule, and never more than appReconnectsPerMinute happen in any minute — so no app
- * on the device can make it hammer the cloud, whatever it does.
+ * on the device can make it hammer the cloud, whatever it does. The replacement is recorded when the
+ * shell makes it (appReconnectMade), not here: one called off before it was due was never made.
  */
 function onApp(
   cause: 'app-params' | 'app-reattach',
@@ -159,12 +163,12 @@ function onApp(
     delayMs = next.delayMs;
     backoff = next.state;
   }
-  const cap = Math.max(1, Math.floor(settings.appReconnectsPerMinute));
+  const cap = appCap(settings);
   const oldestCounted = recent[recent.length - cap];
   if (oldestCounted !== undefined) delayMs = Math.max(delayMs, oldestCounted + APP_RECONNECT_WINDOW_MS - now);
   const what = cause === 'app-params' ? 'an app asked for other connection parameters' : 'an app needs a session of its own';
   return {
-    memory: { ...memory, backoff, appReconnects: [...recent, now + delayMs].slice(-cap) },
+    memory: { ...memory, backoff, appReconnects: recent },
     next: delayMs === 0 ? { state: 'connecting' } : { state: 'backoff', delayMs },
     reason: delayMs === 0 ? what : `${what}: reconnects apps cause are paced (${recent.length} in the last minute, at most ${cap})`,
     invalidateToken: false,
@@ -173,19 +177,19 @@ function onApp(
   };
 }
 
-/** How long until one more may happen, when `cap` of `made` (monotonic times) fall within the last `windowMs`; 0 when below it. */
-export function capWaitMs(made: readonly number[], now: number, cap: number, windowMs: number): number {
-  const recent = made.filter((t) => now - t < windowMs).sort((a, b) => a - b);
-  const limit = Math.max(1, Math.floor(cap));
-  if (recent.length < limit) return 0;
-  return Math.max(0, recent[recent.length - limit]! + windowMs - now);
+/** The memory once an app-caused replacement was made at `now`: the last cap made are all the cap needs. */
+export function appReconnectMade(memory: LinkMemory, now: number, settings: Pick<LinkSettings, 'appReconnectsPerMinute'>): LinkMemory {
+  const made = [...memory.appReconnects.filter((t) => now - t < APP_RECONNECT_WINDOW_MS), now];
+  return { ...memory, appReconnects: made.slice(-appCap(settings)) };
 }
 
-/** The memory as if a paced app reconnect decided at `dueAt` had never been: it did not happen. */
-export function withdrawAppReconnect(memory: LinkMemory, dueAt: number, backoffBefore: BackoffState): LinkMemory {
-  const i = memory.appReconnects.lastIndexOf(dueAt);
-  if (i < 0) return memory;
-  return { ...memory, backoff: backoffBefore, appReconnects: memory.appReconnects.filter((_, j) => j !== i) };
+function appCap(settings: Pick<LinkSettings, 'appReconnectsPerMinute'>): number {
+  return Math.max(1, Math.floor(settings.appReconnectsPerMinute));
+}
+
+/** The memory as if a paced app reconnect, decided when the backoff was `backoffBefore`, had never been: it did not happen. */
+export function withdrawAppReconnect(memory: LinkMemory, backoffBefore: BackoffState): LinkMemory {
+  return { ...memory, backoff: backoffBefore };
 }
 
 /** The counter a reconnect after `ending` goes to. */

@@ -6,8 +6,7 @@ import { systemRandom, type Cancel, type Random } from '../time/clock.js';
 import type { BackoffState } from '../token/backoff.js';
 import { Attempt } from './attempt.js';
 import {
-  APP_RECONNECT_WINDOW_MS,
-  capWaitMs,
+  appReconnectMade,
   decideLink,
   initialLinkMemory,
   withdrawAppReconnect,
@@ -43,14 +42,12 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
   readonly #choice: ConnChoice;
   #status: LinkStatus;
   #memory: LinkMemory = initialLinkMemory();
-  /** When the app-caused replacements of the last window were made. */
-  #appMade: number[] = [];
   /** The link's socket, from its handshake to its close; undefined between sockets. */
   #attempt: Attempt | undefined;
   /** A socket being closed to reopen with new parameters. */
   #replacing: Promise<void> | undefined;
   /** An app-caused reconnect waiting its turn: the open socket stays (an app may still want it) but carries nothing. */
-  #parked: { cancel: Cancel; dueAt: number; backoffBefore: BackoffState } | undefined;
+  #parked: { cancel: Cancel; backoffBefore: BackoffState } | undefined;
   #cancelRetry: Cancel = idle;
   #abort: AbortController | undefined;
   #stopped = true;
@@ -103,15 +100,13 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
       this.#replace(attempt, d.cause);
       return 'reconnecting';
     }
-    // As decideLink recorded it, so that calling it off finds it.
-    this.#park(d.next.delayMs, d.memory.appReconnects.at(-1) ?? 0, backoffBefore, d.cause, d.reason);
+    this.#park(d.next.delayMs, backoffBefore, d.cause, d.reason);
     return 'reconnecting';
   }
 
-  /** Waits `delayMs` before replacing the open socket for an app (DESIGN §3.5); `dueAt` names the wait in the memory. */
-  #park(delayMs: number, dueAt: number, backoffBefore: BackoffState, cause: ReconnectCause, reason: string): void {
+  /** Waits `delayMs` before replacing the open socket for an app (DESIGN §3.5); calling it off restores `backoffBefore`. */
+  #park(delayMs: number, backoffBefore: BackoffState, cause: ReconnectCause, reason: string): void {
     this.#parked = {
-      dueAt,
       backoffBefore,
       cancel: this.#timer(delayMs, () => {
         this.#parked = undefined;
@@ -136,7 +131,7 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
     if (!parked) return;
     this.#parked = undefined;
     parked.cancel();
-    this.#memory = withdrawAppReconnect(this.#memory, parked.dueAt, parked.backoffBefore);
+    this.#memory = withdrawAppReconnect(this.#memory, parked.backoffBefore);
     this.#resume();
   }
 
@@ -147,11 +142,8 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
 
   /** Closes the open socket and opens one with the wanted parameters: a reconnect an app caused. */
   #replace(attempt: Attempt, cause: ReconnectCause): void {
-    // The cap counted on the replacements made, whatever the decisions' bookkeeping: none past it in any window.
-    const now = this.#clock.monoNow();
-    const waitMs = capWaitMs(this.#appMade, now, this.#s.appReconnectsPerMinute, APP_RECONNECT_WINDOW_MS);
-    if (waitMs > 0) return this.#park(waitMs, Number.NaN, this.#memory.backoff, cause, 'reconnects apps cause are capped');
-    this.#appMade = [...this.#appMade.filter((t) => now - t < APP_RECONNECT_WINDOW_MS), now];
+    // Recorded as made, when made: the cap counts what happened, never a wait that may be called off.
+    this.#memory = appReconnectMade(this.#memory, this.#clock.monoNow(), this.#s);
     this.#count(cause);
     this.#attempt = undefined;
     this.#setState({ state: 'connecting' });
@@ -240,7 +232,7 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
     // The socket a paced replacement waited to close is gone anyway: the retry below takes the app's parameters.
     if (this.#parked) {
       this.#parked.cancel();
-      this.#memory = withdrawAppReconnect(this.#memory, this.#parked.dueAt, this.#parked.backoffBefore);
+      this.#memory = withdrawAppReconnect(this.#memory, this.#parked.backoffBefore);
       this.#parked = undefined;
     }
     this.#decide(ending, attempt.token, upMs, accepted, true);
