@@ -44,3 +44,16 @@ export interface StatePatch {
   fix?: string | undefined;
   retryInMs?: number;
 }
+
+/**
+ * The status after `patch`, or undefined when it changes nothing (a new retryInMs alone is no change):
+ * fields the patch leaves out keep their values, `fix: undefined` clears it, and `since` moves with the state.
+ */
+export function patchStatus(status: LinkStatus, patch: StatePatch, wallNow: number): LinkStatus | undefined {
+  const { state } = patch;
+  const lastError = 'lastError' in patch ? (patch.lastError ?? null) : status.lastError;
+  const fix = 'fix' in patch ? patch.fix : status.fix;
+  if (state === status.state && lastError === status.lastError && fix === status.fix) return undefined;
+  const { fix: _was, ...rest } = status;
+  return { ...rest, state, since: state === status.state ? status.since : wallNow, lastError, ...(fix !== undefined && { fix }) };
+}

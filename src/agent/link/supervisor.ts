@@ -18,7 +18,7 @@ import {
 import { resolveLinkSettings, type LinkOptions, type LinkSettings } from './options.js';
 import { ConnChoice, type ConnParams } from './params.js';
 import { openCloudSocket } from './socket.js';
-import type { LinkEvents, LinkStateChange, LinkStatus, ParamsOutcome, StatePatch } from './status.js';
+import { patchStatus, type LinkEvents, type LinkStateChange, type LinkStatus, type ParamsOutcome, type StatePatch } from './status.js';
 
 export { DROPPED_FIRST_ATTEMPT, type ReconnectCause } from './decide.js';
 export { MAX_CLOUD_MESSAGE_BYTES, type LinkOptions, type TokenSource } from './options.js';
@@ -127,17 +127,22 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
 
   /** Cancels a paced replacement that is no longer wanted: it never happened, and the open socket serves again. */
   #unpark(): void {
-    const parked = this.#parked;
-    if (!parked) return;
-    this.#parked = undefined;
-    parked.cancel();
-    this.#memory = withdrawAppReconnect(this.#memory, parked.backoffBefore);
-    this.#resume();
+    if (this.#callOff()) this.#resume();
   }
 
   /** The open socket serves again after a wait for a replacement that is not needed any more. */
   #resume(): void {
     this.#setState({ state: this.#attempt?.isOpen ? 'connected' : 'connecting', lastError: null, fix: undefined }, true);
+  }
+
+  /** Cancels the paced replacement, if one waits, as if it had never been decided; whether one did. */
+  #callOff(): boolean {
+    const parked = this.#parked;
+    if (!parked) return false;
+    this.#parked = undefined;
+    parked.cancel();
+    this.#memory = withdrawAppReconnect(this.#memory, parked.backoffBefore);
+    return true;
   }
 
   /** Closes the open socket and opens one with the wanted parameters: a reconnect an app caused. */
@@ -170,8 +175,7 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
     if (this.#stopped) return;
     this.#stopped = true;
     this.#cancelRetry();
-    this.#parked?.cancel();
-    this.#parked = undefined;
+    this.#callOff();
     this.#abort?.abort();
     const attempt = this.#attempt;
     this.#attempt = undefined;
@@ -230,11 +234,7 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
     this.#attempt = undefined;
     if (this.#stopped) return;
     // The socket a paced replacement waited to close is gone anyway: the retry below takes the app's parameters.
-    if (this.#parked) {
-      this.#parked.cancel();
-      this.#memory = withdrawAppReconnect(this.#memory, this.#parked.backoffBefore);
-      this.#parked = undefined;
-    }
+    this.#callOff();
     this.#decide(ending, attempt.token, upMs, accepted, true);
   }
 
@@ -282,16 +282,10 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
    * `quiet`: a wait for a paced replacement, begun or called off, which an app in a loop can cause at will: debug only.
    */
   #setState(patch: StatePatch, quiet = false): void {
-    const state = patch.state;
-    const lastError = 'lastError' in patch ? (patch.lastError ?? null) : this.#status.lastError;
-    const fix = 'fix' in patch ? patch.fix : this.#status.fix;
-    const changed = state !== this.#status.state || lastError !== this.#status.lastError || fix !== this.#status.fix;
-    if (!changed) return;
-    if (state !== this.#status.state) this.#status.since = this.#clock.wallNow();
-    this.#status.state = state;
-    this.#status.lastError = lastError;
-    if (fix === undefined) delete this.#status.fix;
-    else this.#status.fix = fix;
+    const next = patchStatus(this.#status, patch, this.#clock.wallNow());
+    if (!next) return;
+    this.#status = next;
+    const { state, lastError, fix } = next;
     this.#log[quiet ? 'debug' : 'info'](
       { state, reconnects: this.#status.reconnects, ...(lastError && { reason: lastError }), ...(fix && { fix }) },
       `link ${state}`,
