@@ -3,7 +3,13 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { WebSocket as PeerSocket } from 'ws';
-import { LinkSupervisor, MAX_CLOUD_MESSAGE_BYTES, type LinkOptions, type TokenSource } from '../../src/agent/link/supervisor.js';
+import {
+  LinkSupervisor,
+  MAX_CLOUD_MESSAGE_BYTES,
+  type LinkOptions,
+  type OpenedWith,
+  type TokenSource,
+} from '../../src/agent/link/supervisor.js';
 import { WS_FAILURE_FIXES, WsMessage } from '../../src/protocol/codes.js';
 import { wsFailureBody } from '../../src/protocol/wire.js';
 import { createReferenceService } from '../../src/service/server.js';
@@ -502,6 +508,36 @@ describe('reconnects an app causes, on the Clock (DESIGN §3.5)', () => {
     await up;
     expect(peer.upgrades).toBe(3);
     expect(link.status).toMatchObject({ state: 'connected', reconnects: 2, reconnectsByCause: { 'app-params': 2 } });
+  });
+
+  it('renewSession replaces even a socket the parameters fit (app-reattach); opening tells each socket what it is opened with', async () => {
+    const peer = await rawWsServer();
+    cleanups.push(peer.close);
+    let n = 0;
+    const { clock, link } = manualLink(peer.url, { newSessionId: () => `fresh-${++n}` });
+    const opened: OpenedWith[] = [];
+    link.on('opening', (o) => opened.push(o));
+    let up = next(link, 'connected');
+    link.start();
+    await up;
+    expect(link.useParams([])).toBe('kept');
+    up = next(link, 'connected');
+    expect(link.renewSession([])).toBe('reconnecting');
+    await up;
+    // Parameters the socket does not fit are app-params, whichever way they come.
+    up = next(link, 'connected');
+    expect(link.renewSession([['feature', 'f']])).toBe('reconnecting');
+    // The second in the minute waits the schedule.
+    expect(link.status.state).toBe('backoff');
+    await clock.advance(99);
+    await up;
+    expect(opened).toEqual([
+      { params: [], sessionId: 'fresh-1' },
+      { params: [], sessionId: 'fresh-2' },
+      { params: [['feature', 'f']], sessionId: 'fresh-3' },
+    ]);
+    expect(peer.upgrades).toBe(3);
+    expect(link.status.reconnectsByCause).toEqual({ 'app-reattach': 1, 'app-params': 1 });
   });
 
   it('never more than appReconnectsPerMinute in any minute, however fast apps ask', async () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { cloudUrl, ConnChoice, NO_PARAMS, sameParams } from '../../src/agent/link/params.js';
+import { cloudUrl, ConnChoice, fitOf, NO_PARAMS, sameParams } from '../../src/agent/link/params.js';
 import { appParams } from '../../src/agent/local/app-params.js';
-import { stateChanged, stateData } from '../../src/agent/local/relay-decide.js';
+import { isSmallEvent, MAX_SEARCHED_EVENT_BYTES, socketUse, stateChanged, stateData } from '../../src/agent/local/relay-decide.js';
 import { isConversationEvent, linkStateFrame } from '../../src/protocol/conversation.js';
 
 describe('app parameters', () => {
@@ -64,19 +64,20 @@ describe('connection choice', () => {
     let n = 0;
     const choice = new ConnChoice(() => `fresh-${++n}`);
     expect(choice.sessionId).toBeNull();
-    expect(choice.match).toBe('other');
-    expect(choice.open('ws://h/p', 'b').searchParams.get('sessionId')).toBe('fresh-1');
-    expect(choice.open('ws://h/p', 'b').searchParams.get('sessionId')).toBe('fresh-2');
-    expect(choice.match).toBe('kept');
+    expect(choice.fit).toBe('other');
+    expect(choice.open('ws://h/p', 'b').url.searchParams.get('sessionId')).toBe('fresh-1');
+    expect(choice.open('ws://h/p', 'b').opened).toEqual({ params: [], sessionId: 'fresh-2' });
+    expect(choice.fit).toBe('exact');
     choice.want([['sessionId', 'S']]);
     expect(choice.sessionId).toBe('S');
-    expect(choice.match).toBe('other');
+    expect(choice.fit).toBe('other');
     choice.open('ws://h/p', 'b');
     choice.forget();
     // The open socket still carries the app's session; only later sockets get fresh ones.
     expect(choice.sessionId).toBe('S');
-    // An app that names no session takes it while nobody conversed on it.
-    expect(choice.match).toBe('kept');
+    // An app that names no session may take it (nobody conversed on it: see socketUse).
+    expect(choice.fit).toBe('fits');
+    expect(choice.open('ws://h/p', 'b').opened.sessionId).toBe('fresh-3');
   });
 
   type Want = readonly (readonly [string, string])[];
@@ -86,7 +87,28 @@ describe('connection choice', () => {
     ['feature', 'f'],
   ];
   const F: Want = [['feature', 'f']];
-  // [opened with, conversed on by an app with (null: nobody), wanted next, match]
+  // [opened with (its fresh session: fresh-1), wanted, fit]
+  const fits: [Want, Want, string][] = [
+    [[], [], 'exact'],
+    [[], [['sessionId', 'fresh-1']], 'exact'],
+    [[], [['sessionId', 'other']], 'other'],
+    [S, S, 'exact'],
+    [S, [], 'fits'],
+    [S, [['sessionId', 'T']], 'other'],
+    [SF, SF, 'exact'],
+    [SF, F, 'fits'],
+    [SF, [], 'other'],
+    [F, [], 'other'],
+    [[], F, 'other'],
+  ];
+  it.each(fits)('opened with %j, wanted %j: %s', (params, wanted, fit) => {
+    const choice = new ConnChoice(() => 'fresh-1');
+    choice.want(params);
+    expect(fitOf(choice.open('ws://h/p', 'b').opened, wanted)).toBe(fit);
+    expect(fitOf(undefined, wanted)).toBe('other');
+  });
+
+  // [opened with, conversed on by an app with (null: nobody), wanted next, how the app may use it]
   const table: [Want, Want | null, Want, string][] = [
     [[], null, [], 'kept'],
     [[], [], [], 'reused'],
@@ -108,14 +130,15 @@ describe('connection choice', () => {
     [F, null, [], 'other'],
     [[], null, F, 'other'],
   ];
-  it.each(table)('opened with %j, conversed on by %j, wanted %j: %s', (opened, spender, wanted, match) => {
+  it.each(table)('opened with %j, conversed on by %j, wanted %j: %s', (params, spender, wanted, use) => {
     const choice = new ConnChoice(() => 'fresh-1');
-    choice.want(opened);
-    choice.open('ws://h/p', 'b');
-    if (spender !== null) choice.want(spender);
-    choice.forget(spender !== null);
-    choice.want(wanted);
-    expect(choice.match).toBe(match);
+    choice.want(params);
+    const { opened } = choice.open('ws://h/p', 'b');
+    expect(socketUse({ opened, spentBy: spender ?? undefined }, wanted)).toBe(use);
+  });
+
+  it('with no socket seen yet, any app needs another', () => {
+    expect(socketUse(undefined, [])).toBe('other');
   });
 });
 
@@ -153,5 +176,17 @@ describe('conversation events the relay looks for', () => {
     const chat = Buffer.from(JSON.stringify({ contentType: 'TEXT', content: { input: 'what is CLIENT_VOICE_CHAT_UPDATE?' } }));
     expect(isConversationEvent(chat, 'CLIENT_VOICE_CHAT_UPDATE')).toBe(false);
     expect(isConversationEvent(Buffer.from('CLIENT_VOICE_CHAT_UPDATE {'), 'CLIENT_VOICE_CHAT_UPDATE')).toBe(false);
+  });
+
+  it('looks in small text frames only: a binary frame or a larger one is never searched', () => {
+    const greeting = event('CFG_BOT_EVENT');
+    const padded = (n: number) =>
+      Buffer.from(JSON.stringify({ mid: 'm'.repeat(n), contentType: 'EVENT', content: { eventType: 'CFG_BOT_EVENT' } }));
+    const fill = MAX_SEARCHED_EVENT_BYTES - padded(0).length;
+    expect(isSmallEvent(greeting, false, 'CFG_BOT_EVENT')).toBe(true);
+    expect(isSmallEvent(greeting, true, 'CFG_BOT_EVENT')).toBe(false);
+    expect(isSmallEvent(greeting, false, 'CLIENT_VOICE_CHAT_UPDATE')).toBe(false);
+    expect(isSmallEvent(padded(fill), false, 'CFG_BOT_EVENT')).toBe(true);
+    expect(isSmallEvent(padded(fill + 1), false, 'CFG_BOT_EVENT')).toBe(false);
   });
 });

@@ -1,15 +1,11 @@
 import type { IncomingMessage } from 'node:http';
 import WebSocket, { type RawData } from 'ws';
-import { isConversationEvent } from '../../protocol/conversation.js';
 import type { Cancel, TimeReader } from '../time/clock.js';
 import { frameFailure, MAX_FAILURE_BODY, type LinkEnding } from './decide.js';
 import { Heartbeat } from './heartbeat.js';
 import { MAX_CLOUD_BACKLOG_BYTES, type LinkSettings } from './options.js';
 import { CLOSE_GRACE_MS } from './socket.js';
 import { closeWithin } from '../../ws-close.js';
-
-/** The greeting is a small event: a larger frame is never searched for it. */
-const MAX_GREETING_BYTES = 16 * 1024;
 
 /** What an attempt tells the link, only while it is the link's (until it ends or is retired). */
 export interface AttemptHooks {
@@ -28,8 +24,8 @@ export interface AttemptDeps {
 
 /**
  * One cloud WebSocket from its handshake to its close, with everything the link knows of it: the token
- * it presented, its greeting, what ended it, whether the cloud answered, its heartbeat. Its handlers
- * close over it; once it ends or is retired it tells the link nothing more.
+ * it presented, what ended it, whether the cloud answered, its heartbeat. Its handlers close over it;
+ * once it ends or is retired it tells the link nothing more.
  */
 export class Attempt {
   readonly token: string;
@@ -43,8 +39,6 @@ export class Attempt {
   /** The cloud answered (a pong or a message). */
   #accepted = false;
   #upSinceMono: number | undefined;
-  /** The socket's CFG_BOT_EVENT, replayed to an app that attaches to it. */
-  #greeting: Buffer | undefined;
 
   constructor(ws: WebSocket, token: string, deps: AttemptDeps) {
     this.#ws = ws;
@@ -70,10 +64,6 @@ export class Attempt {
         this.#ending = { kind: 'socket-error', code: (err as NodeJS.ErrnoException).code, message: err.message };
     });
     ws.on('close', (code, reason) => this.#onClose(code, reason.toString('utf8')));
-  }
-
-  get greeting(): Buffer | undefined {
-    return this.#greeting;
   }
 
   get isOpen(): boolean {
@@ -145,16 +135,13 @@ export class Attempt {
     }
     this.#accepted = true;
     // binaryType 'nodebuffer': ws hands every message over as one Buffer.
-    const frame = data as Buffer;
-    if (!isBinary && size <= MAX_GREETING_BYTES && isConversationEvent(frame, 'CFG_BOT_EVENT')) this.#greeting = frame;
-    this.#deps.hooks.message(frame, isBinary);
+    this.#deps.hooks.message(data as Buffer, isBinary);
   }
 
   #onClose(code: number, reason: string): void {
     const live = this.#live;
     const upMs = this.upMs();
     this.#stop();
-    this.#greeting = undefined;
     if (live) this.#deps.hooks.ended(this.#ending ?? { kind: 'closed', code, reason }, upMs, this.#accepted);
   }
 }

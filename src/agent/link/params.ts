@@ -20,8 +20,27 @@ function cmp(x: string, y: string): number {
   return x < y ? -1 : 1;
 }
 
-/** How an app's parameters fit the open socket (see ConnChoice.match). */
-export type ParamsMatch = 'kept' | 'reused' | 'reattach' | 'other';
+/** The parameters and sessionId a socket was opened with (its sessionId: the app's, or a fresh one). */
+export interface OpenedWith {
+  readonly params: ConnParams;
+  readonly sessionId: string;
+}
+
+/**
+ * How wanted parameters fit a socket: `exact` (its very parameters, or they name its session),
+ * `fits` (an app that names no session leaves the choice to botlink: any socket with its other
+ * parameters will do) or `other` (another socket is needed; so too when there is none).
+ */
+export type ParamsFit = 'exact' | 'fits' | 'other';
+
+export function fitOf(opened: OpenedWith | undefined, wanted: ConnParams): ParamsFit {
+  if (opened === undefined) return 'other';
+  // A fresh sessionId is the socket's too: an app asking for the one it was shown asks for this socket.
+  const withSession: ConnParams =
+    decidedSessionId(opened.params) === undefined ? [...opened.params, ['sessionId', opened.sessionId]] : opened.params;
+  if (sameParams(opened.params, wanted) || sameParams(withSession, wanted)) return 'exact';
+  return decidedSessionId(wanted) === undefined && sameParams(withoutSession(withSession), wanted) ? 'fits' : 'other';
+}
 
 function withoutSession(params: ConnParams): ConnParams {
   return params.filter(([name]) => name !== 'sessionId');
@@ -45,8 +64,7 @@ export function cloudUrl(wsUrl: string, botId: string, params: ConnParams, sessi
 export class ConnChoice {
   readonly #fresh: () => string;
   #wanted: ConnParams = NO_PARAMS;
-  /** `spentBy`: the parameters of the app that conversed on the socket, once one did. */
-  #opened: { params: ConnParams; sessionId: string; spentBy?: ConnParams } | undefined;
+  #opened: OpenedWith | undefined;
 
   constructor(fresh: () => string) {
     this.#fresh = fresh;
@@ -56,35 +74,14 @@ export class ConnChoice {
     this.#wanted = params;
   }
 
-  /**
-   * No app decides any more: later sockets get fresh sessions. `spent`: the app conversed on the open
-   * socket, so the cloud holds its voice config, its history and maybe the tail of a round: only an app
-   * with the same parameters, or one naming this socket's session, gets it again (see match).
-   */
-  forget(spent = false): void {
-    if (spent && this.#opened) this.#opened.spentBy = this.#wanted;
+  /** No app decides any more: later sockets get fresh sessions. */
+  forget(): void {
     this.#wanted = NO_PARAMS;
   }
 
-  /**
-   * Whether the wanted parameters can use the last socket, and how: `kept` (nobody conversed on it),
-   * `reused` (an app conversed on it, and these are its parameters or name this very socket: the same
-   * app coming back), `reattach` (an app that names no session would take one another app conversed
-   * on: it needs a fresh one) or `other` (other parameters: another socket).
-   */
-  get match(): ParamsMatch {
-    const opened = this.#opened;
-    if (opened === undefined) return 'other';
-    const wanted = this.#wanted;
-    // A fresh sessionId is the socket's too: an app asking for the one it was shown asks for this socket.
-    const withSession: ConnParams =
-      decidedSessionId(opened.params) === undefined ? [...opened.params, ['sessionId', opened.sessionId]] : opened.params;
-    const exact = sameParams(opened.params, wanted) || sameParams(withSession, wanted);
-    // An app that names no session leaves the choice to botlink: any socket with its other parameters will do.
-    const fits = exact || (decidedSessionId(wanted) === undefined && sameParams(withoutSession(withSession), wanted));
-    if (!fits) return 'other';
-    if (opened.spentBy === undefined) return 'kept';
-    return exact || sameParams(opened.spentBy, wanted) ? 'reused' : 'reattach';
+  /** How the wanted parameters fit the last socket. */
+  get fit(): ParamsFit {
+    return fitOf(this.#opened, this.#wanted);
   }
 
   /** The app's sessionId when it decided one, else the last socket's. */
@@ -92,11 +89,11 @@ export class ConnChoice {
     return decidedSessionId(this.#wanted) ?? this.#opened?.sessionId ?? null;
   }
 
-  /** The URL of a new socket, remembered as the one opened last. */
-  open(wsUrl: string, botId: string): URL {
+  /** A new socket's URL, and what it is opened with, remembered as the last socket's. */
+  open(wsUrl: string, botId: string): { url: URL; opened: OpenedWith } {
     const params = this.#wanted;
-    const sessionId = decidedSessionId(params) ?? this.#fresh();
-    this.#opened = { params, sessionId };
-    return cloudUrl(wsUrl, botId, params, sessionId);
+    const opened: OpenedWith = { params, sessionId: decidedSessionId(params) ?? this.#fresh() };
+    this.#opened = opened;
+    return { url: cloudUrl(wsUrl, botId, params, opened.sessionId), opened };
   }
 }

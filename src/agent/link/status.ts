@@ -1,3 +1,5 @@
+import type { OpenedWith } from './params.js';
+
 export type LinkState = 'connecting' | 'connected' | 'backoff' | 'displaced' | 'stopped';
 
 export interface LinkStatus {
@@ -17,16 +19,15 @@ export interface LinkStateChange extends LinkStatus {
   retryInMs?: number;
 }
 
-/**
- * What useParams did: the open socket already had them (`reused`: and the same app's conversation
- * before, see ConnChoice.match), it is being replaced (at once or paced), or the next attempt takes them.
- */
-export type ParamsOutcome = 'kept' | 'reused' | 'reconnecting' | 'later';
+/** What useParams and renewSession did: the open socket is kept, it is being replaced (at once or paced), or the next attempt takes the parameters. */
+export type ParamsOutcome = 'kept' | 'reconnecting' | 'later';
 
 /** What the link tells its listeners (the relay, the daemon), by event name. */
 export interface LinkEvents {
   /** A change of state, lastError or fix; `retryInMs` while it waits. */
   state: [LinkStateChange];
+  /** A new socket is being opened, with these parameters: what was said on the last one stays with it. */
+  opening: [OpenedWith];
   /** A socket opened: the relay sends the app's voice config first on it. */
   connected: [];
   /** A frame from the cloud, as it came (binaryType 'nodebuffer'). */

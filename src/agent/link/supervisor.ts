@@ -22,7 +22,7 @@ import { patchStatus, type LinkEvents, type LinkStateChange, type LinkStatus, ty
 
 export { DROPPED_FIRST_ATTEMPT, type ReconnectCause } from './decide.js';
 export { MAX_CLOUD_MESSAGE_BYTES, type LinkOptions, type TokenSource } from './options.js';
-export { NO_PARAMS, type ConnParams } from './params.js';
+export { NO_PARAMS, type ConnParams, type OpenedWith } from './params.js';
 export type { LinkEvents, LinkState, LinkStateChange, LinkStatus, ParamsOutcome } from './status.js';
 
 const idle: Cancel = () => undefined;
@@ -54,7 +54,11 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
 
   constructor(opts: LinkOptions) {
     super();
-    this.#open = (token) => openCloudSocket(this.#choice.open(opts.wsUrl, opts.botId), token, opts.lookup);
+    this.#open = (token) => {
+      const { url, opened } = this.#choice.open(opts.wsUrl, opts.botId);
+      this.emit('opening', opened);
+      return openCloudSocket(url, token, opts.lookup);
+    };
     this.#clock = opts.clock;
     this.#log = opts.log;
     this.#tokens = opts.tokens;
@@ -73,65 +77,63 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
     return this.#choice.sessionId;
   }
 
-  /** The open connection's CFG_BOT_EVENT greeting, as the cloud sent it. */
-  get greeting(): Buffer | undefined {
-    return this.#status.state === 'connected' ? this.#attempt?.greeting : undefined;
-  }
-
   /**
-   * Takes an app's parameters for the cloud connection. A socket opened with others is replaced as
-   * decideLink says: at once, or after a wait (paced, DESIGN §3.5), counted either way.
+   * Takes an app's parameters for the cloud connection: the open socket is kept when they fit it, else
+   * replaced as decideLink says: at once, or after a wait (paced, DESIGN §3.5), counted either way.
    */
   useParams(params: ConnParams): ParamsOutcome {
     this.#choice.want(params);
+    if (this.#choice.fit === 'other') return this.#replaceFor('app-params');
+    if (this.#stopped || !this.#attempt) return 'later';
+    this.#unpark();
+    return 'kept';
+  }
+
+  /** Takes an app's parameters on a socket of its own: the open one is replaced as useParams would, even when they fit it. */
+  renewSession(params: ConnParams): ParamsOutcome {
+    this.#choice.want(params);
+    return this.#replaceFor(this.#choice.fit === 'other' ? 'app-params' : 'app-reattach');
+  }
+
+  /** No app decides any more: later connections get fresh sessions; the open one is kept. */
+  forgetParams(): void {
+    this.#choice.forget();
+    // Nobody waits for the replacement any more: the next app decides again.
+    this.#unpark();
+  }
+
+  #replaceFor(cause: 'app-params' | 'app-reattach'): ParamsOutcome {
     const attempt = this.#attempt;
     if (this.#stopped || !attempt) return 'later';
-    const match = this.#choice.match;
-    if (match === 'kept' || match === 'reused') {
-      this.#unpark();
-      return match;
-    }
     // A replacement is already due: it opens with whatever parameters are wanted by then.
     if (this.#parked) return 'reconnecting';
     const backoffBefore = this.#memory.backoff;
     // A socket up for stableAfterMs has earned a fresh schedule, as after a drop.
-    const d = this.#decisionFor({ kind: 'app', cause: match === 'reattach' ? 'app-reattach' : 'app-params' }, attempt.upMs());
-    if (d.next.state === 'connecting') {
-      this.#replace(attempt, d.cause);
-      return 'reconnecting';
-    }
-    this.#park(d.next.delayMs, backoffBefore, d.cause, d.reason);
+    const d = this.#decisionFor({ kind: 'app', cause }, attempt.upMs());
+    if (d.next.state === 'connecting') this.#replace(attempt, d.cause);
+    else this.#park(d.next.delayMs, backoffBefore, d.cause, d.reason);
     return 'reconnecting';
   }
 
-  /** Waits `delayMs` before replacing the open socket for an app (DESIGN §3.5); calling it off restores `backoffBefore`. */
+  /**
+   * Waits `delayMs` before replacing the open socket for an app (DESIGN §3.5); calling it off restores
+   * `backoffBefore`. Only useParams, renewSession and forgetParams change what is wanted, and each calls
+   * it off or leaves it due: when it fires, the replacement is still wanted.
+   */
   #park(delayMs: number, backoffBefore: BackoffState, cause: ReconnectCause, reason: string): void {
     this.#parked = {
       backoffBefore,
       cancel: this.#timer(delayMs, () => {
         this.#parked = undefined;
-        const m = this.#choice.match;
-        if (m === 'kept' || m === 'reused') this.#resume();
-        else if (this.#attempt) this.#replace(this.#attempt, cause);
+        if (this.#attempt) this.#replace(this.#attempt, cause);
       }),
     };
     this.#setState({ state: 'backoff', lastError: reason, fix: undefined, retryInMs: delayMs }, true);
   }
 
-  /** No app decides any more: later connections get fresh sessions; the open one is kept, for no app when `spent`. */
-  forgetParams(spent = false): void {
-    this.#choice.forget(spent);
-    // Nobody waits for the replacement any more: the next app decides again.
-    this.#unpark();
-  }
-
   /** Cancels a paced replacement that is no longer wanted: it never happened, and the open socket serves again. */
   #unpark(): void {
-    if (this.#callOff()) this.#resume();
-  }
-
-  /** The open socket serves again after a wait for a replacement that is not needed any more. */
-  #resume(): void {
+    if (!this.#callOff()) return;
     this.#setState({ state: this.#attempt?.isOpen ? 'connected' : 'connecting', lastError: null, fix: undefined }, true);
   }
 

@@ -3,8 +3,8 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type WebSocket from 'ws';
 import { WebSocketServer } from 'ws';
-import { isConversationEvent, type LinkStateData } from '../../protocol/conversation.js';
-import type { ConnParams, LinkStateChange, LinkSupervisor } from '../link/supervisor.js';
+import type { LinkStateData } from '../../protocol/conversation.js';
+import type { ConnParams, LinkStateChange, LinkSupervisor, OpenedWith } from '../link/supervisor.js';
 import type { Clock } from '../time/clock.js';
 import { appParams } from './app-params.js';
 import { AttachTally } from './attach-tally.js';
@@ -12,7 +12,7 @@ import { CloudKeepalive } from './keepalive.js';
 import { Observers, wantsAudio } from './observers.js';
 import { LocalPeer, type PeerKind } from './peer.js';
 import { refuseUpgrade } from './refuse-upgrade.js';
-import { MAX_APP_BACKLOG_BYTES, MAX_APP_FRAME_BYTES, MAX_VOICE_CONFIG_BYTES, stateData } from './relay-decide.js';
+import { isSmallEvent, MAX_APP_BACKLOG_BYTES, MAX_APP_FRAME_BYTES, type SocketSeen, socketUse, stateData } from './relay-decide.js';
 import type { RelayCounters, RelayPort, RelayTraffic } from './relay-port.js';
 
 /** At stop an app gets this long to finish its close: the link's own close and the exit must fit in 2 s. */
@@ -20,7 +20,31 @@ const STOP_CLOSE_GRACE_MS = 500;
 const APP: PeerKind = { name: 'app', maxBacklogBytes: MAX_APP_BACKLOG_BYTES };
 
 /** What the relay uses of the link. */
-export type RelayLink = Pick<LinkSupervisor, 'status' | 'sessionId' | 'greeting' | 'useParams' | 'forgetParams' | 'send' | 'on' | 'off'>;
+export type RelayLink = Pick<
+  LinkSupervisor,
+  'status' | 'sessionId' | 'useParams' | 'renewSession' | 'forgetParams' | 'send' | 'on' | 'off'
+>;
+
+/** The conversation on the link's current (or last) cloud socket, as far as the relay saw it. */
+interface CloudSocket extends SocketSeen {
+  /** Its CFG_BOT_EVENT, replayed to an app that takes the socket as it is. */
+  greeting: Buffer | undefined;
+}
+
+/** The attached app: its socket, its parameters, and its part of the conversation. */
+interface AttachedApp {
+  readonly peer: LocalPeer;
+  readonly params: ConnParams;
+  /** Its last CLIENT_VOICE_CHAT_UPDATE: the service wants it once per connection. */
+  voiceConfig: Buffer | undefined;
+  /** It sent a frame: the cloud socket holds its conversation state. */
+  conversed: boolean;
+  /**
+   * It re-attached to the socket it conversed on: what the cloud still sends is the last round's tail,
+   * dropped until its first frame (its voice config, which ends that round on the cloud).
+   */
+  holdCloud: boolean;
+}
 
 export interface RelayOptions {
   link: RelayLink;
@@ -34,8 +58,10 @@ export interface RelayOptions {
 
 /**
  * Carries one app's conversation over the link's cloud socket (DESIGN §3.5): frames pass unread
- * both ways, botlink's state reaches the app as LINK_STATE, and the voice config is replayed on
- * every new cloud connection. Nothing is ever queued: what cannot go now is dropped and counted.
+ * both ways, botlink's state reaches the app as LINK_STATE, the voice config is replayed on every new
+ * cloud connection, and a socket's greeting to an app that takes it as it is; an app that would take
+ * a socket another app conversed on gets a session of its own. Nothing is ever queued: what cannot go
+ * now is dropped and counted.
  * Observers beside the app get the same cloud frames and states, read-only (Observers).
  * While no app is attached, the relay keeps the line the guide's way (CloudKeepalive).
  */
@@ -55,16 +81,9 @@ export class Relay implements RelayPort {
   readonly #traffic: Omit<RelayTraffic, 'observers'> = { attaches: 0, bytesUp: 0, bytesDown: 0 };
   readonly #tally: AttachTally;
   readonly #observers: Observers;
-  #app: LocalPeer | undefined;
-  /** The attached app's last CLIENT_VOICE_CHAT_UPDATE: the service wants it once per connection. */
-  #voiceConfig: Buffer | undefined;
-  /** The attached app sent a frame: the cloud connection holds its conversation state. */
-  #appSent = false;
-  /**
-   * The app re-attached to the socket it conversed on: what the cloud still sends is the last round's
-   * tail, dropped until the app's first frame (its voice config, which ends that round on the cloud).
-   */
-  #holdCloud = false;
+  #app: AttachedApp | undefined;
+  /** The link's current (or last) socket, from the 'opening' that announced it. */
+  #socket: CloudSocket | undefined;
   /** Monotonic ms of the link's next attempt, while it waits. */
   #retryAt: number | undefined;
   #stopped = false;
@@ -73,26 +92,32 @@ export class Relay implements RelayPort {
     if (change.state !== 'connected') this.#keepalive.disconnected();
     this.#retryAt = change.retryInMs === undefined ? undefined : this.#clock.monoNow() + change.retryInMs;
     const data = this.#stateNow();
-    this.#app?.sendState(data, false);
+    this.#app?.peer.sendState(data, false);
     this.#observers.state(data);
+  };
+  readonly #onOpening = (opened: OpenedWith): void => {
+    // A new socket: what was said on the last one stays with it.
+    this.#socket = { opened, greeting: undefined, spentBy: undefined };
   };
   readonly #onConnected = (): void => {
     this.#keepalive.connected();
     // Before any app frame: the service refuses audio on a connection that has no voice config.
-    if (this.#app && this.#voiceConfig && this.#link.send(this.#voiceConfig, false)) this.#counters.framesUp++;
+    const voiceConfig = this.#app?.voiceConfig;
+    if (voiceConfig && this.#link.send(voiceConfig, false)) this.#counters.framesUp++;
   };
   readonly #onCloudFrame = (data: Buffer, isBinary: boolean): void => {
     if (this.#keepalive.ownsPong(data, isBinary)) return;
+    if (this.#socket && isSmallEvent(data, isBinary, 'CFG_BOT_EVENT')) this.#socket.greeting = data;
     // Observers see the cloud as it is, the held tail of an app's last round included.
     this.#observers.frame(data, isBinary);
     const app = this.#app;
-    if (!app?.open || this.#holdCloud) {
+    if (!app?.peer.open || app.holdCloud) {
       this.#counters.dropped++;
       return;
     }
     this.#counters.framesDown++;
     this.#traffic.bytesDown += data.length;
-    app.send(data, isBinary);
+    app.peer.send(data, isBinary);
   };
 
   constructor(opts: RelayOptions) {
@@ -108,6 +133,7 @@ export class Relay implements RelayPort {
     this.#tally = new AttachTally(opts.clock, opts.log);
     this.#observers = new Observers(opts.clock, opts.log, this.#onChange);
     this.#link.on('state', this.#onState);
+    this.#link.on('opening', this.#onOpening);
     this.#link.on('connected', this.#onConnected);
     this.#link.on('message', this.#onCloudFrame);
   }
@@ -123,8 +149,8 @@ export class Relay implements RelayPort {
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     if (this.#stopped) return refuseUpgrade(socket, 503, 'botlink is stopping: connect again once it runs');
     // An app whose close is under way has left: a quick reconnect of the same app must not get a 409.
-    if (this.#app?.open) return refuseUpgrade(socket, 409, 'another app is attached: botlink relays one conversation at a time');
-    this.#app?.leave();
+    if (this.#app?.peer.open) return refuseUpgrade(socket, 409, 'another app is attached: botlink relays one conversation at a time');
+    this.#app?.peer.leave();
     // ws answers a malformed handshake itself and then never calls back.
     this.#wss.handleUpgrade(req, socket, head, (ws) => this.#attach(ws, appParams(req.url)));
   }
@@ -142,55 +168,62 @@ export class Relay implements RelayPort {
     this.#stopped = true;
     this.#tally.stop();
     this.#link.off('state', this.#onState);
+    this.#link.off('opening', this.#onOpening);
     this.#link.off('connected', this.#onConnected);
     this.#link.off('message', this.#onCloudFrame);
     this.#keepalive.stop();
     const stopped: LinkStateData = { state: 'stopped', sessionId: this.#link.sessionId };
-    await Promise.all([this.#app?.stop(stopped, STOP_CLOSE_GRACE_MS), this.#observers.stop(stopped, STOP_CLOSE_GRACE_MS)]);
+    await Promise.all([this.#app?.peer.stop(stopped, STOP_CLOSE_GRACE_MS), this.#observers.stop(stopped, STOP_CLOSE_GRACE_MS)]);
   }
 
   #attach(ws: WebSocket, params: ConnParams): void {
+    const use = socketUse(this.#socket, params);
     // Before the app is attached: a reconnect's own state change would otherwise reach it twice.
-    const outcome = this.#link.useParams(params);
-    const app = new LocalPeer(ws, {
-      kind: APP,
-      clock: this.#clock,
-      log: this.#log,
-      onMessage: (data, isBinary) => this.#fromApp(data, isBinary),
-      onLeft: () => this.#detached(),
-    });
+    const outcome = use === 'reattach' ? this.#link.renewSession(params) : this.#link.useParams(params);
+    // Taken as it is, the socket's greeting is the app's; reused, so is the tail of its last round, held back.
+    const taken = outcome === 'kept';
+    const app: AttachedApp = {
+      peer: new LocalPeer(ws, {
+        kind: APP,
+        clock: this.#clock,
+        log: this.#log,
+        onMessage: (data, isBinary) => this.#fromApp(app, data, isBinary),
+        onLeft: () => this.#detached(app),
+      }),
+      params,
+      voiceConfig: undefined,
+      conversed: false,
+      holdCloud: taken && use === 'reused',
+    };
     this.#app = app;
     this.#counters.attached = true;
     this.#keepalive.appAttached();
     this.#traffic.attaches++;
-    this.#holdCloud = outcome === 'reused';
     // Per connection at debug: an app in a loop must not fill the disk (the tally says it at info).
     this.#tally.attached();
-    this.#log.debug({ outcome }, 'app attached');
-    app.sendState(this.#stateNow(), true);
-    const greeting = outcome === 'kept' || outcome === 'reused' ? this.#link.greeting : undefined;
-    if (greeting) app.send(greeting, false);
+    this.#log.debug({ use, outcome }, 'app attached');
+    app.peer.sendState(this.#stateNow(), true);
+    const greeting = taken ? this.#socket?.greeting : undefined;
+    if (greeting) app.peer.send(greeting, false);
     this.#onChange();
   }
 
   /** The app left: a new one attaches only after this, so the one leaving is always the one attached. */
-  #detached(): void {
+  #detached(app: AttachedApp): void {
     this.#app = undefined;
     this.#counters.attached = false;
-    this.#voiceConfig = undefined;
-    this.#link.forgetParams(this.#appSent);
-    this.#appSent = false;
+    // The socket now (or last) open holds its history, maybe its voice config and a round's tail: see socketUse.
+    if (app.conversed && this.#socket) this.#socket.spentBy = app.params;
+    this.#link.forgetParams();
     if (!this.#stopped) this.#keepalive.appDetached();
     this.#onChange();
   }
 
-  #fromApp(data: Buffer, isBinary: boolean): void {
+  #fromApp(app: AttachedApp, data: Buffer, isBinary: boolean): void {
     // A config sent while the cloud is down is still the app's config: the next connection gets it first.
-    if (!isBinary && data.length <= MAX_VOICE_CONFIG_BYTES && isConversationEvent(data, 'CLIENT_VOICE_CHAT_UPDATE')) {
-      this.#voiceConfig = data;
-    }
-    this.#appSent = true;
-    this.#holdCloud = false;
+    if (isSmallEvent(data, isBinary, 'CLIENT_VOICE_CHAT_UPDATE')) app.voiceConfig = data;
+    app.conversed = true;
+    app.holdCloud = false;
     if (this.#link.send(data, isBinary)) {
       this.#counters.framesUp++;
       this.#traffic.bytesUp += data.length;
