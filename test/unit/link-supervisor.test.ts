@@ -540,21 +540,31 @@ describe('reconnects an app causes, on the Clock (DESIGN §3.5)', () => {
     expect(link.status.reconnectsByCause).toEqual({ 'app-reattach': 1, 'app-params': 1 });
   });
 
-  it('never more than appReconnectsPerMinute in any minute, however fast apps ask', async () => {
-    const { peer, clock, link } = await connectedLink();
-    // When each replacement began (the link says connecting at that instant), and how long each wait was.
-    const swaps: number[] = [];
-    let retryInMs = 0;
-    link.on('state', (s: { state: string; retryInMs?: number }) => {
-      if (s.state === 'connecting') swaps.push(clock.monoNow());
-      if (s.state === 'backoff') retryInMs = s.retryInMs ?? 0;
+  /** When each replacement began (the link says connecting at that instant), and the last wait announced. */
+  function watchSwaps(link: LinkSupervisor, clock: ManualClock) {
+    const seen = { swaps: [] as number[], retryInMs: 0 };
+    link.on('state', (s) => {
+      if (s.state === 'connecting') seen.swaps.push(clock.monoNow());
+      if (s.state === 'backoff') seen.retryInMs = s.retryInMs ?? 0;
     });
-    for (let i = 0; i < 10; i++) {
+    return seen;
+  }
+
+  /** `count` apps in a row, each with a session of its own from S`from` on, each reconnect waited out and made. */
+  async function appsInARow(link: LinkSupervisor, clock: ManualClock, seen: { retryInMs: number }, from: number, count: number) {
+    for (let i = from; i < from + count; i++) {
       const up = next(link, 'connected');
       expect(link.useParams([['sessionId', `S${i}`]])).toBe('reconnecting');
-      if (link.status.state === 'backoff') await clock.advance(retryInMs);
+      if (link.status.state === 'backoff') await clock.advance(seen.retryInMs);
       await up;
     }
+  }
+
+  it('never more than appReconnectsPerMinute in any minute, however fast apps ask', async () => {
+    const { peer, clock, link } = await connectedLink();
+    const seen = watchSwaps(link, clock);
+    const { swaps } = seen;
+    await appsInARow(link, clock, seen, 0, 10);
     expect(peer.upgrades).toBe(11);
     expect(swaps).toHaveLength(10);
     for (const t of swaps) expect(swaps.filter((u) => u >= t && u < t + MIN).length).toBeLessThanOrEqual(6);
@@ -565,30 +575,21 @@ describe('reconnects an app causes, on the Clock (DESIGN §3.5)', () => {
 
   it('a reconnect called off while it waited for the cap leaves every replacement made counted (CI: 7 in 30 s)', async () => {
     const { peer, clock, link } = await connectedLink();
-    const swaps: number[] = [];
-    let retryInMs = 0;
-    link.on('state', (s: { state: string; retryInMs?: number }) => {
-      if (s.state === 'connecting') swaps.push(clock.monoNow());
-      if (s.state === 'backoff') retryInMs = s.retryInMs ?? 0;
-    });
+    const seen = watchSwaps(link, clock);
+    const { swaps } = seen;
     // Six apps with a session each, as fast as the schedule lets: six replacements within the minute.
-    for (let i = 0; i < 6; i++) {
-      const up = next(link, 'connected');
-      expect(link.useParams([['sessionId', `S${i}`]])).toBe('reconnecting');
-      if (link.status.state === 'backoff') await clock.advance(retryInMs);
-      await up;
-    }
+    await appsInARow(link, clock, seen, 0, 6);
     expect(swaps).toHaveLength(6);
     // The seventh waits for the first to leave the minute, and its app leaves before that: called off.
     expect(link.useParams([['sessionId', 'S6']])).toBe('reconnecting');
-    expect(retryInMs).toBe(swaps[0]! + MIN - clock.monoNow());
+    expect(seen.retryInMs).toBe(swaps[0]! + MIN - clock.monoNow());
     link.forgetParams();
     expect(link.status.state).toBe('connected');
     // The next app's reconnect still waits for the first to leave the minute, not just the schedule.
     const up = next(link, 'connected');
     expect(link.useParams([['sessionId', 'S7']])).toBe('reconnecting');
     expect(link.status.state).toBe('backoff');
-    await clock.advance(retryInMs);
+    await clock.advance(seen.retryInMs);
     await up;
     expect(swaps).toHaveLength(7);
     expect(swaps[6]! - swaps[0]!).toBe(MIN);
