@@ -21,12 +21,17 @@ const common = { bundle: true, platform: 'node', target: 'node20.18', legalComme
 /**
  * The application bundle's esbuild options (scripts/package reads its externals from them):
  * CommonJS, because V8's code cache (vm.Script) takes scripts, not modules; the entry hands it
- * `require` and the URL of its file as `import.meta.url`.
+ * `require` and the URL of its file as `import.meta.url`. Whitespace and syntax are minified, names
+ * are not (stack traces in the log stay readable): without its comments the bundle is 0.8 MB instead
+ * of 1.2 MB and pure ASCII (esbuild escapes the rest), so V8 holds its source in one byte a character;
+ * a single non-ASCII comment made it two, 2.3 MB of heap for the life of the daemon.
  */
 export function bundleOptions() {
   return {
     ...common,
     format: 'cjs',
+    minifyWhitespace: true,
+    minifySyntax: true,
     external: ['better-sqlite3', 'unix-dgram'],
     define: { __BOTLINK_BUILD_TIME__: String(Date.now()), 'import.meta.url': '__botlinkAppUrl' },
   };

@@ -1,3 +1,4 @@
+import { isAscii } from 'node:buffer';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
@@ -37,7 +38,9 @@ export function loadApp(app: AppBundle, cacheDir: string | undefined): LoadedApp
   const ours = code.subarray(0, header.length).toString('latin1') === header;
   const cacheFile = ours ? cacheFileFor(cacheDir, app.id) : undefined;
   const cachedData = cacheFile === undefined ? undefined : readCodeCache(cacheFile);
-  const script = new Script(`(function (require, module, exports, __filename, __dirname, __botlinkAppUrl) {${code.toString('utf8')}\n})`, {
+  // scripts/build.mjs makes the bundle ASCII, which latin1 copies without decoding; any other text is UTF-8.
+  const source = code.toString(isAscii(code) ? 'latin1' : 'utf8');
+  const script = new Script(`(function (require, module, exports, __filename, __dirname, __botlinkAppUrl) {${source}\n})`, {
     filename: file,
     cachedData,
   });
