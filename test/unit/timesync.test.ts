@@ -1,3 +1,4 @@
+import diagnostics from 'node:diagnostics_channel';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,6 +9,7 @@ import {
   DEFAULT_CHRONYC,
   DEFAULT_TIMEDATECTL,
   parseChronyTracking,
+  findExecutable,
   runCommand,
   type CommandOutput,
   type CommandRunner,
@@ -208,9 +210,39 @@ describe('runCommand and checkTimeSync with real child processes', () => {
     });
   });
 
-  it('a missing program or an empty argv could not run', async () => {
-    expect(await runCommand([join(dir, 'no-such-program')], 5000)).toBeUndefined();
-    expect(await runCommand([], 5000)).toBeUndefined();
+  it('a missing program or an empty argv could not run, and no process is started to learn it', async () => {
+    const spawned: unknown[] = [];
+    const onSpawn = (message: unknown): void => void spawned.push(message);
+    diagnostics.subscribe('child_process', onSpawn);
+    try {
+      expect(await runCommand([join(dir, 'no-such-program')], 5000)).toBeUndefined();
+      expect(await runCommand(['botlink-no-such-tool'], 5000)).toBeUndefined();
+      expect(await runCommand([], 5000)).toBeUndefined();
+      expect(spawned).toHaveLength(0);
+      // The channel does see the runner's processes: a tool that exists is started once.
+      await runCommand(nodeScript('0'), 5000);
+      expect(spawned).toHaveLength(1);
+    } finally {
+      diagnostics.unsubscribe('child_process', onSpawn);
+    }
+  });
+
+  it('finds a tool by path or on PATH, and only an executable one', async () => {
+    const bin = mkdtempSync(join(tmpdir(), 'botlink-path-'));
+    const other = mkdtempSync(join(tmpdir(), 'botlink-path-'));
+    try {
+      writeFileSync(join(bin, 'chronyc'), '#!/bin/sh\n', { mode: 0o755 });
+      writeFileSync(join(other, 'chronyc'), 'not executable', { mode: 0o644 });
+      expect(await findExecutable('chronyc', `${other}:${bin}`)).toBe(join(bin, 'chronyc'));
+      expect(await findExecutable('chronyc', `${bin}:${other}`)).toBe(join(bin, 'chronyc'));
+      expect(await findExecutable('chronyc', other)).toBeUndefined();
+      expect(await findExecutable('chronyc', '')).toBeUndefined();
+      expect(await findExecutable(join(bin, 'chronyc'), '')).toBe(join(bin, 'chronyc'));
+      expect(await findExecutable(join(other, 'chronyc'), bin)).toBeUndefined();
+    } finally {
+      rmSync(bin, { recursive: true, force: true });
+      rmSync(other, { recursive: true, force: true });
+    }
   });
 
   it('a program that outlives the timeout is killed and could not run', async () => {

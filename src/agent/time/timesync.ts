@@ -1,5 +1,7 @@
 import { execFile } from 'node:child_process';
+import { constants } from 'node:fs';
 import { access } from 'node:fs/promises';
+import { delimiter, join } from 'node:path';
 import type { TimeReader } from './clock.js';
 
 /** synced: a source says so; unsynced: one says not, or the wall clock is below the floor; unknown: none answered. */
@@ -132,16 +134,33 @@ function toolEnv(): NodeJS.ProcessEnv {
   return env;
 }
 
-/** Default runner: execFile without a shell; SIGKILL so a hung tool cannot outlive the timeout. */
-export const runCommand: CommandRunner = (argv, timeoutMs) =>
-  new Promise((resolve) => {
-    const [file, ...args] = argv;
-    if (file === undefined) {
-      resolve(undefined);
-      return;
+/**
+ * Where `file` is: itself when it names a path, else the first executable of that name on PATH;
+ * undefined when there is none. A tool that is not installed then costs no process: forking the
+ * daemon only to learn that chronyc is missing took ~15 ms of its main thread at boot (2-core VM).
+ */
+export async function findExecutable(file: string, path = process.env.PATH ?? ''): Promise<string | undefined> {
+  const dirs = path.split(delimiter).filter(Boolean);
+  const candidates = file.includes('/') ? [file] : dirs.map((dir) => join(dir, file));
+  for (const candidate of candidates) {
+    try {
+      await access(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      // not here
     }
+  }
+  return undefined;
+}
+
+/** Default runner: execFile without a shell; SIGKILL so a hung tool cannot outlive the timeout. */
+export const runCommand: CommandRunner = async (argv, timeoutMs) => {
+  const [file, ...args] = argv;
+  const found = file === undefined ? undefined : await findExecutable(file);
+  if (found === undefined) return undefined;
+  return new Promise((resolve) => {
     execFile(
-      file,
+      found,
       args,
       { timeout: timeoutMs, killSignal: 'SIGKILL', encoding: 'utf8', windowsHide: true, env: toolEnv() },
       (err, stdout) => {
@@ -153,3 +172,4 @@ export const runCommand: CommandRunner = (argv, timeoutMs) =>
       },
     );
   });
+};
