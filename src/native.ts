@@ -9,4 +9,28 @@ import type * as UnixDgram from 'unix-dgram';
 const load = createRequire(import.meta.url);
 
 export const sqlite = (): typeof BetterSqlite3 => load('better-sqlite3') as typeof BetterSqlite3;
+
+/**
+ * better-sqlite3's compiled addon, where node-gyp puts it and where the packages ship it. Handed to
+ * the Database as its nativeBinding, it spares the lookup of the `bindings` package, which finds its
+ * caller's folder from a stack trace and then tries paths with a failing require each (~4 ms of a
+ * boot); undefined (that lookup, then) in a layout without it.
+ */
+let addonPath: string | undefined | null = null;
+export function sqliteAddon(): string | undefined {
+  if (addonPath === null) {
+    try {
+      addonPath = load.resolve('better-sqlite3/build/Release/better_sqlite3.node');
+    } catch {
+      addonPath = undefined;
+    }
+  }
+  return addonPath;
+}
+
+/** A better-sqlite3 Database on `file`, its addon loaded by path. */
+export function openDatabase(file: string, options: BetterSqlite3.Options = {}): BetterSqlite3.Database {
+  const nativeBinding = sqliteAddon();
+  return new (sqlite())(file, nativeBinding === undefined ? options : { ...options, nativeBinding });
+}
 export const unixDgram = (): typeof UnixDgram => load('unix-dgram') as typeof UnixDgram;

@@ -4,7 +4,7 @@ import { chmodSync, closeSync, existsSync, openSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import { BotlinkError, messageOf } from '../protocol/errors.js';
 import type { Identity } from '../protocol/wire.js';
-import { sqlite } from '../native.js';
+import { openDatabase } from '../native.js';
 
 export type TokenKind = 'access' | 'refresh';
 
@@ -77,7 +77,7 @@ export function openServiceDb(file: string): Database.Database {
       closeSync(openSync(file, 'a', 0o600));
       chmodSync(file, 0o600);
     }
-    db = new (sqlite())(file);
+    db = openDatabase(file);
     if (onDisk) {
       db.pragma('journal_mode = WAL');
       // Answers wait for COMMIT, so a killed process loses nothing; a power loss may roll back the commits since

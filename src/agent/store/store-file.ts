@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { chmodSync, closeSync, existsSync, openSync, renameSync, statSync } from 'node:fs';
-import { sqlite } from '../../native.js';
+import { openDatabase, sqlite } from '../../native.js';
 import { giveToFolderOwner } from '../../ownership.js';
 import { BotlinkError, messageOf, type BotlinkErrorOptions, type RetryClass } from '../../protocol/errors.js';
 
@@ -171,7 +171,7 @@ export function leaveWal(db: Database.Database): void {
 }
 
 export function connect(path: string, readOnly: boolean): Database.Database {
-  const db = new (sqlite())(path, readOnly ? { readonly: true, fileMustExist: true } : {});
+  const db = openDatabase(path, readOnly ? { readonly: true, fileMustExist: true } : {});
   db.pragma('busy_timeout = 5000');
   if (!readOnly) db.pragma('synchronous = FULL');
   return db;
