@@ -226,10 +226,8 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
   }
 
   #onOpen(): void {
-    // Opened while a paced replacement waits: it carries nothing unless an app takes it (#unpark).
-    if (this.#parked) return;
-    this.#setState({ state: 'connected', lastError: null, fix: undefined });
-    this.emit('connected');
+    // Opened while a paced replacement waits: it carries nothing until that wait is called off (#unpark).
+    if (!this.#parked) this.#setState({ state: 'connected', lastError: null, fix: undefined });
   }
 
   #onEnded(attempt: Attempt, ending: LinkEnding, upMs: number | undefined, accepted: boolean): void {
@@ -284,6 +282,7 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
    * `quiet`: a wait for a paced replacement, begun or called off, which an app in a loop can cause at will: debug only.
    */
   #setState(patch: StatePatch, quiet = false): void {
+    const was = this.#status.state;
     const next = patchStatus(this.#status, patch, this.#clock.wallNow());
     if (!next) return;
     this.#status = next;
@@ -295,5 +294,7 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
     const { retryInMs } = patch;
     const change: LinkStateChange = { ...this.status, ...(retryInMs !== undefined && { retryInMs }) };
     this.emit('state', change);
+    // Whichever way the link gets there (a socket opened, a paced replacement called off), one 'connected' each time.
+    if (state === 'connected' && was !== 'connected') this.emit('connected');
   }
 }
