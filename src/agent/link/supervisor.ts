@@ -5,16 +5,8 @@ import { fixOf, messageOf } from '../../protocol/errors.js';
 import { systemRandom, type Cancel, type Random } from '../time/clock.js';
 import type { BackoffState } from '../token/backoff.js';
 import { Attempt } from './attempt.js';
-import {
-  appReconnectMade,
-  decideLink,
-  initialLinkMemory,
-  withdrawAppReconnect,
-  type LinkDecision,
-  type LinkEnding,
-  type LinkMemory,
-  type ReconnectCause,
-} from './decide.js';
+import { appReconnectMade, withdrawAppReconnect, type AppReconnectCause } from './app-pacing.js';
+import { decideLink, initialLinkMemory, type LinkDecision, type LinkEnding, type LinkMemory, type ReconnectCause } from './decide.js';
 import { resolveLinkSettings, type LinkOptions, type LinkSettings } from './options.js';
 import { ConnChoice, type ConnParams } from './params.js';
 import { openCloudSocket } from './socket.js';
@@ -102,7 +94,7 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
     this.#unpark();
   }
 
-  #replaceFor(cause: 'app-params' | 'app-reattach'): ParamsOutcome {
+  #replaceFor(cause: AppReconnectCause): ParamsOutcome {
     const attempt = this.#attempt;
     if (this.#stopped || !attempt) return 'later';
     // A replacement is already due: it opens with whatever parameters are wanted by then.
