@@ -39,6 +39,12 @@ export async function demo(argv: string[]): Promise<number> {
   if (durationS !== undefined && !(Number.isFinite(durationS) && durationS > 0))
     throw new UsageError(`--duration must be a positive number of seconds\n${USAGE}`);
 
+  // The handlers before the first line: its reader may stop the demo at once, and a signal with none would
+  // kill it (code null) with its folder left behind. One that comes before the try below ends the demo there.
+  let finish!: () => void;
+  const finished = new Promise<void>((resolve) => (finish = resolve));
+  process.once('SIGINT', finish);
+  process.once('SIGTERM', finish);
   const dir = mkdtempSync(join(tmpdir(), 'botlink-demo-'));
   const logging = createLogger({ file: '-', level: 'info', pretty: true });
   const log = logging.logger;
@@ -74,10 +80,6 @@ export async function demo(argv: string[]): Promise<number> {
   }, DROP_EVERY_MS);
 
   let app: DemoApp | undefined;
-  let finish!: () => void;
-  const finished = new Promise<void>((resolve) => (finish = resolve));
-  process.once('SIGINT', finish);
-  process.once('SIGTERM', finish);
   const timer = durationS === undefined ? undefined : setTimeout(finish, durationS * 1000);
 
   try {

@@ -111,9 +111,8 @@ export async function serve(argv: string[]): Promise<number> {
   service.events.on('internal-error', (err: unknown) =>
     note(`internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`),
   );
-  process.stdout.write(`listening on ${service.url}\n`);
-
-  const signal = await new Promise<NodeJS.Signals>((resolve) => {
+  // The handlers before the line: its reader may stop us at once, and a SIGTERM with none would kill us (code null).
+  const stopped = new Promise<NodeJS.Signals>((resolve) => {
     const stop = (sig: NodeJS.Signals): void => {
       process.off('SIGTERM', stop);
       process.off('SIGINT', stop);
@@ -122,6 +121,8 @@ export async function serve(argv: string[]): Promise<number> {
     process.on('SIGTERM', stop);
     process.on('SIGINT', stop);
   });
+  process.stdout.write(`listening on ${service.url}\n`);
+  const signal = await stopped;
   note(`${signal}: closing`);
   await service.close();
   return Exit.OK;

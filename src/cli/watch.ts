@@ -47,11 +47,8 @@ export async function watch(argv: string[]): Promise<number> {
     open = step.open;
     for (const event of step.events) process.stdout.write(`${watchLine(event, Date.now(), json)}\n`);
   };
-  if (client.state) tell(watchLinkState(open, client.state));
-  client.on('state', (s) => tell(watchLinkState(open, s)));
-  client.on('frame', (frame) => tell(watchFrame(open, frame)));
-
-  return new Promise((done) => {
+  // The handlers before the first line: its reader may stop us at once, and a signal with none would kill us (code null).
+  const ended = new Promise<number>((done) => {
     const interrupted = (): void => {
       client.off('close', onClose);
       client.close();
@@ -72,4 +69,8 @@ export async function watch(argv: string[]): Promise<number> {
     process.once('SIGINT', interrupted);
     process.once('SIGTERM', interrupted);
   });
+  if (client.state) tell(watchLinkState(open, client.state));
+  client.on('state', (s) => tell(watchLinkState(open, s)));
+  client.on('frame', (frame) => tell(watchFrame(open, frame)));
+  return ended;
 }

@@ -8,9 +8,12 @@ export interface ServeRun {
   exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-/** Starts `botlink serve` from a bundle. */
-export function startServe(bundleFile: string, args: string[]): ServeRun {
-  const child = spawn(process.execPath, [bundleFile, 'serve', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+/** Starts `botlink serve` from a bundle, in our environment plus `env`. */
+export function startServe(bundleFile: string, args: string[], env: Record<string, string> = {}): ServeRun {
+  const child = spawn(process.execPath, [bundleFile, 'serve', ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
   child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));

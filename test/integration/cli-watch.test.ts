@@ -5,12 +5,13 @@ import { BUNDLE } from '../../scripts/build.mjs';
 import { runCli } from '../helpers/daemon-proc.js';
 import { cleanEnv } from '../helpers/env.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
+import { signalAtLine } from '../helpers/signal-probe.js';
 
 const { cleanups, service, device, daemon } = useHarness();
 
-/** `botlink watch` as a child process: its output so far, a wait on its stdout, its exit. */
-function startWatch(args: string[]) {
-  const child = spawn(process.execPath, [BUNDLE, 'watch', ...args], { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+/** `botlink watch` as a child process, `env` added to a clean environment: its output so far, a wait on its stdout, its exit. */
+function startWatch(args: string[], env: Record<string, string> = {}) {
+  const child = spawn(process.execPath, [BUNDLE, 'watch', ...args], { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
   cleanups.push(() => child.kill('SIGKILL'));
   const out = { stdout: '', stderr: '' };
   const waiters: (() => void)[] = [];
@@ -41,13 +42,15 @@ function startWatch(args: string[]) {
 }
 
 describe('botlink watch', () => {
-  it('shows the round `botlink chat` makes, in words and as JSON lines; Ctrl-C exits 0', async () => {
+  it('shows the round `botlink chat` makes, in words and as JSON lines; Ctrl-C exits 0, even the instant the first line is out', async () => {
     const svc = await service(DAEMON_SEED);
     const d = device(svc);
     daemon(d);
     await d.waitForLink('connected');
     const words = startWatch(['--config', d.configFile]);
     const json = startWatch(['--socket', join(d.runtimeDir, 'botlink.sock'), '--json']);
+    // Its handler is in place before its first line: a Ctrl-C as that line goes out is handled, not fatal.
+    const quick = startWatch(['--config', d.configFile], signalAtLine('link connected', 'SIGINT'));
     await words.shows(/link connected/);
     await json.shows(/"type":"link"/);
 
@@ -62,6 +65,8 @@ describe('botlink watch', () => {
     json.child.kill('SIGINT');
     expect(await words.exited, words.out.stderr).toBe(0);
     expect(await json.exited, json.out.stderr).toBe(0);
+    expect(await quick.exited, quick.out.stderr).toBe(0);
+    expect(quick.out.stdout).toMatch(/^\d\d:\d\d:\d\d\.\d{3} link connected[^\n]*\n$/);
     const lines = json.out.stdout
       .trim()
       .split('\n')

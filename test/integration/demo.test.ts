@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/daemon-proc.js';
+import { cleanEnv } from '../helpers/env.js';
+import { signalAtLine } from '../helpers/signal-probe.js';
 
 describe('botlink demo', () => {
   it('shows provision → sign → connect → refresh → re-sign → reconnect after a forced drop, the app conversing across it, then stops by itself', async () => {
@@ -48,4 +50,10 @@ describe('botlink demo', () => {
     expect(Number(summary![4])).toBe(replies.length);
     expect(out).not.toContain('demo-secret-key');
   }, 60_000);
+
+  it('handles a SIGTERM the instant its first line is out: its handler is in place, and it stops cleanly, exit 0', async () => {
+    const run = await runCli(['demo'], { env: cleanEnv(signalAtLine('reference token service listening')), timeoutMs: 30_000 });
+    expect(run, run.stderr).toMatchObject({ code: 0, signal: null });
+    expect(run.stdout).toContain('demo: summary');
+  }, 45_000);
 });

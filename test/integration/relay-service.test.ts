@@ -1,10 +1,13 @@
 import { once } from 'node:events';
 import { describe, expect, it } from 'vitest';
+import { KEEPALIVE_INTERVAL_MS } from '../../src/agent/local/keepalive.js';
 import { AgentKit } from '../helpers/agent-kit.js';
 import { useHarness } from '../helpers/harness.js';
 import { DOWN, UP, shapeDifferences } from '../helpers/guide-frames.js';
 import { pcmChunks, silencePcm, speechPcm } from '../helpers/pcm.js';
+import { ManualClock } from '../helpers/manual-clock.js';
 import { relayRig, type App } from '../helpers/relay-rig.js';
+import { pongFrame } from '../helpers/ws-peers.js';
 
 /**
  * The relay in-process against the real reference service (its conversation subset of DESIGN §1.7):
@@ -29,6 +32,8 @@ async function until(app: App, stop: (f: Json) => boolean): Promise<Json[]> {
 }
 
 const eventIs = (type: string) => (f: Json) => f.content?.['eventType'] === type;
+const stateIs = (state: string) => (f: Json) =>
+  eventIs('LINK_STATE')(f) && (f.content?.['eventData'] as Json | undefined)?.['state'] === state;
 
 let mids = 0;
 const up = (contentType: string, content: Record<string, unknown>) => JSON.stringify({ mid: `m-${++mids}`, contentType, content });
@@ -38,12 +43,14 @@ const BINARY_CONFIG = up('EVENT', {
   eventData: { audio: { binary: true, input: { codec: 'pcm', sampleRate: '16000' }, output: { codec: 'pcm', sampleRate: '16000' } } },
 });
 
-async function setup() {
+/** The relay and its link against the reference service, started; their timers on `clock` when given. */
+async function setup(clock?: ManualClock) {
   const svc = await service();
   const kit = new AgentKit({ url: svc.url });
   kit.tokens.start();
   cleanups.push(() => kit.close());
-  const rig = await relayRig({ cloudUrl: svc.wsUrl, link: { tokens: kit.tokens, log: kit.log } });
+  const link = { tokens: kit.tokens, log: kit.log, ...(clock && { clock }) };
+  const rig = await relayRig({ cloudUrl: svc.wsUrl, link, ...(clock && { relayClock: clock }) });
   cleanups.push(() => rig.close());
   const greeted = once(rig.link, 'message');
   rig.link.start();
@@ -71,8 +78,8 @@ describe('relay against the reference service', () => {
     app.ws.send(BINARY_CONFIG);
     await until(app, eventIs('SERVER_VOICE_CHAT_UPDATED'));
     svc.faults.dropAllSockets();
-    await until(app, (f) => f.content?.['eventType'] === 'LINK_STATE' && (f.content['eventData'] as Json)['state'] === 'backoff');
-    await until(app, (f) => f.content?.['eventType'] === 'LINK_STATE' && (f.content['eventData'] as Json)['state'] === 'connected');
+    await until(app, stateIs('backoff'));
+    await until(app, stateIs('connected'));
     // Binary audio at once: the service refuses it (a code-400 frame) on a connection with no binary config.
     app.ws.send(Buffer.alloc(3200, 7), { binary: true });
     app.ws.send(up('EVENT', { eventType: 'CLIENT_AUDIO_FINISH' }));
@@ -96,5 +103,27 @@ describe('relay against the reference service', () => {
     expect(asr.content).toEqual({ text: 'audio of 0.8 s', textType: 'IS_FINAL', lang: 'en' });
     const text = round.filter((f) => f['contentType'] === 'AGENT').map((f) => f.content?.['content']);
     expect(text.join('')).toBe('you said: audio of 0.8 s');
+  });
+
+  it('an app reconnect paced, then called off as its app leaves: the socket kept gets the JSON keepalive again', async () => {
+    const clock = new ManualClock();
+    const { svc, rig } = await setup(clock);
+    const first = await rig.attach('?sessionId=S1');
+    await until(first, stateIs('connected'));
+    first.ws.close();
+    await first.closed;
+    // The second app-caused reconnect in the minute waits the link's schedule; its app leaves before that.
+    const second = await rig.attach('?sessionId=S2');
+    await until(second, stateIs('backoff'));
+    const kept = rig.reaches('connected');
+    second.ws.close();
+    await kept;
+    expect(svc.stats.ws.connections.map((c) => c.params['sessionId'])).toEqual(['fresh-1', 'S1']);
+    // The S1 socket is the link's again: with no app, the relay keeps the line the guide's way.
+    expect(clock.pending()).toContain(KEEPALIVE_INTERVAL_MS);
+    const ponged = pongFrame(rig.link);
+    await clock.advance(KEEPALIVE_INTERVAL_MS);
+    await ponged;
+    expect(rig.link.status).toMatchObject({ state: 'connected', reconnects: 1 });
   });
 });

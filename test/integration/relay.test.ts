@@ -1,8 +1,11 @@
 import { once } from 'node:events';
 import { randomBytes, randomInt } from 'node:crypto';
+import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { KEEPALIVE_INTERVAL_MS } from '../../src/agent/local/keepalive.js';
 import { MAX_APP_BACKLOG_BYTES, MAX_APP_FRAME_BYTES } from '../../src/agent/local/relay-decide.js';
+import { Relay } from '../../src/agent/local/relay.js';
+import { systemClock } from '../../src/agent/time/clock.js';
 import { WsMessage } from '../../src/protocol/codes.js';
 import { wsFailureBody } from '../../src/protocol/wire.js';
 import { downText, UP } from '../helpers/guide-frames.js';
@@ -344,6 +347,11 @@ describe('relay: limits and stop', () => {
     app.ws.resume();
     const [code] = await app.closed;
     expect(code).toBe(1008);
+  });
+
+  it('is built before its link starts, or not at all: it would miss the open socket and its greeting', async () => {
+    const { rig } = await setup();
+    expect(() => new Relay({ link: rig.link, clock: systemClock, log: pino({ level: 'silent' }) })).toThrow(/before its link starts/);
   });
 
   it('on stop sends LINK_STATE stopped, then closes with 1001, and refuses new apps', async () => {

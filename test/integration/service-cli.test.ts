@@ -6,6 +6,7 @@ import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
 import { ConversationClient, contentOf, isContent } from '../helpers/conversation-client.js';
 import { silencePcm, speechPcm } from '../helpers/pcm.js';
 import { listening, startServe, type ServeRun } from '../helpers/serve-proc.js';
+import { signalAtLine } from '../helpers/signal-probe.js';
 import { connectWs, getTokens, post, signedGetTokenBody } from '../helpers/service-client.js';
 
 let bundle: Bundle;
@@ -40,6 +41,14 @@ describe('botlink serve', () => {
     run.child.kill('SIGTERM');
     expect(await run.exit).toEqual({ code: 0, signal: null });
     expect(run.stdout()).toBe(`listening on ${url}\n`);
+  });
+
+  it('has its SIGTERM handler in place before the listening line: a SIGTERM the instant the line is out exits 0', async () => {
+    // The installed-command test once saw code null: serve printed the line, then installed its handler.
+    const run = startServe(bundle.file, ['--port', '0'], signalAtLine('listening on'));
+    expect(await run.exit).toEqual({ code: 0, signal: null });
+    expect(run.stdout()).toMatch(/^listening on http:\/\/127\.0\.0\.1:\d+\n$/);
+    expect(run.stderr()).toContain('SIGTERM: closing');
   });
 
   it('without --seed serves the default account and says so on stderr; SIGINT also exits 0', async () => {

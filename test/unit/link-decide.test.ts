@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import {
-  appReconnectMade,
   decideLink,
   DISPLACED_RESET_MS,
   DUPLICATE_WINDOW_MS,
@@ -12,9 +11,8 @@ import {
   type LinkFacts,
   type LinkMemory,
   type ReconnectCause,
-  APP_RECONNECT_WINDOW_MS,
-  withdrawAppReconnect,
 } from '../../src/agent/link/decide.js';
+import type { AppReconnectCause } from '../../src/agent/link/app-pacing.js';
 import { LINK_DEFAULTS, MAX_CLOUD_MESSAGE_BYTES, resolveLinkSettings, type LinkSettings } from '../../src/agent/link/options.js';
 import { LINK_BACKOFF } from '../../src/agent/link/options.js';
 import { WS_FAILURE_FIXES, WsMessage } from '../../src/protocol/codes.js';
@@ -514,85 +512,19 @@ describe('resolveLinkSettings: every default in one place', () => {
   });
 });
 
-describe('decideLink: reconnects an app causes (DESIGN §3.5)', () => {
-  const app = (cause: 'app-params' | 'app-reattach' = 'app-params'): LinkEnding => ({ kind: 'app', cause });
-  const PACED = (n: number) =>
-    `an app asked for other connection parameters: reconnects apps cause are paced (${n} in the last minute, at most 6)`;
+describe('decideLink: reconnects an app causes (DESIGN §3.5), paced by paceAppReconnect', () => {
+  const app = (cause: AppReconnectCause = 'app-params'): LinkEnding => ({ kind: 'app', cause });
 
-  it('goes at once when no app caused one in the last minute, and records when once made', () => {
-    const d = decideLink(app(), factsOf({ appReconnects: [NOW - APP_RECONNECT_WINDOW_MS] }), SETTINGS, TOP);
-    expect(d).toMatchObject({ next: NOW_AGAIN, reason: 'an app asked for other connection parameters', cause: 'app-params' });
-    expect(appReconnectMade(d.memory, NOW, SETTINGS).appReconnects).toEqual([NOW]);
-    expect(d.memory.backoff.attempt).toBe(0);
-  });
-
-  it('then follows the link schedule', () => {
-    const d = decideLink(app('app-reattach'), factsOf({ appReconnects: [NOW - S] }), SETTINGS, TOP);
-    expect(d.next).toEqual(backoff(99));
-    expect(d.cause).toBe('app-reattach');
-    expect(d.reason).toBe('an app needs a session of its own: reconnects apps cause are paced (1 in the last minute, at most 6)');
-    // Not made yet: only when the shell makes it, at the end of the wait.
-    expect(d.memory.appReconnects).toEqual([NOW - S]);
-    expect(d.memory.backoff.attempt).toBe(1);
-  });
-
-  it('never lets more than the cap happen in any minute, whatever the schedule draws', () => {
-    const six = [1, 2, 3, 4, 5, 6].map((i) => NOW - 50 * S + i * S);
-    const d = decideLink(app(), factsOf({ appReconnects: six }), SETTINGS, 0);
-    // The oldest of the six leaves the window at NOW + 11 s.
-    expect(d.next).toEqual(backoff(11 * S));
-    expect(d.reason).toBe(PACED(6));
-    expect(d.memory.appReconnects).toEqual(six);
-  });
-
-  it('any number of app requests in a row make at most 6 reconnects a minute', () => {
-    let facts = factsOf();
-    const due: number[] = [];
-    for (let i = 0; i < 100; i++) {
-      const d = decideLink(app(), { ...facts, now: NOW + i * 100 }, SETTINGS, 0);
-      due.push(NOW + i * 100 + (d.next.state === 'connecting' ? 0 : d.next.delayMs));
-      facts = { ...facts, ...appReconnectMade(d.memory, due.at(-1)!, SETTINGS) };
-    }
-    for (const t of due) expect(due.filter((u) => u >= t && u < t + APP_RECONNECT_WINDOW_MS).length).toBeLessThanOrEqual(6);
+  it('one the pacing lets go at once reconnects now; one it holds waits in backoff; either under its cause', () => {
+    const now = decideLink(app(), factsOf({ appReconnects: [NOW - MIN] }), SETTINGS, TOP);
+    expect(now).toMatchObject({ next: NOW_AGAIN, reason: 'an app asked for other connection parameters', cause: 'app-params' });
+    const paced = decideLink(app('app-reattach'), factsOf({ appReconnects: [NOW - S] }), SETTINGS, TOP);
+    expect(paced).toMatchObject({ next: backoff(99), cause: 'app-reattach', invalidateToken: false, sharedBotId: false });
+    expect(paced.memory).toMatchObject({ appReconnects: [NOW - S], backoff: { attempt: 1 } });
   });
 
   it('starts the schedule over after a socket that held stableAfterMs', () => {
     const d = decideLink(app(), factsOf({ appReconnects: [NOW - S], attempt: 4, upMs: MIN }), SETTINGS, TOP);
     expect(d.next).toEqual(backoff(99));
-  });
-
-  it('a paced reconnect withdrawn (the app left first) leaves no trace', () => {
-    const before = factsOf({ appReconnects: [NOW - S], attempt: 2 });
-    const d = decideLink(app(), before, SETTINGS, TOP);
-    expect(withdrawAppReconnect(d.memory, before.backoff)).toMatchObject({ appReconnects: [NOW - S], backoff: { attempt: 2 } });
-  });
-
-  it('a reconnect withdrawn while it waited for the cap leaves the six made counted: the next waits for the oldest too', () => {
-    // CI's storm: the waiting one once took the oldest's place in the memory; withdrawn, it left five, and a seventh went.
-    const six = [1, 2, 3, 4, 5, 6].map((i) => NOW - 50 * S + i * S);
-    const before = factsOf({ appReconnects: six, attempt: 3 });
-    const capped = decideLink(app(), before, SETTINGS, 0);
-    expect(capped.next).toEqual(backoff(11 * S));
-    const withdrawn = withdrawAppReconnect(capped.memory, before.backoff);
-    expect(withdrawn.appReconnects).toEqual(six);
-    const again = decideLink(app(), { ...before, ...withdrawn, now: NOW + S }, SETTINGS, 0);
-    expect(again.next).toEqual(backoff(10 * S));
-  });
-});
-
-describe('appReconnectMade: the replacements the cap counts', () => {
-  it.each([
-    { made: [], now: NOW, want: [NOW], why: 'the first' },
-    { made: [NOW - S], now: NOW, want: [NOW - S, NOW], why: 'beside one of the minute' },
-    { made: [NOW - MIN, NOW - S], now: NOW, want: [NOW - S, NOW], why: 'one a minute old has left the window' },
-    { made: [NOW - MIN + 1], now: NOW, want: [NOW - MIN + 1, NOW], why: 'a millisecond younger has not' },
-    {
-      made: [6, 5, 4, 3, 2, 1].map((i) => NOW - i * S),
-      now: NOW,
-      want: [5, 4, 3, 2, 1, 0].map((i) => NOW - i * S),
-      why: 'the last six only',
-    },
-  ])('$why', ({ made, now, want }) => {
-    expect(appReconnectMade(factsOf({ appReconnects: made }), now, SETTINGS).appReconnects).toEqual(want);
   });
 });

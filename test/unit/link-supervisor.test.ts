@@ -487,8 +487,16 @@ describe('reconnects an app causes, on the Clock (DESIGN §3.5)', () => {
     return { peer, clock, link };
   }
 
+  /** How many 'connected' events the link has emitted since this call. */
+  function countConnected(link: LinkSupervisor) {
+    const seen = { connected: 0 };
+    link.on('connected', () => seen.connected++);
+    return seen;
+  }
+
   it('the first goes at once, the next waits the schedule on a parked socket, called off when the app leaves', async () => {
     const { peer, clock, link } = await connectedLink();
+    const seen = countConnected(link);
     let up = next(link, 'connected');
     expect(link.useParams([['sessionId', 'S1']])).toBe('reconnecting');
     await up;
@@ -500,6 +508,8 @@ describe('reconnects an app causes, on the Clock (DESIGN §3.5)', () => {
     expect(link.send('{}')).toBe(false);
     link.forgetParams();
     expect(link.status).toMatchObject({ state: 'connected', reconnects: 1, lastError: null });
+    // Every way into connected is one 'connected': the relay keeps the line again, and replays the voice config.
+    expect(seen.connected).toBe(2);
     expect(clock.pending()).not.toContain(99);
     // Called off: no trace in the schedule; the next one waits the same 99 ms, then goes.
     expect(link.useParams([['sessionId', 'S3']])).toBe('reconnecting');
@@ -508,6 +518,28 @@ describe('reconnects an app causes, on the Clock (DESIGN §3.5)', () => {
     await up;
     expect(peer.upgrades).toBe(3);
     expect(link.status).toMatchObject({ state: 'connected', reconnects: 2, reconnectsByCause: { 'app-params': 2 } });
+  });
+
+  it('a socket that opened while a paced replacement waited says connected, once, when the wait is called off', async () => {
+    const { peer, link } = await connectedLink();
+    // Each socket opened from here greets: its greeting says it is open, whatever the link tells.
+    peer.wss.on('connection', (s) => s.send('{"contentType":"EVENT","content":{"eventType":"CFG_BOT_EVENT"}}'));
+    const seen = countConnected(link);
+    // The next app asks for its own socket while the first app's is opening: its replacement waits (paced).
+    let paced: string | undefined;
+    link.once('opening', () => queueMicrotask(() => (paced = link.useParams([['sessionId', 'S2']]))));
+    const greeted = next(link, 'message');
+    expect(link.useParams([['sessionId', 'S1']])).toBe('reconnecting');
+    await greeted;
+    expect(paced).toBe('reconnecting');
+    expect(link.status.state).toBe('backoff');
+    expect(seen.connected).toBe(0);
+    // That app leaves before its turn: the S1 socket, open all along, is the link's.
+    link.forgetParams();
+    expect(link.status).toMatchObject({ state: 'connected', reconnects: 1 });
+    expect(seen.connected).toBe(1);
+    expect(link.send('{}')).toBe(true);
+    expect(peer.upgrades).toBe(2);
   });
 
   it('renewSession replaces even a socket the parameters fit (app-reattach); opening tells each socket what it is opened with', async () => {

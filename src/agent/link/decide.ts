@@ -6,6 +6,7 @@
 import { WS_FAILURE_FIXES, WsMessage, type WsFailure } from '../../protocol/codes.js';
 import { parseWsFailure } from '../../protocol/wire.js';
 import { nextBackoff, resetBackoff, shouldReset, type BackoffState } from '../token/backoff.js';
+import { paceAppReconnect, type AppPacingMemory, type AppReconnectCause } from './app-pacing.js';
 import { MAX_CLOUD_MESSAGE_BYTES, type LinkSettings } from './options.js';
 
 /** Displacements this close together mean two devices share one botId. */
@@ -17,13 +18,10 @@ export const DISPLACED_RESET_MS = 10 * 60_000;
 export const DROPPED_FIRST_ATTEMPT = 2;
 /** Failure answers (refusal bodies, frames) are short JSON: no more than this is read or parsed. */
 export const MAX_FAILURE_BODY = 4096;
-/** App-caused reconnects are capped per this window (LinkSettings.appReconnectsPerMinute). */
-export const APP_RECONNECT_WINDOW_MS = 60_000;
 
 /** Why the link reconnected: status.json's link.reconnectsByCause and the metrics' `cause` label. */
 export type ReconnectCause =
-  | 'app-params'
-  | 'app-reattach'
+  | AppReconnectCause
   | 'closed'
   | 'network'
   | 'pong-timeout'
@@ -55,21 +53,15 @@ export type LinkEnding =
    * Not an ending: an app wants a socket the open one is not (other parameters, or a session another
    * app conversed on). The open socket is still up; the decision says when to replace it.
    */
-  | { readonly kind: 'app'; readonly cause: 'app-params' | 'app-reattach' };
+  | { readonly kind: 'app'; readonly cause: AppReconnectCause };
 
-/** What the link carries from one connection to the next. */
-export interface LinkMemory {
-  readonly backoff: BackoffState;
+/** What the link carries from one connection to the next: its backoff and app reconnects (AppPacingMemory), and these. */
+export interface LinkMemory extends AppPacingMemory {
   readonly displacedBackoff: BackoffState;
   /** Monotonic times of the recent displacements (within DUPLICATE_WINDOW_MS of the last). */
   readonly displacements: readonly number[];
   /** Unauthorized answers in a row since the cloud last accepted a session. */
   readonly unauthorizedStreak: number;
-  /**
-   * Monotonic times of the app-caused replacements made in the last APP_RECONNECT_WINDOW_MS, recorded
-   * as each is made (appReconnectMade): a paced one that is still waiting is not among them.
-   */
-  readonly appReconnects: readonly number[];
 }
 
 /** The memory plus the facts of the connection that just ended. */
@@ -128,7 +120,12 @@ export function decideLink(ending: LinkEnding, facts: LinkFacts, settings: LinkS
     unauthorizedStreak: facts.accepted ? 0 : facts.unauthorizedStreak,
     appReconnects: facts.appReconnects,
   };
-  if (ending.kind === 'app') return onApp(ending.cause, memory, facts.now, settings, random);
+  if (ending.kind === 'app') {
+    // Not an ending: the open socket stays until the pacing says it may be replaced.
+    const { memory: paced, delayMs, reason } = paceAppReconnect(ending.cause, memory, facts.now, settings, random);
+    const next: LinkNext = delayMs === 0 ? { state: 'connecting' } : { state: 'backoff', delayMs };
+    return { memory: paced, next, reason, invalidateToken: false, sharedBotId: false, cause: ending.cause };
+  }
   const cause = causeOf(ending, settings);
   const why = reconnectCause(ending, cause);
   if ('failure' in cause) return { ...onFailure(cause.failure, memory, facts.now, settings, random), cause: why };
@@ -140,56 +137,6 @@ export function decideLink(ending: LinkEnding, facts: LinkFacts, settings: LinkS
   }
   const decision = { ...retry(memory, cause.drop, settings, random, ending.kind === 'unopenable'), cause: why };
   return cause.fix === undefined ? decision : { ...decision, fix: cause.fix };
-}
-
-/**
- * An app-caused reconnect (DESIGN §3.5): the first in a window goes at once, the next ones wait the
- * link's backoff schedule, and never more than appReconnectsPerMinute happen in any minute — so no app
- * on the device can make it hammer the cloud, whatever it does. The replacement is recorded when the
- * shell makes it (appReconnectMade), not here: one called off before it was due was never made.
- */
-function onApp(
-  cause: 'app-params' | 'app-reattach',
-  memory: LinkMemory,
-  now: number,
-  settings: LinkSettings,
-  random: number,
-): LinkDecision {
-  const recent = memory.appReconnects.filter((t) => now - t < APP_RECONNECT_WINDOW_MS).sort((a, b) => a - b);
-  let delayMs = 0;
-  let backoff = memory.backoff;
-  if (recent.length > 0) {
-    const next = nextBackoff(memory.backoff, settings.backoff, random);
-    delayMs = next.delayMs;
-    backoff = next.state;
-  }
-  const cap = appCap(settings);
-  const oldestCounted = recent[recent.length - cap];
-  if (oldestCounted !== undefined) delayMs = Math.max(delayMs, oldestCounted + APP_RECONNECT_WINDOW_MS - now);
-  const what = cause === 'app-params' ? 'an app asked for other connection parameters' : 'an app needs a session of its own';
-  return {
-    memory: { ...memory, backoff, appReconnects: recent },
-    next: delayMs === 0 ? { state: 'connecting' } : { state: 'backoff', delayMs },
-    reason: delayMs === 0 ? what : `${what}: reconnects apps cause are paced (${recent.length} in the last minute, at most ${cap})`,
-    invalidateToken: false,
-    sharedBotId: false,
-    cause,
-  };
-}
-
-/** The memory once an app-caused replacement was made at `now`: the last cap made are all the cap needs. */
-export function appReconnectMade(memory: LinkMemory, now: number, settings: Pick<LinkSettings, 'appReconnectsPerMinute'>): LinkMemory {
-  const made = [...memory.appReconnects.filter((t) => now - t < APP_RECONNECT_WINDOW_MS), now];
-  return { ...memory, appReconnects: made.slice(-appCap(settings)) };
-}
-
-function appCap(settings: Pick<LinkSettings, 'appReconnectsPerMinute'>): number {
-  return Math.max(1, Math.floor(settings.appReconnectsPerMinute));
-}
-
-/** The memory as if a paced app reconnect, decided when the backoff was `backoffBefore`, had never been: it did not happen. */
-export function withdrawAppReconnect(memory: LinkMemory, backoffBefore: BackoffState): LinkMemory {
-  return { ...memory, backoff: backoffBefore };
 }
 
 /** The counter a reconnect after `ending` goes to. */

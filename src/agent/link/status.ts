@@ -28,7 +28,11 @@ export interface LinkEvents {
   state: [LinkStateChange];
   /** A new socket is being opened, with these parameters: what was said on the last one stays with it. */
   opening: [OpenedWith];
-  /** A socket opened: the relay sends the app's voice config first on it. */
+  /**
+   * The link carries frames again, on a socket just opened or on one a paced replacement held (the wait
+   * called off): once each time the state becomes connected. The relay sends the app's voice config
+   * first on it, and keeps the line from then on.
+   */
   connected: [];
   /** A frame from the cloud, as it came (binaryType 'nodebuffer'). */
   message: [data: Buffer, isBinary: boolean];

@@ -5,16 +5,8 @@ import { fixOf, messageOf } from '../../protocol/errors.js';
 import { systemRandom, type Cancel, type Random } from '../time/clock.js';
 import type { BackoffState } from '../token/backoff.js';
 import { Attempt } from './attempt.js';
-import {
-  appReconnectMade,
-  decideLink,
-  initialLinkMemory,
-  withdrawAppReconnect,
-  type LinkDecision,
-  type LinkEnding,
-  type LinkMemory,
-  type ReconnectCause,
-} from './decide.js';
+import { appReconnectMade, withdrawAppReconnect, type AppReconnectCause } from './app-pacing.js';
+import { decideLink, initialLinkMemory, type LinkDecision, type LinkEnding, type LinkMemory, type ReconnectCause } from './decide.js';
 import { resolveLinkSettings, type LinkOptions, type LinkSettings } from './options.js';
 import { ConnChoice, type ConnParams } from './params.js';
 import { openCloudSocket } from './socket.js';
@@ -102,7 +94,7 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
     this.#unpark();
   }
 
-  #replaceFor(cause: 'app-params' | 'app-reattach'): ParamsOutcome {
+  #replaceFor(cause: AppReconnectCause): ParamsOutcome {
     const attempt = this.#attempt;
     if (this.#stopped || !attempt) return 'later';
     // A replacement is already due: it opens with whatever parameters are wanted by then.
@@ -226,10 +218,8 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
   }
 
   #onOpen(): void {
-    // Opened while a paced replacement waits: it carries nothing unless an app takes it (#unpark).
-    if (this.#parked) return;
-    this.#setState({ state: 'connected', lastError: null, fix: undefined });
-    this.emit('connected');
+    // Opened while a paced replacement waits: it carries nothing until that wait is called off (#unpark).
+    if (!this.#parked) this.#setState({ state: 'connected', lastError: null, fix: undefined });
   }
 
   #onEnded(attempt: Attempt, ending: LinkEnding, upMs: number | undefined, accepted: boolean): void {
@@ -284,6 +274,7 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
    * `quiet`: a wait for a paced replacement, begun or called off, which an app in a loop can cause at will: debug only.
    */
   #setState(patch: StatePatch, quiet = false): void {
+    const was = this.#status.state;
     const next = patchStatus(this.#status, patch, this.#clock.wallNow());
     if (!next) return;
     this.#status = next;
@@ -295,5 +286,7 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
     const { retryInMs } = patch;
     const change: LinkStateChange = { ...this.status, ...(retryInMs !== undefined && { retryInMs }) };
     this.emit('state', change);
+    // Whichever way the link gets there (a socket opened, a paced replacement called off), one 'connected' each time.
+    if (state === 'connected' && was !== 'connected') this.emit('connected');
   }
 }

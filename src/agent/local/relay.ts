@@ -120,7 +120,9 @@ export class Relay implements RelayPort {
     app.peer.send(data, isBinary);
   };
 
+  /** Built on a link not started yet: a socket opened before would have its greeting and 'connected' unseen. */
   constructor(opts: RelayOptions) {
+    if (opts.link.status.state !== 'stopped') throw new Error('a Relay is built before its link starts: it must see every socket open');
     this.#link = opts.link;
     this.#clock = opts.clock;
     this.#log = opts.log;
