@@ -10,6 +10,7 @@ import { fetchToken, startService, timeToConnected } from './fixture.js';
 import { App } from './relay-app.js';
 import { ROOT } from './root.js';
 import { sleep } from './sample.js';
+import { UNIT_ENV } from './unit.js';
 import type { Workspace } from './workspace.js';
 
 const PATH = '/soulmate/voiceChat/v1';
@@ -45,9 +46,9 @@ export async function relayRig(ws: Workspace, profileDir: string | undefined) {
       BOT_ID: BOTS.forwarder,
       TOKEN: token,
     };
-    // The node flags the daemon runs with (the unit's), so the two processes differ only in what they run.
+    // The node flags and environment the daemon runs with (the unit's), so the two processes differ only in what they run.
     const flags = daemon.proc.spawnargs.slice(1, daemon.proc.spawnargs.indexOf(ws.bundle));
-    const forwarder = new Child([...flags, await buildForwarder(ws.dir)], cleanEnv(forwarderEnv));
+    const forwarder = new Child([...flags, await buildForwarder(ws.dir)], cleanEnv({ ...UNIT_ENV, ...forwarderEnv }));
     children.push(forwarder);
     await waitFor(() => forwarder.out.includes('listening') || !forwarder.running, 30_000, 'the forwarder listening');
     if (!forwarder.running) throw new Error(`the forwarder exited: ${forwarder.out.slice(0, 2000)}`);
