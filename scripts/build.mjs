@@ -4,7 +4,7 @@
 import { build } from 'esbuild';
 import { createHash } from 'node:crypto';
 import { chmod, mkdir, rename, writeFile } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname, join, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -17,6 +17,26 @@ export const appFileOf = (entry) => `${entry.replace(/\.mjs$/, '')}.cjs`;
 const appHeader = (id) => `// botlink-app ${id}\n`;
 
 const common = { bundle: true, platform: 'node', target: 'node20.18', legalComments: 'none', logLevel: 'warning' };
+
+/**
+ * undici's Client requires its HTTP/2 half as it loads, and that half requires node:http2: on Node 24
+ * ~20 ms of the first request, a signing boot's. The agent speaks HTTP/1.1 only (it never sets
+ * allowH2, so TLS never offers h2), so the half is replaced by one that says so if it is ever reached.
+ */
+const undiciWithoutHttp2 = {
+  name: 'undici-without-http2',
+  setup(build) {
+    const dispatcher = `${sep}undici${sep}lib${sep}dispatcher${sep}`;
+    build.onResolve({ filter: /^\.\/client-h2\.js$/ }, (args) =>
+      args.importer.includes(dispatcher) ? { path: 'undici-client-h2', namespace: 'botlink-stub' } : undefined,
+    );
+    build.onLoad({ filter: /.*/, namespace: 'botlink-stub' }, () => ({
+      loader: 'js',
+      contents:
+        "module.exports = function connectH2() { throw new Error('botlink speaks HTTP/1.1 only: undici HTTP/2 (allowH2) is not in its bundle'); };",
+    }));
+  },
+};
 
 /**
  * The application bundle's esbuild options (scripts/package reads its externals from them):
@@ -32,6 +52,7 @@ export function bundleOptions() {
     format: 'cjs',
     minifyWhitespace: true,
     minifySyntax: true,
+    plugins: [undiciWithoutHttp2],
     external: ['better-sqlite3', 'unix-dgram'],
     define: { __BOTLINK_BUILD_TIME__: String(Date.now()), 'import.meta.url': '__botlinkAppUrl' },
   };

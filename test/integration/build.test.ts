@@ -16,6 +16,9 @@ describe('scripts/build.mjs', () => {
     expect(app.toString('latin1')).toMatch(/^\/\/ botlink-app [0-9a-f]{16}\n/);
     // ASCII, so V8 keeps the daemon's source in one byte a character (bundleOptions in scripts/build.mjs).
     const nonAscii = app.findIndex((byte) => byte > 0x7f);
+    // undici's HTTP/2 half is left out, and node:http2 with it (undiciWithoutHttp2 in scripts/build.mjs).
+    expect(app.includes('node:http2')).toBe(false);
+    expect(app.includes('botlink speaks HTTP/1.1 only')).toBe(true);
     expect(nonAscii, `non-ASCII at byte ${nonAscii}: ${app.subarray(Math.max(0, nonAscii - 60), nonAscii + 20).toString()}`).toBe(-1);
     const help = spawnSync(process.execPath, [entry, '--help'], { encoding: 'utf8', env: cleanEnv() });
     expect(help.status, help.stderr).toBe(0);
