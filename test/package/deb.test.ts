@@ -8,6 +8,7 @@ import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 import {
   ARCHES,
   debFile,
+  deviceConfig,
   elfMachine,
   exec,
   extract,
@@ -187,13 +188,7 @@ exec /usr/bin/systemctl --root=/ "$@"
   it('installed with dpkg: --version, then `run` on the installed config reaches connected, `status` and `token` answer, SIGTERM stops it', async () => {
     const svc = await service(DAEMON_SEED);
     const root = scratchRoot();
-    const config = {
-      ...JSON.parse(readFileSync(join(ROOT, 'systemd/config.example.json'), 'utf8')),
-      baseUrl: svc.url,
-      accessKeyId: 'AK',
-      botId: 'bot-1',
-    };
-    delete config.vendorId;
+    const config = deviceConfig(svc.url);
     // The installed command with the installed paths: /etc/botlink, /var/lib/botlink, /run/botlink, /var/log/botlink.
     const r = await root.sh(`
       dpkg -i /tmp/botlink-node.deb /tmp/botlink.deb >/dev/null

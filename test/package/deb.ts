@@ -10,6 +10,13 @@ export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const NODE_RUNTIME_SCRIPT = join(ROOT, 'scripts', 'node-runtime.sh');
 export const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 
+/** The packaged config template as a device installed from the package uses it against a service at `baseUrl`: bot-1, no vendorId. */
+export function deviceConfig(baseUrl: string): Record<string, unknown> {
+  const template = JSON.parse(readFileSync(join(ROOT, 'systemd', 'config.example.json'), 'utf8')) as Record<string, unknown>;
+  const { vendorId: _vendorId, ...rest } = template;
+  return { ...rest, baseUrl, accessKeyId: 'AK', botId: 'bot-1' };
+}
+
 export type Arch = 'amd64' | 'arm64';
 export const ARCHES: Arch[] = ['amd64', 'arm64'];
 

@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createReferenceService } from '../../src/service/server.js';
 import { DAEMON_SECRET } from '../helpers/daemon-proc.js';
 import { DAEMON_SEED } from '../helpers/harness.js';
-import { type Arch, debFile, exec, HEADERS_VERSION, NODE_VERSION, ROOT, RUNTIME_NODE, ScratchRoot, VERSION } from './deb.js';
+import { type Arch, debFile, deviceConfig, exec, HEADERS_VERSION, NODE_VERSION, ROOT, RUNTIME_NODE, ScratchRoot, VERSION } from './deb.js';
 
 // The install matrix (DESIGN §3.6): the built packages installed with apt into fresh Debian roots
 // (scripts/package/test-root.sh: mmdebstrap, cached per suite, architecture and day), each root under
@@ -145,13 +145,7 @@ describe('the install matrix: apt install of botlink and botlink-node in fresh D
       const started = performance.now();
       const root = await rootWithPackages(target);
       const port = await freePort();
-      const config = {
-        ...JSON.parse(readFileSync(join(ROOT, 'systemd/config.example.json'), 'utf8')),
-        baseUrl: `http://127.0.0.1:${port}`,
-        accessKeyId: 'AK',
-        botId: 'bot-1',
-      };
-      delete config.vendorId;
+      const config = deviceConfig(`http://127.0.0.1:${port}`);
       const r = await root.sh(
         `${SH_HELPERS}
         cd /tmp
@@ -274,13 +268,7 @@ describe('the trixie root', () => {
       copyFileSync(built.stdout.trim(), join(root.upper, 'tmp/botlink-old.deb'));
       const svc = await createReferenceService({ seed: DAEMON_SEED });
       cleanups.push(() => svc.close());
-      const config = {
-        ...JSON.parse(readFileSync(join(ROOT, 'systemd/config.example.json'), 'utf8')),
-        baseUrl: svc.url,
-        accessKeyId: 'AK',
-        botId: 'bot-1',
-      };
-      delete config.vendorId;
+      const config = deviceConfig(svc.url);
       const r = await root.sh(
         `${SH_HELPERS}
         cd /tmp
