@@ -57,12 +57,14 @@ seconds() { echo $(($(date +%s) - $1)); }
 # environment cleanup hook, which aborts the process ("Assertion failed: (env) != nullptr") when V8
 # collects a wrapped object outside a context, e.g. on an idle GC (nodejs/node#65446, open).
 # better-sqlite3 12 wraps its Database and Statement objects that way; its fix (13, node-addon-api)
-# needs Node >= 22. Built against 24.18.1 headers (same ABI, 137) the addon runs cleanly on every
-# 24.x runtime, so that is what runs here, and what README tells users of those runtimes to do.
+# needs Node >= 22. Built against the headers scripts/package/node-runtime.lock names (24.18.1: same
+# ABI, 137) the addon runs cleanly on every 24.x runtime, so that is what runs here, what the package
+# ships, and what README tells users of those runtimes to do.
+lock_headers=$(sed -n 's/^headers //p' "$root/scripts/package/node-runtime.lock")
 headers_version() {
   local maj minor
   IFS=. read -r maj minor _ <<<"$1"
-  if [ "$maj" = 24 ] && [ "$minor" -ge 19 ]; then echo 24.18.1; else echo "$1"; fi
+  if [ "$maj" = 24 ] && [ "$minor" -ge 19 ]; then echo "$lock_headers"; else echo "$1"; fi
 }
 
 total_passed=0
@@ -103,7 +105,8 @@ for major in "${majors[@]}"; do
   fi
   headers=$(headers_version "$version")
   if [ "$headers" != "$version" ]; then
-    if ! nodedir=$(install_node "$headers"); then
+    # The lock's headers, fetched and checked against its sha512 once by scripts/node-runtime.sh.
+    if ! nodedir=$(bash "$root/scripts/node-runtime.sh" --headers); then
       record "node v$version" 0 1 "headers $headers unavailable"
       continue
     fi

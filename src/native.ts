@@ -9,6 +9,7 @@ import type * as UnixDgram from 'unix-dgram';
 const load = createRequire(import.meta.url);
 
 export const sqlite = (): typeof BetterSqlite3 => load('better-sqlite3') as typeof BetterSqlite3;
+export const unixDgram = (): typeof UnixDgram => load('unix-dgram') as typeof UnixDgram;
 
 /**
  * better-sqlite3's compiled addon, where node-gyp puts it and where the packages ship it. Handed to
@@ -33,4 +34,3 @@ export function openDatabase(file: string, options: BetterSqlite3.Options = {}):
   const nativeBinding = sqliteAddon();
   return new (sqlite())(file, nativeBinding === undefined ? options : { ...options, nativeBinding });
 }
-export const unixDgram = (): typeof UnixDgram => load('unix-dgram') as typeof UnixDgram;

@@ -4,6 +4,7 @@ import { build } from 'esbuild';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { VOICE_CHAT_PATH } from '../../src/protocol/conversation.js';
 import { cleanEnv } from '../../test/helpers/env.js';
 import { Child } from './child.js';
 import { fetchToken, startService, timeToConnected } from './fixture.js';
@@ -13,7 +14,6 @@ import { sleep } from './sample.js';
 import { UNIT_ENV } from './unit.js';
 import type { Workspace } from './workspace.js';
 
-const PATH = '/soulmate/voiceChat/v1';
 /** One botId per path: the cloud allows one socket per device. */
 export const BOTS = { botlink: 'bot-1', forwarder: 'bot-2', direct: 'bot-3' } as const;
 
@@ -57,8 +57,8 @@ export async function relayRig(ws: Workspace, profileDir: string | undefined) {
     directUrl.searchParams.set('botId', BOTS.direct);
     const directToken = await fetchToken(svc, BOTS.direct);
     const apps: PerPath<App> = {
-      botlink: await App.open(`ws+unix://${daemonSocket}:${PATH}`),
-      forwarder: await App.open(`ws+unix://${forwarderSocket}:${PATH}`),
+      botlink: await App.open(`ws+unix://${daemonSocket}:${VOICE_CHAT_PATH}`),
+      forwarder: await App.open(`ws+unix://${forwarderSocket}:${VOICE_CHAT_PATH}`),
       direct: await App.open(directUrl.href, { Authorization: `Bearer ${directToken}` }),
     };
     return { svc, daemon, forwarder, apps };
