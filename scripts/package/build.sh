@@ -92,6 +92,28 @@ done
 # the addons keep their own.
 flags() { DEB_HOST_ARCH=$1 DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get "$2" | tr ' ' '\n' | grep -v -e '^-O' -e '^-g$' -e '^-ffile-prefix-map' | tr '\n' ' '; }
 
+# The Depends of package $1's ELF files ($3…) for architecture $2, from the libraries' symbols files
+# (dpkg-shlibdeps wants a debian/control beside it).
+shlibs_of() {
+  local name=$1 arch=$2 dir deps
+  shift 2
+  dir=$cache/shlibs-$name-$arch
+  mkdir -p "$dir/debian"
+  printf 'Source: %s\n\nPackage: %s\nArchitecture: any\n' "$name" "$name" >"$dir/debian/control"
+  deps=$(cd "$dir" && DEB_HOST_ARCH=$arch dpkg-shlibdeps --warnings=0 -O "${@/#/-e}" | sed -n 's/^shlibs:Depends=//p')
+  [ -n "$deps" ] || die "dpkg-shlibdeps found no library dependencies for $name on $arch"
+  echo "$deps"
+}
+
+# Seals package tree $1 (md5sums, control file modes, every time at SOURCE_DATE_EPOCH) and builds .deb $2 from it.
+build_deb() {
+  local pkg=$1
+  (cd "$pkg" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) >"$pkg/DEBIAN/md5sums"
+  find "$pkg/DEBIAN" -type f ! -perm -u+x -exec chmod 0644 {} +
+  find "$pkg" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
+  dpkg-deb --root-owner-group -Zxz --build "$pkg" "$2" >/dev/null
+}
+
 # Compiles the addons of a copy of the build modules for architecture $1.
 compile_addons() {
   local arch=$1 t nodedir work dir
@@ -177,12 +199,9 @@ assemble() {
   chmod -R u+rwX,go+rX,go-w "$pkg"
   find "$pkg" -type f -name '*.node' -exec chmod 0644 {} +
 
-  # Depends of the compiled addons, from the libraries' symbols files (dpkg-shlibdeps wants a debian/control beside it).
-  mkdir -p "$cache/shlibs-$arch/debian"
-  printf 'Source: botlink\n\nPackage: botlink\nArchitecture: any\n' >"$cache/shlibs-$arch/debian/control"
-  mapfile -t addons < <(find "$app" -name '*.node' -printf '-e%p\n')
-  shlibs=$(cd "$cache/shlibs-$arch" && DEB_HOST_ARCH=$arch dpkg-shlibdeps --warnings=0 -O "${addons[@]}" | sed -n 's/^shlibs:Depends=//p')
-  [ -n "$shlibs" ] || die "dpkg-shlibdeps found no library dependencies for the $arch addons"
+  # Depends of the compiled addons.
+  mapfile -t addons < <(find "$app" -name '*.node')
+  shlibs=$(shlibs_of botlink "$arch" "${addons[@]}")
 
   sed -e "s/@VERSION@/$version/" -e "s/@ARCH@/$arch/" -e "s/@MAINTAINER@/$maintainer/" -e "s/@SHLIBS@/$shlibs/" \
     -e "s/@HEADERS@/$HEADERS_VERSION/" -e "s/@NEXT_MAJOR@/$((${HEADERS_VERSION%%.*} + 1))/" \
@@ -192,10 +211,7 @@ assemble() {
     sed -e "s/@UNITS@/${units[*]}/" -e "s/@ENABLED@/${enabled[*]}/" "$here/debian/$script" >"$pkg/DEBIAN/$script"
     chmod 0755 "$pkg/DEBIAN/$script"
   done
-  (cd "$pkg" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) >"$pkg/DEBIAN/md5sums"
-  chmod 0644 "$pkg/DEBIAN/control" "$pkg/DEBIAN/conffiles" "$pkg/DEBIAN/md5sums"
-  find "$pkg" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
-  dpkg-deb --root-owner-group -Zxz --build "$pkg" "$out/botlink_${version}_${arch}.deb" >/dev/null
+  build_deb "$pkg" "$out/botlink_${version}_${arch}.deb"
 }
 
 # botlink-node for $1: the official Node.js binary as published, its licence and a changelog; built
@@ -206,7 +222,7 @@ runtime_cache=${BOTLINK_PACKAGE_CACHE:-/var/cache/botlink-package}
 mkdir -p "$runtime_cache" 2>/dev/null && [ -w "$runtime_cache" ] || runtime_cache=$cache
 runtime_deb() { echo "$runtime_cache/botlink-node_${NODE_VERSION}-${RUNTIME_REVISION}_$1.deb"; }
 runtime_stamp() {
-  printf '%s %s %s\n' "$1" "$NODE_VERSION-$RUNTIME_REVISION" "$(cat "$lock" "$here/debian/runtime-control" "$here/debian/runtime-overrides" <(declare -f assemble_runtime) | sha256sum | cut -c1-16)"
+  printf '%s %s %s\n' "$1" "$NODE_VERSION-$RUNTIME_REVISION" "$(cat "$lock" "$here/debian/runtime-control" "$here/debian/runtime-overrides" <(declare -f assemble_runtime shlibs_of build_deb) | sha256sum | cut -c1-16)"
 }
 assemble_runtime() {
   local arch=$1 pkg from shlibs version
@@ -234,17 +250,11 @@ assemble_runtime() {
     printf ' -- %s  %s\n' "$maintainer" "$(date -R -u -d "@$SOURCE_DATE_EPOCH")"
   } | gzip -9n >"$pkg/usr/share/doc/botlink-node/changelog.Debian.gz"
   chmod -R u+rwX,go+rX,go-w "$pkg"
-  mkdir -p "$cache/shlibs-node-$arch/debian"
-  printf 'Source: botlink-node\n\nPackage: botlink-node\nArchitecture: any\n' >"$cache/shlibs-node-$arch/debian/control"
-  shlibs=$(cd "$cache/shlibs-node-$arch" && DEB_HOST_ARCH=$arch dpkg-shlibdeps --warnings=0 -O "-e$pkg$RUNTIME_DIR/bin/node" | sed -n 's/^shlibs:Depends=//p')
-  [ -n "$shlibs" ] || die "dpkg-shlibdeps found no library dependencies for the $arch node"
+  shlibs=$(shlibs_of botlink-node "$arch" "$pkg$RUNTIME_DIR/bin/node")
   sed -e "s/@VERSION@/$version/" -e "s/@ARCH@/$arch/" -e "s/@MAINTAINER@/$maintainer/" -e "s/@SHLIBS@/$shlibs/" \
     -e "s/@NODE@/$NODE_VERSION/g" -e "s/@NODE_ARCH@/$(node_arch "$arch")/" \
     -e "s/@INSTALLED_SIZE@/$(du -sk --apparent-size "$pkg" | cut -f1)/" "$here/debian/runtime-control" >"$pkg/DEBIAN/control"
-  (cd "$pkg" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) >"$pkg/DEBIAN/md5sums"
-  chmod 0644 "$pkg/DEBIAN/control" "$pkg/DEBIAN/md5sums"
-  find "$pkg" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
-  dpkg-deb --root-owner-group -Zxz --build "$pkg" "$(runtime_deb "$arch")" >/dev/null
+  build_deb "$pkg" "$(runtime_deb "$arch")"
   rm -rf "$pkg"
 }
 
