@@ -3,6 +3,7 @@ import { cloudUrl, ConnChoice, fitOf, NO_PARAMS, sameParams } from '../../src/ag
 import { appParams } from '../../src/agent/local/app-params.js';
 import { isSmallEvent, MAX_SEARCHED_EVENT_BYTES, socketUse, stateChanged, stateData } from '../../src/agent/local/relay-decide.js';
 import { isConversationEvent, linkStateFrame } from '../../src/protocol/conversation.js';
+import { DOWN, UP } from '../helpers/guide-frames.js';
 
 describe('app parameters', () => {
   it('takes every query parameter but botId, in the app order', () => {
@@ -188,5 +189,12 @@ describe('conversation events the relay looks for', () => {
     expect(isSmallEvent(greeting, false, 'CLIENT_VOICE_CHAT_UPDATE')).toBe(false);
     expect(isSmallEvent(padded(fill), false, 'CFG_BOT_EVENT')).toBe(true);
     expect(isSmallEvent(padded(fill + 1), false, 'CFG_BOT_EVENT')).toBe(false);
+  });
+
+  it("finds the greeting and the voice config in the guide's own frames (DESIGN §1.7), and in no other", () => {
+    const found = (frames: Record<string, unknown>, eventType: string) =>
+      Object.keys(frames).filter((name) => isSmallEvent(Buffer.from(JSON.stringify(frames[name])), false, eventType));
+    expect(found(DOWN, 'CFG_BOT_EVENT')).toEqual(['CFG_BOT_EVENT']);
+    expect(found(UP, 'CLIENT_VOICE_CHAT_UPDATE')).toEqual(['CLIENT_VOICE_CHAT_UPDATE', 'CLIENT_VOICE_CHAT_UPDATE_PCM_TEXT']);
   });
 });

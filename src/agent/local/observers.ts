@@ -67,13 +67,15 @@ export class Observers {
     peer.sendState(state, true);
   }
 
+  // A Map may lose entries while it is iterated (a peer that falls behind leaves in send): no copy is
+  // made, as frame() runs for every cloud frame, observers or none.
   state(data: LinkStateData): void {
-    for (const peer of [...this.#peers.keys()]) peer.sendState(data, false);
+    for (const peer of this.#peers.keys()) peer.sendState(data, false);
   }
 
   /** A frame from the cloud, to every observer that takes its kind. */
   frame(data: Buffer, isBinary: boolean): void {
-    for (const [peer, { audio }] of [...this.#peers]) {
+    for (const [peer, { audio }] of this.#peers) {
       if (isBinary && !audio) continue;
       if (!peer.send(data, isBinary)) continue;
       this.#traffic.frames++;
