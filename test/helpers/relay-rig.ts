@@ -8,6 +8,7 @@ import WebSocket, { type RawData } from 'ws';
 import { LinkSupervisor, type LinkOptions, type LinkState, type LinkStateChange } from '../../src/agent/link/supervisor.js';
 import { Relay } from '../../src/agent/local/relay.js';
 import { systemClock, type Clock } from '../../src/agent/time/clock.js';
+import { downText } from './guide-frames.js';
 import { rawWsServer } from './ws-peers.js';
 
 export interface Frame {
@@ -42,15 +43,8 @@ export class FrameQueue {
   }
 }
 
-export const GREETING = JSON.stringify({
-  code: 200,
-  msg: 'success',
-  requestId: 'r',
-  mid: 'm-greet',
-  contentType: 'EVENT',
-  content: { eventType: 'CFG_BOT_EVENT', eventData: { audio: { binary: false } } },
-  t: 1,
-});
+/** The cloud's greeting as DESIGN §1.7 shows it (roundId "", mid null): what the relay keeps and replays. */
+export const GREETING = downText('CFG_BOT_EVENT');
 
 /** One cloud connection as the peer sees it: its query and every frame it got. */
 export interface CloudConn {
