@@ -26,8 +26,8 @@ export type OpenRounds = ReadonlyMap<string, string>;
 
 /** Rounds held at once: a round the cloud never ends must not grow the map for ever. */
 const MAX_OPEN_ROUNDS = 16;
-/** Events whose line would say nothing a technician follows: audio, subtitles of what the reply says. */
-const QUIET_EVENTS: ReadonlySet<string> = new Set(['TTS_SENTENCE_START', 'TTS_COMPLETE']);
+/** Events whose line would say nothing a technician follows: subtitles of what the reply says (TTS_COMPLETE is readDownFrame's tts-complete). */
+const QUIET_EVENTS: ReadonlySet<string> = new Set(['TTS_SENTENCE_START']);
 
 type Obj = Record<string, unknown>;
 const obj = (v: unknown): Obj => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Obj) : {});
