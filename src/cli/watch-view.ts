@@ -4,7 +4,7 @@
  * and said whole when the round ends. No I/O: frames in, events out.
  */
 
-import { readDownFrame } from '../protocol/round-reader.js';
+import { obj, readDownFrame } from '../protocol/round-reader.js';
 import type { LinkStateData } from './relay-client.js';
 
 export type WatchEvent =
@@ -26,11 +26,8 @@ export type OpenRounds = ReadonlyMap<string, string>;
 
 /** Rounds held at once: a round the cloud never ends must not grow the map for ever. */
 const MAX_OPEN_ROUNDS = 16;
-/** Events whose line would say nothing a technician follows: audio, subtitles of what the reply says. */
-const QUIET_EVENTS: ReadonlySet<string> = new Set(['TTS_SENTENCE_START', 'TTS_COMPLETE']);
-
-type Obj = Record<string, unknown>;
-const obj = (v: unknown): Obj => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Obj) : {});
+/** Events whose line would say nothing a technician follows: subtitles of what the reply says (TTS_COMPLETE is readDownFrame's tts-complete). */
+const QUIET_EVENTS: ReadonlySet<string> = new Set(['TTS_SENTENCE_START']);
 
 /** A LINK_STATE: its event; when the link left `connected`, the rounds still open are lost and said so. */
 export function watchLinkState(open: OpenRounds, s: LinkStateData): { open: OpenRounds; events: WatchEvent[] } {
@@ -81,7 +78,7 @@ export function watchFrame(open: OpenRounds, frame: unknown): { open: OpenRounds
 }
 
 /** What readDownFrame leaves as `other`: skills and custom events, the greeting, proactive text. */
-function otherEvents(frame: Obj): WatchEvent[] {
+function otherEvents(frame: Record<string, unknown>): WatchEvent[] {
   const content = obj(frame['content']);
   const roundId = typeof content['roundId'] === 'string' ? content['roundId'] : '';
   if (frame['contentType'] === 'ACTIVITY' && typeof content['content'] === 'string')

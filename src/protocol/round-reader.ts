@@ -20,7 +20,8 @@ export type RoundEvent =
   | { kind: 'error'; code: number; msg: string }
   | { kind: 'other' };
 
-const obj = (v: unknown): Obj => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Obj) : {});
+/** A JSON value as an object to read fields from ({} when it is none, or an array). */
+export const obj = (v: unknown): Obj => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Obj) : {});
 const str = (v: unknown): string => (typeof v === 'string' ? v : '');
 
 /** One parsed down frame as a round event; anything this app has no use for is `other`, never an error. */

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { wantsAudio } from '../../src/agent/local/observers.js';
 import { type OpenRounds, type WatchEvent, watchFrame, watchLine, watchLinkState } from '../../src/cli/watch-view.js';
+import { DOWN, downText } from '../helpers/guide-frames.js';
 
 const ev = (eventType: string, roundId: string, eventData: unknown = {}) => ({
   code: 200,
@@ -107,6 +108,65 @@ describe('watchFrame: what a technician is told of the cloud frames', () => {
   it('holds at most 16 rounds the cloud never ends', () => {
     const starts = Array.from({ length: 40 }, (_, i) => ev('CALL_AGENT_START_EVENT', `r${i}`, { input: '' }));
     expect(feed(starts).open.size).toBe(16);
+  });
+});
+
+describe('watchFrame: every down frame of DESIGN §1.7 in the guide shapes (test/fixtures/conversation/down.json)', () => {
+  const R = 'a4595acb-de6c-4ac9-92b2-8fa59a7f91f7_2';
+  const dataOf = (name: string): unknown => (DOWN[name]!['content'] as Record<string, unknown>)['eventData'];
+  const table: [name: string, events: WatchEvent[]][] = [
+    ['CFG_BOT_EVENT', [{ type: 'event', eventType: 'CFG_BOT_EVENT', roundId: '', eventData: dataOf('CFG_BOT_EVENT') }]],
+    ['SERVER_VOICE_CHAT_UPDATED', [{ type: 'voice-config' }]],
+    ['PONG', []],
+    ['ASR', [{ type: 'heard', text: 'tell me a story' }]],
+    ['CALL_AGENT_START_EVENT', [{ type: 'input', roundId: '08ddd338-fd5b-4572-b03a-43974dc145db_222726_1', text: 'tell me a story' }]],
+    ['EMPTY_CONTENT', [{ type: 'empty', roundId: 'a4595acb-de6c-4ac9-92b2-8fa59a7f91f7_1' }]],
+    ['AGENT', []],
+    ['AGENT_LAST', []],
+    ['TTS', []],
+    ['TTS_COMPLETE', []],
+    ['COMPLETE', [{ type: 'reply', roundId: R, text: '' }]],
+    ['CALL_AGENT_INTERRUPTED', [{ type: 'cut', roundId: R, text: '' }]],
+    ['ACTIVITY', [{ type: 'proactive', text: 'Good morning! ' }]],
+    [
+      'CLIENT_CHAT_CONTEXT_RECEIVED',
+      [{ type: 'event', eventType: 'CLIENT_CHAT_CONTEXT_RECEIVED', roundId: 'a4595acb-de6c-4ac9-92b2-8fa59a7f91f7_5', eventData: {} }],
+    ],
+    ['CALL_SKILL_EVENT', [{ type: 'event', eventType: 'CALL_SKILL_EVENT', roundId: '0_1', eventData: dataOf('CALL_SKILL_EVENT') }]],
+    [
+      'CUSTOM_EVENT',
+      [
+        {
+          type: 'event',
+          eventType: 'MY_CUSTOM_COMMAND',
+          roundId: 'd45ed439-3fab-4b0d-a6ab-a4662e505d96_141008_7',
+          eventData: dataOf('CUSTOM_EVENT'),
+        },
+      ],
+    ],
+    ['TTS_SENTENCE_START', []],
+    ['INTERRUPT', [{ type: 'cut', roundId: R, text: '' }]],
+    ['USER_AUDIT_FAIL', [{ type: 'refused', roundId: 'a4595acb-de6c-4ac9-92b2-8fa59a7f91f7_6' }]],
+    ['REPEAT_CLIENT_SESSION', [{ type: 'event', eventType: 'REPEAT_CLIENT_SESSION', roundId: '', eventData: {} }]],
+    ['AUDIO_BINARY_NOT_SUPPORTED', [{ type: 'error', code: 400, msg: 'audio binary not support.' }]],
+  ];
+
+  it('the table covers every fixture', () => {
+    expect(table.map(([name]) => name).sort()).toEqual(Object.keys(DOWN).sort());
+  });
+
+  it.each(table)('%s', (name, events) => {
+    expect(watchFrame(new Map(), JSON.parse(downText(name))).events).toEqual(events);
+  });
+
+  it('a round in the guide frames: the reply is content.content of its AGENT pieces, said whole at COMPLETE', () => {
+    const frames = ['CALL_AGENT_START_EVENT', 'AGENT', 'TTS', 'AGENT_LAST', 'TTS_COMPLETE', 'COMPLETE'].map((name) =>
+      JSON.parse(downText(name, { content: { roundId: R } })),
+    );
+    expect(feed(frames).events).toEqual([
+      { type: 'input', roundId: R, text: 'tell me a story' },
+      { type: 'reply', roundId: R, text: 'Hey! Hello there, how can I help?' },
+    ]);
   });
 });
 
