@@ -185,6 +185,13 @@ function prettyLine(entry: Record<string, unknown>): string {
   return readableLine(entry);
 }
 
+const pad = (n: number, width = 2): string => String(n).padStart(width, '0');
+
+/** "14:03:07.215": local time of day to the millisecond, as a person on the device reads it. */
+export function localClock(t: Date): string {
+  return `${pad(t.getHours())}:${pad(t.getMinutes())}:${pad(t.getSeconds())}.${pad(t.getMilliseconds(), 3)}`;
+}
+
 /**
  * One log entry as a person reads it, in local time: `12:00:01.123 INFO  name: message key=value …`;
  * `withDate` puts the local date first (a log spans days); `byPart` names the part of the daemon
@@ -192,10 +199,8 @@ function prettyLine(entry: Record<string, unknown>): string {
  */
 export function readableLine(entry: Record<string, unknown>, opts: { withDate?: boolean; byPart?: boolean } = {}): string {
   const t = new Date(String(entry.time));
-  const pad = (n: number, width = 2) => String(n).padStart(width, '0');
-  const clock = `${pad(t.getHours())}:${pad(t.getMinutes())}:${pad(t.getSeconds())}.${pad(t.getMilliseconds(), 3)}`;
   const date = opts.withDate ? `${t.getFullYear()}-${pad(t.getMonth() + 1)}-${pad(t.getDate())} ` : '';
-  const parts = [date + clock, String(entry.level).toUpperCase().padEnd(5)];
+  const parts = [date + localClock(t), String(entry.level).toUpperCase().padEnd(5)];
   const whoKey = opts.byPart && entry.part !== undefined ? 'part' : 'name';
   const who = entry[whoKey] === undefined ? '' : `${String(entry[whoKey])}: `;
   parts.push(who + (entry.msg === undefined ? '' : String(entry.msg)));

@@ -4,6 +4,7 @@
  * and said whole when the round ends. No I/O: frames in, events out.
  */
 
+import { localClock } from '../log.js';
 import { obj, readDownFrame } from '../protocol/round-reader.js';
 import type { LinkStateData } from './relay-client.js';
 
@@ -101,14 +102,7 @@ function withRound(open: OpenRounds, roundId: string, text: string): OpenRounds 
 /** One output line: `--json` the event with its time, else the local time and the event in words. */
 export function watchLine(event: WatchEvent, atMs: number, json: boolean): string {
   if (json) return JSON.stringify({ at: new Date(atMs).toISOString(), ...event });
-  return `${localTime(atMs)} ${words(event)}`;
-}
-
-/** "14:03:07.215": the technician's own clock, to the millisecond. */
-function localTime(ms: number): string {
-  const d = new Date(ms);
-  const two = (n: number): string => String(n).padStart(2, '0');
-  return `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}.${String(d.getMilliseconds()).padStart(3, '0')}`;
+  return `${localClock(new Date(atMs))} ${words(event)}`;
 }
 
 /** Event data on one line, cut short: a skill's arguments, not a page of JSON. */
