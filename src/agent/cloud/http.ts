@@ -1,4 +1,5 @@
 import type { Dispatcher, Pool } from 'undici';
+import { withBaselineParser } from './parser-tier.js';
 
 /** undici's keep-alive pool with its `request` bound: all the cloud client uses of undici. */
 export interface HttpPool {
@@ -35,7 +36,7 @@ export async function createPool(origin: string, options: Pool.Options): Promise
   const { Pool: PoolClass, request } = await undiciParts();
   const pool = new PoolClass(origin, options);
   return {
-    request: (opts) => request.call(pool, opts),
+    request: (opts) => withBaselineParser(() => request.call(pool, opts)),
     destroy: async () => {
       if (!pool.destroyed) await pool.destroy();
     },

@@ -1,0 +1,66 @@
+import { spawnSync } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Bundle, bundleChild } from '../helpers/bundle.js';
+import { cleanEnv } from '../helpers/env.js';
+
+/**
+ * Requests through the cloud client's pool (src/agent/cloud/http.ts), or through undici's own Pool for
+ * comparison, to a local HTTP server, each in a fresh process: llhttp is compiled once per process.
+ * V8 12+ (Node 22, 24) runs a tier-up at once where it is triggered (--wasm-sync-tier-up); on Node 20
+ * the optimizing compile runs on a background thread, which the second after the requests leaves it.
+ */
+const CHILD = `
+import { createServer } from 'node:http';
+import { cachedDataVersionTag, getHeapStatistics, setFlagsFromString } from 'node:v8';
+import { createPool, undiciParts } from './src/agent/cloud/http.ts';
+if (Number(process.versions.v8.split('.')[0]) >= 12) setFlagsFromString('--wasm-sync-tier-up');
+const [how, count] = process.argv.slice(2);
+const server = createServer((req, res) => {
+  req.resume();
+  req.on('end', () => res.setHeader('content-type', 'application/json').end(JSON.stringify({ code: 0, msg: 'ok', accessToken: 'x'.repeat(200) })));
+});
+await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+const origin = 'http://127.0.0.1:' + server.address().port;
+const tag = cachedDataVersionTag();
+let send;
+if (how === 'cloud-client') {
+  const pool = await createPool(origin, { connections: 1 });
+  send = (opts) => pool.request(opts);
+} else {
+  const { Pool, request } = await undiciParts();
+  const pool = new Pool(origin, { connections: 1 });
+  send = (opts) => request.call(pool, opts);
+}
+for (let i = 0; i < Number(count); i++) {
+  const res = await send({ path: '/auth/getToken', method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+  await res.body.text();
+}
+await new Promise((resolve) => setTimeout(resolve, 1000));
+process.stdout.write(JSON.stringify({ peakMiB: getHeapStatistics().peak_malloced_memory / 2 ** 20, tagKept: cachedDataVersionTag() === tag }));
+process.exit(0);
+`;
+
+let child: Bundle;
+beforeAll(async () => {
+  child = await bundleChild(CHILD, 'parser-tier-child.ts', 'parser-tier-');
+});
+afterAll(() => child.dispose());
+
+function run(how: 'cloud-client' | 'undici', count: number): { peakMiB: number; tagKept: boolean } {
+  const r = spawnSync(process.execPath, [child.file, how, String(count)], { env: cleanEnv(), encoding: 'utf8', timeout: 60_000 });
+  if (r.status !== 0) throw new Error(`child exited ${r.status}: ${r.stderr}`);
+  return JSON.parse(r.stdout) as { peakMiB: number; tagKept: boolean };
+}
+
+describe("undici's HTTP parser (llhttp, WebAssembly) in the daemon", () => {
+  it("is compiled again by V8's optimizing tier after a few responses when nothing prevents it: a peak of ~20 MiB", () => {
+    expect(run('undici', 20).peakMiB).toBeGreaterThan(12);
+  });
+
+  it("stays in the baseline tier through the cloud client's pool, and every V8 flag is as it was after", () => {
+    const { peakMiB, tagKept } = run('cloud-client', 20);
+    expect(peakMiB).toBeLessThan(8);
+    // V8 keys code caches to its flags: one left changed would make every later built-in compile from source.
+    expect(tagKept).toBe(true);
+  });
+});
