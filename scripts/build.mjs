@@ -1,6 +1,6 @@
 // Builds dist/: botlink.mjs, a small entry, and botlink.cjs, the application bundle it loads (through
-// V8's code cache when there is a cache directory: see src/cli/code-cache.ts). The native addons
-// (better-sqlite3, unix-dgram) stay external.
+// V8's code cache when there is a cache directory: see src/cli/code-cache.ts). The native addons'
+// compiled .node files ship beside it in node_modules (NATIVE_PACKAGES).
 import { build } from 'esbuild';
 import { createHash } from 'node:crypto';
 import { chmod, mkdir, rename, writeFile } from 'node:fs/promises';
@@ -39,7 +39,15 @@ const undiciWithoutHttp2 = {
 };
 
 /**
- * The application bundle's esbuild options (scripts/package reads its externals from them):
+ * The packages whose compiled addon (.node) ships in node_modules beside dist/ (scripts/package copies
+ * them and what they depend on). better-sqlite3's JavaScript is bundled all the same: src/native.ts
+ * hands its Database the addon by path. unix-dgram's finds its addon from its own folder, so it stays
+ * external.
+ */
+export const NATIVE_PACKAGES = ['better-sqlite3', 'unix-dgram'];
+
+/**
+ * The application bundle's esbuild options:
  * CommonJS, because V8's code cache (vm.Script) takes scripts, not modules; the entry hands it
  * `require` and the URL of its file as `import.meta.url`. Whitespace and syntax are minified, names
  * are not (stack traces in the log stay readable): without its comments the bundle is 0.8 MB instead
@@ -53,7 +61,7 @@ export function bundleOptions() {
     minifyWhitespace: true,
     minifySyntax: true,
     plugins: [undiciWithoutHttp2],
-    external: ['better-sqlite3', 'unix-dgram'],
+    external: ['unix-dgram'],
     define: { __BOTLINK_BUILD_TIME__: String(Date.now()), 'import.meta.url': '__botlinkAppUrl' },
   };
 }

@@ -1,14 +1,16 @@
 import { createRequire } from 'node:module';
-import type BetterSqlite3 from 'better-sqlite3';
+import BetterSqlite3 from 'better-sqlite3';
 import type * as UnixDgram from 'unix-dgram';
 
-// The bundle keeps the native addons external. A static import of one would load it as the
-// bundle starts, for every command; required here, each loads at its first use, so `--version`,
-// `--help` and a daemon outside systemd load neither or only what they need. Resolved from the
-// running file, as an import would be: node_modules beside dist/ (or src/ under the tests).
+// The native addons load at their first use, so `--version`, `--help` and a daemon outside systemd
+// load neither or only what they need. Resolved from the running file, as an import would be:
+// node_modules beside dist/ (or src/ under the tests). better-sqlite3's JavaScript is in the bundle
+// (compiled through its code cache, not read and compiled from a dozen files at every start: ~8 ms
+// of a boot on Node 24) and loads its addon by path only when a Database opens; unix-dgram finds
+// its addon with the bindings package from its own folder, so it stays external.
 const load = createRequire(import.meta.url);
 
-export const sqlite = (): typeof BetterSqlite3 => load('better-sqlite3') as typeof BetterSqlite3;
+export const { SqliteError } = BetterSqlite3;
 export const unixDgram = (): typeof UnixDgram => load('unix-dgram') as typeof UnixDgram;
 
 /**
@@ -32,5 +34,5 @@ export function sqliteAddon(): string | undefined {
 /** A better-sqlite3 Database on `file`, its addon loaded by path. */
 export function openDatabase(file: string, options: BetterSqlite3.Options = {}): BetterSqlite3.Database {
   const nativeBinding = sqliteAddon();
-  return new (sqlite())(file, nativeBinding === undefined ? options : { ...options, nativeBinding });
+  return new BetterSqlite3(file, nativeBinding === undefined ? options : { ...options, nativeBinding });
 }

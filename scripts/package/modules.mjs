@@ -1,11 +1,11 @@
 // The npm packages a Debian package of botlink needs, read from the checkout's node_modules:
-//   node scripts/package/modules.mjs runtime     the bundle's external packages and what they require at run time
+//   node scripts/package/modules.mjs runtime     the packages whose addons ship (NATIVE_PACKAGES) and what they require at run time
 //   node scripts/package/modules.mjs build       those plus what compiling their addons needs (nan)
 //   node scripts/package/modules.mjs copyright   the third-party notice: every package whose code ships, with its licence text
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { bundleOptions } from '../build.mjs';
+import { NATIVE_PACKAGES } from '../build.mjs';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const modules = join(root, 'node_modules');
@@ -36,7 +36,6 @@ function closure(roots, skip) {
   return [...seen].sort();
 }
 
-const externals = bundleOptions().external;
 const production = Object.keys(JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).dependencies ?? {});
 
 function licenceText(name) {
@@ -47,9 +46,9 @@ function licenceText(name) {
 
 const command = process.argv[2];
 if (command === 'runtime') {
-  console.log(closure(externals, BUILD_ONLY).join('\n'));
+  console.log(closure(NATIVE_PACKAGES, BUILD_ONLY).join('\n'));
 } else if (command === 'build') {
-  const runtime = closure(externals, BUILD_ONLY);
+  const runtime = closure(NATIVE_PACKAGES, BUILD_ONLY);
   const headers = [...COMPILE_ONLY].filter((name) => runtime.some((r) => Object.hasOwn(manifest(r).dependencies ?? {}, name)));
   console.log([...runtime, ...headers].sort().join('\n'));
 } else if (command === 'copyright') {

@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { openDatabase, sqlite, sqliteAddon } from '../../src/native.js';
+import { openDatabase, SqliteError, sqliteAddon } from '../../src/native.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'botlink-native-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -22,7 +22,7 @@ describe('better-sqlite3 loaded by path', () => {
     db.close();
     const ro = openDatabase(file, { readonly: true, fileMustExist: true });
     expect(ro.prepare('SELECT v FROM t').get()).toEqual({ v: 'x' });
-    expect(() => ro.exec('DELETE FROM t')).toThrow(sqlite().SqliteError);
+    expect(() => ro.exec('DELETE FROM t')).toThrow(SqliteError);
     ro.close();
     expect(() => openDatabase(join(dir, 'missing.db'), { fileMustExist: true })).toThrow();
   });

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { chmodSync, closeSync, existsSync, openSync, renameSync, statSync } from 'node:fs';
-import { openDatabase, sqlite } from '../../native.js';
+import { openDatabase, SqliteError } from '../../native.js';
 import { giveToFolderOwner } from '../../ownership.js';
 import { BotlinkError, messageOf, type BotlinkErrorOptions, type RetryClass } from '../../protocol/errors.js';
 
@@ -83,7 +83,7 @@ export function migrate(db: Database.Database, migrations: readonly string[]): v
 
 /** Errors that mean the file's contents are unusable (as opposed to the file being unreachable). */
 export function isCorruption(error: unknown): boolean {
-  if (!(error instanceof sqlite().SqliteError)) return false;
+  if (!(error instanceof SqliteError)) return false;
   return error.code === 'SQLITE_NOTADB' || error.code.startsWith('SQLITE_CORRUPT') || error.code === 'SQLITE_ERROR';
 }
 

@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { sqlite } from '../../native.js';
+import { SqliteError } from '../../native.js';
 import { makeFolders } from '../../ownership.js';
 import { systemClock, type TimeReader } from '../time/clock.js';
 import {
@@ -145,7 +145,7 @@ export class TokenStore {
     this.db = connect(path, readOnly);
     try {
       const check = this.db.pragma('quick_check', { simple: true });
-      if (check !== 'ok') throw new (sqlite().SqliteError)(`quick_check: ${String(check)}`, 'SQLITE_CORRUPT');
+      if (check !== 'ok') throw new SqliteError(`quick_check: ${String(check)}`, 'SQLITE_CORRUPT');
       if (readOnly) refuseNewer(this.db, schemaVersion(this.db), MIGRATIONS.length);
       else migrate(this.db, MIGRATIONS);
       // Preparing every statement proves the tables have the columns this release uses.
@@ -250,7 +250,7 @@ export class TokenStore {
     try {
       run();
     } catch (error) {
-      if (this.readOnly || !(error instanceof sqlite().SqliteError && error.code.startsWith('SQLITE_READONLY'))) throw error;
+      if (this.readOnly || !(error instanceof SqliteError && error.code.startsWith('SQLITE_READONLY'))) throw error;
       const db = connect(this.path, false);
       this.db.close();
       this.db = db;
