@@ -4,7 +4,7 @@
 import { build } from 'esbuild';
 import { createHash } from 'node:crypto';
 import { chmod, mkdir, rename, writeFile } from 'node:fs/promises';
-import { basename, dirname, join, sep } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -19,21 +19,59 @@ const appHeader = (id) => `// botlink-app ${id}\n`;
 const common = { bundle: true, platform: 'node', target: 'node20.18', legalComments: 'none', logLevel: 'warning' };
 
 /**
- * undici's Client requires its HTTP/2 half as it loads, and that half requires node:http2: on Node 24
- * ~20 ms of the first request, a signing boot's. The agent speaks HTTP/1.1 only (it never sets
- * allowH2, so TLS never offers h2), so the half is replaced by one that says so if it is ever reached.
+ * Parts of bundled packages that botlink never reaches, replaced by stubs that say so if ever they
+ * are: each would load Node modules at every start that nothing else needs.
+ * - undici's Client requires its HTTP/2 half as it loads, and that half requires node:http2: on Node
+ *   24 ~20 ms of the first request, a signing boot's. The agent speaks HTTP/1.1 only (it never sets
+ *   allowH2, so TLS never offers h2).
+ * - pino's transports run in worker threads (thread-stream); botlink logs to a file or stdout through
+ *   pino.destination, never a transport.
  */
-const undiciWithoutHttp2 = {
-  name: 'undici-without-http2',
+const STUB_FILES = [
+  {
+    file: /[\\/]node_modules[\\/]undici[\\/]lib[\\/]dispatcher[\\/]client-h2\.js$/,
+    contents:
+      "module.exports = function connectH2() { throw new Error('botlink speaks HTTP/1.1 only: undici HTTP/2 (allowH2) is not in its bundle'); };",
+  },
+  {
+    file: /[\\/]node_modules[\\/]pino[\\/]lib[\\/]transport\.js$/,
+    contents:
+      "module.exports = function transport() { throw new Error('botlink logs through pino.destination: pino transports (worker threads) are not in its bundle'); };",
+  },
+];
+/**
+ * Built-in modules that one bundled file asks for a single thing, answered by a stub (importer, module,
+ * stub source): pino/lib/tools.js asks worker_threads only whether it runs on the main thread, and
+ * sonic-boom asks node:assert only for one check as it closes a file. Loading either module (with
+ * the ten more node:assert brings) cost ~3 ms of each start on Node 24.
+ */
+const STUB_BUILTINS = [
+  {
+    importer: /[\\/]node_modules[\\/]pino[\\/]lib[\\/]tools\.js$/,
+    path: 'worker_threads',
+    contents: 'module.exports = { isMainThread: true };',
+  },
+  {
+    importer: /[\\/]node_modules[\\/]sonic-boom[\\/]index\.js$/,
+    path: 'assert',
+    contents: 'module.exports = function assert(ok, message) { if (!ok) throw new Error(message); };',
+  },
+];
+
+const stubs = {
+  name: 'botlink-stubs',
   setup(build) {
-    const dispatcher = `${sep}undici${sep}lib${sep}dispatcher${sep}`;
-    build.onResolve({ filter: /^\.\/client-h2\.js$/ }, (args) =>
-      args.importer.includes(dispatcher) ? { path: 'undici-client-h2', namespace: 'botlink-stub' } : undefined,
-    );
-    build.onLoad({ filter: /.*/, namespace: 'botlink-stub' }, () => ({
+    build.onLoad({ filter: new RegExp(STUB_FILES.map((s) => s.file.source).join('|')) }, (args) => ({
       loader: 'js',
-      contents:
-        "module.exports = function connectH2() { throw new Error('botlink speaks HTTP/1.1 only: undici HTTP/2 (allowH2) is not in its bundle'); };",
+      contents: STUB_FILES.find((s) => s.file.test(args.path)).contents,
+    }));
+    build.onResolve({ filter: new RegExp(`^(${STUB_BUILTINS.map((s) => s.path).join('|')})$`) }, (args) => {
+      const i = STUB_BUILTINS.findIndex((s) => s.path === args.path && s.importer.test(args.importer));
+      return i < 0 ? undefined : { path: String(i), namespace: 'botlink-stub' };
+    });
+    build.onLoad({ filter: /.*/, namespace: 'botlink-stub' }, (args) => ({
+      loader: 'js',
+      contents: STUB_BUILTINS[Number(args.path)].contents,
     }));
   },
 };
@@ -60,7 +98,7 @@ export function bundleOptions() {
     format: 'cjs',
     minifyWhitespace: true,
     minifySyntax: true,
-    plugins: [undiciWithoutHttp2],
+    plugins: [stubs],
     external: ['unix-dgram'],
     define: { __BOTLINK_BUILD_TIME__: String(Date.now()), 'import.meta.url': '__botlinkAppUrl' },
   };
