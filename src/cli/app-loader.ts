@@ -1,10 +1,11 @@
-import { isAscii } from 'node:buffer';
-import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { Script } from 'node:vm';
 import { cacheFileFor, readCodeCache, writeCodeCache } from './code-cache.js';
+
+const { isAscii } = process.getBuiltinModule('node:buffer');
+const { readFileSync } = process.getBuiltinModule('node:fs');
+const { createRequire } = process.getBuiltinModule('node:module');
+const { dirname } = process.getBuiltinModule('node:path');
+const { fileURLToPath } = process.getBuiltinModule('node:url');
+const { Script } = process.getBuiltinModule('node:vm');
 
 export type Main = (argv: string[]) => Promise<number>;
 
@@ -40,10 +41,8 @@ export function loadApp(app: AppBundle, cacheDir: string | undefined): LoadedApp
   const cachedData = cacheFile === undefined ? undefined : readCodeCache(cacheFile);
   // scripts/build.mjs makes the bundle ASCII, which latin1 copies without decoding; any other text is UTF-8.
   const source = code.toString(isAscii(code) ? 'latin1' : 'utf8');
-  const script = new Script(`(function (require, module, exports, __filename, __dirname, __botlinkAppUrl) {${source}\n})`, {
-    filename: file,
-    cachedData,
-  });
+  // scripts/build.mjs wrote the bundle as one function expression of these parameters.
+  const script = new Script(source, { filename: file, cachedData });
   const module = { exports: {} as { main?: Main } };
   script.runInThisContext()(createRequire(app.url), module, module.exports, file, dirname(file), app.url.href);
   if (typeof module.exports.main !== 'function') throw new Error(`${file} exports no main(): reinstall botlink`);

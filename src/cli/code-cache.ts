@@ -1,5 +1,6 @@
-import { constants, closeSync, fstatSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+const { constants, closeSync, fstatSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } =
+  process.getBuiltinModule('node:fs');
+const { basename, dirname, join } = process.getBuiltinModule('node:path');
 
 /**
  * V8's code cache of the application bundle, kept in the service's cache directory ($CACHE_DIRECTORY,

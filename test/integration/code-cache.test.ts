@@ -32,7 +32,7 @@ beforeAll(async () => {
   loader = await bundleChild(LOADER, 'load-app.ts', 'code-cache-loader-');
   const file = appFileOf(bundle.file);
   const code = readFileSync(file);
-  // The id is of the bundle as esbuild wrote it, before its header line.
+  // The id is of what follows the header line: the bundle as scripts/build.mjs wrapped it.
   const id = createHash('sha256')
     .update(code.subarray(code.indexOf('\n') + 1))
     .digest('hex')
