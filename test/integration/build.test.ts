@@ -19,6 +19,8 @@ describe('scripts/build.mjs', () => {
     // undici's HTTP/2 half is left out, and node:http2 with it (undiciWithoutHttp2 in scripts/build.mjs).
     expect(app.includes('node:http2')).toBe(false);
     expect(app.includes('botlink speaks HTTP/1.1 only')).toBe(true);
+    // The app runs in a vm.Script without a dynamic-import callback: an import() left in it throws when reached.
+    expect(app.toString('latin1')).not.toMatch(/[^\w$.]import\(/);
     expect(nonAscii, `non-ASCII at byte ${nonAscii}: ${app.subarray(Math.max(0, nonAscii - 60), nonAscii + 20).toString()}`).toBe(-1);
     const help = spawnSync(process.execPath, [entry, '--help'], { encoding: 'utf8', env: cleanEnv() });
     expect(help.status, help.stderr).toBe(0);

@@ -28,14 +28,23 @@ export type Random = () => number;
 
 export const systemRandom: Random = Math.random;
 
+/**
+ * Monotonic milliseconds from an arbitrary origin. Not performance.now(): the first read of the
+ * `performance` global loads perf_hooks and eight more of Node's modules, ~1 ms of every start.
+ */
+function monoMs(): number {
+  const [s, ns] = process.hrtime();
+  return s * 1000 + ns / 1e6;
+}
+
 /** Node fires a setTimeout longer than this at once; longer timers are chained. */
 const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 
 function systemTimer(ms: number, fn: () => void, opts: TimerOptions = {}): Cancel {
-  const deadline = performance.now() + (Number.isFinite(ms) && ms > 0 ? ms : 0);
+  const deadline = monoMs() + (Number.isFinite(ms) && ms > 0 ? ms : 0);
   let handle: NodeJS.Timeout | undefined;
   const arm = (): void => {
-    const left = deadline - performance.now();
+    const left = deadline - monoMs();
     if (left > MAX_TIMEOUT_MS) {
       handle = setTimeout(arm, MAX_TIMEOUT_MS);
     } else {
@@ -73,7 +82,7 @@ export function sleepOn(clock: Pick<Clock, 'setTimer'>, ms: number, signal?: Abo
 
 export const systemClock: Clock = Object.freeze({
   wallNow: () => Date.now(),
-  monoNow: () => performance.now(),
+  monoNow: monoMs,
   setTimer: systemTimer,
   sleep: (ms: number, signal?: AbortSignal) => sleepOn({ setTimer: systemTimer }, ms, signal),
 });

@@ -1,6 +1,4 @@
-import { execFile } from 'node:child_process';
-import { constants } from 'node:fs';
-import { access } from 'node:fs/promises';
+import { access, constants } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import type { TimeReader } from './clock.js';
 
@@ -86,12 +84,16 @@ function checkFloor(clock: TimeReader, floorMs: number): Answer {
 }
 
 async function checkSyncFile(path: string): Promise<Answer> {
-  try {
-    await access(path);
-  } catch {
-    return undefined;
-  }
+  if (!(await accessible(path, constants.F_OK))) return undefined;
   return { verdict: 'synced', source: 'timesyncd', detail: `${path} exists` };
+}
+
+/**
+ * fs.access as a promise, without node:fs/promises: loading that module loads readline and 20 more
+ * of Node's own modules the daemon has no other use for, on its way to connected.
+ */
+function accessible(path: string, mode: number): Promise<boolean> {
+  return new Promise((resolve) => access(path, mode, (err) => resolve(err === null)));
 }
 
 async function checkChrony(run: CommandRunner, argv: readonly string[], timeoutMs: number): Promise<Answer> {
@@ -142,22 +144,19 @@ function toolEnv(): NodeJS.ProcessEnv {
 export async function findExecutable(file: string, path = process.env.PATH ?? ''): Promise<string | undefined> {
   const dirs = path.split(delimiter).filter(Boolean);
   const candidates = file.includes('/') ? [file] : dirs.map((dir) => join(dir, file));
-  for (const candidate of candidates) {
-    try {
-      await access(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      // not here
-    }
-  }
+  for (const candidate of candidates) if (await accessible(candidate, constants.X_OK)) return candidate;
   return undefined;
 }
 
-/** Default runner: execFile without a shell; SIGKILL so a hung tool cannot outlive the timeout. */
+/**
+ * Default runner: execFile without a shell; SIGKILL so a hung tool cannot outlive the timeout.
+ * node:child_process loads with the first tool that is there to run, not with the daemon.
+ */
 export const runCommand: CommandRunner = async (argv, timeoutMs) => {
   const [file, ...args] = argv;
   const found = file === undefined ? undefined : await findExecutable(file);
   if (found === undefined) return undefined;
+  const { execFile } = process.getBuiltinModule('node:child_process');
   return new Promise((resolve) => {
     execFile(
       found,
