@@ -39,8 +39,10 @@ export class Device {
   readonly configFile: string;
   readonly stateDir: string;
 
+  /** `runParent`: where the runtimeDir goes, on a tmpfs as the unit's RuntimeDirectory= (/run) is on a device. */
   constructor(
     parent: string,
+    runParent: string,
     readonly botId: string,
     baseUrl: string,
   ) {
@@ -55,7 +57,7 @@ export class Device {
       secretKeyFile,
       botId,
       stateDir: this.stateDir,
-      runtimeDir: join(this.dir, 'run'),
+      runtimeDir: mkdtempSync(join(runParent, `${botId}-`)),
       logFile: join(this.dir, 'botlink.log'),
       logLevel: 'info',
     };

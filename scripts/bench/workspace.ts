@@ -1,5 +1,6 @@
 // A benchmark run's scratch folder: the agent bundle, device dirs, and the minimal baseline clients.
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { ReferenceService } from '../../src/service/server.js';
@@ -50,10 +51,16 @@ export class Workspace {
   readonly signFetchWsClient: string;
   /** $CACHE_DIRECTORY of every agent: the unit's CacheDirectory=, one per installation. */
   readonly cacheDir: string;
+  /**
+   * The devices' runtimeDirs, on a tmpfs as RuntimeDirectory= (/run) is on a device: status.json is
+   * replaced there on every state change, and a rename over a file on ext4 first writes its data out.
+   */
+  readonly runDir: string;
   #bundle: string | undefined;
 
   private constructor(dir: string) {
     this.dir = dir;
+    this.runDir = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'botlink-bench-run-'));
     this.wsClient = join(dir, 'ws-client.mjs');
     this.signFetchWsClient = join(dir, 'sign-fetch-ws-client.mjs');
     writeFileSync(this.wsClient, WS_CLIENT);
@@ -73,7 +80,7 @@ export class Workspace {
   }
 
   device(botId: string, svc: ReferenceService): Device {
-    return new Device(this.dir, botId, svc.url);
+    return new Device(this.dir, this.runDir, botId, svc.url);
   }
 
   /**
@@ -100,5 +107,6 @@ export class Workspace {
 
   remove(): void {
     rmSync(this.dir, { recursive: true, force: true });
+    rmSync(this.runDir, { recursive: true, force: true });
   }
 }
