@@ -38,6 +38,7 @@ export class Device {
   readonly dir: string;
   readonly configFile: string;
   readonly stateDir: string;
+  readonly runtimeDir: string;
 
   /** `runParent`: where the runtimeDir goes, on a tmpfs as the unit's RuntimeDirectory= (/run) is on a device. */
   constructor(
@@ -49,6 +50,7 @@ export class Device {
     this.dir = mkdtempSync(join(parent, 'device-'));
     this.configFile = join(this.dir, 'config.json');
     this.stateDir = join(this.dir, 'state');
+    this.runtimeDir = mkdtempSync(join(runParent, `${botId}-`));
     const secretKeyFile = join(this.dir, 'secret-key');
     writeFileSync(secretKeyFile, `${BENCH_SECRET}\n`, { mode: 0o600 });
     const config = {
@@ -57,7 +59,7 @@ export class Device {
       secretKeyFile,
       botId,
       stateDir: this.stateDir,
-      runtimeDir: mkdtempSync(join(runParent, `${botId}-`)),
+      runtimeDir: this.runtimeDir,
       logFile: join(this.dir, 'botlink.log'),
       logLevel: 'info',
     };

@@ -35,7 +35,7 @@ export async function relayRig(ws: Workspace, profileDir: string | undefined) {
     const daemon = (await timeToConnected(svc, BOTS.botlink, start)).child;
     children.push(daemon);
     // The local API's socket: Device sets runtimeDir, and localSocket defaults to <runtimeDir>/botlink.sock.
-    const daemonSocket = join(device.dir, 'run', 'botlink.sock');
+    const daemonSocket = join(device.runtimeDir, 'botlink.sock');
     await waitFor(() => existsSync(daemonSocket), 30_000, `the daemon's local socket ${daemonSocket}`);
 
     const forwarderSocket = join(ws.dir, 'forwarder.sock');
