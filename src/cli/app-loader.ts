@@ -1,11 +1,11 @@
 import { cacheFileFor, readCodeCache, writeCodeCache } from './code-cache.js';
 
-const { isAscii } = process.getBuiltinModule('node:buffer');
+// Node's modules come through process.getBuiltinModule, not ES imports: dist/botlink.mjs is an ES
+// module, and an ES import of a built-in builds its namespace from every export, running the lazy
+// getters (node:fs alone then loads fs/promises, readline and 30 more modules, ~5 ms of a start).
+// Those only loadApp needs load there: `--version` never calls it.
 const { readFileSync } = process.getBuiltinModule('node:fs');
-const { createRequire } = process.getBuiltinModule('node:module');
 const { dirname } = process.getBuiltinModule('node:path');
-const { fileURLToPath } = process.getBuiltinModule('node:url');
-const { Script } = process.getBuiltinModule('node:vm');
 
 export type Main = (argv: string[]) => Promise<number>;
 
@@ -31,6 +31,10 @@ export interface LoadedApp {
  * through V8's code cache in `cacheDir` when there is one (see code-cache.ts).
  */
 export function loadApp(app: AppBundle, cacheDir: string | undefined): LoadedApp {
+  const { isAscii } = process.getBuiltinModule('node:buffer');
+  const { createRequire } = process.getBuiltinModule('node:module');
+  const { fileURLToPath } = process.getBuiltinModule('node:url');
+  const { Script } = process.getBuiltinModule('node:vm');
   const file = fileURLToPath(app.url);
   const code = readFileSync(file);
   // A bundle of another build (replaced while we started) must not meet this build's cache: V8 itself
