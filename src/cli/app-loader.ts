@@ -45,7 +45,7 @@ export function loadApp(app: AppBundle, cacheDir: string | undefined): LoadedApp
   const cachedData = cacheFile === undefined ? undefined : readCodeCache(cacheFile);
   // scripts/build.mjs makes the bundle ASCII, which latin1 copies without decoding; any other text is UTF-8.
   const source = code.toString(isAscii(code) ? 'latin1' : 'utf8');
-  // scripts/build.mjs wrote the bundle as one function expression of these parameters.
+  // scripts/build.mjs wrote the bundle as one function expression of the six parameters it is called with.
   const script = new Script(source, { filename: file, cachedData });
   const module = { exports: {} as { main?: Main } };
   script.runInThisContext()(createRequire(app.url), module, module.exports, file, dirname(file), app.url.href);

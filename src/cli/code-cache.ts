@@ -1,3 +1,4 @@
+// Through process.getBuiltinModule, as in app-loader.ts: this module is part of the ES entry.
 const { constants, closeSync, fstatSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } =
   process.getBuiltinModule('node:fs');
 const { basename, dirname, join } = process.getBuiltinModule('node:path');
