@@ -23,7 +23,9 @@ version=$(git -C "$root" show "$commit:package.json" | node -p 'JSON.parse(requi
 store=${BOTLINK_PACKAGE_CACHE:-/var/cache/botlink-package}
 mkdir -p "$store" 2>/dev/null && [ -w "$store" ] || store=$root/node_modules/.cache/package
 mkdir -p "$store"
-kept=$store/botlink_${version}_${arch}_${commit:0:12}.deb
+# "-2": the builds made before baseline.sh cleared npm's node-gyp settings (below) may hold addons
+# compiled against the wrong Node; their name is not looked for.
+kept=$store/botlink_${version}_${arch}_${commit:0:12}-2.deb
 deb=$dir/dist/deb/botlink_${version}_$arch.deb
 if [ ! -f "$kept" ]; then
   started=$(date +%s)
@@ -37,7 +39,12 @@ if [ ! -f "$kept" ]; then
   else
     (cd "$dir" && npm ci --no-audit --no-fund >"$dir.npm-ci.log" 2>&1) || die "npm ci of $commit failed (log: $dir.npm-ci.log)"
   fi
-  (cd "$dir" && SOURCE_DATE_EPOCH=$(git -C "$root" log -1 --format=%ct "$commit") bash scripts/package/build.sh "$arch" >"$dir.build.log" 2>&1) ||
+  # The commit's recipe in the environment it was written for: node-gyp lets npm_config_nodedir (which
+  # scripts/node-runtime.sh --env exports, and .ci/run uses) and its kin override its command line, so
+  # a recipe that passes only --nodedir (0.1.0's, for Node 20.18's headers) got Node 24's, and a package
+  # whose addon the distribution's Node 20 cannot load.
+  (cd "$dir" && env -u npm_config_nodedir -u npm_config_target -u npm_config_arch -u npm_config_runtime -u npm_config_dist_url \
+    SOURCE_DATE_EPOCH=$(git -C "$root" log -1 --format=%ct "$commit") bash scripts/package/build.sh "$arch" >"$dir.build.log" 2>&1) ||
     { tail -n 30 "$dir.build.log" >&2; die "building the $arch package of $commit failed (log: $dir.build.log)"; }
   [ -f "$deb" ] || die "the build of $commit made no $deb"
   cp "$deb" "$kept.tmp" && mv "$kept.tmp" "$kept"
