@@ -4,6 +4,7 @@ import { dirname, join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { BUNDLE } from '../../scripts/build.mjs';
+import { daemonBundleForOtherUsers } from '../helpers/bundle.js';
 import { DeviceDir, runCli } from '../helpers/daemon-proc.js';
 import { cleanEnv } from '../helpers/env.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
@@ -81,7 +82,19 @@ describe('botlink logs', () => {
     const r = await new Promise<{ code: number | null; out: string }>((resolve) => {
       const child = spawn(
         setpriv,
-        ['--reuid', String(UID), '--regid', String(UID), '--clear-groups', process.execPath, BUNDLE, 'logs', '--config', d.configFile],
+        // The bundle's copy that uid can reach: the checkout may sit below a folder only root enters.
+        [
+          '--reuid',
+          String(UID),
+          '--regid',
+          String(UID),
+          '--clear-groups',
+          process.execPath,
+          daemonBundleForOtherUsers(),
+          'logs',
+          '--config',
+          d.configFile,
+        ],
         {
           env: UTC,
         },

@@ -5,8 +5,8 @@ import { chownSync, existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { BUNDLE } from '../../scripts/build.mjs';
 import { Exit } from '../../src/cli/exit.js';
+import { daemonBundleForOtherUsers } from '../helpers/bundle.js';
 import { DaemonProc, type DeviceDir } from '../helpers/daemon-proc.js';
 import { cleanEnv } from '../helpers/env.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
@@ -84,7 +84,8 @@ function daemonAs(uid: number, d: DeviceDir): DaemonProc {
     String(uid),
     '--clear-groups',
     process.execPath,
-    BUNDLE,
+    // The bundle's copy that uid can reach: the checkout may sit below a folder only root enters.
+    daemonBundleForOtherUsers(),
     'run',
     '--config',
     d.configFile,
