@@ -43,13 +43,17 @@ const BINARY_CONFIG = up('EVENT', {
   eventData: { audio: { binary: true, input: { codec: 'pcm', sampleRate: '16000' }, output: { codec: 'pcm', sampleRate: '16000' } } },
 });
 
-/** The relay and its link against the reference service, started; their timers on `clock` when given. */
+/**
+ * The relay and its link against the reference service, started; their timers on `clock` when given,
+ * and then the link's jitter pinned too: a paced reconnect draws its wait in [0, 20) ms, and a draw
+ * of 0 (1 time in 20) goes at once, with no `backoff` to wait for.
+ */
 async function setup(clock?: ManualClock) {
   const svc = await service();
   const kit = new AgentKit({ url: svc.url });
   kit.tokens.start();
   cleanups.push(() => kit.close());
-  const link = { tokens: kit.tokens, log: kit.log, ...(clock && { clock }) };
+  const link = { tokens: kit.tokens, log: kit.log, ...(clock && { clock, random: () => 0.5 }) };
   const rig = await relayRig({ cloudUrl: svc.wsUrl, link, ...(clock && { relayClock: clock }) });
   cleanups.push(() => rig.close());
   const greeted = once(rig.link, 'message');
