@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { appFileOf, BUNDLE, buildBundle, scriptOptions } from '../../scripts/build.mjs';
+import { requireTool } from './tools.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -93,6 +94,17 @@ export function daemonBundleForOtherUsers(): string {
   chmodSync(appFileOf(file), 0o644);
   daemonCopy = file;
   return file;
+}
+
+/**
+ * `botlink …args` as `uid` (and gid `uid`) through setpriv, in `groups` only or in none: setpriv's path
+ * and its arguments, for spawn. It runs the bundle's copy that uid can reach (daemonBundleForOtherUsers),
+ * never the checkout's, which may sit below a folder only root enters.
+ */
+export function botlinkAs(uid: number, args: readonly string[], groups: readonly number[] = []): [string, string[]] {
+  const groupArgs = groups.length ? ['--groups', groups.join(',')] : ['--clear-groups'];
+  const ids = ['--reuid', String(uid), '--regid', String(uid)];
+  return [requireTool('setpriv'), [...ids, ...groupArgs, process.execPath, daemonBundleForOtherUsers(), ...args]];
 }
 
 /**

@@ -16,7 +16,7 @@ describe('scripts/build.mjs', () => {
     expect(app.toString('latin1')).toMatch(/^\/\/ botlink-app [0-9a-f]{16}\n/);
     // ASCII, so V8 keeps the daemon's source in one byte a character (bundleOptions in scripts/build.mjs).
     const nonAscii = app.findIndex((byte) => byte > 0x7f);
-    // undici's HTTP/2 half is left out, and node:http2 with it (undiciWithoutHttp2 in scripts/build.mjs).
+    // undici's HTTP/2 half is left out, and node:http2 with it (the stubs plugin in scripts/build.mjs).
     expect(app.includes('node:http2')).toBe(false);
     expect(app.includes('botlink speaks HTTP/1.1 only')).toBe(true);
     // The app runs in a vm.Script without a dynamic-import callback: an import() left in it throws when reached.

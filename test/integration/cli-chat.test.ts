@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { BUNDLE } from '../../scripts/build.mjs';
 import { wavFile } from '../../src/cli/wav.js';
-import { daemonBundleForOtherUsers } from '../helpers/bundle.js';
+import { botlinkAs } from '../helpers/bundle.js';
 import { type CliRun, DAEMON_SECRET, type DaemonProc, type DeviceDir, runCli } from '../helpers/daemon-proc.js';
 import { cleanEnv } from '../helpers/env.js';
 import { tone } from '../helpers/guide-cloud.js';
@@ -34,12 +34,8 @@ async function daemonWithoutCloud(): Promise<{ d: DeviceDir; p: DaemonProc; sock
 
 /** `botlink chat` as APP_UID through setpriv, in `groups` only (from a copy APP_UID can read: the checkout may be closed to it). */
 function chatAs(groups: number[], args: string[]): Promise<CliRun> {
-  const setpriv = requireTool('setpriv');
-  const file = daemonBundleForOtherUsers();
-  const ids = ['--reuid', String(APP_UID), '--regid', String(APP_UID)];
-  const groupArgs = groups.length ? ['--groups', groups.join(',')] : ['--clear-groups'];
   return new Promise((resolve, reject) => {
-    const child = spawn(setpriv, [...ids, ...groupArgs, process.execPath, file, 'chat', ...args], {
+    const child = spawn(...botlinkAs(APP_UID, ['chat', ...args], groups), {
       env: cleanEnv(),
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -4,11 +4,10 @@ import { dirname, join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { BUNDLE } from '../../scripts/build.mjs';
-import { daemonBundleForOtherUsers } from '../helpers/bundle.js';
+import { botlinkAs } from '../helpers/bundle.js';
 import { DeviceDir, runCli } from '../helpers/daemon-proc.js';
 import { cleanEnv } from '../helpers/env.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
-import { requireTool } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 /** `botlink logs` (DESIGN §3.1): the log in words, rotated generations in order, filters, -f through a rotation. */
@@ -74,31 +73,12 @@ describe('botlink logs', () => {
   });
 
   it(`works for another user who may read the log (uid ${UID}), with no access to the secret`, async () => {
-    const setpriv = requireTool('setpriv');
     const d = rotatedLog();
     for (const path of [d.dir, dirname(d.logFile)]) chmodSync(path, 0o755);
     for (const path of [d.configFile, `${d.logFile}.3.gz`, `${d.logFile}.2.gz`, `${d.logFile}.1`, d.logFile]) chmodSync(path, 0o644);
     chownSync(d.logFile, 0, 0);
     const r = await new Promise<{ code: number | null; out: string }>((resolve) => {
-      const child = spawn(
-        setpriv,
-        // The bundle's copy that uid can reach: the checkout may sit below a folder only root enters.
-        [
-          '--reuid',
-          String(UID),
-          '--regid',
-          String(UID),
-          '--clear-groups',
-          process.execPath,
-          daemonBundleForOtherUsers(),
-          'logs',
-          '--config',
-          d.configFile,
-        ],
-        {
-          env: UTC,
-        },
-      );
+      const child = spawn(...botlinkAs(UID, ['logs', '--config', d.configFile]), { env: UTC });
       let out = '';
       child.stdout.on('data', (b: Buffer) => (out += b.toString()));
       child.stderr.on('data', (b: Buffer) => (out += b.toString()));

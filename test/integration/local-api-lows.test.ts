@@ -6,11 +6,10 @@ import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Exit } from '../../src/cli/exit.js';
-import { daemonBundleForOtherUsers } from '../helpers/bundle.js';
+import { botlinkAs } from '../helpers/bundle.js';
 import { DaemonProc, type DeviceDir } from '../helpers/daemon-proc.js';
 import { cleanEnv } from '../helpers/env.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
-import { requireTool } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 /** Issue 20's LOW findings, each against a real daemon process. */
@@ -76,21 +75,9 @@ function giveTo(d: DeviceDir, uid: number): void {
 }
 
 function daemonAs(uid: number, d: DeviceDir): DaemonProc {
-  const setpriv = requireTool('setpriv');
-  const args = [
-    '--reuid',
-    String(uid),
-    '--regid',
-    String(uid),
-    '--clear-groups',
-    process.execPath,
-    // The bundle's copy that uid can reach: the checkout may sit below a folder only root enters.
-    daemonBundleForOtherUsers(),
-    'run',
-    '--config',
-    d.configFile,
-  ];
-  const p = new DaemonProc(spawn(setpriv, args, { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] }));
+  const p = new DaemonProc(
+    spawn(...botlinkAs(uid, ['run', '--config', d.configFile]), { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] }),
+  );
   cleanups.push(() => p.stop('SIGKILL'));
   return p;
 }

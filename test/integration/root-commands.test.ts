@@ -2,11 +2,10 @@ import { spawn } from 'node:child_process';
 import { chmodSync, chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { daemonBundleForOtherUsers } from '../helpers/bundle.js';
+import { botlinkAs } from '../helpers/bundle.js';
 import { DaemonProc, runCli, type DeviceDir } from '../helpers/daemon-proc.js';
 import { cleanEnv } from '../helpers/env.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
-import { requireTool } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 // The unit runs the daemon as a DynamicUser and technicians run `sudo botlink …`: real uids here, the
@@ -47,16 +46,10 @@ function notOwned(d: DeviceDir): string[] {
 
 /** `botlink run` as UID, the way the unit runs it as its DynamicUser (from a copy UID can read: the checkout may be closed to it). */
 function daemonAsUser(d: DeviceDir): DaemonProc {
-  const setpriv = requireTool('setpriv');
-  const file = daemonBundleForOtherUsers();
-  const child = spawn(
-    setpriv,
-    ['--reuid', String(UID), '--regid', String(UID), '--clear-groups', process.execPath, file, 'run', '--config', d.configFile],
-    {
-      env: cleanEnv({ BOTLINK_SECRET_KEY_FILE: join(d.dir, 'credentials', 'secret-key') }),
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
+  const child = spawn(...botlinkAs(UID, ['run', '--config', d.configFile]), {
+    env: cleanEnv({ BOTLINK_SECRET_KEY_FILE: join(d.dir, 'credentials', 'secret-key') }),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const p = new DaemonProc(child);
   cleanups.push(() => p.stop('SIGKILL'));
   return p;
