@@ -1,8 +1,11 @@
 // The totals of a CI run, for .ci/run: node scripts/ci-totals.mjs <results-dir> <failed-steps> "<N passed, M failed>"
 // <results-dir> holds, for each vitest suite, <suite>.rc (its exit code) and <suite>.json (its JSON report);
 // the last argument is the runtimes' own totals line. Prints "N passed, M failed" last and exits 1 on any failure.
+// Just before it, every failed test of every report in the directory (the runtimes' copies too, which are not
+// counted here: their totals line is) is named with the first line of its error, so the tail of a red run says
+// what to look at.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 
 /** One suite's counts; `note` says why the suite failed as a whole, if it did. */
 function suiteTotals(dir, name) {
@@ -27,6 +30,31 @@ function suiteTotals(dir, name) {
   return { passed: report.numPassedTests, failed, note };
 }
 
+/** `::: failed …` lines for one report: its failed tests, and its test files that failed to load. */
+function failureLines(dir, file) {
+  let report;
+  try {
+    report = JSON.parse(readFileSync(join(dir, file), 'utf8'));
+  } catch {
+    return [];
+  }
+  const label = file.slice(0, -'.json'.length);
+  const firstLine = (text) =>
+    (text ?? '')
+      .split('\n')
+      .find((l) => l.trim() !== '')
+      ?.trim()
+      .slice(0, 300) ?? '';
+  const lines = [];
+  for (const f of report.testResults ?? []) {
+    const where = relative(process.cwd(), f.name ?? '?');
+    const failedTests = (f.assertionResults ?? []).filter((a) => a.status === 'failed');
+    for (const a of failedTests) lines.push(`::: failed [${label}] ${where} > ${a.fullName}: ${firstLine(a.failureMessages?.[0])}`);
+    if (f.status === 'failed' && failedTests.length === 0) lines.push(`::: failed [${label}] ${where}: ${firstLine(f.message)}`);
+  }
+  return lines;
+}
+
 const [dir, steps, runtimes] = process.argv.slice(2);
 const counts = /^(\d+) passed, (\d+) failed$/.exec(runtimes ?? '');
 if (!dir || !/^\d+$/.test(steps ?? '') || !counts) {
@@ -45,5 +73,9 @@ for (const name of suites) {
   passed += s.passed;
   failed += s.failed;
 }
+const reports = readdirSync(dir)
+  .filter((f) => f.endsWith('.json'))
+  .sort();
+for (const file of reports) for (const line of failureLines(dir, file)) console.log(line);
 console.log(`${passed} passed, ${failed} failed`);
 process.exitCode = failed > 0 ? 1 : 0;

@@ -1,8 +1,8 @@
 import { build } from 'esbuild';
 import { execFileSync } from 'node:child_process';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { inject } from 'vitest';
 import { fileURLToPath } from 'node:url';
 import { appFileOf, BUNDLE, buildBundle, scriptOptions } from '../../scripts/build.mjs';
 import { requireTool } from './tools.js';
@@ -38,12 +38,11 @@ let shared: string | undefined;
  * folder, because the checkout may sit below a folder only its owner can enter (`/root/botlink`, or
  * any `mktemp -d`). It holds the checkout's production packages (package.json's dependencies and
  * theirs, hard-linked when the file system allows, else copied) so that a bundle below it resolves its
- * bare imports; one per test process, removed when the process exits.
+ * bare imports; one per test process, below the folder the global setup made and removes after the run.
  */
 export function otherUsersDir(): string {
   if (shared !== undefined) return shared;
-  const dir = mkdtempSync(join(tmpdir(), 'botlink-other-uid-'));
-  process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+  const dir = mkdtempSync(join(inject('otherUsersRoot'), 'process-'));
   chmodSync(dir, 0o755);
   const modules = join(root, 'node_modules');
   mkdirSync(join(dir, 'node_modules'), { mode: 0o755 });

@@ -10,8 +10,18 @@ const { tempDir } = useHarness();
 
 /** The fields of a vitest JSON report the totals read; `unloaded` test files failed before running any test. */
 function report(passed: number, failed: number, unloaded = 0): string {
-  const loaded = { status: failed > 0 ? 'failed' : 'passed', assertionResults: [{ status: 'passed' }] };
-  const broken = Array.from({ length: unloaded }, () => ({ status: 'failed', assertionResults: [] }));
+  const failures = Array.from({ length: failed }, (_, i) => ({ fullName: `t${i}`, status: 'failed', failureMessages: ['Error: no'] }));
+  const loaded = {
+    name: join(process.cwd(), 'test/unit/loaded.test.ts'),
+    status: failed > 0 ? 'failed' : 'passed',
+    assertionResults: [{ fullName: 'ok', status: 'passed', failureMessages: [] }, ...failures],
+  };
+  const broken = Array.from({ length: unloaded }, (_, i) => ({
+    name: join(process.cwd(), `test/unit/broken-${i}.test.ts`),
+    status: 'failed',
+    message: 'Error: cannot load',
+    assertionResults: [],
+  }));
   return JSON.stringify({ numPassedTests: passed, numFailedTests: failed, testResults: [loaded, ...broken] });
 }
 
@@ -50,6 +60,10 @@ describe('scripts/ci-totals.mjs (the last line of .ci/run)', () => {
     const r = totals(dir, '2', '500 passed, 1 failed');
     expect(r.status).toBe(1);
     expect(r.lines.slice(0, -1).sort()).toEqual([
+      '::: failed [test] test/unit/broken-0.test.ts: Error: cannot load',
+      '::: failed [test] test/unit/loaded.test.ts > t0: Error: no',
+      '::: failed [test] test/unit/loaded.test.ts > t1: Error: no',
+      '::: failed [test] test/unit/loaded.test.ts > t2: Error: no',
       '::: suite empty produced no report',
       '::: suite test:long exited 1 with no failing test: counted as one failure',
       '::: suite test:package produced no report',
@@ -57,6 +71,50 @@ describe('scripts/ci-totals.mjs (the last line of .ci/run)', () => {
     ]);
     // 1 (runtimes) + 2 (steps) + 3 + 1 unloaded (test) + 1 (test:long) + 1 (test:package) + 1 (empty) + 1 (torn)
     expect(r.lines.at(-1)).toBe('830 passed, 11 failed');
+  });
+
+  it("names every failed test of every report, the runtimes' uncounted copies too, with the first line of its error", () => {
+    const failing = (file: string, tests: { fullName: string; status: string; failureMessages: string[] }[], message = '') => ({
+      name: join(process.cwd(), file),
+      status: 'failed',
+      message,
+      assertionResults: tests,
+    });
+    const dir = results({
+      test: {
+        rc: 1,
+        report: JSON.stringify({
+          numPassedTests: 1,
+          numFailedTests: 1,
+          testResults: [
+            failing('test/unit/a.test.ts', [
+              { fullName: 'a works', status: 'passed', failureMessages: [] },
+              { fullName: 'a fails', status: 'failed', failureMessages: ['\nAssertionError: expected 1 to be 2\n    at x.ts:1'] },
+            ]),
+            failing('test/unit/b.test.ts', [], 'SyntaxError: Unexpected token\nmore'),
+          ],
+        }),
+      },
+    });
+    // test-runtimes.sh's report for Node 20, copied beside them by .ci/run: listed, not counted (its totals line is).
+    writeFileSync(
+      join(dir, 'node-20.json'),
+      JSON.stringify({
+        numPassedTests: 0,
+        numFailedTests: 1,
+        testResults: [
+          failing('test/x.test.ts', [{ fullName: 'x times out', status: 'failed', failureMessages: ['Error: Test timed out in 5000ms.'] }]),
+        ],
+      }),
+    );
+    const r = totals(dir, '0', '0 passed, 1 failed');
+    expect(r.status).toBe(1);
+    expect(r.lines).toEqual([
+      '::: failed [node-20] test/x.test.ts > x times out: Error: Test timed out in 5000ms.',
+      '::: failed [test] test/unit/a.test.ts > a fails: AssertionError: expected 1 to be 2',
+      '::: failed [test] test/unit/b.test.ts: SyntaxError: Unexpected token',
+      '1 passed, 3 failed',
+    ]);
   });
 
   it('refuses arguments it cannot read, naming the usage', () => {

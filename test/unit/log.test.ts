@@ -255,7 +255,8 @@ describe('createLogger', () => {
 
 // Found by the agent fuzz: pino's fatal() writes with flushSync, which emits no 'write' event.
 it('flush() settles after a fatal line logged while earlier lines are still being written', async () => {
-  const logging = createLogger({ file: join(mkdtempSync(join(tmpdir(), 'botlink-log-')), 'x.log'), level: 'debug' });
+  const logging = createLogger({ file: join(dir, 'x.log'), level: 'debug' });
+  open.push(logging);
   logging.logger.info('starting');
   await logging.flush();
   for (let i = 0; i < 20; i++) logging.logger.info({ i }, 'busy');
