@@ -1,7 +1,18 @@
 import { build } from 'esbuild';
 import { execFileSync } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  linkSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  statSync,
+} from 'node:fs';
+import { dirname, join } from 'node:path';
 import { inject } from 'vitest';
 import { fileURLToPath } from 'node:url';
 import { appFileOf, BUNDLE, buildBundle, scriptOptions } from '../../scripts/build.mjs';
@@ -95,6 +106,43 @@ export function daemonBundleForOtherUsers(): string {
   return file;
 }
 
+/** Whether any uid may run `file`: it and every folder above it open to others. */
+function openToOthers(file: string): boolean {
+  for (let p = realpathSync(file); ; p = dirname(p)) {
+    if ((statSync(p).mode & 0o001) === 0) return false;
+    if (p === dirname(p)) return true;
+  }
+}
+
+let nodeCopy: string | undefined;
+/**
+ * The Node binary running the tests, as a path another uid can execute: process.execPath when every
+ * folder above it is open to others (a system Node), else a link or copy of it in otherUsersDir (CI's
+ * Node 24 sits in root's home, which a stock kernel closes to other uids).
+ */
+export function nodeForOtherUsers(): string {
+  if (nodeCopy !== undefined) return nodeCopy;
+  nodeCopy = openToOthers(process.execPath) ? process.execPath : copyOfNode();
+  return nodeCopy;
+}
+
+/** process.execPath linked or copied into otherUsersDir, as a file any uid may run. */
+function copyOfNode(): string {
+  const dir = mkdtempSync(join(otherUsersDir(), 'node-'));
+  chmodSync(dir, 0o755);
+  const file = join(dir, 'node');
+  const real = realpathSync(process.execPath);
+  try {
+    // A link shares the binary's mode: only one others may already run is linked.
+    if ((statSync(real).mode & 0o001) === 0) throw new Error('not open to others');
+    linkSync(real, file);
+  } catch {
+    copyFileSync(real, file);
+    chmodSync(file, 0o755);
+  }
+  return file;
+}
+
 /**
  * `botlink …args` as `uid` (and gid `uid`) through setpriv, in `groups` only or in none: setpriv's path
  * and its arguments, for spawn. It runs the bundle's copy that uid can reach (daemonBundleForOtherUsers),
@@ -103,7 +151,7 @@ export function daemonBundleForOtherUsers(): string {
 export function botlinkAs(uid: number, args: readonly string[], groups: readonly number[] = []): [string, string[]] {
   const groupArgs = groups.length ? ['--groups', groups.join(',')] : ['--clear-groups'];
   const ids = ['--reuid', String(uid), '--regid', String(uid)];
-  return [requireTool('setpriv'), [...ids, ...groupArgs, process.execPath, daemonBundleForOtherUsers(), ...args]];
+  return [requireTool('setpriv'), [...ids, ...groupArgs, nodeForOtherUsers(), daemonBundleForOtherUsers(), ...args]];
 }
 
 /**

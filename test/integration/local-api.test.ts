@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import type { StatusDoc } from '../../src/agent/daemon/status.js';
 import { Exit } from '../../src/cli/exit.js';
+import { nodeForOtherUsers } from '../helpers/bundle.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 import { requireTool } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait-for.js';
@@ -179,7 +180,7 @@ describe('the local API on its Unix socket (DESIGN §3.5)', () => {
     const probe = `require('node:http').get({ socketPath: ${JSON.stringify(sock)}, path: '/v1/status' }, (r) => { console.log(r.statusCode); r.resume(); }).on('error', (e) => console.log(e.code))`;
     const asUid = (gid: number) =>
       new Promise<string>((resolve, reject) => {
-        const child = spawn(setpriv, ['--reuid', '4242', '--regid', String(gid), '--clear-groups', process.execPath, '-e', probe]);
+        const child = spawn(setpriv, ['--reuid', '4242', '--regid', String(gid), '--clear-groups', nodeForOtherUsers(), '-e', probe]);
         let out = '';
         child.stdout.on('data', (b: Buffer) => (out += b.toString()));
         child.stderr.on('data', (b: Buffer) => (out += b.toString()));

@@ -3,7 +3,7 @@ import { chmodSync, chownSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readSecretFile, SecretFileError } from '../../src/agent/config/secret.js';
-import { bundleChild, type Bundle } from '../helpers/bundle.js';
+import { type Bundle, bundleChild, nodeForOtherUsers } from '../helpers/bundle.js';
 import { useHarness } from '../helpers/harness.js';
 import { requireRoot, requireTool } from '../helpers/tools.js';
 
@@ -75,7 +75,7 @@ describe('readSecretFile as a non-root agent user (setpriv)', () => {
       String(AGENT_UID),
       '--clear-groups',
       ...caps,
-      process.execPath,
+      nodeForOtherUsers(),
       child.file,
       path,
     ];
