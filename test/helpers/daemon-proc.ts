@@ -75,11 +75,30 @@ export interface CliRun {
 
 /** Runs the built CLI to completion. */
 export function runCli(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<CliRun> {
+  return runCliUntil(args, () => false, opts);
+}
+
+/**
+ * Runs the built CLI, sending it SIGTERM once `enough(stdout so far)` holds (looked at on every chunk
+ * it writes), and waits for it to close; SIGKILL after `timeoutMs` whatever it has written.
+ */
+export function runCliUntil(
+  args: string[],
+  enough: (stdout: string) => boolean,
+  opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
+): Promise<CliRun> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [BUNDLE, ...args], { env: opts.env ?? cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    let told = false;
+    child.stdout.on('data', (d: Buffer) => {
+      stdout += d.toString();
+      if (!told && enough(stdout)) {
+        told = true;
+        child.kill('SIGTERM');
+      }
+    });
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 15_000);
     child.on('error', reject);
@@ -106,7 +125,8 @@ export class DaemonProc {
     this.child = child;
     child.stdout?.on('data', (d: Buffer) => (this.stdout += d.toString()));
     child.stderr?.on('data', (d: Buffer) => (this.stderr += d.toString()));
-    this.exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+    // 'close', not 'exit': its output is all read by then.
+    this.exited = new Promise((resolve) => child.on('close', (code, signal) => resolve({ code, signal })));
   }
 
   /** Sends a signal and waits for the exit, returning how long it took. */

@@ -1,13 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { runCli } from '../helpers/daemon-proc.js';
+import { Exit } from '../../src/cli/exit.js';
+import { runCli, runCliUntil } from '../helpers/daemon-proc.js';
 import { cleanEnv } from '../helpers/env.js';
 import { signalAtLine } from '../helpers/signal-probe.js';
 
 describe('botlink demo', () => {
-  it('shows provision → sign → connect → refresh → re-sign → reconnect after a forced drop, the app conversing across it, then stops by itself', async () => {
-    const run = await runCli(['demo', '--duration', '28'], { timeoutMs: 45_000 });
-    expect(run.code).toBe(0);
-    const out = run.stdout;
+  it('shows provision → sign → connect → refresh → re-sign → reconnect after a forced drop, the app conversing across it, then stops on SIGTERM', async () => {
     const order = [
       'reference token service listening',
       'registered as bot-',
@@ -17,19 +15,33 @@ describe('botlink demo', () => {
       'link backoff',
       'link connected',
       'token signed',
-      'demo: summary',
     ];
-    let at = 0;
-    for (const step of order) {
-      const found = out.indexOf(step, at);
-      expect(found, `"${step}" after position ${at} in:\n${out}`).toBeGreaterThanOrEqual(0);
-      at = found + step.length;
-    }
+    /** Where each step of `order` first appears, each after the one before; -1 from the first missing one on. */
+    const positions = (out: string): number[] => {
+      let at = 0;
+      return order.map((step) => {
+        const found = at < 0 ? -1 : out.indexOf(step, at);
+        at = found < 0 ? -1 : found + step.length;
+        return found;
+      });
+    };
+    const replyLine = /app: ← "you said: hello from the demo app, round \d+"/;
+    const replyAfterReturn = (out: string): boolean => {
+      const back = out.indexOf('app: LINK_STATE connected', out.indexOf('drops every WebSocket'));
+      return back >= 0 && replyLine.test(out.slice(back));
+    };
+    // Stopped once it has shown everything (a re-sign falls due ~26 s in, the first drop at 20 s), not after
+    // a fixed time a loaded machine could spend before the last step.
+    const run = await runCliUntil(['demo'], (out) => !positions(out).includes(-1) && replyAfterReturn(out), { timeoutMs: 90_000 });
+    expect(run.code, run.stderr).toBe(0);
+    const out = run.stdout;
+    const at = positions(out);
+    for (const [i, step] of order.entries()) expect(at[i], `"${step}" after "${order[i - 1]}" in:\n${out}`).toBeGreaterThanOrEqual(0);
+    expect(out.indexOf('demo: summary'), out).toBeGreaterThan(at.at(-1)!);
     // The app, a process of its own, converses before the drop, sees the link go and come back, and converses after it.
     const drop = out.indexOf('drops every WebSocket');
     const back = out.indexOf('app: LINK_STATE connected', drop);
-    const reply = /app: ← "you said: hello from the demo app, round \d+"/g;
-    const replies = [...out.matchAll(reply)].map((m) => m.index);
+    const replies = [...out.matchAll(new RegExp(replyLine, 'g'))].map((m) => m.index);
     expect(
       replies.some((at) => at < drop),
       `an app round before the drop in:\n${out}`,
@@ -49,11 +61,21 @@ describe('botlink demo', () => {
     expect(Number(summary![3])).toBeGreaterThanOrEqual(1);
     expect(Number(summary![4])).toBe(replies.length);
     expect(out).not.toContain('demo-secret-key');
-  }, 60_000);
+  }, 120_000);
 
   it('handles a SIGTERM the instant its first line is out: its handler is in place, and it stops cleanly, exit 0', async () => {
     const run = await runCli(['demo'], { env: cleanEnv(signalAtLine('reference token service listening')), timeoutMs: 30_000 });
     expect(run, run.stderr).toMatchObject({ code: 0, signal: null });
     expect(run.stdout).toContain('demo: summary');
+  }, 45_000);
+
+  it('stops by itself after --duration S, and refuses a duration that is not a positive number', async () => {
+    const run = await runCli(['demo', '--duration', '2'], { timeoutMs: 30_000 });
+    expect(run, run.stderr).toMatchObject({ code: 0, signal: null });
+    expect(run.stdout).toContain('demo: running for 2 s');
+    expect(run.stdout).toContain('demo: summary');
+    const bad = await runCli(['demo', '--duration', '0']);
+    expect(bad.code).toBe(Exit.USAGE);
+    expect(bad.stderr).toContain('--duration must be a positive number of seconds');
   }, 45_000);
 });
