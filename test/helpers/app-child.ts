@@ -35,6 +35,8 @@ export class AppChild {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   readonly #waiters = new Set<() => void>();
   #stderr = '';
+  /** Set at 'close', when its output is all read ('exit' may come before the last of it). */
+  #closed = false;
 
   constructor(socketPath: string, mode: 'read' | 'stall') {
     this.child = spawn(process.execPath, ['--input-type=module', '-e', SCRIPT, socketPath, mode], {
@@ -52,6 +54,7 @@ export class AppChild {
     this.child.stderr?.on('data', (d: Buffer) => (this.#stderr += d.toString()));
     this.exited = new Promise((resolve) =>
       this.child.on('close', (code, signal) => {
+        this.#closed = true;
         resolve({ code, signal });
         this.#wake();
       }),
@@ -63,7 +66,7 @@ export class AppChild {
     for (;;) {
       const found = this.lines.find((l) => re.test(l));
       if (found !== undefined) return found;
-      if (this.child.exitCode !== null || this.child.signalCode !== null) {
+      if (this.#closed) {
         throw new Error(`the app exited before a line matching ${re}; stdout: ${this.lines.join('\n')}; stderr: ${this.#stderr}`);
       }
       await new Promise<void>((resolve) => {

@@ -18,8 +18,9 @@ export function startServe(bundleFile: string, args: string[], env: Record<strin
   let err = '';
   child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
   child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (err += chunk));
+  // 'close', not 'exit': its output is all read by then.
   const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
+    child.once('close', (code, signal) => resolve({ code, signal })),
   );
   return { child, stdout: () => out, stderr: () => err, exit };
 }

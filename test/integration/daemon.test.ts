@@ -53,7 +53,7 @@ describe('botlink run (the built bundle as a child process)', () => {
     await d.waitForLink('connected');
     renameSync(d.logFile, `${d.logFile}.1`);
     p.child.kill('SIGHUP');
-    await waitFor(() => d.log().includes('log file reopened'), 5000, 'a new log file');
+    await waitFor(() => d.log().includes('log file reopened'), 15_000, 'a new log file');
   });
 
   it('provisions itself from vendorId and deviceId, stores the botId, then connects as that bot', async () => {
@@ -95,13 +95,13 @@ describe('botlink run (the built bundle as a child process)', () => {
     cleanups.push(() => void listener.kill('SIGKILL'));
     let received = '';
     listener.stdout.on('data', (b: Buffer) => (received += b.toString()));
-    await waitFor(() => received.includes('LISTENING'), 5000, 'the python listener');
+    await waitFor(() => received.includes('LISTENING'), 15_000, 'the python listener');
     const p = daemon(d, cleanEnv({ NOTIFY_SOCKET: socketPath, WATCHDOG_USEC: '400000' }));
     await waitFor(() => received.includes('READY=1'), 10_000, 'READY=1');
-    await waitFor(() => (received.match(/WATCHDOG=1/g) ?? []).length >= 3, 5000, 'watchdog pings');
+    await waitFor(() => (received.match(/WATCHDOG=1/g) ?? []).length >= 3, 15_000, 'watchdog pings');
     expect(received).toMatch(/STATUS=\S+/);
     await p.stop();
-    await waitFor(() => received.includes('STOPPING=1'), 3000, 'STOPPING=1');
+    await waitFor(() => received.includes('STOPPING=1'), 15_000, 'STOPPING=1');
   });
 });
 

@@ -118,7 +118,7 @@ describe('the daemon on a full or read-only disk', () => {
 
     await waitFor(() => d.status()?.store?.persisted === false, 15_000, 'status.json store.persisted = false');
     expect(d.status()!.store!.lastError).toMatch(/database or disk is full/);
-    await waitFor(() => d.log().includes('state not persisted'), 5000, 'the log line');
+    await waitFor(() => d.log().includes('state not persisted'), 15_000, 'the log line');
     const human = await runCli(['status', '--config', d.configFile]);
     expect(human.stdout).toMatch(/^state: +not persisted: database or disk is full/m);
     const refreshes = svc.stats.refreshToken.ok;

@@ -55,7 +55,7 @@ describe('local connections', () => {
     let code = 0;
     for (let i = 0; i < 1000 && code !== 200; i++) code = await status(sock).catch(() => 0);
     expect(code).toBe(200);
-    await waitFor(() => d.log().includes('connections refused at the cap of 4'), 5000, 'the refusals told once');
+    await waitFor(() => d.log().includes('connections refused at the cap of 4'), 15_000, 'the refusals told once');
     expect(d.log().match(/connections refused at the cap/g)).toHaveLength(1);
   });
 
@@ -83,7 +83,7 @@ describe('local connections', () => {
     const ask = async (): Promise<string> => {
       const before = got.length;
       s.write('GET /v1/status HTTP/1.1\r\nHost: localhost\r\n\r\n');
-      await waitFor(() => got.slice(before).includes('{"ok":true}'), 5000, 'an answer');
+      await waitFor(() => got.slice(before).includes('{"ok":true}'), 15_000, 'an answer');
       return got.slice(before);
     };
     expect(await ask()).toMatch(/Connection: keep-alive/i);

@@ -171,7 +171,7 @@ describe('botlink-logrotate.timer: the snippet’s maxsize looked at every hour'
     cleanups.push(() => run.kill('SIGKILL'));
     let stderr = '';
     run.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-    const exited = new Promise<number | null>((resolve) => run.once('exit', (code) => resolve(code)));
+    const exited = new Promise<number | null>((resolve) => run.once('close', (code) => resolve(code)));
     // The kernel lists a process blocked in flock() as "->" in /proc/locks.
     const waiting = () =>
       readFileSync('/proc/locks', 'utf8')

@@ -77,7 +77,7 @@ describe('commands run as root leave nothing the daemon cannot use', () => {
     await connectedAsUser(d, p);
     // The daemon used the token the root command saved.
     expect(svc.stats.getToken.total).toBe(1);
-    await waitFor(() => d.log().includes('botlink starting'), 5000, "the daemon's first line in the log file");
+    await waitFor(() => d.log().includes('botlink starting'), 15_000, "the daemon's first line in the log file");
   });
 
   it('a root-owned log file (left by an older release) is no configuration error: the daemon logs to stderr and runs', async () => {
@@ -88,7 +88,7 @@ describe('commands run as root leave nothing the daemon cannot use', () => {
     chmodSync(d.logFile, 0o644);
     const p = daemonAsUser(d);
     await connectedAsUser(d, p);
-    await waitFor(() => p.stderr.includes('"msg":"link connected"'), 5000, 'the log on stderr');
+    await waitFor(() => p.stderr.includes('"msg":"link connected"'), 15_000, 'the log on stderr');
     expect(p.stderr).toMatch(/cannot write the log file .*botlink\.log \(EACCES\).*Logging to stderr \(journald\) instead/);
   });
 

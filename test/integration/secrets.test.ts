@@ -134,7 +134,7 @@ describe('secrets: the daemon through a sign, refresh, re-sign, faults, a clock 
     expect(svc.stats.getToken.ok).toBe(1);
     seen.push(...procView(first));
 
-    await waitFor(() => svc.stats.refreshToken.ok >= 1, 8000, 'a refresh');
+    await waitFor(() => svc.stats.refreshToken.ok >= 1, 15_000, 'a refresh');
     // A fault on the next refresh and on the re-sign: their errors are logged, and must be logged cleanly.
     svc.faults.nextResponses('http-503-html', 1, '/auth/refreshToken');
     svc.faults.failNextGetToken(1);
@@ -143,14 +143,14 @@ describe('secrets: the daemon through a sign, refresh, re-sign, faults, a clock 
 
     let before = reconnects();
     svc.faults.dropAllSockets();
-    await waitFor(() => reconnects() > before && device.status()?.link.state === 'connected', 8000, 'reconnected after a forced drop');
+    await waitFor(() => reconnects() > before && device.status()?.link.state === 'connected', 15_000, 'reconnected after a forced drop');
 
     before = reconnects();
     svc.faults.refuseWebSockets(WsMessage.UNAUTHORIZED, 'handshake');
     svc.faults.dropAllSockets();
-    await waitFor(() => (device.status()?.link.lastError ?? '').includes('Unauthorized'), 8000, 'Unauthorized reported');
+    await waitFor(() => (device.status()?.link.lastError ?? '').includes('Unauthorized'), 15_000, 'Unauthorized reported');
     svc.faults.refuseWebSockets(undefined);
-    await waitFor(() => reconnects() > before + 1 && device.status()?.link.state === 'connected', 8000, 'connected after Unauthorized');
+    await waitFor(() => reconnects() > before + 1 && device.status()?.link.state === 'connected', 15_000, 'connected after Unauthorized');
     seen.push(...procView(first));
 
     await first.stop('SIGKILL');

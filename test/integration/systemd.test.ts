@@ -238,7 +238,8 @@ class UnitRun {
     });
     this.child = spawn(process.execPath, [...nodeFlags, BUNDLE, ...args], { env, stdio: ['ignore', 'ignore', 'pipe'] });
     this.child.stderr!.on('data', (d: Buffer) => (this.stderr += d.toString()));
-    this.exited = new Promise((resolve) => this.child.on('exit', (code, signal) => resolve({ code, signal })));
+    // 'close', not 'exit': its stderr is all read by then.
+    this.exited = new Promise((resolve) => this.child.on('close', (code, signal) => resolve({ code, signal })));
     cleanups.push(() => this.child.kill('SIGKILL'));
   }
 
@@ -260,7 +261,7 @@ async function notifyListener(dir: string): Promise<{ path: string; received: ()
   cleanups.push(() => listener.kill('SIGKILL'));
   let received = '';
   listener.stdout.on('data', (b: Buffer) => (received += b.toString()));
-  await waitFor(() => received.includes('LISTENING'), 5000, 'the notify socket listener');
+  await waitFor(() => received.includes('LISTENING'), 15_000, 'the notify socket listener');
   return { path, received: () => received };
 }
 
@@ -302,7 +303,7 @@ describe('the unit ExecStart, run as systemd would run it', () => {
     const signal = /^\/bin\/kill -(\w+) \$MAINPID$/.exec(required('Service', 'ExecReload'))![1]!;
     renameSync(run.logFile, `${run.logFile}.1`);
     run.child.kill(`SIG${signal}` as NodeJS.Signals);
-    await waitFor(() => run.log().includes('log file reopened'), 5000, 'the log reopened after ExecReload');
+    await waitFor(() => run.log().includes('log file reopened'), 15_000, 'the log reopened after ExecReload');
 
     const started = performance.now();
     run.child.kill('SIGTERM');
@@ -310,7 +311,7 @@ describe('the unit ExecStart, run as systemd would run it', () => {
     expect(code, run.stderr).toBe(0);
     expect(performance.now() - started).toBeLessThan(seconds(required('Service', 'TimeoutStopSec')) * 1000);
     // The daemon may exit before the python listener has printed its last datagram.
-    await waitFor(() => notify().includes('STOPPING=1'), 3000, 'STOPPING=1');
+    await waitFor(() => notify().includes('STOPPING=1'), 15_000, 'STOPPING=1');
   });
 });
 
@@ -368,7 +369,7 @@ describe('systemd/botlink.logrotate', () => {
       expect(first.status, first.stderr).toBe(0);
       expect(readFileSync(calls, 'utf8')).toBe('kill --signal=HUP --kill-who=main botlink.service\n');
       expect(readFileSync(`${run.logFile}.1`, 'utf8')).toBe(before);
-      await waitFor(() => run.log().includes('log file reopened'), 5000, 'the daemon reopening its log');
+      await waitFor(() => run.log().includes('log file reopened'), 15_000, 'the daemon reopening its log');
 
       // delaycompress: the previous generation is compressed on the next rotation, not this one.
       const second = rotate();

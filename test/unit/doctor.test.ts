@@ -154,11 +154,12 @@ describe('checkWsHandshake', () => {
 describe('runDoctor', () => {
   it('keeps every check within its time limit when the service answers too slowly', async () => {
     const svc = await service(SEED);
-    svc.faults.setLatencyMs(3000);
+    svc.faults.setLatencyMs(10_000);
     const d = device(svc, { botId: 'bot-1' }, 'SK');
     const started = performance.now();
     const report = await runDoctor({ configFile: d.configFile, env: cleanEnv(), timeoutMs: 300 });
-    expect(performance.now() - started).toBeLessThan(2500);
+    // Far below the 10 s a check that waited for the service would take alone, and far above the 0.7 s they take here.
+    expect(performance.now() - started).toBeLessThan(8000);
     const status = Object.fromEntries(report.results.map((r) => [r.name, r.status]));
     expect(status).toMatchObject({ tcp: 'ok', 'server time': 'fail', getToken: 'fail', websocket: 'skip', database: 'ok' });
     expect(report.results.find((r) => r.name === 'server time')?.detail).toMatch(/did not answer (in time|within 0.3 s)/);
