@@ -196,13 +196,16 @@ describe('the relay of a daemon process (issue 11)', () => {
     let pushed = 0;
     const chunk = Buffer.alloc(16 * 1024, 1);
     // 1.6 MB/s of binary audio for 20 s, far faster than speech: the backlog bound is reached in seconds.
-    const end = performance.now() + 20_000;
-    while (performance.now() < end) {
+    // On past the 20 s until the daemon has closed the app (a loaded machine pushes less), for 60 s at most.
+    const closed = () => d.log().includes('the app stopped reading: closed with 1008');
+    const started = performance.now();
+    for (let i = 1; performance.now() - started < 60_000; i++) {
       if (svc.push('bot-1', chunk, { binary: true })) pushed++;
       if (pushed % 5 === 0) rssPeak = Math.max(rssPeak, rssKiB(pid));
+      if (i % 50 === 0 && performance.now() - started > 20_000 && closed()) break;
       await sleep(10);
     }
-    await waitFor(() => d.log().includes('the app stopped reading: closed with 1008'), 10_000, 'the 1008 close in the log');
+    expect(closed(), 'the 1008 close in the log').toBe(true);
     child.resume();
     expect(await child.line(/^closed /)).toMatch(/^closed 10(08|06)$/);
 
@@ -217,7 +220,7 @@ describe('the relay of a daemon process (issue 11)', () => {
         `relay framesDown ${status.relay.framesDown}, dropped ${status.relay.dropped}`,
     );
     expect(rssPeak).toBeLessThan(rssBefore + 64 * 1024);
-  }, 60_000);
+  }, 90_000);
   it('carries text as text and binary as binary, byte for byte, both ways, at random sizes up to 1 MiB', async () => {
     const { svc, socket } = await rig();
     const app = new WebSocket(`ws+unix://${socket}:/soulmate/voiceChat/v1`, { perMessageDeflate: false });
