@@ -24,6 +24,8 @@ export interface IssuedTokens {
 
 /** What the service tells its embedder (tests, benchmarks), by event name; listeners must not throw. */
 export interface ServiceEvents {
+  /** An upgrade request, before the latency fault holds it. */
+  'ws-upgrade': [];
   'ws-open': [{ botId: string }];
   'ws-close': [{ botId: string }];
   displaced: [{ botId: string }];
@@ -33,6 +35,8 @@ export interface ServiceEvents {
   'not-reading': [{ botId: string; limitBytes: number }];
   /** Each access token, in issue order, synchronously as it is issued: before its batch commits and before the answer. */
   'tokens-issued': [IssuedTokens];
+  /** A POST to a route, its body read: before it is answered, or held by a fault. */
+  'http-request': [{ path: string }];
   /** A bug: the error an answer could not be built for. */
   'internal-error': [unknown];
 }

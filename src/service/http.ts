@@ -23,6 +23,8 @@ export interface RequestDeps {
   delay(ms: number): Promise<void>;
   /** A bug, not a bad input: the caller still got a 200 with code 1006. */
   onInternalError(err: unknown): void;
+  /** A POST to a route, its body read and counted, before it is answered. */
+  onReceived(path: string): void;
 }
 
 /** The node:http request listener: every answer is JSON with a Date from the service clock, never a 5xx. */
@@ -59,6 +61,7 @@ async function handle(deps: RequestDeps, req: IncomingMessage, res: ServerRespon
   }
   const input = parseJson(body);
   stats.received(path, input.ok ? input.value : undefined);
+  deps.onReceived(path);
   const broken = ctx.faults.takeBroken(path);
   if (broken) {
     await deps.delay(ctx.faults.latencyMs);

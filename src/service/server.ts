@@ -117,6 +117,7 @@ export async function createReferenceService(opts: ReferenceServiceOptions = {})
       stats: recorder,
       delay,
       onInternalError: (err) => events.emit('internal-error', err),
+      onReceived: (path) => events.emit('http-request', { path }),
     }),
   );
   const endpoint = new VoiceChatEndpoint({

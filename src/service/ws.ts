@@ -79,6 +79,7 @@ export class VoiceChatEndpoint {
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     // A peer that resets mid-handshake must not take the service down.
     socket.on('error', () => socket.destroy());
+    this.#deps.events.emit('ws-upgrade');
     this.#waiting.add(socket);
     void this.#deps.delay(this.#deps.ctx.faults.latencyMs).then(() => {
       this.#waiting.delete(socket);

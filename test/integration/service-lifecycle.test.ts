@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -105,8 +106,9 @@ describe('restart', () => {
     const open = await connectWs(first.wsUrl, 'bot-1', tokens.accessToken);
     expect(open.ok).toBe(true);
     first.faults.nextResponses('never-finish', 1);
+    const received = once(first.events, 'http-request');
     const hanging = post(first.url, '/auth/getToken', signedGetTokenBody()).catch((err: unknown) => err);
-    await new Promise((r) => setTimeout(r, 50));
+    await received;
     await first.close();
     expect(await hanging).toBeInstanceOf(Error);
     const second = await createReferenceService({ port: first.port });
@@ -117,8 +119,9 @@ describe('restart', () => {
     const service = await createReferenceService();
     const tokens = await getTokens(service.url);
     service.faults.setLatencyMs(60_000);
+    const upgrade = once(service.events, 'ws-upgrade');
     const held = connectWs(service.wsUrl, 'bot-1', tokens.accessToken).catch((err: unknown) => err);
-    await new Promise((r) => setTimeout(r, 50));
+    await upgrade;
     await service.close();
     expect(await held).toBeInstanceOf(Error);
   });
