@@ -30,13 +30,21 @@ export interface ClockProbe {
   wallAdvanceMs: number;
   /** How far performance.now() advanced over the same timer. */
   perfAdvanceMs: number;
+  /**
+   * The least and the most Date.now() can have advanced over the span performance.now() measured: each
+   * end of it is read between two Date.now()s, so a pause of the child there widens this, not the error.
+   */
+  wallAroundPerfMs: [number, number];
   /** The child's CLOCK_MONOTONIC (process.hrtime) minus ours: about 0 when monotonic is left real. */
   monoOffsetMs: number;
 }
 
 const PROBE = `
-const d0 = Date.now(), p0 = performance.now(), m0 = Number(process.hrtime.bigint() / 1000000n);
-setTimeout(() => process.stdout.write(JSON.stringify({ d0, m0, wall: Date.now() - d0, perf: performance.now() - p0 })), 300);
+const d0 = Date.now(), p0 = performance.now(), d0b = Date.now(), m0 = Number(process.hrtime.bigint() / 1000000n);
+setTimeout(() => {
+  const d1 = Date.now(), p1 = performance.now(), d1b = Date.now();
+  process.stdout.write(JSON.stringify({ d0, m0, wall: d1 - d0, perf: p1 - p0, around: [d1 - d0b, d1b - d0] }));
+}, 300);
 `;
 
 /** Runs a tiny node program under libfaketime and reports what its clocks said. */
@@ -50,11 +58,12 @@ export function probeNodeClocks(spec: string): ClockProbe {
   });
   const realAfter = Date.now();
   const monoAfter = Number(process.hrtime.bigint() / 1_000_000n);
-  const r = JSON.parse(out) as { d0: number; m0: number; wall: number; perf: number };
+  const r = JSON.parse(out) as { d0: number; m0: number; wall: number; perf: number; around: [number, number] };
   return {
     wallOffsetMs: r.d0 - (realBefore + realAfter) / 2,
     wallAdvanceMs: r.wall,
     perfAdvanceMs: r.perf,
+    wallAroundPerfMs: r.around,
     monoOffsetMs: r.m0 - (monoBefore + monoAfter) / 2,
   };
 }
