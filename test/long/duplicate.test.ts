@@ -13,8 +13,12 @@ const WINDOW_MS = 3 * 60_000;
 const HANDOVER_MS = 1000;
 /** Between the log line of 'displaced' and the one of the next 'connecting': timer and logging latency. */
 const LOG_SLACK_MS = 1000;
-/** A timer is armed on libuv's cached loop time, which can trail the log line's Date.now() by a little. */
-const TIMER_EARLY_MS = 50;
+/**
+ * A timer is armed on libuv's cached loop time, which trails the log line's Date.now() by the work done
+ * since epoll returned: a little, or as long as the daemon was descheduled on a loaded machine. Small
+ * beside the waits' 30 s floors, which a wrong schedule misses by seconds.
+ */
+const TIMER_EARLY_MS = 500;
 const SHARED_BOT_ERROR = `two devices share botId ${BOT}`;
 
 const { cleanups, service, device, daemon } = useHarness();
