@@ -32,12 +32,14 @@ export function listening(run: ServeRun): Promise<string> {
       const match = /^listening on (http:\/\/\S+)\n/.exec(run.stdout());
       if (!match) return;
       run.child.stdout!.off('data', check);
-      run.child.off('close', ended);
       resolve(match[1]!);
     };
-    const ended = (): void => reject(new Error(`no listening line; stdout=${run.stdout()} stderr=${run.stderr()}`));
     run.child.stdout!.on('data', check);
-    run.child.once('close', ended);
     check();
+    // `exit` settles at 'close', with all output read, even if that came before this call; once resolved, reject does nothing.
+    void run.exit.then(() => {
+      check();
+      reject(new Error(`no listening line; stdout=${run.stdout()} stderr=${run.stderr()}`));
+    });
   });
 }
