@@ -14,7 +14,6 @@ export function parseFlags<T extends NonNullable<ParseArgsConfig['options']>>(ar
   }
 }
 
-/** Loads the agent config for a command; a bad config prints what to fix and maps to exit 78. */
 /** A `--timeout S` flag: S seconds as a positive number, else a usage error. */
 export function timeoutFlag(value: string | undefined, defaultS: number, usage: string): number {
   const seconds = value === undefined ? defaultS : Number(value);
@@ -23,6 +22,7 @@ export function timeoutFlag(value: string | undefined, defaultS: number, usage: 
   return seconds;
 }
 
+/** Loads the agent config for a command; a bad config prints what to fix and maps to exit 78. */
 export function loadCommandConfig(file: string | undefined): AgentConfig | number {
   try {
     return loadConfig({ ...(file !== undefined && { file }), env: process.env });

@@ -3,13 +3,15 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { loadConfig } from '../agent/config/config.js';
+import { ConfigError, loadConfig } from '../agent/config/config.js';
 import { Daemon } from '../agent/daemon/daemon.js';
 import { systemClock, systemRandom } from '../agent/time/clock.js';
 import { createLogger } from '../log.js';
+import type { Logger } from 'pino';
 import { createReferenceService } from '../service/server.js';
 import { parseFlags } from './common.js';
 import { Exit, UsageError } from './exit.js';
+import { failureLines } from './format.js';
 
 const USAGE = 'usage: botlink demo [--duration S]   (default: until Ctrl-C)';
 
@@ -47,20 +49,80 @@ export async function demo(argv: string[]): Promise<number> {
   process.once('SIGTERM', finish);
   const dir = mkdtempSync(join(tmpdir(), 'botlink-demo-'));
   const logging = createLogger({ file: '-', level: 'info', pretty: true });
-  const log = logging.logger;
+  const timer = durationS === undefined ? undefined : setTimeout(finish, durationS * 1000);
+  try {
+    await runDemo(dir, logging.logger, finished, durationS);
+  } catch (err) {
+    // The demo writes its own config: one it refuses says the temp folder will not do.
+    if (!(err instanceof ConfigError)) throw err;
+    process.stderr.write(
+      failureLines('botlink demo: cannot start', err.message, 'run it with TMPDIR set to a short folder: TMPDIR=/tmp botlink demo'),
+    );
+    return Exit.CONFIG;
+  } finally {
+    // Whatever failed, the folder goes: it holds the demo's secret.
+    clearTimeout(timer);
+    await logging.flush();
+    logging.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return Exit.OK;
+}
+
+/** The demo in `dir` until `finished`; what it started is stopped whether it returns or throws. */
+async function runDemo(dir: string, log: Logger, finished: Promise<void>, durationS: number | undefined): Promise<void> {
   const svc = await createReferenceService({
     accessTtlS: ACCESS_TTL_S,
     refreshTtlS: REFRESH_TTL_S,
     seed: { accounts: [{ accessKeyId: 'demo-ak', secretKey: DEMO_SECRET, vendors: [{ vendorId: 'demo-vendor', bots: [] }] }] },
   });
-  log.info({ url: svc.url, accessTtlS: ACCESS_TTL_S, refreshTtlS: REFRESH_TTL_S }, 'demo: reference token service listening');
+  try {
+    log.info({ url: svc.url, accessTtlS: ACCESS_TTL_S, refreshTtlS: REFRESH_TTL_S }, 'demo: reference token service listening');
+    const config = loadConfig({ file: writeDemoConfig(dir, svc.url), env: {} });
+    const daemon = new Daemon(config, { log: log.child({ part: 'agent' }), env: {}, clock: systemClock, random: systemRandom });
+    const dropper = setInterval(() => {
+      log.info('demo: the service drops every WebSocket now');
+      svc.faults.dropAllSockets();
+    }, DROP_EVERY_MS);
+    let app: DemoApp | undefined;
+    try {
+      await daemon.start();
+      log.info(`demo: running${durationS === undefined ? ' — Ctrl-C to stop' : ` for ${durationS} s`}; state in ${dir}`);
+      // The demo's config leaves localSocket at its default, so it is never off here.
+      if (config.localSocket) app = startApp(config.localSocket, (line) => log.info(line));
+      await finished;
+    } finally {
+      clearInterval(dropper);
+      const link = daemon.link?.status;
+      await daemon.stop();
+      const rounds = await app?.stopped();
+      await svc.close();
+      const { getToken, refreshToken, register } = svc.stats;
+      log.info(
+        {
+          registered: register.ok,
+          signed: getToken.ok,
+          refreshed: refreshToken.ok,
+          reconnects: link?.reconnects ?? 0,
+          appRounds: rounds?.ok ?? 0,
+          appRoundsLost: rounds?.lost ?? 0,
+        },
+        'demo: summary',
+      );
+    }
+  } finally {
+    await svc.close();
+  }
+}
 
+/** The device's secret and config.json in `dir`, for the service at `baseUrl`; the config's path. */
+function writeDemoConfig(dir: string, baseUrl: string): string {
   writeFileSync(join(dir, 'secret-key'), `${DEMO_SECRET}\n`, { mode: 0o600 });
   const configFile = join(dir, 'config.json');
   writeFileSync(
     configFile,
     JSON.stringify({
-      baseUrl: svc.url,
+      baseUrl,
       accessKeyId: 'demo-ak',
       secretKeyFile: join(dir, 'secret-key'),
       vendorId: 'demo-vendor',
@@ -71,47 +133,7 @@ export async function demo(argv: string[]): Promise<number> {
       linkBackoffBaseMs: 500,
     }),
   );
-  const config = loadConfig({ file: configFile, env: {} });
-  const daemon = new Daemon(config, { log: log.child({ part: 'agent' }), env: {}, clock: systemClock, random: systemRandom });
-
-  const dropper = setInterval(() => {
-    log.info('demo: the service drops every WebSocket now');
-    svc.faults.dropAllSockets();
-  }, DROP_EVERY_MS);
-
-  let app: DemoApp | undefined;
-  const timer = durationS === undefined ? undefined : setTimeout(finish, durationS * 1000);
-
-  try {
-    await daemon.start();
-    log.info(`demo: running${durationS === undefined ? ' — Ctrl-C to stop' : ` for ${durationS} s`}; state in ${dir}`);
-    // The demo's config leaves localSocket at its default, so it is never off here.
-    if (config.localSocket) app = startApp(config.localSocket, (line) => log.info(line));
-    await finished;
-  } finally {
-    clearInterval(dropper);
-    clearTimeout(timer);
-    const link = daemon.link?.status;
-    await daemon.stop();
-    const rounds = await app?.stopped();
-    await svc.close();
-    const { getToken, refreshToken, register } = svc.stats;
-    log.info(
-      {
-        registered: register.ok,
-        signed: getToken.ok,
-        refreshed: refreshToken.ok,
-        reconnects: link?.reconnects ?? 0,
-        appRounds: rounds?.ok ?? 0,
-        appRoundsLost: rounds?.lost ?? 0,
-      },
-      'demo: summary',
-    );
-    await logging.flush();
-    logging.close();
-    rmSync(dir, { recursive: true, force: true });
-  }
-  return Exit.OK;
+  return configFile;
 }
 
 interface DemoApp {

@@ -1,8 +1,13 @@
+import { mkdirSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Exit } from '../../src/cli/exit.js';
 import { runCli, runCliUntil } from '../helpers/daemon-proc.js';
 import { cleanEnv } from '../helpers/env.js';
+import { useHarness } from '../helpers/harness.js';
 import { signalAtLine } from '../helpers/signal-probe.js';
+
+const { tempDir } = useHarness();
 
 describe('botlink demo', () => {
   it('shows provision → sign → connect → refresh → re-sign → reconnect after a forced drop, the app conversing across it, then stops on SIGTERM', async () => {
@@ -69,13 +74,26 @@ describe('botlink demo', () => {
     expect(run.stdout).toContain('demo: summary');
   }, 45_000);
 
-  it('stops by itself after --duration S, and refuses a duration that is not a positive number', async () => {
-    const run = await runCli(['demo', '--duration', '2'], { timeoutMs: 30_000 });
+  it('stops by itself after --duration S, its folder gone, and refuses a duration that is not a positive number', async () => {
+    const tmp = tempDir('botlink-demo-tmp-');
+    const run = await runCli(['demo', '--duration', '2'], { env: cleanEnv({ TMPDIR: tmp }), timeoutMs: 30_000 });
     expect(run, run.stderr).toMatchObject({ code: 0, signal: null });
     expect(run.stdout).toContain('demo: running for 2 s');
     expect(run.stdout).toContain('demo: summary');
+    expect(readdirSync(tmp)).toEqual([]);
     const bad = await runCli(['demo', '--duration', '0']);
     expect(bad.code).toBe(Exit.USAGE);
     expect(bad.stderr).toContain('--duration must be a positive number of seconds');
+  }, 45_000);
+
+  it('a demo that cannot start (a temp folder too deep for its socket) says why and leaves no folder behind', async () => {
+    const tmp = join(tempDir('botlink-demo-tmp-'), 'd'.repeat(90));
+    mkdirSync(tmp);
+    const run = await runCli(['demo'], { env: cleanEnv({ TMPDIR: tmp }), timeoutMs: 30_000 });
+    expect(run.code, run.stdout).toBe(Exit.CONFIG);
+    expect(run.stderr).toMatch(/^botlink demo: cannot start: .*runtimeDir.* is over 107 bytes/);
+    expect(run.stderr).toContain('TMPDIR=/tmp botlink demo');
+    expect(run.stderr).not.toMatch(/^\s+at /m);
+    expect(readdirSync(tmp)).toEqual([]);
   }, 45_000);
 });
