@@ -60,8 +60,8 @@ interface Rig {
   start(): void;
 }
 
-/** One agent wired like the daemon, with fast backoffs, an injectable resolver and (when asked) a short client timeout. */
-async function rig(o: { service?: Partial<ReferenceServiceOptions>; viaDns?: boolean; timeoutMs?: number } = {}): Promise<Rig> {
+/** One agent wired like the daemon, with fast backoffs, an injectable resolver and (when asked) a short body timeout. */
+async function rig(o: { service?: Partial<ReferenceServiceOptions>; viaDns?: boolean; bodyTimeoutMs?: number } = {}): Promise<Rig> {
   const dir = tempDir('botlink-faults-');
   const dbFile = join(dir, 'svc.db');
   const svc = await startService(dbFile, o.service);
@@ -90,10 +90,11 @@ async function rig(o: { service?: Partial<ReferenceServiceOptions>; viaDns?: boo
     secretKey: { reveal: () => SECRET },
     clock: systemClock,
     onDateSample: (date, sent, received) => kit.serverTime.addSample(date, sent, received),
-    // Long unless a kind needs the timeout itself: a busy machine must not add failures of its own.
-    connectTimeoutMs: o.timeoutMs ?? 5000,
-    headersTimeoutMs: o.timeoutMs ?? 5000,
-    bodyTimeoutMs: o.timeoutMs ?? 5000,
+    // Long unless a kind needs the timeout itself: a busy machine must not add failures of its own. The
+    // body's may be short: a sound answer comes whole with its headers, so only a broken one waits on it.
+    connectTimeoutMs: 5000,
+    headersTimeoutMs: 5000,
+    bodyTimeoutMs: o.bodyTimeoutMs ?? 5000,
     ...(o.viaDns && { lookup }),
   });
   kit = new AgentKit({
@@ -198,7 +199,7 @@ const EXPECTED_CODE: Record<BrokenResponse, string> = {
  * life left, so reconnecting needs the renewal).
  */
 async function brokenHttp(kind: BrokenResponse): Promise<void> {
-  const r = await rig(kind === 'never-finish' ? { timeoutMs: 600 } : {});
+  const r = await rig(kind === 'never-finish' ? { bodyTimeoutMs: 600 } : {});
   r.svc.faults.nextResponses(kind, 2, '/auth/getToken');
   const { before, signed, failures, reconnects } = await firstConnect(r);
   expect(brokenAnswers(r, 'getToken')).toBe(2);
