@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { cleanEnv } from './env.js';
+import { closed } from './exec.js';
 
 /** The repository root: the child imports `ws` from its node_modules. */
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -52,13 +53,11 @@ export class AppChild {
       this.#wake();
     });
     this.child.stderr?.on('data', (d: Buffer) => (this.#stderr += d.toString()));
-    this.exited = new Promise((resolve) =>
-      this.child.on('close', (code, signal) => {
-        this.#closed = true;
-        resolve({ code, signal });
-        this.#wake();
-      }),
-    );
+    this.exited = closed(this.child).then((ended) => {
+      this.#closed = true;
+      this.#wake();
+      return ended;
+    });
   }
 
   /** The first stdout line matching `re`; fails if the child exits before printing one. */

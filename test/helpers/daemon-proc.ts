@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { BUNDLE } from '../../scripts/build.mjs';
 import type { StatusDoc } from '../../src/agent/daemon/status.js';
 import { cleanEnv } from './env.js';
+import { type CliRun, closed, type ExecOptions, exec } from './exec.js';
 import { waitFor } from './wait-for.js';
 
 export const DAEMON_SECRET = 'daemon-test-secret-4b1d';
@@ -66,47 +67,9 @@ export class DeviceDir {
   }
 }
 
-export interface CliRun {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs the built CLI to completion. */
-export function runCli(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<CliRun> {
-  return runCliUntil(args, () => false, opts);
-}
-
-/**
- * Runs the built CLI, sending it SIGTERM once `enough(stdout so far)` holds (looked at on every chunk
- * it writes), and waits for it to close; SIGKILL after `timeoutMs` whatever it has written.
- */
-export function runCliUntil(
-  args: string[],
-  enough: (stdout: string) => boolean,
-  opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
-): Promise<CliRun> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BUNDLE, ...args], { env: opts.env ?? cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    let told = false;
-    child.stdout.on('data', (d: Buffer) => {
-      stdout += d.toString();
-      if (!told && enough(stdout)) {
-        told = true;
-        child.kill('SIGTERM');
-      }
-    });
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 15_000);
-    child.on('error', reject);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal, stdout, stderr });
-    });
-  });
+/** Runs the built CLI to completion (SIGKILL after 15 s unless told otherwise); `until` as exec's. */
+export function runCli(args: string[], opts: Pick<ExecOptions, 'env' | 'timeoutMs' | 'until'> = {}): Promise<CliRun> {
+  return exec(process.execPath, [BUNDLE, ...args], { ...opts, env: opts.env ?? cleanEnv(), timeoutMs: opts.timeoutMs ?? 15_000 });
 }
 
 /** Starts `botlink run` as a child process, from dist/ or from a private `bundle`. */
@@ -125,8 +88,7 @@ export class DaemonProc {
     this.child = child;
     child.stdout?.on('data', (d: Buffer) => (this.stdout += d.toString()));
     child.stderr?.on('data', (d: Buffer) => (this.stderr += d.toString()));
-    // 'close', not 'exit': its output is all read by then.
-    this.exited = new Promise((resolve) => child.on('close', (code, signal) => resolve({ code, signal })));
+    this.exited = closed(child);
   }
 
   /** Sends a signal and waits for the exit, returning how long it took. */

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { closed } from './exec.js';
 
 /** A `botlink serve` child process and what it printed so far. */
 export interface ServeRun {
@@ -18,11 +19,7 @@ export function startServe(bundleFile: string, args: string[], env: Record<strin
   let err = '';
   child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
   child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (err += chunk));
-  // 'close', not 'exit': its output is all read by then.
-  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('close', (code, signal) => resolve({ code, signal })),
-  );
-  return { child, stdout: () => out, stderr: () => err, exit };
+  return { child, stdout: () => out, stderr: () => err, exit: closed(child) };
 }
 
 /** Waits for the listening line and returns its URL; fails if the process ends first. */

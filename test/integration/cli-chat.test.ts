@@ -7,7 +7,8 @@ import WebSocket from 'ws';
 import { BUNDLE } from '../../scripts/build.mjs';
 import { wavFile } from '../../src/cli/wav.js';
 import { botlinkAs } from '../helpers/bundle.js';
-import { type CliRun, DAEMON_SECRET, type DaemonProc, type DeviceDir, runCli } from '../helpers/daemon-proc.js';
+import { DAEMON_SECRET, type DaemonProc, type DeviceDir, runCli } from '../helpers/daemon-proc.js';
+import { type CliRun, closed, exec } from '../helpers/exec.js';
 import { cleanEnv } from '../helpers/env.js';
 import { tone } from '../helpers/guide-cloud.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
@@ -34,18 +35,7 @@ async function daemonWithoutCloud(): Promise<{ d: DeviceDir; p: DaemonProc; sock
 
 /** `botlink chat` as APP_UID through setpriv, in `groups` only (from a copy APP_UID can read: the checkout may be closed to it). */
 function chatAs(groups: number[], args: string[]): Promise<CliRun> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(...botlinkAs(APP_UID, ['chat', ...args], groups), {
-      env: cleanEnv(),
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('error', reject);
-    child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr }));
-  });
+  return exec(...botlinkAs(APP_UID, ['chat', ...args], groups), { env: cleanEnv() });
 }
 
 describe('botlink chat without a daemon', () => {
@@ -233,7 +223,7 @@ describe('botlink chat through a running daemon', () => {
         if (stderr.includes('botlink chat: link')) resolve();
       }),
     );
-    const exited = new Promise<number | null>((resolve) => chat.on('close', resolve));
+    const exited = closed(chat).then(({ code }) => code);
     await waiting; // attached, and told the link's state
     await p.stop('SIGTERM');
     const run = { code: await exited, stderr };

@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { BUNDLE } from '../../scripts/build.mjs';
 import { botlinkAs } from '../helpers/bundle.js';
 import { DeviceDir, runCli } from '../helpers/daemon-proc.js';
+import { exec } from '../helpers/exec.js';
 import { cleanEnv } from '../helpers/env.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 import { waitFor } from '../helpers/wait-for.js';
@@ -77,15 +78,10 @@ describe('botlink logs', () => {
     for (const path of [d.dir, dirname(d.logFile)]) chmodSync(path, 0o755);
     for (const path of [d.configFile, `${d.logFile}.3.gz`, `${d.logFile}.2.gz`, `${d.logFile}.1`, d.logFile]) chmodSync(path, 0o644);
     chownSync(d.logFile, 0, 0);
-    const r = await new Promise<{ code: number | null; out: string }>((resolve) => {
-      const child = spawn(...botlinkAs(UID, ['logs', '--config', d.configFile]), { env: UTC });
-      let out = '';
-      child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-      child.stderr.on('data', (b: Buffer) => (out += b.toString()));
-      child.on('close', (code) => resolve({ code, out }));
-    });
-    expect(r.code, r.out).toBe(0);
-    expect(r.out).toContain('WARN  link: link backoff');
+    const r = await exec(...botlinkAs(UID, ['logs', '--config', d.configFile]), { env: UTC });
+    const out = r.stdout + r.stderr;
+    expect(r.code, out).toBe(0);
+    expect(out).toContain('WARN  link: link backoff');
   });
 
   it('-f shows a drop and the reconnect of a running daemon as they happen, through a log rotation', async () => {

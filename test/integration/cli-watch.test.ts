@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { BUNDLE } from '../../scripts/build.mjs';
 import { runCli } from '../helpers/daemon-proc.js';
 import { cleanEnv } from '../helpers/env.js';
+import { closed } from '../helpers/exec.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 import { signalAtLine } from '../helpers/signal-probe.js';
 
@@ -26,7 +27,7 @@ function startWatch(args: string[], env: Record<string, string> = {}) {
     out.stderr += b.toString();
     wake();
   });
-  const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+  const exited = closed(child).then(({ code }) => code);
   /** Resolves once stdout matches `pattern`. */
   const shows = (pattern: RegExp): Promise<void> =>
     new Promise((resolve) => {

@@ -2,7 +2,7 @@ import { mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Exit } from '../../src/cli/exit.js';
-import { runCli, runCliUntil } from '../helpers/daemon-proc.js';
+import { runCli } from '../helpers/daemon-proc.js';
 import { cleanEnv } from '../helpers/env.js';
 import { useHarness } from '../helpers/harness.js';
 import { signalAtLine } from '../helpers/signal-probe.js';
@@ -37,7 +37,7 @@ describe('botlink demo', () => {
     };
     // Stopped once it has shown everything (a re-sign falls due ~26 s in, the first drop at 20 s), not after
     // a fixed time a loaded machine could spend before the last step.
-    const run = await runCliUntil(['demo'], (out) => !positions(out).includes(-1) && replyAfterReturn(out), { timeoutMs: 90_000 });
+    const run = await runCli(['demo'], { until: (out) => !positions(out).includes(-1) && replyAfterReturn(out), timeoutMs: 90_000 });
     expect(run.code, run.stderr).toBe(0);
     const out = run.stdout;
     const at = positions(out);

@@ -4,6 +4,7 @@ import { delimiter, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { appFileOf, BUNDLE } from '../../scripts/build.mjs';
+import { closed } from '../helpers/exec.js';
 import { useHarness } from '../helpers/harness.js';
 import { waitFor } from '../helpers/wait-for.js';
 
@@ -221,7 +222,7 @@ describe('scripts/install.sh', () => {
     serve.stdout.on('data', (d: Buffer) => (out += d.toString()));
     await waitFor(() => /listening on http:\/\/127\.0\.0\.1:\d+/.test(out), 10_000, 'the installed botlink serve');
     serve.kill('SIGTERM');
-    const code = await new Promise<number | null>((resolve) => serve.once('exit', (c) => resolve(c)));
+    const { code } = await closed(serve);
     expect(code).toBe(0);
     expect(loaded()).toEqual([join(realpathSync(app), 'node_modules/better-sqlite3/build/Release/better_sqlite3.node')]);
   });

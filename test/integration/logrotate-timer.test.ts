@@ -3,6 +3,7 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, truncateSync, writeF
 import { delimiter, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { closed } from '../helpers/exec.js';
 import { useHarness } from '../helpers/harness.js';
 import { requireTool } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait-for.js';
@@ -171,7 +172,7 @@ describe('botlink-logrotate.timer: the snippet’s maxsize looked at every hour'
     cleanups.push(() => run.kill('SIGKILL'));
     let stderr = '';
     run.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-    const exited = new Promise<number | null>((resolve) => run.once('close', (code) => resolve(code)));
+    const exited = closed(run).then(({ code }) => code);
     // The kernel lists a process blocked in flock() as "->" in /proc/locks.
     const waiting = () =>
       readFileSync('/proc/locks', 'utf8')

@@ -1,9 +1,8 @@
-import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import type { CliRun } from '../helpers/daemon-proc.js';
+import { type CliRun, exec } from '../helpers/exec.js';
 import { cleanEnv } from '../helpers/env.js';
 import { type Answer, guideCloud, REPLY } from '../helpers/guide-cloud.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
@@ -23,19 +22,7 @@ function readmeBlock(lang: 'js' | 'python', file: string): string {
 }
 
 function run(cmd: string, args: string[]): Promise<CliRun> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-    child.on('error', reject);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal, stdout, stderr });
-    });
-  });
+  return exec(cmd, args, { env: cleanEnv(), timeoutMs: 15_000 });
 }
 
 /** A daemon connected to the reference service; its local API's socket. */

@@ -11,6 +11,7 @@ import type { ReferenceService } from '../../src/service/server.js';
 import { useHarness } from '../helpers/harness.js';
 import { cleanEnv } from '../helpers/env.js';
 import { parseExecStart } from '../helpers/exec-start.js';
+import { closed } from '../helpers/exec.js';
 import { requireTool } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait-for.js';
 
@@ -238,8 +239,7 @@ class UnitRun {
     });
     this.child = spawn(process.execPath, [...nodeFlags, BUNDLE, ...args], { env, stdio: ['ignore', 'ignore', 'pipe'] });
     this.child.stderr!.on('data', (d: Buffer) => (this.stderr += d.toString()));
-    // 'close', not 'exit': its stderr is all read by then.
-    this.exited = new Promise((resolve) => this.child.on('close', (code, signal) => resolve({ code, signal })));
+    this.exited = closed(this.child);
     cleanups.push(() => this.child.kill('SIGKILL'));
   }
 

@@ -8,7 +8,8 @@ import { DaemonProc } from '../helpers/daemon-proc.js';
 import { cleanEnv } from '../helpers/env.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 import { requireTool } from '../helpers/tools.js';
-import { elfMachine, exec, extract, NODE_RUNTIME_SCRIPT, NODE_VERSION, VERSION } from './deb.js';
+import { elfMachine, extract, NODE_RUNTIME_SCRIPT, NODE_VERSION, VERSION } from './deb.js';
+import { exec } from '../helpers/exec.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 // arm64 code runs natively on an arm64 machine, elsewhere under QEMU's user-mode emulator; a machine

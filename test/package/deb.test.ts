@@ -10,7 +10,6 @@ import {
   debFile,
   deviceConfig,
   elfMachine,
-  exec,
   extract,
   field,
   files,
@@ -25,6 +24,7 @@ import {
   VERSION,
   type Arch,
 } from './deb.js';
+import { exec } from '../helpers/exec.js';
 
 const { cleanups, service, tempDir } = useHarness();
 const extracted = new Map<Arch, string>();

@@ -1,9 +1,9 @@
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { closeSync, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { CliRun } from '../helpers/daemon-proc.js';
+import { type CliRun, exec } from '../helpers/exec.js';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 /** Prints the folder of the lock's Node.js for an architecture, fetched and checked once. */
@@ -79,27 +79,6 @@ export function elfMachine(file: string): string {
   if (header.toString('latin1', 0, 4) !== '\x7fELF') return 'not ELF';
   const machine = header.readUInt16LE(18);
   return ({ 62: 'x86-64', 183: 'aarch64' } as Record<number, string>)[machine] ?? String(machine);
-}
-
-/** Runs a command to completion, never throwing on its exit code; killed after `timeoutMs`. */
-export function exec(
-  cmd: string,
-  args: string[],
-  opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; cwd?: string } = {},
-): Promise<CliRun> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { env: opts.env ?? process.env, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 60_000);
-    child.on('error', reject);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal, stdout, stderr });
-    });
-  });
 }
 
 // Mounts an overlay of the root $3 (writes land in $1/u) with /dev and /proc, then runs the script $2 chrooted in it.
