@@ -3,11 +3,11 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import type { Logger } from 'pino';
 import { ConfigError, loadConfig } from '../agent/config/config.js';
 import { Daemon } from '../agent/daemon/daemon.js';
 import { systemClock, systemRandom } from '../agent/time/clock.js';
 import { createLogger } from '../log.js';
-import type { Logger } from 'pino';
 import { createReferenceService } from '../service/server.js';
 import { parseFlags } from './common.js';
 import { Exit, UsageError } from './exit.js';
@@ -76,27 +76,29 @@ async function runDemo(dir: string, log: Logger, finished: Promise<void>, durati
     refreshTtlS: REFRESH_TTL_S,
     seed: { accounts: [{ accessKeyId: 'demo-ak', secretKey: DEMO_SECRET, vendors: [{ vendorId: 'demo-vendor', bots: [] }] }] },
   });
+  log.info({ url: svc.url, accessTtlS: ACCESS_TTL_S, refreshTtlS: REFRESH_TTL_S }, 'demo: reference token service listening');
+  const dropper = setInterval(() => {
+    log.info('demo: the service drops every WebSocket now');
+    svc.faults.dropAllSockets();
+  }, DROP_EVERY_MS);
+  let daemon: Daemon | undefined;
+  let app: DemoApp | undefined;
   try {
-    log.info({ url: svc.url, accessTtlS: ACCESS_TTL_S, refreshTtlS: REFRESH_TTL_S }, 'demo: reference token service listening');
     const config = loadConfig({ file: writeDemoConfig(dir, svc.url), env: {} });
-    const daemon = new Daemon(config, { log: log.child({ part: 'agent' }), env: {}, clock: systemClock, random: systemRandom });
-    const dropper = setInterval(() => {
-      log.info('demo: the service drops every WebSocket now');
-      svc.faults.dropAllSockets();
-    }, DROP_EVERY_MS);
-    let app: DemoApp | undefined;
-    try {
-      await daemon.start();
-      log.info(`demo: running${durationS === undefined ? ' — Ctrl-C to stop' : ` for ${durationS} s`}; state in ${dir}`);
-      // The demo's config leaves localSocket at its default, so it is never off here.
-      if (config.localSocket) app = startApp(config.localSocket, (line) => log.info(line));
-      await finished;
-    } finally {
-      clearInterval(dropper);
-      const link = daemon.link?.status;
-      await daemon.stop();
-      const rounds = await app?.stopped();
-      await svc.close();
+    daemon = new Daemon(config, { log: log.child({ part: 'agent' }), env: {}, clock: systemClock, random: systemRandom });
+    await daemon.start();
+    log.info(`demo: running${durationS === undefined ? ' — Ctrl-C to stop' : ` for ${durationS} s`}; state in ${dir}`);
+    // The demo's config leaves localSocket at its default, so it is never off here.
+    if (config.localSocket) app = startApp(config.localSocket, (line) => log.info(line));
+    await finished;
+  } finally {
+    clearInterval(dropper);
+    const link = daemon?.link?.status;
+    await daemon?.stop();
+    const rounds = await app?.stopped();
+    await svc.close();
+    // A demo that got as far as its daemon says how it went.
+    if (daemon) {
       const { getToken, refreshToken, register } = svc.stats;
       log.info(
         {
@@ -110,8 +112,6 @@ async function runDemo(dir: string, log: Logger, finished: Promise<void>, durati
         'demo: summary',
       );
     }
-  } finally {
-    await svc.close();
   }
 }
 
