@@ -7,17 +7,21 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 
-/** One suite's counts; `note` says why the suite failed as a whole, if it did. */
-function suiteTotals(dir, name) {
-  const rc = Number(readFileSync(join(dir, `${name}.rc`), 'utf8'));
+/** The JSON report `name`.json in dir, read once: `{ report }`, or `{ problem }` saying why there is none. */
+function readReport(dir, name) {
   const file = join(dir, `${name}.json`);
-  if (!existsSync(file) || readFileSync(file).length === 0) return { passed: 0, failed: 1, note: `suite ${name} produced no report` };
-  let report;
+  if (!existsSync(file) || readFileSync(file).length === 0) return { problem: 'produced no report' };
   try {
-    report = JSON.parse(readFileSync(file, 'utf8'));
+    return { report: JSON.parse(readFileSync(file, 'utf8')) };
   } catch (err) {
-    return { passed: 0, failed: 1, note: `suite ${name} wrote an unreadable report (${err.message})` };
+    return { problem: `wrote an unreadable report (${err.message})` };
   }
+}
+
+/** One suite's counts; `note` says why the suite failed as a whole, if it did. */
+function suiteTotals(dir, name, { report, problem }) {
+  if (problem) return { passed: 0, failed: 1, note: `suite ${name} ${problem}` };
+  const rc = Number(readFileSync(join(dir, `${name}.rc`), 'utf8'));
   // A test file that fails to load reports no tests: count it as one failure.
   const unloaded = report.testResults.filter((t) => t.status === 'failed' && t.assertionResults.length === 0).length;
   let failed = report.numFailedTests + unloaded;
@@ -30,21 +34,14 @@ function suiteTotals(dir, name) {
   return { passed: report.numPassedTests, failed, note };
 }
 
+/** The first non-blank line of an error text, trimmed and cut at 300 characters. */
+function firstLine(text) {
+  const line = (text ?? '').split('\n').find((l) => l.trim() !== '') ?? '';
+  return line.trim().slice(0, 300);
+}
+
 /** `::: failed …` lines for one report: its failed tests, and its test files that failed to load. */
-function failureLines(dir, file) {
-  let report;
-  try {
-    report = JSON.parse(readFileSync(join(dir, file), 'utf8'));
-  } catch {
-    return [];
-  }
-  const label = file.slice(0, -'.json'.length);
-  const firstLine = (text) =>
-    (text ?? '')
-      .split('\n')
-      .find((l) => l.trim() !== '')
-      ?.trim()
-      .slice(0, 300) ?? '';
+function failureLines(label, report) {
   const lines = [];
   for (const f of report.testResults ?? []) {
     const where = relative(process.cwd(), f.name ?? '?');
@@ -63,19 +60,17 @@ if (!dir || !/^\d+$/.test(steps ?? '') || !counts) {
 }
 let passed = Number(counts[1]);
 let failed = Number(counts[2]) + Number(steps);
-const suites = readdirSync(dir)
-  .filter((f) => f.endsWith('.rc'))
-  .map((f) => f.slice(0, -'.rc'.length))
-  .sort();
-for (const name of suites) {
-  const s = suiteTotals(dir, name);
+// Suites have an exit code beside their report; the runtimes' copies are reports only (counted in their totals line).
+const files = new Set(readdirSync(dir));
+const names = new Set([...files].flatMap((f) => (/\.(rc|json)$/.test(f) ? [f.replace(/\.(rc|json)$/, '')] : [])));
+const reports = new Map([...names].sort().map((name) => [name, readReport(dir, name)]));
+for (const [name, read] of reports) {
+  if (!files.has(`${name}.rc`)) continue;
+  const s = suiteTotals(dir, name, read);
   if (s.note) console.log(`::: ${s.note}`);
   passed += s.passed;
   failed += s.failed;
 }
-const reports = readdirSync(dir)
-  .filter((f) => f.endsWith('.json'))
-  .sort();
-for (const file of reports) for (const line of failureLines(dir, file)) console.log(line);
+for (const [name, { report }] of reports) if (report) for (const line of failureLines(name, report)) console.log(line);
 console.log(`${passed} passed, ${failed} failed`);
 process.exitCode = failed > 0 ? 1 : 0;
