@@ -8,12 +8,16 @@
 # reads that line); exits 1 if anything failed, 2 if it could not start at all.
 # With --prepare first it only obtains the runtimes and installs each copy (the slow part: compiling
 # better-sqlite3), so that a later run goes straight to the tests; .ci/run does that in the background.
+# With --reports DIR (after --prepare, if both) each runtime's vitest JSON report is also written to
+# DIR/node-<major>.json, for .ci/run's totals to name the failed tests.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache="$root/node_modules/.cache/runtimes"
 prepare=0
 if [ "${1:-}" = --prepare ]; then prepare=1; shift; fi
+reports=
+if [ "${1:-}" = --reports ]; then reports=$2; shift 2; fi
 majors=("$@")
 [ ${#majors[@]} -gt 0 ] || majors=(20 22 24)
 
@@ -147,6 +151,7 @@ for major in "${majors[@]}"; do
   (cd "$work" && env "${export_env[@]}" npx vitest run --reporter=default --reporter=json --outputFile.json="$report" >"$log" 2>&1)
   rc=$?
   t_test=$(seconds "$t2")
+  [ -z "$reports" ] || [ ! -s "$report" ] || cp "$report" "$reports/node-$major.json"
   if [ -s "$report" ]; then
     # A test file that fails to load reports no tests at all: count it as one failure.
     read -r passed failed < <(node -e '
