@@ -132,14 +132,17 @@ function copyOfNode(): string {
   chmodSync(dir, 0o755);
   const file = join(dir, 'node');
   const real = realpathSync(process.execPath);
-  try {
-    // A link shares the binary's mode: only one others may already run is linked.
-    if ((statSync(real).mode & 0o001) === 0) throw new Error('not open to others');
-    linkSync(real, file);
-  } catch {
-    copyFileSync(real, file);
-    chmodSync(file, 0o755);
+  // A link shares the binary's mode: only one others may already run is linked, and only on its file system.
+  if (statSync(real).mode & 0o001) {
+    try {
+      linkSync(real, file);
+      return file;
+    } catch {
+      // Another file system (EXDEV): copied below.
+    }
   }
+  copyFileSync(real, file);
+  chmodSync(file, 0o755);
   return file;
 }
 

@@ -17,7 +17,7 @@ const CHILD = `
 import { createServer } from 'node:http';
 import { cachedDataVersionTag, getHeapStatistics, setFlagsFromString } from 'node:v8';
 import { createPool, undiciParts } from './src/agent/cloud/http.ts';
-if (Number(process.versions.v8.split('.')[0]) >= 12) setFlagsFromString('--wasm-sync-tier-up');
+if (${V8_SYNC}) setFlagsFromString('--wasm-sync-tier-up');
 const [how, count, waitMs] = process.argv.slice(2);
 const server = createServer((req, res) => {
   req.resume();
