@@ -1,7 +1,9 @@
 // The import rules of the house (`npm run depcruise`, run in CI). The layers, bottom to top:
 //   src/protocol            the wire contract: imports nothing of ours outside itself
-//   src/*.ts                shared leaves (log, native, ownership, version, ws-close): protocol and each other only
-//   src/agent, src/service  the two products: each may use the layers below, never each other
+//   src/*.ts                shared leaves (clock, log, native, ownership, version, ws-close): protocol and each other only
+//   src/cloud               the cloud client (signing, getToken, refreshToken, register) that agent and broker share
+//   src/agent, src/service, src/broker
+//                           the three products: each may use the layers below, never each other
 //   src/doctor, src/cli     applications on top: nothing below imports them
 // Nothing in src imports test/ or scripts/.
 /** @type {import('dependency-cruiser').IConfiguration} */
@@ -24,30 +26,44 @@ module.exports = {
     {
       name: 'shared-leaves-stay-low',
       comment:
-        'src/*.ts (log, native, ownership, version, ws-close) serve agent and service: they import only src/protocol and each other.',
+        'src/*.ts (clock, log, native, ownership, version, ws-close) serve every product: they import only src/protocol and each other.',
       severity: 'error',
       from: { path: '^src/[^/]+\\.ts$' },
-      to: { path: '^src/(agent|service|doctor|cli)/' },
+      to: { path: '^src/(cloud|agent|service|broker|doctor|cli)/' },
+    },
+    {
+      name: 'cloud-is-shared',
+      comment: 'src/cloud is what agent and broker both need of the cloud: it imports only protocol and the shared leaves.',
+      severity: 'error',
+      from: { path: '^src/cloud/' },
+      to: { path: '^src/(agent|service|broker|doctor|cli)/' },
     },
     {
       name: 'agent-not-service',
       comment: 'The agent talks to any cloud through the protocol, never through the reference service code.',
       severity: 'error',
       from: { path: '^src/agent/' },
-      to: { path: '^src/service/' },
+      to: { path: '^src/(service|broker)/' },
     },
     {
       name: 'service-not-agent',
       comment: 'The reference service implements the contract alone: it never uses agent code.',
       severity: 'error',
       from: { path: '^src/service/' },
-      to: { path: '^src/agent/' },
+      to: { path: '^src/(agent|broker)/' },
+    },
+    {
+      name: 'broker-alone',
+      comment: 'The broker is a third application: it shares only protocol, cloud and the leaves with agent and service.',
+      severity: 'error',
+      from: { path: '^src/broker/' },
+      to: { path: '^src/(agent|service)/' },
     },
     {
       name: 'doctor-and-cli-on-top',
       comment: 'doctor and cli are applications of the agent and service: move what is shared down into agent, service or protocol.',
       severity: 'error',
-      from: { path: '^src/(agent|service|protocol)/' },
+      from: { path: '^src/(agent|service|broker|cloud|protocol)/' },
       to: { path: '^src/(doctor|cli)/' },
     },
     {

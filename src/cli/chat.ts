@@ -1,7 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { DEFAULT_CONFIG_FILE } from '../agent/config/config.js';
-import { systemClock } from '../agent/time/clock.js';
+import { systemClock } from '../clock.js';
 import { messageOf } from '../protocol/errors.js';
 import type { Turn } from '../protocol/round-reader.js';
 import { localSocketFor, timeoutFlag } from './common.js';

@@ -6,7 +6,7 @@ import { createInterface } from 'node:readline';
 import type { Logger } from 'pino';
 import { ConfigError, loadConfig } from '../agent/config/config.js';
 import { Daemon } from '../agent/daemon/daemon.js';
-import { systemClock, systemRandom } from '../agent/time/clock.js';
+import { systemClock, systemRandom } from '../clock.js';
 import { createLogger } from '../log.js';
 import { createReferenceService } from '../service/server.js';
 import { parseFlags } from './common.js';

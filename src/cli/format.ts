@@ -1,4 +1,4 @@
-import { isNetworkFailure } from '../agent/cloud/network.js';
+import { isNetworkFailure } from '../cloud/network.js';
 import { BotlinkError, fixOf, messageOf } from '../protocol/errors.js';
 
 const SECOND = 1000;

@@ -2,7 +2,7 @@ import { ConfigError, DEFAULT_CONFIG_FILE, loadConfig, type AgentConfig } from '
 import { runningDaemon } from '../agent/store/instance.js';
 import { provision as register, resolveIdentity, type ProvisionRequest } from '../agent/daemon/provisioning.js';
 import { openRuntime, type AgentRuntime } from '../agent/daemon/runtime.js';
-import { systemClock, systemRandom } from '../agent/time/clock.js';
+import { systemClock, systemRandom } from '../clock.js';
 import { readStatusFile } from '../agent/daemon/status.js';
 import { describeError, fixOf, messageOf } from '../protocol/errors.js';
 import { DEVICE_TYPES, type DeviceType } from '../protocol/wire.js';

@@ -1,6 +1,6 @@
 import { ConfigError } from '../agent/config/config.js';
 import { Daemon } from '../agent/daemon/daemon.js';
-import { systemClock, systemRandom } from '../agent/time/clock.js';
+import { systemClock, systemRandom } from '../clock.js';
 import { createLogger } from '../log.js';
 import { BotlinkError, messageOf } from '../protocol/errors.js';
 import { loadCommandConfig, parseFlags } from './common.js';

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { systemClock, systemRandom } from '../agent/time/clock.js';
+import { systemClock, systemRandom } from '../clock.js';
 import { type AgentConfig, DEFAULT_CONFIG_FILE } from '../agent/config/config.js';
 import { runningDaemon } from '../agent/store/instance.js';
 import type { LinkState } from '../agent/link/supervisor.js';

@@ -1,7 +1,7 @@
 import { DEFAULT_CONFIG_FILE } from '../agent/config/config.js';
 import { resolveIdentity } from '../agent/daemon/provisioning.js';
 import { openRuntime, type AgentRuntime } from '../agent/daemon/runtime.js';
-import { systemClock, systemRandom } from '../agent/time/clock.js';
+import { systemClock, systemRandom } from '../clock.js';
 import { BotlinkError, fixOf, messageOf } from '../protocol/errors.js';
 import type { Identity } from '../protocol/wire.js';
 import { openCommandLog, reportFailure, withDeadline } from './agent-command.js';

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Clock } from '../agent/time/clock.js';
+import type { Clock } from '../clock.js';
 import { readDownFrame } from '../protocol/round-reader.js';
 import {
   closedMessage,

@@ -1,5 +1,5 @@
 import { fixOf, messageOf } from '../protocol/errors.js';
-import type { Clock } from '../agent/time/clock.js';
+import type { Clock } from '../clock.js';
 import type { AgentConfig } from '../agent/config/config.js';
 import type { ResolvedIdentity } from '../agent/daemon/provisioning.js';
 import type { AgentRuntime } from '../agent/daemon/runtime.js';

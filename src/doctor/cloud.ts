@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { describeCode } from '../protocol/codes.js';
-import { CloudError } from '../agent/cloud/errors.js';
+import { CloudError } from '../cloud/errors.js';
 import type { AgentConfig } from '../agent/config/config.js';
 import { fixOf, messageOf } from '../protocol/errors.js';
 import { fail, failWith, ok, skip, UNMET, type Check, type Outcome } from './check.js';

@@ -1,4 +1,4 @@
-import { systemClock, type Clock } from '../agent/time/clock.js';
+import { systemClock, type Clock } from '../clock.js';
 import { clockCheck, dnsCheck, getTokenCheck, serverTimeCheck, tcpCheck, tlsCheck, websocketCheck } from './cloud.js';
 import { messageOf } from '../protocol/errors.js';
 import { fail, skip, UNMET, type Check, type CheckResult, type DoctorContext, type Outcome } from './check.js';

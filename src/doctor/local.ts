@@ -5,7 +5,7 @@ import { ConfigError, describeSource, loadConfig } from '../agent/config/config.
 import { messageOf } from '../protocol/errors.js';
 import { fail, failWith, octal, ok, skip, UNMET, type Check, type Outcome } from './check.js';
 import { openRuntime } from '../agent/daemon/runtime.js';
-import { systemRandom } from '../agent/time/clock.js';
+import { systemRandom } from '../clock.js';
 import { SecretFileError } from '../agent/config/secret.js';
 import { readStatusFile } from '../agent/daemon/status.js';
 import { SOCKET_MODE } from '../agent/local/socket-file.js';

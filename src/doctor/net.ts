@@ -6,8 +6,8 @@ import WebSocket from 'ws';
 import { WS_FAILURE_FIXES, WsMessage, type WsFailure } from '../protocol/codes.js';
 import { messageOf } from '../protocol/errors.js';
 import { parseWsFailure } from '../protocol/wire.js';
-import { NETWORK_FIX } from '../agent/cloud/network.js';
-import type { Clock } from '../agent/time/clock.js';
+import { NETWORK_FIX } from '../cloud/network.js';
+import type { Clock } from '../clock.js';
 import type { Outcome } from './check.js';
 
 /** A refusal may follow an accepted handshake as a text frame or a close reason: wait this long for one. */

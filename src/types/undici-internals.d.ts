@@ -1,4 +1,4 @@
-// The two undici modules the cloud client loads directly (see src/agent/cloud/http.ts).
+// The two undici modules the cloud client loads directly (see src/cloud/http.ts).
 declare module 'undici/lib/dispatcher/pool.js' {
   import type { Pool } from 'undici';
   const PoolClass: typeof Pool;

@@ -1,5 +1,5 @@
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
-import { systemClock } from '../../src/agent/time/clock.js';
+import { systemClock } from '../../src/clock.js';
 import { LinkSupervisor, type LinkOptions, type LinkState } from '../../src/agent/link/supervisor.js';
 import type { ReferenceService } from '../../src/service/server.js';
 import { AgentKit } from './agent-kit.js';

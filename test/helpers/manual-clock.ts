@@ -1,4 +1,4 @@
-import { sleepOn, type Cancel, type Clock } from '../../src/agent/time/clock.js';
+import { sleepOn, type Cancel, type Clock } from '../../src/clock.js';
 
 const MAX_TIMERS_PER_ADVANCE = 10_000;
 

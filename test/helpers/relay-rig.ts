@@ -7,7 +7,7 @@ import pino from 'pino';
 import WebSocket, { type RawData } from 'ws';
 import { LinkSupervisor, type LinkOptions, type LinkState, type LinkStateChange } from '../../src/agent/link/supervisor.js';
 import { Relay } from '../../src/agent/local/relay.js';
-import { systemClock, type Clock } from '../../src/agent/time/clock.js';
+import { systemClock, type Clock } from '../../src/clock.js';
 import { downText } from './guide-frames.js';
 import { rawWsServer } from './ws-peers.js';
 

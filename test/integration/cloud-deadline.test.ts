@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { CloudClient, type CloudClientOptions } from '../../src/agent/cloud/client.js';
-import { CloudError } from '../../src/agent/cloud/errors.js';
-import { systemClock } from '../../src/agent/time/clock.js';
+import { CloudClient, type CloudClientOptions } from '../../src/cloud/client.js';
+import { CloudError } from '../../src/cloud/errors.js';
+import { systemClock } from '../../src/clock.js';
 import { useHarness } from '../helpers/harness.js';
 import { startScriptedServer, trickleBody, type Script } from '../helpers/scripted-server.js';
 

@@ -1,8 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { CloudClient } from '../../src/agent/cloud/client.js';
-import { CloudError } from '../../src/agent/cloud/errors.js';
-import { systemClock } from '../../src/agent/time/clock.js';
+import { CloudClient } from '../../src/cloud/client.js';
+import { CloudError } from '../../src/cloud/errors.js';
+import { systemClock } from '../../src/clock.js';
 import { ServerTime } from '../../src/agent/time/servertime.js';
 import { describeCode } from '../../src/protocol/codes.js';
 import type { RetryClass } from '../../src/protocol/errors.js';

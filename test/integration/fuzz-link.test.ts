@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { LinkSupervisor, type LinkState, type TokenSource } from '../../src/agent/link/supervisor.js';
-import { systemClock } from '../../src/agent/time/clock.js';
+import { systemClock } from '../../src/clock.js';
 import {
   chance,
   closePayload,

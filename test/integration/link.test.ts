@@ -1,6 +1,6 @@
 import { once } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { systemClock } from '../../src/agent/time/clock.js';
+import { systemClock } from '../../src/clock.js';
 import { LinkSupervisor, type LinkOptions, type LinkState, type LinkStatus } from '../../src/agent/link/supervisor.js';
 import { WS_FAILURE_FIXES, WsMessage } from '../../src/protocol/codes.js';
 import { DISPLACEMENT_MARKERS } from '../../src/service/server.js';

@@ -4,7 +4,7 @@ import { type Bundle, bundleChild } from '../helpers/bundle.js';
 import { cleanEnv } from '../helpers/env.js';
 
 /**
- * Requests through the cloud client's pool (src/agent/cloud/http.ts), or through undici's own Pool for
+ * Requests through the cloud client's pool (src/cloud/http.ts), or through undici's own Pool for
  * comparison, to a local HTTP server, each in a fresh process: llhttp is compiled once per process.
  * V8 12+ (Node 22, 24) runs a tier-up at once where it is triggered (--wasm-sync-tier-up); on Node 20
  * the optimizing compile runs on a background thread. So the child watches the peak after the requests:
@@ -16,7 +16,7 @@ const V8_SYNC = Number(process.versions.v8.split('.')[0]) >= 12;
 const CHILD = `
 import { createServer } from 'node:http';
 import { cachedDataVersionTag, getHeapStatistics, setFlagsFromString } from 'node:v8';
-import { createPool, undiciParts } from './src/agent/cloud/http.ts';
+import { createPool, undiciParts } from './src/cloud/http.ts';
 if (${V8_SYNC}) setFlagsFromString('--wasm-sync-tier-up');
 const [how, count, waitMs] = process.argv.slice(2);
 const server = createServer((req, res) => {

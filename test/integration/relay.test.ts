@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { KEEPALIVE_INTERVAL_MS } from '../../src/agent/local/keepalive.js';
 import { MAX_APP_BACKLOG_BYTES, MAX_APP_FRAME_BYTES } from '../../src/agent/local/relay-decide.js';
 import { Relay } from '../../src/agent/local/relay.js';
-import { systemClock } from '../../src/agent/time/clock.js';
+import { systemClock } from '../../src/clock.js';
 import { WsMessage } from '../../src/protocol/codes.js';
 import { wsFailureBody } from '../../src/protocol/wire.js';
 import { downText, UP } from '../helpers/guide-frames.js';

@@ -3,7 +3,7 @@ import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { withWallClock } from '../../src/agent/time/clock.js';
+import { withWallClock } from '../../src/clock.js';
 import { lockAddress } from '../../src/agent/store/lock.js';
 import { TokenStore } from '../../src/agent/store/token-store.js';
 import type { ReferenceService } from '../../src/service/server.js';

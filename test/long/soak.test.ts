@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DAEMON_SECRET } from '../helpers/daemon-proc.js';
-import { POOL_CONNECTIONS } from '../../src/agent/cloud/client.js';
+import { POOL_CONNECTIONS } from '../../src/cloud/client.js';
 import { fdTargets, SocketTimeline, sleep, splitByRemotePort } from '../helpers/fleet.js';
 import { useHarness } from '../helpers/harness.js';
 import { rssKiB } from '../helpers/procfs.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { systemClock, withWallClock } from '../../src/agent/time/clock.js';
+import { systemClock, withWallClock } from '../../src/clock.js';
 import { ManualClock } from '../helpers/manual-clock.js';
 
 describe('systemClock timers', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_TIMEOUT_MS, resolveCloudSettings } from '../../src/agent/cloud/client.js';
+import { DEFAULT_TIMEOUT_MS, resolveCloudSettings } from '../../src/cloud/client.js';
 
 describe('resolveCloudSettings', () => {
   const T = DEFAULT_TIMEOUT_MS;

@@ -15,7 +15,7 @@ import {
 } from '../../src/agent/config/config.js';
 import { settingsFrom, type AgentSettings } from '../../src/agent/config/settings.js';
 import { readSecretFile, Secret, SecretFileError } from '../../src/agent/config/secret.js';
-import { DEFAULT_TIMEOUT_MS } from '../../src/agent/cloud/client.js';
+import { DEFAULT_TIMEOUT_MS } from '../../src/cloud/client.js';
 import { describeError } from '../../src/protocol/errors.js';
 import { LINK_DEFAULTS } from '../../src/agent/link/options.js';
 import { TOKEN_BACKOFF } from '../../src/agent/token/backoff.js';

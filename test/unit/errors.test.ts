@@ -1,8 +1,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { isNetworkFailure } from '../../src/agent/cloud/network.js';
-import { CloudError, codeError } from '../../src/agent/cloud/errors.js';
+import { isNetworkFailure } from '../../src/cloud/network.js';
+import { CloudError, codeError } from '../../src/cloud/errors.js';
 import { SecretFileError } from '../../src/agent/config/secret.js';
 import { CODE_TABLE, WS_FAILURE_FIXES, WsMessage } from '../../src/protocol/codes.js';
 import {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CloudError } from '../../src/agent/cloud/errors.js';
+import { CloudError } from '../../src/cloud/errors.js';
 import { ClockNotTrustedError } from '../../src/agent/time/signingtime.js';
 import {
   explainFailure,

@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
-import { undiciParts } from '../../src/agent/cloud/http.js';
+import { undiciParts } from '../../src/cloud/http.js';
 
 const require = createRequire(import.meta.url);
 

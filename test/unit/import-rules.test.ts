@@ -55,11 +55,13 @@ describe('.dependency-cruiser.cjs (npm run depcruise)', () => {
       'src/protocol/codes.ts': [],
       'src/log.ts': ['src/protocol/codes.ts', 'src/ownership.ts'],
       'src/ownership.ts': [],
-      'src/agent/link/link.ts': ['src/log.ts', 'src/protocol/wire.ts', 'src/agent/time/clock.ts'],
-      'src/agent/time/clock.ts': [],
+      'src/clock.ts': [],
+      'src/cloud/client.ts': ['src/protocol/wire.ts', 'src/clock.ts'],
+      'src/agent/link/link.ts': ['src/log.ts', 'src/protocol/wire.ts', 'src/clock.ts', 'src/cloud/client.ts'],
+      'src/broker/server.ts': ['src/log.ts', 'src/protocol/wire.ts', 'src/cloud/client.ts'],
       'src/service/server.ts': ['src/log.ts', 'src/protocol/wire.ts'],
       'src/doctor/doctor.ts': ['src/agent/link/link.ts', 'src/service/server.ts'],
-      'src/cli/main.ts': ['src/doctor/doctor.ts', 'src/agent/link/link.ts'],
+      'src/cli/main.ts': ['src/doctor/doctor.ts', 'src/agent/link/link.ts', 'src/broker/server.ts'],
     });
     expect(violations(dir)).toEqual([]);
     const r = depcruise(dir);
@@ -79,21 +81,35 @@ describe('.dependency-cruiser.cjs (npm run depcruise)', () => {
       'src/agent/link/link.ts': ['src/service/store.ts'],
       'src/service/ws.ts': ['src/agent/link/link.ts', 'src/doctor/net.ts'],
       'src/doctor/net.ts': [],
-      'src/agent/time/clock.ts': ['test/helpers/manual-clock.ts', 'scripts/bench/stats.ts'],
+      'src/clock.ts': ['test/helpers/manual-clock.ts', 'scripts/bench/stats.ts', 'src/cloud/client.ts'],
+      'src/cloud/client.ts': ['src/agent/time/trusted.ts'],
+      'src/agent/time/trusted.ts': ['src/broker/store.ts'],
+      'src/broker/store.ts': ['src/agent/time/trusted.ts', 'src/service/seed.ts', 'src/cli/main.ts'],
+      'src/service/seed.ts': ['src/broker/store.ts'],
+      'src/cli/main.ts': [],
       'test/helpers/manual-clock.ts': [],
       'scripts/bench/stats.ts': [],
     });
     // A cycle is reported once, from its first module; one of types only counts too.
     expect(violations(dir)).toEqual([
       'agent-not-service: src/agent/link/link.ts -> src/service/store.ts',
+      'agent-not-service: src/agent/time/trusted.ts -> src/broker/store.ts',
+      'broker-alone: src/broker/store.ts -> src/agent/time/trusted.ts',
+      'broker-alone: src/broker/store.ts -> src/service/seed.ts',
+      'cloud-is-shared: src/cloud/client.ts -> src/agent/time/trusted.ts',
+      'doctor-and-cli-on-top: src/broker/store.ts -> src/cli/main.ts',
       'doctor-and-cli-on-top: src/service/ws.ts -> src/doctor/net.ts',
       'no-cycle: src/agent/store/instance.ts -> src/agent/store/lease.ts',
+      'no-cycle: src/agent/time/trusted.ts -> src/broker/store.ts',
+      'no-cycle: src/broker/store.ts -> src/service/seed.ts',
       'no-cycle: src/service/a.ts -> src/service/b.ts',
       'protocol-is-a-leaf: src/protocol/wire.ts -> src/log.ts',
+      'service-not-agent: src/service/seed.ts -> src/broker/store.ts',
       'service-not-agent: src/service/ws.ts -> src/agent/link/link.ts',
+      'shared-leaves-stay-low: src/clock.ts -> src/cloud/client.ts',
       'shared-leaves-stay-low: src/native.ts -> src/service/store.ts',
-      'src-not-tests-or-scripts: src/agent/time/clock.ts -> scripts/bench/stats.ts',
-      'src-not-tests-or-scripts: src/agent/time/clock.ts -> test/helpers/manual-clock.ts',
+      'src-not-tests-or-scripts: src/clock.ts -> scripts/bench/stats.ts',
+      'src-not-tests-or-scripts: src/clock.ts -> test/helpers/manual-clock.ts',
     ]);
     // CI runs the default reporter: it must fail the step and name the rule.
     const r = depcruise(dir);

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import type { TimeReader } from '../../src/agent/time/clock.js';
+import type { TimeReader } from '../../src/clock.js';
 import {
   checkTimeSync,
   DEFAULT_CHRONYC,

@@ -1,4 +1,4 @@
-import { DEFAULT_TIMEOUT_MS } from '../cloud/client.js';
+import { DEFAULT_TIMEOUT_MS } from '../../cloud/client.js';
 import { LINK_DEFAULTS } from '../link/options.js';
 import { TOKEN_BACKOFF } from '../token/backoff.js';
 import { DEFAULT_POLICY } from '../token/policy.js';

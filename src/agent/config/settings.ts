@@ -1,4 +1,4 @@
-import type { CloudSettings } from '../cloud/client.js';
+import type { CloudSettings } from '../../cloud/client.js';
 import type { LinkTunables } from '../link/options.js';
 import type { BackoffSettings } from '../token/backoff.js';
 import { DEFAULT_POLICY, type PolicySettings } from '../token/policy.js';

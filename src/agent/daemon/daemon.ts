@@ -8,7 +8,7 @@ import { LinkSupervisor } from '../link/supervisor.js';
 import { PendingRelay } from '../local/pending-relay.js';
 import { Relay } from '../local/relay.js';
 import { LocalApi } from '../local/server.js';
-import type { Cancel } from '../time/clock.js';
+import type { Cancel } from '../../clock.js';
 import { createNotifier, type Notifier } from './notify.js';
 import { botIdFor, type BoardPaths } from './provisioning.js';
 import { openRuntime, type AgentRuntime, type RuntimeOptions } from './runtime.js';

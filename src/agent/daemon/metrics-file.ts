@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { messageOf } from '../../protocol/errors.js';
-import type { Cancel, Clock } from '../time/clock.js';
+import type { Cancel, Clock } from '../../clock.js';
 import { writeMetricsFile } from './status.js';
 
 /** metricsFile is rewritten this often (DESIGN §3.2); node_exporter reads it at each of its own scrapes. */

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { unixDgram } from '../../native.js';
-import type { Cancel, Clock } from '../time/clock.js';
+import type { Cancel, Clock } from '../../clock.js';
 
 /** sd_notify(3) for a Type=notify unit; every method is a no-op when NOTIFY_SOCKET is unset. */
 export interface Notifier {

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import type { Logger } from 'pino';
 import { BotlinkError, type BotlinkErrorOptions } from '../../protocol/errors.js';
 import type { DeviceType, Identity } from '../../protocol/wire.js';
-import type { Random } from '../time/clock.js';
+import type { Random } from '../../clock.js';
 import { FailureRun } from '../token/failures.js';
 import type { AgentRuntime } from './runtime.js';
 

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import WebSocket, { type RawData } from 'ws';
-import type { Cancel, TimeReader } from '../time/clock.js';
+import type { Cancel, TimeReader } from '../../clock.js';
 import { frameFailure, MAX_FAILURE_BODY, type LinkEnding } from './decide.js';
 import { Heartbeat } from './heartbeat.js';
 import { MAX_CLOUD_BACKLOG_BYTES, type LinkSettings } from './options.js';

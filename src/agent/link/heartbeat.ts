@@ -1,5 +1,5 @@
 import WebSocket from 'ws';
-import type { Cancel } from '../time/clock.js';
+import type { Cancel } from '../../clock.js';
 
 const idle: Cancel = () => undefined;
 

@@ -1,7 +1,7 @@
 import type { LookupFunction } from 'node:net';
 import type { Logger } from 'pino';
 import type { BackoffSettings } from '../token/backoff.js';
-import type { Clock, Random } from '../time/clock.js';
+import type { Clock, Random } from '../../clock.js';
 
 // The link's retry policy: how it waits after each kind of ending (decideLink reads these through LINK_DEFAULTS).
 

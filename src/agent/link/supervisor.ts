@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import type WebSocket from 'ws';
 import { randomUUID } from 'node:crypto';
 import { fixOf, messageOf } from '../../protocol/errors.js';
-import { systemRandom, type Cancel, type Random } from '../time/clock.js';
+import { systemRandom, type Cancel, type Random } from '../../clock.js';
 import type { BackoffState } from '../token/backoff.js';
 import { Attempt } from './attempt.js';
 import { appReconnectMade, withdrawAppReconnect, type AppReconnectCause } from './app-pacing.js';

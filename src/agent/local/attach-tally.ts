@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Cancel, Clock } from '../time/clock.js';
+import type { Cancel, Clock } from '../../clock.js';
 
 /** One line a minute at most: how often apps attached, however many times that was. */
 export const TALLY_WINDOW_MS = 60_000;

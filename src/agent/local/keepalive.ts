@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { ContentType } from '../../protocol/conversation.js';
-import type { Cancel, Clock } from '../time/clock.js';
+import type { Cancel, Clock } from '../../clock.js';
 
 /** The guide asks for a JSON PING about every 30 s (DESIGN §1.7); a protocol-level ping may not count. */
 export const KEEPALIVE_INTERVAL_MS = 30_000;

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type WebSocket from 'ws';
 import type { LinkStateData } from '../../protocol/conversation.js';
-import type { Clock } from '../time/clock.js';
+import type { Clock } from '../../clock.js';
 import { LocalPeer, type PeerKind } from './peer.js';
 import type { ObserverTraffic } from './relay-port.js';
 

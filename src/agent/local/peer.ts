@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import WebSocket, { type RawData } from 'ws';
 import { type LinkStateData, linkStateFrame } from '../../protocol/conversation.js';
-import type { Clock } from '../time/clock.js';
+import type { Clock } from '../../clock.js';
 import { closeWithin, cutAfter } from '../../ws-close.js';
 import { APP_CLOSE_GRACE_MS, stateChanged } from './relay-decide.js';
 

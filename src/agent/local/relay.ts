@@ -5,7 +5,7 @@ import type WebSocket from 'ws';
 import { WebSocketServer } from 'ws';
 import type { LinkStateData } from '../../protocol/conversation.js';
 import type { ConnParams, LinkStateChange, LinkSupervisor, OpenedWith } from '../link/supervisor.js';
-import type { Clock } from '../time/clock.js';
+import type { Clock } from '../../clock.js';
 import { appParams } from './app-params.js';
 import { AttachTally } from './attach-tally.js';
 import { CloudKeepalive } from './keepalive.js';

@@ -3,7 +3,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { messageOf } from '../../protocol/errors.js';
-import type { Cancel, Clock } from '../time/clock.js';
+import type { Cancel, Clock } from '../../clock.js';
 import type { RelayPort } from './relay-port.js';
 import { refuseUpgrade } from './refuse-upgrade.js';
 import { OBSERVE_PATH, VOICE_CHAT_PATH } from '../../protocol/conversation.js';

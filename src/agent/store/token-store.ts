@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { SqliteError } from '../../native.js';
 import { makeFolders } from '../../ownership.js';
-import { systemClock, type TimeReader } from '../time/clock.js';
+import { systemClock, type TimeReader } from '../../clock.js';
 import {
   accessError,
   connect,

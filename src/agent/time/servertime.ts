@@ -1,4 +1,4 @@
-import type { TimeReader } from './clock.js';
+import type { TimeReader } from '../../clock.js';
 
 export interface ServerTimeOptions {
   /** Samples whose request took longer are dropped: the Date was stamped somewhere in too wide a window. */

@@ -1,5 +1,5 @@
 import { BotlinkError } from '../../protocol/errors.js';
-import type { TimeReader } from './clock.js';
+import type { TimeReader } from '../../clock.js';
 import type { ServerTime } from './servertime.js';
 import type { TimeSyncResult } from './timesync.js';
 

@@ -1,6 +1,6 @@
 import { access, constants } from 'node:fs';
 import { delimiter, join } from 'node:path';
-import type { TimeReader } from './clock.js';
+import type { TimeReader } from '../../clock.js';
 
 /** synced: a source says so; unsynced: one says not, or the wall clock is below the floor; unknown: none answered. */
 export type Verdict = 'synced' | 'unsynced' | 'unknown';

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { messageOf } from '../../protocol/errors.js';
-import type { TimeReader } from './clock.js';
+import type { TimeReader } from '../../clock.js';
 import type { ServerTime } from './servertime.js';
 import { chooseSigningTime, FRESH_SAMPLE_MS, needsSample, type SigningTime } from './signingtime.js';
 import type { TimeSyncResult } from './timesync.js';

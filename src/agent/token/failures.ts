@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { toBotlinkError, type BotlinkError, type ErrorCode } from '../../protocol/errors.js';
-import type { Random } from '../time/clock.js';
+import type { Random } from '../../clock.js';
 import { resetBackoff, retryAfter, type BackoffSettings, type BackoffState } from './backoff.js';
 
 /**

@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
 import type { Identity } from '../../protocol/wire.js';
-import type { CloudClient } from '../cloud/client.js';
+import type { CloudClient } from '../../cloud/client.js';
 import type { TokenStore } from '../store/token-store.js';
-import type { Clock, Random } from '../time/clock.js';
+import type { Clock, Random } from '../../clock.js';
 import type { ServerTime } from '../time/servertime.js';
 import type { ClockStatus, TrustedTimeOptions } from '../time/trusted-time.js';
 import type { BackoffSettings } from './backoff.js';

@@ -1,6 +1,6 @@
 import { BotlinkError, messageOf } from '../../protocol/errors.js';
 import { retriesOnSchedule, TOKEN_BACKOFF } from './backoff.js';
-import type { Cancel } from '../time/clock.js';
+import type { Cancel } from '../../clock.js';
 import { PairSaver, SAVE_BACKOFF } from './pair-saver.js';
 import { issuedAt, pairFacts } from './pairs.js';
 import { underRenewLock, type RenewLockDeps } from './renew-lock.js';

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { messageOf } from '../../protocol/errors.js';
 import { nextBackoff, resetBackoff, type BackoffSettings, type BackoffState } from './backoff.js';
-import type { Cancel, Clock, Random } from '../time/clock.js';
+import type { Cancel, Clock, Random } from '../../clock.js';
 import { LAST_SERVER_TIME_KEY, type StoreIdentity, type TokenPair, type TokenStore } from '../store/token-store.js';
 
 export interface PairSaverOptions {

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { acquireLock } from '../store/lock.js';
 import type { TokenStore } from '../store/token-store.js';
-import type { Clock } from '../time/clock.js';
+import type { Clock } from '../../clock.js';
 
 export interface RenewLockDeps {
   store: TokenStore;

@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
 import type { Identity } from '../../protocol/wire.js';
-import type { CloudClient } from '../cloud/client.js';
-import { CloudError } from '../cloud/errors.js';
-import type { TimeReader } from '../time/clock.js';
+import type { CloudClient } from '../../cloud/client.js';
+import { CloudError } from '../../cloud/errors.js';
+import type { TimeReader } from '../../clock.js';
 import type { TrustedTime } from '../time/trusted-time.js';
 import type { TokenPair } from '../store/token-store.js';
 import { refreshedPair, signedPair } from './pairs.js';

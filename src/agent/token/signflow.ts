@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { GetTokenSuccess, Identity } from '../../protocol/wire.js';
-import type { CloudClient } from '../cloud/client.js';
-import { CloudError } from '../cloud/errors.js';
+import type { CloudClient } from '../../cloud/client.js';
+import { CloudError } from '../../cloud/errors.js';
 import { ClockNotTrustedError } from '../time/signingtime.js';
 import type { TrustedTime } from '../time/trusted-time.js';
 

@@ -1,4 +1,4 @@
-import { BotlinkError, type ErrorCode } from '../../protocol/errors.js';
+import { BotlinkError, type ErrorCode } from '../protocol/errors.js';
 
 /** Codes of a call that got no proper answer from the token service: the way to it is what to check. */
 const NETWORK_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([

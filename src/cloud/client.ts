@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { LookupFunction } from 'node:net';
 import type { Dispatcher } from 'undici';
-import type { RetryClass } from '../../protocol/errors.js';
-import { signV2, SIGNATURE_VERSION } from '../../protocol/sign.js';
+import type { RetryClass } from '../protocol/errors.js';
+import { signV2, SIGNATURE_VERSION } from '../protocol/sign.js';
 import {
   identityFieldsOf,
   parseGetTokenResponse,
@@ -12,8 +12,8 @@ import {
   type Identity,
   type RefreshTokenSuccess,
   type RegisterDeviceRequest,
-} from '../../protocol/wire.js';
-import type { Clock } from '../time/clock.js';
+} from '../protocol/wire.js';
+import type { Clock } from '../clock.js';
 import { CloudError, closedError, codeError, networkError, parseOr, statusError } from './errors.js';
 import { createPool, type HttpPool } from './http.js';
 

@@ -1,7 +1,7 @@
 /** The cloud client's errors: each outcome of a call that is not a success, with the retry class that says what comes next. */
 
-import { describeCode } from '../../protocol/codes.js';
-import { BotlinkError, messageOf, WireError, type BotlinkErrorOptions, type ErrorCode, type RetryClass } from '../../protocol/errors.js';
+import { describeCode } from '../protocol/codes.js';
+import { BotlinkError, messageOf, WireError, type BotlinkErrorOptions, type ErrorCode, type RetryClass } from '../protocol/errors.js';
 
 /** Why a cloud call failed; `serviceCode` is the protocol's `code` when the service answered one. */
 export class CloudError extends BotlinkError {
