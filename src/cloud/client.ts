@@ -136,6 +136,7 @@ export class CloudClient {
       'ERR_REGISTER_REFUSED',
       `device registration refused (code ${answer.code}${answer.msg ? `: ${answer.msg}` : ''})`,
       retry,
+      /^\d+$/.test(answer.code) ? { serviceCode: Number(answer.code) } : {},
     );
   }
 

@@ -8,9 +8,9 @@
 import type { LinkState } from '../link/supervisor.js';
 import type { RelayTraffic } from '../local/relay-port.js';
 import type { StatusDoc } from './status.js';
+import { type Family, type Labels, renderMetrics } from '../../exposition.js';
 
-/** The Content-Type of the text format. */
-export const METRICS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
+export { METRICS_CONTENT_TYPE } from '../../exposition.js';
 
 const LINK_STATES: readonly LinkState[] = ['connecting', 'connected', 'backoff', 'displaced', 'stopped'];
 
@@ -24,14 +24,6 @@ export interface MetricsInput {
   local: { requests: readonly { path: string; status: number; count: number }[]; open: number; refused: number };
   /** Wall-clock ms now. */
   now: number;
-}
-
-type Labels = Readonly<Record<string, string>>;
-interface Family {
-  name: string;
-  type: 'counter' | 'gauge';
-  help: string;
-  samples: readonly (readonly [Labels, number])[];
 }
 
 const one = (value: number): [Labels, number][] => [[{}, value]];
@@ -177,27 +169,6 @@ export function metricFamilies(m: MetricsInput): Family[] {
 }
 
 /** The text format 0.0.4: HELP and TYPE before each family's samples, one sample a line, a final newline. */
-export function renderMetrics(families: readonly Family[]): string {
-  const lines: string[] = [];
-  for (const f of families) {
-    lines.push(`# HELP ${f.name} ${f.help.replace(/\\/g, '\\\\').replace(/\n/g, '\\n')}`, `# TYPE ${f.name} ${f.type}`);
-    for (const [labels, value] of f.samples) lines.push(`${f.name}${labelText(labels)} ${numberText(value)}`);
-  }
-  return `${lines.join('\n')}\n`;
-}
-
 export function metricsText(m: MetricsInput): string {
   return renderMetrics(metricFamilies(m));
-}
-
-function labelText(labels: Labels): string {
-  const pairs = Object.entries(labels).map(([k, v]) => `${k}="${v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`);
-  return pairs.length === 0 ? '' : `{${pairs.join(',')}}`;
-}
-
-function numberText(n: number): string {
-  if (Number.isNaN(n)) return 'NaN';
-  if (n === Number.POSITIVE_INFINITY) return '+Inf';
-  if (n === Number.NEGATIVE_INFINITY) return '-Inf';
-  return String(n);
 }
