@@ -101,7 +101,7 @@ export function createDeviceKey(path: string): DeviceKey {
   const dir = dirname(path);
   const tmp = join(dir, `.${basename(path)}.${randomBytes(6).toString('hex')}.tmp`);
   const { privateKey } = generateKeyPairSync('ed25519');
-  const pem = privateKey.export({ type: 'pkcs8', format: 'pem' });
+  const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
   try {
     makeFolders(dir, 0o700);
     writeDurably(tmp, pem);
