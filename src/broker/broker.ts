@@ -1,0 +1,115 @@
+/**
+ * `botlink broker` put together (DESIGN §3.7): store, keys, the cloud client that alone holds the
+ * account secret, the gate, the token issuer and the HTTP(S) front. start() → listening; close() → all ends.
+ */
+import { readFileSync } from 'node:fs';
+import { createServer as createHttpServer, type Server } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import { CloudClient } from '../cloud/client.js';
+import type { Cancel, Clock } from '../clock.js';
+import { messageOf } from '../protocol/errors.js';
+import { CloudGate } from './cloud-gate.js';
+import { BrokerConfigError, type BrokerConfig } from './config.js';
+import type { BrokerContext } from './context.js';
+import { brokerKeys, readAccountSecret, readTokenKey } from './keys.js';
+import { BrokerMetrics } from './metrics.js';
+import { createListener } from './server.js';
+import { openStore } from './store/open.js';
+import type { BrokerStore } from './store/types.js';
+import { TokenIssuer } from './tokens.js';
+import { VendorTokens } from './vendor-tokens.js';
+
+/** Waiting cloud calls per replica past the in-flight cap; beyond it a request is told 503 at once. */
+const MAX_QUEUED_CLOUD_CALLS = 100_000;
+const SWEEP_MS = 60_000;
+/** Rate windows are at most an hour long: older ones count for nothing. */
+const KEEP_WINDOWS_MS = 2 * 3_600_000;
+/** A client has this long to send its headers, and this long for the whole request: slow bodies end. */
+const HEADERS_TIMEOUT_MS = 10_000;
+const REQUEST_TIMEOUT_MS = 15_000;
+
+export interface BrokerDeps {
+  config: BrokerConfig;
+  clock: Clock;
+  log: Logger;
+}
+
+export interface RunningBroker {
+  url: string;
+  store: BrokerStore;
+  close(): Promise<void>;
+}
+
+export async function startBroker({ config, clock, log }: BrokerDeps): Promise<RunningBroker> {
+  const keys = brokerKeys(readTokenKey(config.tokenKeyFile));
+  const secret = readAccountSecret(config.secretKeyFile);
+  const tls = config.tls === null ? undefined : readTls(config.tls);
+  const store = await openStore(config.store, { wallNow: () => clock.wallNow() });
+  const cloud = new CloudClient({ baseUrl: config.baseUrl, accessKeyId: config.accessKeyId, secretKey: { reveal: () => secret }, clock });
+  const gate = new CloudGate(config.limits.cloudConcurrency, MAX_QUEUED_CLOUD_CALLS);
+  const ctx: BrokerContext = {
+    store,
+    keys,
+    cloud,
+    gate,
+    issuer: new TokenIssuer({ store, keys, cloud, gate, clock }),
+    vendors: new VendorTokens(cloud, gate, clock),
+    clock,
+    limits: config.limits,
+    metrics: new BrokerMetrics(),
+    audit: log,
+  };
+  const listener = createListener({ ctx, log, trustedProxies: new Set(config.trustedProxies) });
+  const server: Server = tls ? createHttpsServer(tls, listener) : createHttpServer(listener);
+  server.headersTimeout = HEADERS_TIMEOUT_MS;
+  server.requestTimeout = REQUEST_TIMEOUT_MS;
+  try {
+    await listen(server, config.listen.host, config.listen.port);
+  } catch (err) {
+    await Promise.all([store.close(), cloud.close()]);
+    throw err;
+  }
+  let cancelSweep: Cancel = () => undefined;
+  const sweep = (): void => {
+    store.sweep(clock.wallNow() - KEEP_WINDOWS_MS).catch((err: unknown) => log.warn({ err: messageOf(err) }, 'sweeping old nonces failed'));
+    cancelSweep = clock.setTimer(SWEEP_MS, sweep);
+  };
+  cancelSweep = clock.setTimer(SWEEP_MS, sweep);
+  const { port } = server.address() as AddressInfo;
+  const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host;
+  return {
+    url: `${tls ? 'https' : 'http'}://${host}:${port}`,
+    store,
+    async close() {
+      cancelSweep();
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      await Promise.all([cloud.close(), store.close()]);
+    },
+  };
+}
+
+function readTls(files: { certFile: string; keyFile: string }): { cert: Buffer; key: Buffer } {
+  const read = (file: string, key: string): Buffer => {
+    try {
+      return readFileSync(file);
+    } catch (err) {
+      throw new BrokerConfigError(key, `cannot read ${file} (${messageOf(err)})`);
+    }
+  };
+  return { cert: read(files.certFile, 'tlsCertFile'), key: read(files.keyFile, 'tlsKeyFile') };
+}
+
+function listen(server: Server, host: string, port: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}

@@ -1,0 +1,204 @@
+/** The broker's configuration (DESIGN §3.7): a JSON file, each key overridable by BOTLINK_BROKER_<KEY>. */
+import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
+import { join } from 'node:path';
+import { BotlinkError, type BotlinkErrorOptions, messageOf } from '../protocol/errors.js';
+
+export const DEFAULT_CONFIG_FILE = '/etc/botlink-broker/config.json';
+export const DEFAULT_STORE = 'sqlite:/var/lib/botlink-broker/broker.db';
+
+/** A configuration problem; `key` names the offending key ('config' for the file as a whole). */
+export class BrokerConfigError extends BotlinkError {
+  readonly key: string;
+
+  constructor(key: string, message: string, options?: BotlinkErrorOptions) {
+    super('ERR_CONFIG', message, 'needs-config', options);
+    this.key = key;
+  }
+}
+
+export interface BrokerLimits {
+  /** Token requests per device key and hour. */
+  deviceTokensPerHour: number;
+  /** Enrollment attempts per code and minute. */
+  enrollPerMinute: number;
+  /** Attempts with a code that does not exist, per source address (IPv6 by /64) and minute. */
+  unknownCodePerMinute: number;
+  /** Cloud calls in flight per replica; more wait in a queue. */
+  cloudConcurrency: number;
+}
+
+export interface BrokerConfig {
+  listen: { host: string; port: number };
+  baseUrl: string;
+  accessKeyId: string;
+  secretKeyFile: string;
+  store: string;
+  tls: { certFile: string; keyFile: string } | null;
+  trustedProxies: string[];
+  tokenKeyFile: string;
+  logFile: string;
+  logLevel: string;
+  limits: BrokerLimits;
+}
+
+type Raw = Record<string, unknown>;
+
+const KEYS = [
+  'listen',
+  'baseUrl',
+  'accessKeyId',
+  'secretKeyFile',
+  'store',
+  'tlsCertFile',
+  'tlsKeyFile',
+  'trustedProxies',
+  'tokenKeyFile',
+  'logFile',
+  'logLevel',
+  'deviceTokensPerHour',
+  'enrollPerMinute',
+  'cloudConcurrency',
+] as const;
+type Key = (typeof KEYS)[number];
+
+const NUMBER_KEYS: ReadonlySet<Key> = new Set(['deviceTokensPerHour', 'enrollPerMinute', 'cloudConcurrency']);
+const LEVELS = new Set(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
+/** The agent's own variables share the prefix: they are not the broker's, so they are ignored. */
+const AGENT_VARS = new Set(['BOTLINK_BROKER_URL', 'BOTLINK_BROKER_CA_FILE', 'BOTLINK_BROKER_CONFIG']);
+const ENV_PREFIX = 'BOTLINK_BROKER_';
+
+export function envName(key: Key): string {
+  return ENV_PREFIX + key.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase();
+}
+
+/** The config file to read: --config, else BOTLINK_BROKER_CONFIG, else the default. */
+export function configFileFor(flag: string | undefined, env: NodeJS.ProcessEnv): string {
+  return flag ?? env['BOTLINK_BROKER_CONFIG'] ?? DEFAULT_CONFIG_FILE;
+}
+
+export function loadBrokerConfig(file: string, env: NodeJS.ProcessEnv): BrokerConfig {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new BrokerConfigError('config', `cannot read the broker config ${file} (${messageOf(err)})`, {
+      fix: `create ${file}, or name another with --config or BOTLINK_BROKER_CONFIG`,
+    });
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (err) {
+    throw new BrokerConfigError('config', `${file} is not valid JSON (${messageOf(err)})`);
+  }
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
+    throw new BrokerConfigError('config', `${file} must hold one JSON object`);
+  return parseBrokerConfig({ ...(raw as Raw), ...fromEnv(env) }, env);
+}
+
+function fromEnv(env: NodeJS.ProcessEnv): Raw {
+  const byName = new Map(KEYS.map((k) => [envName(k), k]));
+  const out: Raw = {};
+  for (const [name, value] of Object.entries(env)) {
+    if (!name.startsWith(ENV_PREFIX) || AGENT_VARS.has(name) || value === undefined) continue;
+    const key = byName.get(name);
+    if (key === undefined) throw new BrokerConfigError(name, `unknown variable ${name}: the broker's keys are ${KEYS.join(', ')}`);
+    out[key] = key === 'trustedProxies' ? value.split(',').filter((s) => s !== '') : NUMBER_KEYS.has(key) ? Number(value) : value;
+  }
+  return out;
+}
+
+export function parseBrokerConfig(raw: Raw, env: NodeJS.ProcessEnv): BrokerConfig {
+  for (const key of Object.keys(raw)) {
+    if (!(KEYS as readonly string[]).includes(key)) throw new BrokerConfigError(key, `unknown key "${key}" in the broker config`);
+  }
+  const credentials = env['CREDENTIALS_DIRECTORY'];
+  const str = (key: Key, fallback?: string): string => {
+    const value = raw[key] ?? fallback;
+    if (typeof value !== 'string' || value === '') {
+      throw new BrokerConfigError(key, `${key} is required and must be a non-empty string`);
+    }
+    return value;
+  };
+  const credential = (key: Key, name: string): string => {
+    if (raw[key] === undefined && credentials === undefined) {
+      throw new BrokerConfigError(key, `${key} is not set and there is no $CREDENTIALS_DIRECTORY to find ${name} in`, {
+        fix: `set ${key} in the config (or ${envName(key)}), or pass the file as a systemd credential named ${name}`,
+      });
+    }
+    return str(key, credentials === undefined ? undefined : join(credentials, name));
+  };
+  const count = (key: Key, fallback: number): number => {
+    const value = raw[key] ?? fallback;
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < 1)
+      throw new BrokerConfigError(key, `${key} must be a whole number ≥ 1`);
+    return value;
+  };
+
+  const listen = parseListen(str('listen'));
+  const baseUrl = parseHttpUrl('baseUrl', str('baseUrl'));
+  const certFile = raw['tlsCertFile'];
+  const keyFile = raw['tlsKeyFile'];
+  if ((certFile === undefined) !== (keyFile === undefined)) {
+    throw new BrokerConfigError(certFile === undefined ? 'tlsCertFile' : 'tlsKeyFile', 'tlsCertFile and tlsKeyFile go together');
+  }
+  const tls = certFile === undefined ? null : { certFile: str('tlsCertFile'), keyFile: str('tlsKeyFile') };
+  if (tls === null && !isLoopback(listen.host)) {
+    throw new BrokerConfigError('listen', `plain http is only for loopback, and listen is ${listen.host}`, {
+      fix: 'set tlsCertFile and tlsKeyFile, or listen on 127.0.0.1 behind a TLS proxy',
+    });
+  }
+  const proxies = raw['trustedProxies'] ?? [];
+  if (!Array.isArray(proxies) || proxies.some((p) => typeof p !== 'string' || isIP(p) === 0)) {
+    throw new BrokerConfigError('trustedProxies', 'trustedProxies must be a list of IP addresses');
+  }
+  const logLevel = str('logLevel', 'info');
+  if (!LEVELS.has(logLevel)) throw new BrokerConfigError('logLevel', `logLevel must be one of ${[...LEVELS].join(', ')}`);
+  const store = str('store', DEFAULT_STORE);
+  if (!/^(sqlite:.+|postgres(ql)?:\/\/.+)$/.test(store)) {
+    throw new BrokerConfigError('store', 'store must be sqlite:PATH or a postgres:// URL');
+  }
+  return {
+    listen,
+    baseUrl,
+    accessKeyId: str('accessKeyId'),
+    secretKeyFile: credential('secretKeyFile', 'secret-key'),
+    store,
+    tls,
+    trustedProxies: proxies as string[],
+    tokenKeyFile: credential('tokenKeyFile', 'token-key'),
+    logFile: str('logFile', '-'),
+    logLevel,
+    limits: {
+      deviceTokensPerHour: count('deviceTokensPerHour', 12),
+      enrollPerMinute: count('enrollPerMinute', 5),
+      unknownCodePerMinute: 30,
+      cloudConcurrency: count('cloudConcurrency', 8),
+    },
+  };
+}
+
+function parseListen(value: string): { host: string; port: number } {
+  const m = /^(\[[0-9a-fA-F:.]+\]|[^:[\]]+):(\d{1,5})$/.exec(value);
+  const port = Number(m?.[2]);
+  if (!m || port > 65535) throw new BrokerConfigError('listen', `listen must be host:port (port 0 picks one), got "${value}"`);
+  return { host: (m[1] ?? '').replace(/^\[|\]$/g, ''), port };
+}
+
+function parseHttpUrl(key: Key, value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new BrokerConfigError(key, `${key} is not a URL: "${value}"`);
+  }
+  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && isLoopback(url.hostname.replace(/^\[|\]$/g, '')))) {
+    throw new BrokerConfigError(key, `${key} must be https (http only on loopback), got ${url.protocol}`);
+  }
+  return value;
+}
+
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
+}

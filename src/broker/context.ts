@@ -1,0 +1,41 @@
+/** What every route of the broker works with, built once by broker.ts. */
+import type { Logger } from 'pino';
+import type { CloudClient } from '../cloud/client.js';
+import type { Clock } from '../clock.js';
+import type { CloudGate } from './cloud-gate.js';
+import type { BrokerLimits } from './config.js';
+import type { BrokerKeys } from './keys.js';
+import type { BrokerMetrics } from './metrics.js';
+import type { TokenIssuer } from './tokens.js';
+import type { BrokerStore } from './store/types.js';
+import type { VendorTokens } from './vendor-tokens.js';
+
+export interface BrokerContext {
+  store: BrokerStore;
+  keys: BrokerKeys;
+  cloud: CloudClient;
+  gate: CloudGate;
+  issuer: TokenIssuer;
+  vendors: VendorTokens;
+  clock: Clock;
+  limits: BrokerLimits;
+  metrics: BrokerMetrics;
+  /** Audit lines: botId, keyId, source address, outcome — never a token, a code or a key. */
+  audit: Logger;
+}
+
+/** A request to a route once its body is read: who sent it, and from where (a trusted proxy's client). */
+export interface RouteRequest {
+  method: string;
+  path: string;
+  authorization: string | undefined;
+  raw: Buffer;
+  source: string;
+}
+
+export interface RouteAnswer {
+  status: number;
+  body: unknown;
+}
+
+export type Route = (ctx: BrokerContext, req: RouteRequest) => Promise<RouteAnswer>;

@@ -1,0 +1,88 @@
+/** GET /metrics of the broker (DESIGN §3.7): names botlink_broker_*, labels from closed sets only — no botId, key, code or token. */
+import { type Family, renderMetrics } from '../exposition.js';
+import type { GateStats } from './cloud-gate.js';
+import type { RefusalCode } from './refusal.js';
+import type { CodeKind } from './store/types.js';
+
+export const ROUTE_NAMES = ['enroll', 'token', 'rotate', 'health', 'metrics', 'other'] as const;
+export type RouteName = (typeof ROUTE_NAMES)[number];
+type Outcome = 'ok' | RefusalCode | 'error';
+const SOURCES = ['cache', 'refresh', 'sign'] as const;
+const KINDS: readonly CodeKind[] = ['plain', 'adopt', 'replace'];
+const LIMITS = ['key', 'code', 'addr'] as const;
+
+export class BrokerMetrics {
+  readonly #requests = new Map<string, number>();
+  readonly #issued = new Map<string, number>();
+  readonly #enrolled = new Map<string, number>();
+  readonly #limited = new Map<string, number>();
+
+  request(route: RouteName, outcome: Outcome): void {
+    const key = `${route}\u0000${outcome}`;
+    this.#requests.set(key, (this.#requests.get(key) ?? 0) + 1);
+  }
+
+  issued(source: (typeof SOURCES)[number]): void {
+    this.#issued.set(source, (this.#issued.get(source) ?? 0) + 1);
+  }
+
+  enrolled(kind: CodeKind): void {
+    this.#enrolled.set(kind, (this.#enrolled.get(kind) ?? 0) + 1);
+  }
+
+  rateLimited(limit: string): void {
+    if ((LIMITS as readonly string[]).includes(limit)) this.#limited.set(limit, (this.#limited.get(limit) ?? 0) + 1);
+  }
+
+  text(gate: GateStats, store: string): string {
+    const families: Family[] = [
+      {
+        name: 'botlink_broker_requests_total',
+        type: 'counter',
+        help: 'Requests answered, by route and outcome (ok, or the refusal code).',
+        samples: [...this.#requests].sort().map(([k, n]) => {
+          const [route = '', outcome = ''] = k.split('\u0000');
+          return [{ route, outcome }, n] as const;
+        }),
+      },
+      {
+        name: 'botlink_broker_tokens_issued_total',
+        type: 'counter',
+        help: 'Access tokens handed to devices, by where they came from.',
+        samples: SOURCES.map((s) => [{ source: s }, this.#issued.get(s) ?? 0] as const),
+      },
+      {
+        name: 'botlink_broker_enrollments_total',
+        type: 'counter',
+        help: 'Devices enrolled, by the kind of admission (pre-authorised ones count as plain).',
+        samples: KINDS.map((k) => [{ kind: k }, this.#enrolled.get(k) ?? 0] as const),
+      },
+      {
+        name: 'botlink_broker_rate_limited_total',
+        type: 'counter',
+        help: 'Requests refused by a rate limit, by limit (key: tokens per device, code: enroll per code, addr: unknown codes per address).',
+        samples: LIMITS.map((l) => [{ limit: l }, this.#limited.get(l) ?? 0] as const),
+      },
+      {
+        name: 'botlink_broker_cloud_in_flight',
+        type: 'gauge',
+        help: 'Cloud calls in flight in this replica.',
+        samples: [[{}, gate.inFlight]],
+      },
+      {
+        name: 'botlink_broker_cloud_queued',
+        type: 'gauge',
+        help: 'Cloud calls waiting for a slot in this replica.',
+        samples: [[{}, gate.queued]],
+      },
+      {
+        name: 'botlink_broker_cloud_in_flight_peak',
+        type: 'gauge',
+        help: 'The most cloud calls this replica has had in flight at once.',
+        samples: [[{}, gate.peakInFlight]],
+      },
+      { name: 'botlink_broker_store_info', type: 'gauge', help: 'The store this replica uses.', samples: [[{ store }, 1]] },
+    ];
+    return renderMetrics(families);
+  }
+}

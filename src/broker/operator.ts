@@ -1,0 +1,93 @@
+/**
+ * The operator's actions on the broker's store (DESIGN §3.7 `broker code | devices | revoke | preauth`),
+ * apart from the command line that parses their flags and prints their results.
+ */
+import { publicKeyFromWire } from '../protocol/device-sig.js';
+import { BotlinkError, messageOf } from '../protocol/errors.js';
+import { newCode, normaliseCode } from './codes.js';
+import type { BrokerKeys } from './keys.js';
+import type { BrokerStore, CodeKind, DeviceListing, PreauthRow } from './store/types.js';
+
+export const DEFAULT_CODE_USES = 1;
+export const DEFAULT_CODE_TTL_S = 24 * 3600;
+
+/** Operator input the broker cannot act on: exit 65, the message names the line or the flag. */
+export class OperatorInputError extends BotlinkError {
+  constructor(message: string) {
+    super('ERR_CONFIG', message, 'fatal');
+  }
+}
+
+export interface CodeRequest {
+  vendorId: string;
+  deviceId: string | undefined;
+  uses: number;
+  ttlS: number;
+  kind: CodeKind;
+}
+
+export interface IssuedCode {
+  code: string;
+  expiresAt: number;
+  uses: number;
+}
+
+export async function createCode(store: BrokerStore, keys: BrokerKeys, req: CodeRequest, now: number): Promise<IssuedCode> {
+  if (req.kind !== 'plain' && req.deviceId === undefined)
+    throw new OperatorInputError(`a --${req.kind} code must be bound to one device: add --device-id SN`);
+  if (req.kind !== 'plain' && req.uses !== 1) throw new OperatorInputError(`a --${req.kind} code is single-use: drop --uses`);
+  const code = newCode();
+  const expiresAt = now + req.ttlS * 1000;
+  await store.addCode({
+    hmac: keys.codeHmac(normaliseCode(code) as string),
+    vendorId: req.vendorId,
+    kind: req.kind,
+    deviceId: req.deviceId ?? null,
+    usesLeft: req.uses,
+    expiresAt,
+    createdAt: now,
+  });
+  return { code, expiresAt, uses: req.uses };
+}
+
+export function listDevices(store: BrokerStore): Promise<DeviceListing[]> {
+  return store.listDevices();
+}
+
+/** Revokes the botId's key; an unknown botId is an input error, not a silent success. */
+export async function revoke(store: BrokerStore, botId: string, now: number): Promise<number> {
+  const revoked = await store.revoke(botId, now);
+  if (revoked === 0 && !(await store.findDeviceByBotId(botId)))
+    throw new OperatorInputError(`no device with botId ${botId} is known to this broker`);
+  return revoked;
+}
+
+/** Lines `deviceId,publicKey` (blank lines and # comments skipped); every line is checked before any is stored. */
+export function parsePreauth(text: string, vendorId: string, now: number): PreauthRow[] {
+  const rows: PreauthRow[] = [];
+  const seen = new Set<string>();
+  text.split(/\r?\n/).forEach((line, i) => {
+    const trimmed = line.trim();
+    if (trimmed === '' || trimmed.startsWith('#')) return;
+    const m = /^([^,\s]{1,128}),([A-Za-z0-9_-]{43})$/.exec(trimmed);
+    if (!m) throw new OperatorInputError(`line ${i + 1}: expected deviceId,publicKey (base64url of 32 bytes)`);
+    const [, deviceId = '', publicKey = ''] = m;
+    let keyId: string;
+    try {
+      ({ keyId } = publicKeyFromWire(publicKey));
+    } catch (err) {
+      throw new OperatorInputError(`line ${i + 1}: ${messageOf(err)}`);
+    }
+    if (seen.has(deviceId)) throw new OperatorInputError(`line ${i + 1}: deviceId ${deviceId} appears twice`);
+    seen.add(deviceId);
+    rows.push({ keyId, publicKey, deviceId, vendorId, createdAt: now });
+  });
+  if (rows.length === 0) throw new OperatorInputError('no deviceId,publicKey lines in the file');
+  return rows;
+}
+
+export async function preauthorize(store: BrokerStore, rows: readonly PreauthRow[]): Promise<number> {
+  const result = await store.addPreauth(rows);
+  if ('conflict' in result) throw new OperatorInputError(`deviceId ${result.conflict} is enrolled or pre-authorised already`);
+  return result.added;
+}

@@ -1,0 +1,149 @@
+/**
+ * The broker's HTTP(S) front (DESIGN §3.7): routes, bodies of at most 16 KiB read with a deadline,
+ * JSON answers that always carry Date, and every failure as `{code, msg}` with its status.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { isIP } from 'node:net';
+import type { Logger } from 'pino';
+import { messageOf } from '../protocol/errors.js';
+import type { BrokerContext, Route, RouteRequest } from './context.js';
+import type { RouteName } from './metrics.js';
+import { Refusal } from './refusal.js';
+import { enroll } from './routes/enroll.js';
+import { rotate } from './routes/rotate.js';
+import { token } from './routes/token.js';
+import { METRICS_CONTENT_TYPE } from '../exposition.js';
+
+export const BODY_LIMIT = 16 * 1024;
+
+const SIGNED: ReadonlyMap<string, { name: RouteName; route: Route }> = new Map([
+  ['/v1/enroll', { name: 'enroll', route: enroll }],
+  ['/v1/token', { name: 'token', route: token }],
+  ['/v1/rotate', { name: 'rotate', route: rotate }],
+]);
+
+export interface FrontDeps {
+  ctx: BrokerContext;
+  log: Logger;
+  trustedProxies: ReadonlySet<string>;
+}
+
+export function createListener(deps: FrontDeps): (req: IncomingMessage, res: ServerResponse) => void {
+  return (req, res) => {
+    let name: RouteName = 'other';
+    handle(deps, req, res, (n) => {
+      name = n;
+    }).then(
+      (outcome) => deps.ctx.metrics.request(name, outcome),
+      (err: unknown) => {
+        const refusal = err instanceof Refusal ? err : undefined;
+        deps.ctx.metrics.request(name, refusal ? refusal.code : 'error');
+        if (!refusal) deps.log.error({ err: messageOf(err), route: name }, 'request failed');
+        if (res.headersSent) return void res.destroy();
+        if (refusal)
+          return send(deps, res, refusal.status, { code: refusal.code, msg: refusal.message, ...refusal.extra }, retryAfter(refusal));
+        send(deps, res, 500, { code: 'internal', msg: 'the broker failed; see its log' });
+      },
+    );
+  };
+}
+
+async function handle(deps: FrontDeps, req: IncomingMessage, res: ServerResponse, named: (n: RouteName) => void): Promise<'ok'> {
+  const url = req.url ?? '/';
+  const [path = '/'] = url.split('?', 1);
+  if (path === '/v1/health' || path === '/metrics') {
+    named(path === '/metrics' ? 'metrics' : 'health');
+    if (req.method !== 'GET' && req.method !== 'HEAD') throw new Refusal('bad-request', 'GET only');
+    if (path === '/metrics') {
+      const text = deps.ctx.metrics.text(deps.ctx.gate.stats(), deps.ctx.store.kind);
+      sendRaw(deps, res, 200, METRICS_CONTENT_TYPE, text);
+    } else send(deps, res, 200, { ok: true, store: deps.ctx.store.kind });
+    return 'ok';
+  }
+  const signed = SIGNED.get(path);
+  if (!signed) throw new Refusal('not-found', `no route ${path}`);
+  named(signed.name);
+  if (req.method !== 'POST') throw new Refusal('bad-request', `${path} takes POST`);
+  if (url !== path) throw new Refusal('bad-request', 'a query string is not allowed');
+  const type = (req.headers['content-type'] ?? '').split(';', 1)[0]?.trim().toLowerCase();
+  if (type !== 'application/json') throw new Refusal('bad-request', 'Content-Type must be application/json');
+  const raw = await readBody(req);
+  const request: RouteRequest = {
+    method: 'POST',
+    path,
+    authorization: req.headers.authorization,
+    raw,
+    source: sourceOf(req, deps.trustedProxies),
+  };
+  const answer = await signed.route(deps.ctx, request);
+  send(deps, res, answer.status, answer.body);
+  return 'ok';
+}
+
+/** The body, or a Refusal 'too-large' as soon as it is known to pass the limit (the connection closes after the answer). */
+function readBody(req: IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    if (Number(req.headers['content-length']) > BODY_LIMIT) return reject(tooLarge());
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > BODY_LIMIT) {
+        req.removeAllListeners('data');
+        req.pause();
+        reject(tooLarge());
+      } else chunks.push(chunk);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+function tooLarge(): Refusal {
+  return new Refusal('too-large', `the body is larger than ${BODY_LIMIT} bytes`);
+}
+
+/** The client's address: the socket's, or — when the socket is a trusted proxy — the last address it was not told by another trusted proxy. */
+export function sourceOf(req: IncomingMessage, trusted: ReadonlySet<string>): string {
+  const peer = (req.socket.remoteAddress ?? '').replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, '');
+  if (!trusted.has(peer)) return peer;
+  const chain = String(req.headers['x-forwarded-for'] ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => isIP(s) !== 0);
+  for (let i = chain.length - 1; i >= 0; i--) {
+    const hop = chain[i] as string;
+    if (!trusted.has(hop)) return hop;
+  }
+  return peer;
+}
+
+function retryAfter(refusal: Refusal): Record<string, string> {
+  return refusal.retryAfterS === undefined ? {} : { 'Retry-After': String(refusal.retryAfterS) };
+}
+
+function send(deps: FrontDeps, res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  sendRaw(deps, res, status, 'application/json; charset=utf-8', JSON.stringify(body), headers);
+}
+
+/** Date comes from the broker's clock: the device reads it as the broker's time (DESIGN §3.7). */
+function sendRaw(
+  deps: FrontDeps,
+  res: ServerResponse,
+  status: number,
+  type: string,
+  payload: string,
+  headers: Record<string, string> = {},
+): void {
+  // A body the broker did not read keeps the connection in an unknown state: close it after the answer.
+  const unread = !res.req.complete;
+  res.writeHead(status, {
+    ...headers,
+    ...(unread ? { Connection: 'close' } : {}),
+    'Content-Type': type,
+    'Content-Length': Buffer.byteLength(payload),
+    'Cache-Control': 'no-store',
+    Date: new Date(deps.ctx.clock.wallNow()).toUTCString(),
+  });
+  res.end(payload);
+}

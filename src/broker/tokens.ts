@@ -1,0 +1,116 @@
+/**
+ * Access tokens on the devices' behalf (DESIGN §3.7): from the cache while enough life is left, else
+ * renewed with the refresh token, else signed again — one cloud call per botId at a time, across
+ * replicas. The device never sees a refresh token; both tokens are sealed at rest.
+ */
+import type { CloudClient } from '../cloud/client.js';
+import type { GetTokenSuccess } from '../protocol/wire.js';
+import { CloudError } from '../cloud/errors.js';
+import type { Clock } from '../clock.js';
+import type { CloudGate } from './cloud-gate.js';
+import type { BrokerKeys } from './keys.js';
+import { Refusal } from './refusal.js';
+import type { BrokerStore, TokenRow } from './store/types.js';
+
+export const DEFAULT_MIN_VALIDITY_S = 1800;
+/** Sign again rather than refresh once the refresh token has less than this left (DESIGN §1.6). */
+const REFRESH_MARGIN_MS = 24 * 3600 * 1000;
+
+export interface IssuedToken {
+  accessToken: string;
+  expireIn: number;
+  expiresAt: number;
+  source: 'cache' | 'refresh' | 'sign';
+}
+
+export interface TokenIssuerDeps {
+  store: BrokerStore;
+  keys: BrokerKeys;
+  cloud: CloudClient;
+  gate: CloudGate;
+  clock: Clock;
+}
+
+/** Whether `row` still has more than `minValidityS` (capped at half its lifetime) left at `now`. */
+export function cacheServes(row: TokenRow | undefined, minValidityS: number, now: number): row is TokenRow {
+  if (row === undefined) return false;
+  const needS = Math.min(minValidityS, row.accessLifetimeS / 2);
+  return row.accessExpiresAt - now > needS * 1000;
+}
+
+export class TokenIssuer {
+  readonly #d: TokenIssuerDeps;
+
+  constructor(deps: TokenIssuerDeps) {
+    this.#d = deps;
+  }
+
+  async issue(botId: string, minValidityS: number): Promise<IssuedToken> {
+    const cached = await this.#fromCache(botId, minValidityS);
+    if (cached) return cached;
+    return this.#d.store.withBotLock(botId, async () => (await this.#fromCache(botId, minValidityS)) ?? this.#renew(botId));
+  }
+
+  async #fromCache(botId: string, minValidityS: number): Promise<IssuedToken | undefined> {
+    const row = await this.#d.store.readToken(botId);
+    const now = this.#d.clock.wallNow();
+    if (!cacheServes(row, minValidityS, now)) return undefined;
+    return {
+      accessToken: this.#d.keys.open(row.accessSealed),
+      expireIn: Math.floor((row.accessExpiresAt - now) / 1000),
+      expiresAt: row.accessExpiresAt,
+      source: 'cache',
+    };
+  }
+
+  async #renew(botId: string): Promise<IssuedToken> {
+    const { store, keys, cloud, gate, clock } = this.#d;
+    const row = await store.readToken(botId);
+    const identity = { kind: 'bot', id: botId } as const;
+    if (row?.refreshSealed && row.refreshExpiresAt !== null && row.refreshExpiresAt - clock.wallNow() > REFRESH_MARGIN_MS) {
+      try {
+        const fresh = await gate.run(() => cloud.refreshToken(identity, keys.open(row.refreshSealed as Buffer)));
+        const now = clock.wallNow();
+        const expiresAt = now + fresh.expireIn * 1000;
+        await store.writeToken({
+          ...row,
+          accessSealed: keys.seal(fresh.accessToken),
+          accessExpiresAt: expiresAt,
+          accessLifetimeS: fresh.expireIn,
+          updatedAt: now,
+        });
+        return { accessToken: fresh.accessToken, expireIn: fresh.expireIn, expiresAt, source: 'refresh' };
+      } catch (err) {
+        // A refused refresh means "sign again" (DESIGN §1.3); an unreachable cloud is the same failure either way.
+        if (!(err instanceof CloudError && err.code === 'ERR_REFRESH_REFUSED')) throw cloudRefusal(err);
+      }
+    }
+    let pair: GetTokenSuccess;
+    try {
+      pair = await gate.run(() => cloud.getToken(identity, clock.wallNow()));
+    } catch (err) {
+      throw cloudRefusal(err);
+    }
+    const now = clock.wallNow();
+    const expiresAt = now + pair.expireIn * 1000;
+    await store.writeToken({
+      botId,
+      accessSealed: keys.seal(pair.accessToken),
+      accessExpiresAt: expiresAt,
+      accessLifetimeS: pair.expireIn,
+      refreshSealed: keys.seal(pair.refreshToken),
+      refreshExpiresAt: now + pair.refreshExpireIn * 1000,
+      updatedAt: now,
+    });
+    return { accessToken: pair.accessToken, expireIn: pair.expireIn, expiresAt, source: 'sign' };
+  }
+}
+
+/** A failed cloud call as the device is told of it: the cloud's refusal (502) or its absence (503). */
+export function cloudRefusal(err: unknown): Refusal {
+  if (err instanceof Refusal) return err;
+  if (err instanceof CloudError && err.serviceCode !== undefined) {
+    return new Refusal('cloud-refused', `the cloud refused (code ${err.serviceCode})`, { extra: { cloudCode: err.serviceCode } });
+  }
+  return new Refusal('cloud-unreachable', 'the cloud cannot be reached now', { retryAfterS: 10 });
+}
