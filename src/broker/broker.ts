@@ -46,7 +46,7 @@ export async function startBroker({ config, clock, log }: BrokerDeps): Promise<R
   const keys = brokerKeys(readTokenKey(config.tokenKeyFile));
   const secret = readAccountSecret(config.secretKeyFile);
   const tls = config.tls === null ? undefined : readTls(config.tls);
-  const store = await openStore(config.store, { wallNow: () => clock.wallNow() });
+  const store = await openStore(config.store, { clock });
   const cloud = new CloudClient({ baseUrl: config.baseUrl, accessKeyId: config.accessKeyId, secretKey: { reveal: () => secret }, clock });
   const gate = new CloudGate(config.limits.cloudConcurrency, MAX_QUEUED_CLOUD_CALLS);
   const ctx: BrokerContext = {

@@ -23,7 +23,7 @@ export function readTokenKey(file: string): Buffer {
   try {
     raw = readFileSync(file);
   } catch (err) {
-    throw new BrokerConfigError('tokenKeyFile', `cannot read the token key ${file} (${messageOf(err)})`, {
+    throw new BrokerConfigError('tokenKeyFile', `cannot read tokenKeyFile ${file} (${messageOf(err)})`, {
       fix: `make one on the broker's host, away from the store: \`head -c 32 /dev/urandom > ${file} && chmod 600 ${file}\` (the same file on every replica)`,
     });
   }
@@ -40,7 +40,7 @@ export function readAccountSecret(file: string): string {
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
-    throw new BrokerConfigError('secretKeyFile', `cannot read the account secret ${file} (${messageOf(err)})`, {
+    throw new BrokerConfigError('secretKeyFile', `cannot read secretKeyFile ${file} (${messageOf(err)})`, {
       fix: 'point secretKeyFile at the file that holds the SecretKey, or pass it as the systemd credential secret-key',
     });
   }

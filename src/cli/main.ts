@@ -15,6 +15,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   chat: async () => (await import('./chat.js')).chat,
   logs: async () => (await import('./logs.js')).logs,
   watch: async () => (await import('./watch.js')).watch,
+  broker: async () => (await import('./broker.js')).broker,
   // Hidden: the demo's app, a separate process attached to the relay.
   'demo-app': async () => (await import('./demo-app.js')).demoApp,
 };
@@ -32,6 +33,7 @@ commands:
   chat       one conversation round through the running daemon (TEXT, or --audio FILE)
   logs       the daemon's log in words, rotated files included; -f follows
   watch      the live conversation through the running daemon, read-only
+  broker     the vendor's broker (broker mode), and its operator commands
 
 botlink <command> --help for its options; botlink --version`;
 

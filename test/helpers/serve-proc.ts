@@ -11,7 +11,12 @@ export interface ServeRun {
 
 /** Starts `botlink serve` from a bundle, in our environment plus `env`. */
 export function startServe(bundleFile: string, args: string[], env: Record<string, string> = {}): ServeRun {
-  const child = spawn(process.execPath, [bundleFile, 'serve', ...args], {
+  return startListener(bundleFile, ['serve', ...args], env);
+}
+
+/** Starts a botlink command that prints a listening line (`serve`, `broker`) from a bundle. */
+export function startListener(bundleFile: string, argv: string[], env: Record<string, string> = {}): ServeRun {
+  const child = spawn(process.execPath, [bundleFile, ...argv], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -1,0 +1,155 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
+import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
+import { TestDevice } from '../helpers/broker-device.js';
+import { exec, type CliRun } from '../helpers/exec.js';
+import { listening, startListener, type ServeRun } from '../helpers/serve-proc.js';
+
+const SECRET = 'SK-broker-cli-secret-7f3a';
+let bundle: Bundle;
+let dir: string;
+let cloud: ReferenceService;
+let configFile: string;
+
+beforeAll(async () => {
+  bundle = await privateDaemonBundle('test-broker-cli-');
+  dir = mkdtempSync(join(tmpdir(), 'botlink-broker-cli-'));
+  cloud = await createReferenceService({
+    seed: { accounts: [{ accessKeyId: 'AK', secretKey: SECRET, vendors: [{ vendorId: 'V1', bots: [] }] }] },
+  });
+  writeFileSync(join(dir, 'secret-key'), SECRET, { mode: 0o600 });
+  writeFileSync(join(dir, 'token-key'), Buffer.alloc(32, 3), { mode: 0o600 });
+  configFile = writeConfig('config.json', {});
+});
+afterAll(async () => {
+  await cloud?.close();
+  bundle?.dispose();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function writeConfig(name: string, extra: Record<string, unknown>): string {
+  const file = join(dir, name);
+  const config = {
+    listen: '127.0.0.1:0',
+    baseUrl: cloud.url,
+    accessKeyId: 'AK',
+    secretKeyFile: join(dir, 'secret-key'),
+    tokenKeyFile: join(dir, 'token-key'),
+    store: `sqlite:${join(dir, 'broker.db')}`,
+    logFile: join(dir, 'broker.log'),
+    ...extra,
+  };
+  writeFileSync(file, JSON.stringify(config));
+  return file;
+}
+
+const cli = (args: string[], env: NodeJS.ProcessEnv = process.env): Promise<CliRun> =>
+  exec(process.execPath, [bundle.file, 'broker', ...args], { env: { ...env, CREDENTIALS_DIRECTORY: '' } });
+
+async function newCode(extra: string[] = []): Promise<string> {
+  const r = await cli(['code', '--config', configFile, '--vendor-id', 'V1', '--json', ...extra]);
+  expect(r.code, r.stderr).toBe(0);
+  const issued = JSON.parse(r.stdout) as { code: string; expiresAt: number; uses: number };
+  expect(issued).toEqual({ code: expect.stringMatching(/^[0-9A-Z]{5}(-[0-9A-Z]{5}){4}$/), expiresAt: expect.any(Number), uses: 1 });
+  return issued.code;
+}
+
+async function running(config = configFile): Promise<{ run: ServeRun; url: string }> {
+  const run = startListener(bundle.file, ['broker', '--config', config]);
+  return { run, url: await listening(run) };
+}
+
+describe('botlink broker (the process)', () => {
+  it('refuses a config without tokenKeyFile (78, naming the key and how to make one), and an unknown key', async () => {
+    const noKey = writeConfig('no-key.json', { tokenKeyFile: join(dir, 'absent') });
+    const r = await cli(['--config', noKey]);
+    expect(r.code).toBe(78);
+    expect(r.stderr).toContain('tokenKeyFile');
+    expect(r.stderr).toContain('/dev/urandom');
+    const unknown = writeConfig('unknown.json', { secretKey: 'inline' });
+    const u = await cli(['--config', unknown]);
+    expect(u.code).toBe(78);
+    expect(u.stderr).toContain('secretKey');
+    const env = await cli(['--config', configFile], { ...process.env, BOTLINK_BROKER_NO_SUCH: '1' });
+    expect(env.code).toBe(78);
+    expect(env.stderr).toContain('BOTLINK_BROKER_NO_SUCH');
+  });
+
+  it('usage mistakes exit 64; a preauth file with a bad line exits 65 and stores nothing', async () => {
+    expect((await cli(['code', '--config', configFile])).code).toBe(64);
+    expect((await cli(['code', '--config', configFile, '--vendor-id', 'V1', '--adopt', '--replace', '--device-id', 'x'])).code).toBe(64);
+    expect((await cli(['frobnicate'])).code).toBe(64);
+    expect((await cli(['code', '--config', configFile, '--vendor-id', 'V1', '--adopt'])).code).toBe(65);
+    const file = join(dir, 'preauth.txt');
+    writeFileSync(file, `SN-P1,${new TestDevice().publicKey}\nSN-P2,not-a-key\n`);
+    const r = await cli(['preauth', '--config', configFile, '--vendor-id', 'V1', file]);
+    expect(r.code).toBe(65);
+    expect(r.stderr).toContain('line 2');
+    const devices = JSON.parse((await cli(['devices', '--config', configFile, '--json'])).stdout) as { deviceId: string }[];
+    expect(devices.map((d) => d.deviceId)).not.toContain('SN-P1');
+  });
+
+  it('a code from the command enrolls a device; devices lists it; revoke holds from the next request; no secret in the log', async () => {
+    const code = await newCode();
+    const printed = await cli(['code', '--config', configFile, '--vendor-id', 'V1']);
+    expect(printed.stdout.trim().split('\n').at(-1)).toMatch(/^[0-9A-Z]{5}(-[0-9A-Z]{5}){4}$/);
+    const { run, url } = await running();
+    try {
+      const device = new TestDevice();
+      const enrolled = await device.enroll(url, { code, deviceId: 'SN-CLI-1' });
+      expect(enrolled.status, JSON.stringify(enrolled.json)).toBe(200);
+      const botId = enrolled.json['botId'] as string;
+      const token = await device.token(url);
+      expect(token.status).toBe(200);
+      const list = await cli(['devices', '--config', configFile, '--json']);
+      expect(JSON.parse(list.stdout)).toContainEqual({
+        botId,
+        deviceId: 'SN-CLI-1',
+        vendorId: 'V1',
+        keyId: device.keyId,
+        state: 'active',
+        lastSeenAt: expect.any(Number),
+      });
+      const revoked = await cli(['revoke', '--config', configFile, botId]);
+      expect(revoked.code, revoked.stderr).toBe(0);
+      expect((await device.token(url)).json['code']).toBe('revoked');
+      expect((await cli(['revoke', '--config', configFile, 'no-such-bot'])).code).toBe(65);
+      const log = readFileSync(join(dir, 'broker.log'), 'utf8');
+      for (const secret of [SECRET, code, token.json['accessToken'] as string]) expect(log).not.toContain(secret);
+    } finally {
+      run.child.kill('SIGTERM');
+      expect((await run.exit).code).toBe(0);
+    }
+  });
+
+  it('kill -9 during an enrollment spends no use of the code and leaves no device half-enrolled', async () => {
+    const code = await newCode();
+    const first = await running();
+    const device = new TestDevice();
+    cloud.faults.setLatencyMs(3000);
+    try {
+      const seen = new Promise<void>((resolve) => cloud.events.once('http-request', () => resolve()));
+      const attempt = device.enroll(first.url, { code, deviceId: 'SN-KILL-1' }).catch((err: unknown) => err);
+      await seen;
+      first.run.child.kill('SIGKILL');
+      expect((await first.run.exit).signal).toBe('SIGKILL');
+      expect(await attempt).toBeInstanceOf(Error);
+    } finally {
+      cloud.faults.setLatencyMs(0);
+    }
+    const devices = JSON.parse((await cli(['devices', '--config', configFile, '--json'])).stdout) as { deviceId: string }[];
+    expect(devices.map((d) => d.deviceId)).not.toContain('SN-KILL-1');
+    const second = await running();
+    try {
+      const retry = await device.enroll(second.url, { code, deviceId: 'SN-KILL-1' });
+      expect(retry.status, JSON.stringify(retry.json)).toBe(200);
+      expect((await new TestDevice().enroll(second.url, { code, deviceId: 'SN-KILL-2' })).json['code']).toBe('bad-code');
+    } finally {
+      second.run.child.kill('SIGTERM');
+      await second.run.exit;
+    }
+  });
+});
