@@ -3,8 +3,16 @@ import { BrokerConfigError } from '../config.js';
 import { openSqliteStore } from './sqlite.js';
 import type { BrokerStore } from './types.js';
 
-/** The store a `store` setting names: `sqlite:PATH`, or a postgres:// URL. */
-export async function openStore(spec: string, clock: Pick<Clock, 'wallNow'>): Promise<BrokerStore> {
-  if (spec.startsWith('sqlite:')) return openSqliteStore(spec.slice('sqlite:'.length), clock);
-  throw new BrokerConfigError('store', `store must be sqlite:PATH or a postgres:// URL, got ${spec.split(':', 1)[0]}:…`);
+export interface OpenStoreDeps {
+  /** The SQLite store's clock. */
+  clock: Pick<Clock, 'wallNow'>;
+}
+
+/** The store the config's `store` key names: `sqlite:PATH` (PostgreSQL follows). */
+export async function openStore(spec: string, deps: OpenStoreDeps): Promise<BrokerStore> {
+  if (spec.startsWith('sqlite:') && spec.length > 'sqlite:'.length) return openSqliteStore(spec.slice('sqlite:'.length), deps.clock);
+  throw new BrokerConfigError(
+    'store',
+    `store must be sqlite:PATH or a postgres:// URL, not ${JSON.stringify(spec.replace(/:[^:@/]*@/, ':***@'))}`,
+  );
 }

@@ -1,0 +1,101 @@
+import type Database from 'better-sqlite3';
+import { chmodSync, closeSync, existsSync, openSync, statSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { openDatabase } from '../../native.js';
+import { giveToFolderOwner, makeFolders } from '../../ownership.js';
+import { messageOf } from '../../protocol/errors.js';
+import { BrokerStoreError, newerSchema } from './errors.js';
+
+/**
+ * Migration i takes the file from user_version i to i + 1: append new ones, never edit old ones.
+ * Times are wall-clock ms; one active key per botId and per (vendorId, deviceId) is a partial unique index.
+ */
+export const SQLITE_MIGRATIONS: readonly string[] = [
+  `CREATE TABLE codes (
+     hmac TEXT PRIMARY KEY, vendor_id TEXT NOT NULL,
+     kind TEXT NOT NULL CHECK (kind IN ('plain', 'adopt', 'replace')), device_id TEXT,
+     uses_left INTEGER NOT NULL CHECK (uses_left >= 0), expires_at INTEGER NOT NULL, created_at INTEGER NOT NULL
+   ) STRICT;
+   CREATE TABLE keys (
+     key_id TEXT PRIMARY KEY, public_key TEXT NOT NULL,
+     bot_id TEXT NOT NULL, device_id TEXT NOT NULL, vendor_id TEXT NOT NULL,
+     state TEXT NOT NULL CHECK (state IN ('active', 'revoked')),
+     reason TEXT CHECK (reason IN ('revoked', 'replaced', 'rotated')),
+     created_at INTEGER NOT NULL, last_seen_at INTEGER, revoked_at INTEGER,
+     CHECK ((state = 'active') = (reason IS NULL))
+   ) STRICT;
+   CREATE UNIQUE INDEX keys_active_bot ON keys (bot_id) WHERE state = 'active';
+   CREATE UNIQUE INDEX keys_active_device ON keys (vendor_id, device_id) WHERE state = 'active';
+   CREATE INDEX keys_bot ON keys (bot_id);
+   CREATE INDEX keys_device ON keys (vendor_id, device_id);
+   CREATE TABLE preauth (
+     key_id TEXT PRIMARY KEY, public_key TEXT NOT NULL, device_id TEXT NOT NULL, vendor_id TEXT NOT NULL,
+     created_at INTEGER NOT NULL, UNIQUE (vendor_id, device_id)
+   ) STRICT;
+   CREATE TABLE nonces (
+     key_id TEXT NOT NULL, nonce TEXT NOT NULL, keep_until INTEGER NOT NULL, PRIMARY KEY (key_id, nonce)
+   ) STRICT, WITHOUT ROWID;
+   CREATE INDEX nonces_keep_until ON nonces (keep_until);
+   CREATE TABLE rate_windows (
+     bucket TEXT NOT NULL, window_start INTEGER NOT NULL, count INTEGER NOT NULL, PRIMARY KEY (bucket, window_start)
+   ) STRICT, WITHOUT ROWID;
+   CREATE INDEX rate_windows_start ON rate_windows (window_start);
+   CREATE TABLE tokens (
+     bot_id TEXT PRIMARY KEY, access_sealed BLOB NOT NULL, access_expires_at INTEGER NOT NULL,
+     access_lifetime_s INTEGER NOT NULL, refresh_sealed BLOB, refresh_expires_at INTEGER, updated_at INTEGER NOT NULL
+   ) STRICT;`,
+];
+
+/** Brings the file to the last version in one write transaction, so two processes opening it migrate once. */
+function migrate(db: Database.Database, path: string): void {
+  const version = (): number => db.pragma('user_version', { simple: true }) as number;
+  const check = (v: number): void => {
+    if (v > SQLITE_MIGRATIONS.length) throw newerSchema(path, v, SQLITE_MIGRATIONS.length);
+  };
+  check(version());
+  if (version() === SQLITE_MIGRATIONS.length) return;
+  db.transaction(() => {
+    const from = version();
+    check(from);
+    for (const sql of SQLITE_MIGRATIONS.slice(from)) db.exec(sql);
+    db.pragma(`user_version = ${SQLITE_MIGRATIONS.length}`);
+  }).immediate();
+}
+
+/**
+ * Opens (creating it 0600, its folder 0700, both owned as the folder above when root makes them for the
+ * broker's user) the broker's database, in WAL so that readers never wait for the writer.
+ * synchronous=NORMAL is the connection's default: in WAL it survives a crash of the process (kill -9)
+ * whole and loses, on a power cut, only the last commits — acceptable for the writes of every request
+ * (nonces, rate hits, last seen), which would otherwise pay an fsync each. The commits whose loss would
+ * undo a decision — a code spent, a key bound, rotated or revoked, a token saved — run with FULL
+ * (see `durably` in sqlite.ts).
+ */
+export function openSqliteDatabase(path: string): Database.Database {
+  let db: Database.Database | undefined;
+  try {
+    makeFolders(dirname(path), 0o700);
+    if (!existsSync(path)) {
+      // Created before SQLite sees it: the -wal and -shm files SQLite makes take this file's mode.
+      closeSync(openSync(path, 'a', 0o600));
+      giveToFolderOwner(path);
+    } else if ((statSync(path).mode & 0o077) !== 0) {
+      chmodSync(path, 0o600);
+    }
+    db = openDatabase(path);
+    // Only operator commands share the file, each holding the write lock for milliseconds.
+    db.pragma('busy_timeout = 5000');
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = NORMAL');
+    migrate(db, path);
+    return db;
+  } catch (err) {
+    db?.close();
+    if (err instanceof BrokerStoreError) throw err;
+    const reason = (err as { code?: string }).code ?? 'error';
+    throw new BrokerStoreError('ERR_STORE_ACCESS', `cannot use the broker store ${path} (${reason}: ${messageOf(err)})`, {
+      cause: err,
+      fix: "the store's folder must be writable by the user the broker runs as (StateDirectory= does this), on a disk with free space",
+    });
+  }
+}

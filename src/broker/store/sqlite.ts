@@ -1,0 +1,337 @@
+import type Database from 'better-sqlite3';
+import { realpathSync } from 'node:fs';
+import type { Clock } from '../../clock.js';
+import { CODE_COLUMNS, deviceQuery, KEY_COLUMNS, LIST_DEVICES, PREAUTH_COLUMNS, TOKEN_COLUMNS } from './columns.js';
+import { KeyedChain } from './keyed-chain.js';
+import { openSqliteDatabase } from './sqlite-schema.js';
+import type {
+  BrokerStore,
+  CodeRow,
+  DeviceListing,
+  DeviceRow,
+  EnrollCommit,
+  EnrollOutcome,
+  KeyRow,
+  PreauthRow,
+  RotateOutcome,
+  TokenRow,
+} from './types.js';
+
+/**
+ * The broker's store on one host: a SQLite file that one broker process owns. Every transaction is
+ * BEGIN IMMEDIATE, so operator commands (`broker code`, `broker revoke`…) that open the same file
+ * from other processes are serialised with the broker by SQLite's write lock; withBotLock holds only
+ * in this process, which is why a second broker on the same file is not supported (run PostgreSQL).
+ */
+export function openSqliteStore(path: string, clock: Pick<Clock, 'wallNow'>): BrokerStore {
+  const db = openSqliteDatabase(path);
+  const file = realpathSync(path);
+  let locks = LOCKS.get(file);
+  if (!locks) {
+    locks = new KeyedChain();
+    LOCKS.set(file, locks);
+  }
+  return new SqliteStore(db, clock, locks);
+}
+
+/** The bot locks of each file this process opened: every store on one file shares them. */
+const LOCKS = new Map<string, KeyedChain>();
+
+type Row = Record<string, unknown>;
+
+class SqliteStore implements BrokerStore {
+  readonly kind = 'sqlite';
+  readonly #db: Database.Database;
+  readonly #clock: Pick<Clock, 'wallNow'>;
+  readonly #locks: KeyedChain;
+  readonly #statements = new Map<string, Database.Statement>();
+
+  constructor(db: Database.Database, clock: Pick<Clock, 'wallNow'>, locks: KeyedChain) {
+    this.#db = db;
+    this.#clock = clock;
+    this.#locks = locks;
+  }
+
+  async now(): Promise<number> {
+    return this.#clock.wallNow();
+  }
+
+  async addCode(row: CodeRow): Promise<void> {
+    this.#durably(() =>
+      this.#run(
+        'INSERT INTO codes (hmac, vendor_id, kind, device_id, uses_left, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+        row.hmac,
+        row.vendorId,
+        row.kind,
+        row.deviceId,
+        row.usesLeft,
+        row.expiresAt,
+        row.createdAt,
+      ),
+    );
+  }
+
+  async findCode(hmac: string): Promise<CodeRow | undefined> {
+    return this.#get(`SELECT ${CODE_COLUMNS} FROM codes WHERE hmac = ?`, hmac) as CodeRow | undefined;
+  }
+
+  async findKey(keyId: string): Promise<KeyRow | undefined> {
+    return this.#get(`SELECT ${KEY_COLUMNS} FROM keys WHERE key_id = ?`, keyId) as KeyRow | undefined;
+  }
+
+  async findPreauth(keyId: string): Promise<PreauthRow | undefined> {
+    return this.#get(`SELECT ${PREAUTH_COLUMNS} FROM preauth WHERE key_id = ?`, keyId) as PreauthRow | undefined;
+  }
+
+  async addPreauth(rows: readonly PreauthRow[]): Promise<{ added: number } | { conflict: string }> {
+    return this.#durably(
+      () => {
+        for (const row of rows) {
+          const taken =
+            this.#get("SELECT 1 FROM keys WHERE vendor_id = ? AND device_id = ? AND state = 'active'", row.vendorId, row.deviceId) ??
+            this.#get(
+              'SELECT 1 FROM preauth WHERE (vendor_id = ? AND device_id = ?) OR key_id = ?',
+              row.vendorId,
+              row.deviceId,
+              row.keyId,
+            ) ??
+            this.#get('SELECT 1 FROM keys WHERE key_id = ?', row.keyId);
+          if (taken) return { conflict: row.deviceId };
+          this.#run(
+            'INSERT INTO preauth (key_id, public_key, device_id, vendor_id, created_at) VALUES (?, ?, ?, ?, ?)',
+            row.keyId,
+            row.publicKey,
+            row.deviceId,
+            row.vendorId,
+            row.createdAt,
+          );
+        }
+        return { added: rows.length };
+      },
+      (result) => 'added' in result,
+    );
+  }
+
+  async findDeviceByDeviceId(vendorId: string, deviceId: string): Promise<DeviceRow | undefined> {
+    return this.#get(deviceQuery('vendor_id = ? AND device_id = ?'), vendorId, deviceId) as DeviceRow | undefined;
+  }
+
+  async findDeviceByBotId(botId: string): Promise<DeviceRow | undefined> {
+    return this.#get(deviceQuery('bot_id = ?'), botId) as DeviceRow | undefined;
+  }
+
+  async isPreauthorized(vendorId: string, deviceId: string): Promise<boolean> {
+    return this.#get('SELECT 1 FROM preauth WHERE vendor_id = ? AND device_id = ?', vendorId, deviceId) !== undefined;
+  }
+
+  async useNonce(keyId: string, nonce: string, keepUntil: number): Promise<boolean> {
+    return (
+      this.#run('INSERT INTO nonces (key_id, nonce, keep_until) VALUES (?, ?, ?) ON CONFLICT DO NOTHING', keyId, nonce, keepUntil)
+        .changes === 1
+    );
+  }
+
+  async enroll(c: EnrollCommit): Promise<EnrollOutcome> {
+    return this.#durably(
+      (): EnrollOutcome => {
+        const { vendorId, deviceId, botId } = c;
+        const admitted =
+          c.admission.by === 'code'
+            ? this.#get(
+                'UPDATE codes SET uses_left = uses_left - 1 WHERE hmac = ? AND uses_left > 0 AND expires_at > ? AND vendor_id = ? ' +
+                  'AND (device_id IS NULL OR device_id = ?) RETURNING hmac',
+                c.admission.hmac,
+                c.now,
+                vendorId,
+                deviceId,
+              )
+            : this.#get(
+                'DELETE FROM preauth WHERE key_id = ? AND public_key = ? AND vendor_id = ? AND device_id = ? RETURNING key_id',
+                c.admission.keyId,
+                c.key.publicKey,
+                vendorId,
+                deviceId,
+              );
+        if (!admitted) return 'spent';
+        if (this.#keyKnown(c.key.keyId)) return 'key-exists';
+        if (c.replace) {
+          // The old key goes, and with it the tokens issued for it; a pending pre-authorisation of the device too.
+          this.#run(
+            "UPDATE keys SET state = 'revoked', reason = 'replaced', revoked_at = ? WHERE bot_id = ? AND state = 'active' AND vendor_id = ? AND device_id = ?",
+            c.now,
+            botId,
+            vendorId,
+            deviceId,
+          );
+          this.#run('DELETE FROM tokens WHERE bot_id = ?', botId);
+          this.#run('DELETE FROM preauth WHERE vendor_id = ? AND device_id = ?', vendorId, deviceId);
+        } else if (
+          c.admission.by === 'code' &&
+          this.#get('SELECT 1 FROM preauth WHERE vendor_id = ? AND device_id = ?', vendorId, deviceId)
+        ) {
+          return 'device-exists';
+        }
+        // A bound botId or deviceId (replace: bound to another device) is a conflict.
+        const bound = this.#get(
+          "SELECT 1 FROM keys WHERE (bot_id = ? OR (vendor_id = ? AND device_id = ?)) AND state = 'active'",
+          botId,
+          vendorId,
+          deviceId,
+        );
+        if (bound) return 'device-exists';
+        this.#insertKey(c.key, { botId, deviceId, vendorId }, c.now);
+        return 'ok';
+      },
+      (outcome) => outcome === 'ok',
+    );
+  }
+
+  async rotate(oldKeyId: string, newKey: { keyId: string; publicKey: string }, now: number): Promise<RotateOutcome> {
+    return this.#durably(
+      (): RotateOutcome => {
+        const device = this.#get(
+          "UPDATE keys SET state = 'revoked', reason = 'rotated', revoked_at = ? WHERE key_id = ? AND state = 'active' " +
+            'RETURNING bot_id AS "botId", device_id AS "deviceId", vendor_id AS "vendorId"',
+          now,
+          oldKeyId,
+        ) as Pick<KeyRow, 'botId' | 'deviceId' | 'vendorId'> | undefined;
+        if (!device) return 'revoked';
+        if (this.#keyKnown(newKey.keyId)) return 'key-exists';
+        this.#insertKey(newKey, device, now);
+        return 'ok';
+      },
+      (outcome) => outcome === 'ok',
+    );
+  }
+
+  async revoke(botId: string, now: number): Promise<number> {
+    return this.#durably(() => {
+      const revoked = this.#run(
+        "UPDATE keys SET state = 'revoked', reason = 'revoked', revoked_at = ? WHERE bot_id = ? AND state = 'active'",
+        now,
+        botId,
+      );
+      this.#run('DELETE FROM preauth WHERE (vendor_id, device_id) IN (SELECT vendor_id, device_id FROM keys WHERE bot_id = ?)', botId);
+      this.#run('DELETE FROM tokens WHERE bot_id = ?', botId);
+      return revoked.changes;
+    });
+  }
+
+  async touch(keyId: string, now: number): Promise<void> {
+    try {
+      this.#run('UPDATE keys SET last_seen_at = ? WHERE key_id = ? AND (last_seen_at IS NULL OR last_seen_at < ?)', now, keyId, now);
+    } catch {
+      // Best effort by contract: a busy or full disk must not fail the request that was seen.
+    }
+  }
+
+  async listDevices(): Promise<DeviceListing[]> {
+    return this.#statement(LIST_DEVICES).all() as DeviceListing[];
+  }
+
+  async hit(bucket: string, windowStart: number): Promise<number> {
+    const row = this.#get(
+      'INSERT INTO rate_windows (bucket, window_start, count) VALUES (?, ?, 1) ' +
+        'ON CONFLICT (bucket, window_start) DO UPDATE SET count = count + 1 RETURNING count',
+      bucket,
+      windowStart,
+    ) as { count: number };
+    return row.count;
+  }
+
+  async readToken(botId: string): Promise<TokenRow | undefined> {
+    return this.#get(`SELECT ${TOKEN_COLUMNS} FROM tokens WHERE bot_id = ?`, botId) as TokenRow | undefined;
+  }
+
+  async writeToken(row: TokenRow): Promise<void> {
+    this.#durably(() =>
+      this.#run(
+        'INSERT INTO tokens (bot_id, access_sealed, access_expires_at, access_lifetime_s, refresh_sealed, refresh_expires_at, updated_at) ' +
+          'VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (bot_id) DO UPDATE SET access_sealed = excluded.access_sealed, ' +
+          'access_expires_at = excluded.access_expires_at, access_lifetime_s = excluded.access_lifetime_s, ' +
+          'refresh_sealed = excluded.refresh_sealed, refresh_expires_at = excluded.refresh_expires_at, updated_at = excluded.updated_at',
+        row.botId,
+        row.accessSealed,
+        row.accessExpiresAt,
+        row.accessLifetimeS,
+        row.refreshSealed,
+        row.refreshExpiresAt,
+        row.updatedAt,
+      ),
+    );
+  }
+
+  withBotLock<T>(botId: string, fn: () => Promise<T>): Promise<T> {
+    return this.#locks.run(botId, fn);
+  }
+
+  async sweep(windowsBefore: number): Promise<void> {
+    const now = this.#clock.wallNow();
+    this.#run('DELETE FROM nonces WHERE keep_until < ?', now);
+    this.#run('DELETE FROM rate_windows WHERE window_start < ?', windowsBefore);
+  }
+
+  async close(): Promise<void> {
+    // better-sqlite3's close is idempotent: a second close does nothing.
+    this.#db.close();
+  }
+
+  /** A keyId is enrolled once, in any state; a pre-authorised one is reserved for its own enrollment. */
+  #keyKnown(keyId: string): boolean {
+    return (
+      (this.#get('SELECT 1 FROM keys WHERE key_id = ?', keyId) ?? this.#get('SELECT 1 FROM preauth WHERE key_id = ?', keyId)) !== undefined
+    );
+  }
+
+  #insertKey(key: { keyId: string; publicKey: string }, d: Pick<KeyRow, 'botId' | 'deviceId' | 'vendorId'>, now: number): void {
+    this.#run(
+      "INSERT INTO keys (key_id, public_key, bot_id, device_id, vendor_id, state, created_at) VALUES (?, ?, ?, ?, ?, 'active', ?)",
+      key.keyId,
+      key.publicKey,
+      d.botId,
+      d.deviceId,
+      d.vendorId,
+      now,
+    );
+  }
+
+  #get(sql: string, ...params: unknown[]): Row | undefined {
+    return this.#statement(sql).get(...params) as Row | undefined;
+  }
+
+  #run(sql: string, ...params: unknown[]): Database.RunResult {
+    return this.#statement(sql).run(...params);
+  }
+
+  /** Each statement is compiled once: the hot path (nonce, hit, key) then only binds and steps. */
+  #statement(sql: string): Database.Statement {
+    let statement = this.#statements.get(sql);
+    if (!statement) {
+      statement = this.#db.prepare(sql);
+      this.#statements.set(sql, statement);
+    }
+    return statement;
+  }
+
+  /**
+   * One BEGIN IMMEDIATE transaction, committed with synchronous=FULL (a decision that must outlive a power
+   * cut), or rolled back whole when `keep` refuses its result.
+   */
+  #durably<T>(body: () => T, keep: (value: T) => boolean = () => true): T {
+    const db = this.#db;
+    db.pragma('synchronous = FULL');
+    try {
+      db.exec('BEGIN IMMEDIATE');
+      try {
+        const value = body();
+        db.exec(keep(value) ? 'COMMIT' : 'ROLLBACK');
+        return value;
+      } catch (err) {
+        if (db.inTransaction) db.exec('ROLLBACK');
+        throw err;
+      }
+    } finally {
+      db.pragma('synchronous = NORMAL');
+    }
+  }
+}

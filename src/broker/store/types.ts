@@ -1,0 +1,160 @@
+/**
+ * The broker's store (DESIGN §3.7): one contract, kept by SQLite (one host) and by PostgreSQL (replicas).
+ * Every rule that must hold across replicas — a code's uses, nonces, single flight per botId, rate
+ * limits, revocation — is decided inside one of these calls by the database, never in a replica's memory.
+ * Times are wall-clock ms. Tokens arrive and leave already encrypted: the store never sees a key.
+ */
+
+export type StoreKind = 'sqlite' | 'postgres';
+
+/** plain: any new device; adopt: a signing device keeps its botId; replace: a swapped SD card. */
+export type CodeKind = 'plain' | 'adopt' | 'replace';
+
+export interface CodeRow {
+  /** HMAC of the code (hex): the code itself is never stored. */
+  hmac: string;
+  vendorId: string;
+  kind: CodeKind;
+  /** adopt and replace codes are bound to one device; plain ones may be. */
+  deviceId: string | null;
+  usesLeft: number;
+  expiresAt: number;
+  createdAt: number;
+}
+
+export type KeyState = 'active' | 'revoked';
+/** Why a key stopped answering: an operator's revoke, a replace code, or a rotation to a new key. */
+export type RevokeReason = 'revoked' | 'replaced' | 'rotated';
+
+export interface KeyRow {
+  keyId: string;
+  /** base64url of the 32 raw bytes. */
+  publicKey: string;
+  botId: string;
+  deviceId: string;
+  vendorId: string;
+  state: KeyState;
+  reason: RevokeReason | null;
+  createdAt: number;
+  lastSeenAt: number | null;
+  /** When the key stopped answering (null while active). */
+  revokedAt: number | null;
+}
+
+export interface PreauthRow {
+  keyId: string;
+  publicKey: string;
+  deviceId: string;
+  vendorId: string;
+  createdAt: number;
+}
+
+/** A device the broker knows: its botId and, while it has one, its active key. */
+export interface DeviceRow {
+  botId: string;
+  deviceId: string;
+  vendorId: string;
+  keyId: string | null;
+}
+
+export interface TokenRow {
+  botId: string;
+  /** AES-256-GCM sealed (nonce, tag and ciphertext). */
+  accessSealed: Buffer;
+  accessExpiresAt: number;
+  /** The lifetime the cloud gave this access token (expireIn), in seconds. */
+  accessLifetimeS: number;
+  refreshSealed: Buffer | null;
+  refreshExpiresAt: number | null;
+  updatedAt: number;
+}
+
+/** What admits a new key at enrollment; checked again inside the binding transaction. */
+export type Admission = { by: 'code'; hmac: string } | { by: 'preauth'; keyId: string };
+
+export interface EnrollCommit {
+  admission: Admission;
+  key: { keyId: string; publicKey: string };
+  botId: string;
+  deviceId: string;
+  vendorId: string;
+  /** replace: the botId's current key is revoked with reason 'replaced'; otherwise a bound botId or deviceId is a conflict. */
+  replace: boolean;
+  now: number;
+}
+
+/**
+ * ok: bound. spent: the code had no use left, had expired, or the preauth row is gone (a race lost).
+ * device-exists: the deviceId or botId is bound to (has) another active key and may not be replaced, or a
+ * code would take a device pre-authorised for another key.
+ * Any outcome but ok rolls the whole transaction back: nothing is spent.
+ * key-exists: the keyId was enrolled before, in any state.
+ */
+export type EnrollOutcome = 'ok' | 'spent' | 'device-exists' | 'key-exists';
+
+/** ok: the new key is active and the old one rotated away. revoked: the old key is no longer active. */
+export type RotateOutcome = 'ok' | 'revoked' | 'key-exists';
+
+/** One line per device (its active key, else its latest one), and one per pre-authorised key. */
+export interface DeviceListing {
+  /** null for a pre-authorised device: the cloud gives its botId only at enrollment. */
+  botId: string | null;
+  deviceId: string;
+  vendorId: string;
+  keyId: string;
+  state: 'active' | 'revoked' | 'preauthorized';
+  lastSeenAt: number | null;
+}
+
+export interface BrokerStore {
+  readonly kind: StoreKind;
+  /** The store's own clock (ms): nonces are kept by it, so replicas with skewed clocks agree. */
+  now(): Promise<number>;
+
+  addCode(row: CodeRow): Promise<void>;
+  findCode(hmac: string): Promise<CodeRow | undefined>;
+
+  findKey(keyId: string): Promise<KeyRow | undefined>;
+  findPreauth(keyId: string): Promise<PreauthRow | undefined>;
+  /**
+   * Rows for deviceIds already bound (an active key) or preauthorised, or whose keyId is known in any state,
+   * are refused whole ('conflict', naming the first such deviceId).
+   */
+  addPreauth(rows: readonly PreauthRow[]): Promise<{ added: number } | { conflict: string }>;
+  findDeviceByDeviceId(vendorId: string, deviceId: string): Promise<DeviceRow | undefined>;
+  findDeviceByBotId(botId: string): Promise<DeviceRow | undefined>;
+  /** Whether a preauth row names this botId's device (a plain code may not take a pre-authorised device). */
+  isPreauthorized(vendorId: string, deviceId: string): Promise<boolean>;
+
+  /** Inserts (keyId, nonce), kept until `keepUntil` by the store's clock; false when any replica saw it before. */
+  useNonce(keyId: string, nonce: string, keepUntil: number): Promise<boolean>;
+
+  /** One transaction: re-check and spend the admission, check bindings, bind the key (and revoke the old on replace). */
+  enroll(commit: EnrollCommit): Promise<EnrollOutcome>;
+  /** One transaction: the old key must still be active; the new keyId must be new in every state. */
+  rotate(oldKeyId: string, newKey: { keyId: string; publicKey: string }, now: number): Promise<RotateOutcome>;
+  /** Revokes the botId's active key, drops its preauth rows and its cached tokens; the number of keys revoked. */
+  revoke(botId: string, now: number): Promise<number>;
+  /** Records a verified request's time for `broker devices` (best effort: never fails a request). */
+  touch(keyId: string, now: number): Promise<void>;
+  listDevices(): Promise<DeviceListing[]>;
+
+  /**
+   * Counts one hit in `bucket` for the fixed window starting at `windowStart` and returns the count after
+   * it, atomically across replicas (an upsert, not a read then a write).
+   */
+  hit(bucket: string, windowStart: number): Promise<number>;
+
+  readToken(botId: string): Promise<TokenRow | undefined>;
+  writeToken(row: TokenRow): Promise<void>;
+  /**
+   * Runs `fn` while holding the botId's lock, across replicas (PostgreSQL: an advisory lock on a
+   * dedicated connection; SQLite: one process owns the file). The lock is released when fn settles,
+   * or when the holder's connection dies (kill -9).
+   */
+  withBotLock<T>(botId: string, fn: () => Promise<T>): Promise<T>;
+
+  /** Deletes nonces past their keepUntil and rate windows older than `windowsBefore`. */
+  sweep(windowsBefore: number): Promise<void>;
+  close(): Promise<void>;
+}
