@@ -53,16 +53,17 @@ export class DeviceKeyError extends BotlinkError {
   }
 }
 
-const ENROLL = 'botlink provision --broker URL --code CODE --device-id SN';
+/** The command that makes the device key, enrolls it, and writes botId and brokerUrl to the config. */
+export const ENROLL_COMMAND = 'botlink provision --broker URL --code CODE --device-id SN';
 
 const KEY_RULES: PrivateFileRules = {
   noun: 'device key file',
   credential: 'device-key',
-  createHint: (path) => `enroll this device with \`${ENROLL}\`, which makes the key at ${path}`,
+  createHint: (path) => `enroll this device with \`${ENROLL_COMMAND}\`, which makes the key at ${path}`,
   // Someone may have read it already: tightening the mode does not take it back.
   exposedFix: (path) =>
     `run \`chmod 600 ${path}\`; if anyone else could log in meanwhile, ask the vendor to revoke this device and enroll ` +
-    `a new key (\`${ENROLL}\` with a new code)`,
+    `a new key (\`${ENROLL_COMMAND}\` with a new code)`,
   refuse: (path, message, options) => new DeviceKeyError(path, message, options),
 };
 
@@ -88,7 +89,7 @@ export function loadDeviceKey(path: string): DeviceKey {
 function notAKey(path: string, problem: string, cause?: unknown): DeviceKeyError {
   return new DeviceKeyError(path, `device key file ${path} ${problem}`, {
     cause,
-    fix: `move it aside and enroll again (\`${ENROLL}\` makes a new key)`,
+    fix: `move it aside and enroll again (\`${ENROLL_COMMAND}\` makes a new key)`,
   });
 }
 
