@@ -1,5 +1,5 @@
 // Builds dist/: botlink.mjs, a small entry, and botlink.cjs, the application bundle it loads (through
-// V8's code cache when there is a cache directory: see src/cli/code-cache.ts). The native addons'
+// V8's code cache when there is a cache directory: see src/cli/loader/code-cache.ts). The native addons'
 // compiled .node files ship beside it in node_modules (NATIVE_PACKAGES).
 import { build } from 'esbuild';
 import { createHash } from 'node:crypto';
@@ -13,7 +13,7 @@ export const BUNDLE = join(root, 'dist', 'botlink.mjs');
 /** The application bundle beside an entry: dist/botlink.mjs → dist/botlink.cjs. */
 export const appFileOf = (entry) => `${entry.replace(/\.mjs$/, '')}.cjs`;
 
-/** The first line of the application bundle: its content id, which src/cli/app-loader.ts checks before it uses a code cache. */
+/** The first line of the application bundle: its content id, which src/cli/loader/app-loader.ts checks before it uses a code cache. */
 const appHeader = (id) => `// botlink-app ${id}\n`;
 
 /**
@@ -142,7 +142,7 @@ export async function buildBundle(outfile = BUNDLE) {
   // esbuild made the folder when it wrote the file itself; a fresh clone has no dist/.
   await mkdir(dirname(appFile), { recursive: true });
   await writeFile(partialApp, Buffer.concat([Buffer.from(appHeader(app.id)), code]));
-  await build({ ...entryOptions(app), entryPoints: [join(root, 'src', 'cli', 'botlink.ts')], outfile: partial });
+  await build({ ...entryOptions(app), entryPoints: [join(root, 'src', 'cli', 'loader', 'botlink.ts')], outfile: partial });
   await chmod(partial, 0o755);
   await rename(partialApp, appFile);
   await rename(partial, outfile);

@@ -1,23 +1,23 @@
-import { Exit, UsageError } from './exit.js';
+import { Exit, UsageError } from './frame/exit.js';
 import { VERSION } from '../version.js';
 
 type Command = (argv: string[]) => Promise<number>;
 
 /** Each command lives in its own module, loaded only when it runs. */
 const COMMANDS: Record<string, () => Promise<Command>> = {
-  run: async () => (await import('./run.js')).run,
-  status: async () => (await import('./status.js')).status,
-  provision: async () => (await import('./provision.js')).provision,
-  token: async () => (await import('./token.js')).token,
-  doctor: async () => (await import('./doctor.js')).doctor,
-  serve: async () => (await import('./serve.js')).serve,
-  demo: async () => (await import('./demo.js')).demo,
-  chat: async () => (await import('./chat.js')).chat,
-  logs: async () => (await import('./logs.js')).logs,
-  watch: async () => (await import('./watch.js')).watch,
-  broker: async () => (await import('./broker.js')).broker,
+  run: async () => (await import('./commands/run.js')).run,
+  status: async () => (await import('./commands/status.js')).status,
+  provision: async () => (await import('./commands/provision.js')).provision,
+  token: async () => (await import('./commands/token.js')).token,
+  doctor: async () => (await import('./commands/doctor.js')).doctor,
+  serve: async () => (await import('./commands/serve.js')).serve,
+  demo: async () => (await import('./commands/demo.js')).demo,
+  chat: async () => (await import('./commands/chat.js')).chat,
+  logs: async () => (await import('./commands/logs.js')).logs,
+  watch: async () => (await import('./commands/watch.js')).watch,
+  broker: async () => (await import('./commands/broker.js')).broker,
   // Hidden: the demo's app, a separate process attached to the relay.
-  'demo-app': async () => (await import('./demo-app.js')).demoApp,
+  'demo-app': async () => (await import('./commands/demo-app.js')).demoApp,
 };
 
 const USAGE = `usage: botlink <command> [options]

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { BUNDLE } from '../../scripts/build.mjs';
-import { wavFile } from '../../src/cli/wav.js';
+import { wavFile } from '../../src/cli/app/wav.js';
 import { botlinkAs } from '../helpers/bundle.js';
 import { DAEMON_SECRET, type DaemonProc, type DeviceDir, runCli } from '../helpers/daemon-proc.js';
 import { type CliRun, closed, exec } from '../helpers/exec.js';

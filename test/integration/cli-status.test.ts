@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { StatusReport } from '../../src/cli/status.js';
+import type { StatusReport } from '../../src/cli/commands/status.js';
 import { DAEMON_SECRET, runCli, type DeviceDir } from '../helpers/daemon-proc.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 import { waitFor } from '../helpers/wait-for.js';

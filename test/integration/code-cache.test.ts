@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appFileOf } from '../../scripts/build.mjs';
-import { type AppBundle, appHeader } from '../../src/cli/app-loader.js';
-import { cacheFileFor, writeCodeCache } from '../../src/cli/code-cache.js';
+import { type AppBundle, appHeader } from '../../src/cli/loader/app-loader.js';
+import { cacheFileFor, writeCodeCache } from '../../src/cli/loader/code-cache.js';
 import { type Bundle, bundleChild, privateDaemonBundle } from '../helpers/bundle.js';
 import { cleanEnv } from '../helpers/env.js';
 import { fileAppears } from '../helpers/file-appears.js';
@@ -20,7 +20,7 @@ let app: AppBundle;
 
 /** Loads the app in a process of its own (V8 keeps scripts it compiled once, cache or not) and says how. */
 const LOADER = `
-import { loadApp } from './src/cli/app-loader.ts';
+import { loadApp } from './src/cli/loader/app-loader.ts';
 const [url, id, dir, save] = process.argv.slice(2);
 const loaded = loadApp({ url: new URL(url), id }, dir || undefined);
 const saved = save === 'save' ? loaded.saveCache() : undefined;

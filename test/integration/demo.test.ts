@@ -1,7 +1,7 @@
 import { mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { Exit } from '../../src/cli/exit.js';
+import { Exit } from '../../src/cli/frame/exit.js';
 import { runCli } from '../helpers/daemon-proc.js';
 import { cleanEnv } from '../helpers/env.js';
 import { useHarness } from '../helpers/harness.js';

@@ -5,7 +5,7 @@ import { chownSync, existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { Exit } from '../../src/cli/exit.js';
+import { Exit } from '../../src/cli/frame/exit.js';
 import { botlinkAs } from '../helpers/bundle.js';
 import { DaemonProc, type DeviceDir } from '../helpers/daemon-proc.js';
 import { cleanEnv } from '../helpers/env.js';

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import type { StatusDoc } from '../../src/agent/daemon/status.js';
-import { Exit } from '../../src/cli/exit.js';
+import { Exit } from '../../src/cli/frame/exit.js';
 import { nodeForOtherUsers } from '../helpers/bundle.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 import { requireTool } from '../helpers/tools.js';

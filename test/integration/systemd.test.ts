@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { BUNDLE } from '../../scripts/build.mjs';
 import { DEFAULTS, loadConfig } from '../../src/agent/config/config.js';
 import { watchdogIntervalMs } from '../../src/agent/daemon/notify.js';
-import { Exit } from '../../src/cli/exit.js';
+import { Exit } from '../../src/cli/frame/exit.js';
 import type { ReferenceService } from '../../src/service/server.js';
 import { useHarness } from '../helpers/harness.js';
 import { cleanEnv } from '../helpers/env.js';

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { AgentConfig } from '../../src/agent/config/config.js';
 import type { AgentRuntime } from '../../src/agent/daemon/runtime.js';
-import { reportFailure, withDeadline } from '../../src/cli/agent-command.js';
+import { reportFailure, withDeadline } from '../../src/cli/commands/agent-command.js';
 import { BotlinkError } from '../../src/protocol/errors.js';
 import { ManualClock } from '../helpers/manual-clock.js';
 

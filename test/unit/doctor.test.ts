@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { createServer as createTcpServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { createServer as createTlsServer } from 'node:tls';
-import { doctorSummary } from '../../src/cli/doctor.js';
+import { doctorSummary } from '../../src/cli/commands/doctor.js';
 import { describe, expect, it } from 'vitest';
 import { CloudClient } from '../../src/cloud/client.js';
 import { systemClock } from '../../src/clock.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { audioFrame, FRAME_MS, streamAudio, voiceConfig } from '../../src/cli/voice-turn.js';
+import { audioFrame, FRAME_MS, streamAudio, voiceConfig } from '../../src/cli/app/voice-turn.js';
 import { shapeDifferences, UP } from '../helpers/guide-frames.js';
 import { ManualClock } from '../helpers/manual-clock.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { wantsAudio } from '../../src/agent/local/observers.js';
-import { type OpenRounds, type WatchEvent, watchFrame, watchLine, watchLinkState } from '../../src/cli/watch-view.js';
+import { type OpenRounds, type WatchEvent, watchFrame, watchLine, watchLinkState } from '../../src/cli/app/watch-view.js';
 import { DOWN, downText } from '../helpers/guide-frames.js';
 
 const ev = (eventType: string, roundId: string, eventData: unknown = {}) => ({

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { describeWav, readWav, voiceInputProblem, wavFile } from '../../src/cli/wav.js';
+import { describeWav, readWav, voiceInputProblem, wavFile } from '../../src/cli/app/wav.js';
 
 /** A WAV header with a `fmt ` chunk of the given fields, then `chunks` as they are. */
 function wav(f: { format?: number; channels?: number; rate?: number; bits?: number }, ...chunks: Buffer[]): Buffer {

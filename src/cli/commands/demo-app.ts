@@ -1,7 +1,7 @@
 import { parseFlags } from './common.js';
-import { Exit, UsageError } from './exit.js';
-import { failureLines, formatDuration } from './format.js';
-import { type LinkStateData, RelayClient, RelayRefused, RoundEnded, RoundLost } from './relay-client.js';
+import { Exit, UsageError } from '../frame/exit.js';
+import { failureLines, formatDuration } from '../format.js';
+import { type LinkStateData, RelayClient, RelayRefused, RoundEnded, RoundLost } from '../app/relay-client.js';
 
 const USAGE = 'usage: botlink demo-app --socket PATH [--every S]   (the app `botlink demo` runs; default every 3 s)';
 

@@ -1,12 +1,12 @@
-import { DEFAULT_CONFIG_FILE } from '../agent/config/config.js';
-import { resolveIdentity } from '../agent/daemon/provisioning.js';
-import { openRuntime, type AgentRuntime } from '../agent/daemon/runtime.js';
-import { systemClock, systemRandom } from '../clock.js';
-import { BotlinkError, fixOf, messageOf } from '../protocol/errors.js';
-import type { Identity } from '../protocol/wire.js';
+import { DEFAULT_CONFIG_FILE } from '../../agent/config/config.js';
+import { resolveIdentity } from '../../agent/daemon/provisioning.js';
+import { openRuntime, type AgentRuntime } from '../../agent/daemon/runtime.js';
+import { systemClock, systemRandom } from '../../clock.js';
+import { BotlinkError, fixOf, messageOf } from '../../protocol/errors.js';
+import type { Identity } from '../../protocol/wire.js';
 import { openCommandLog, reportFailure, withDeadline } from './agent-command.js';
 import { exitFor, loadCommandConfig, parseFlags, timeoutFlag } from './common.js';
-import { Exit } from './exit.js';
+import { Exit } from '../frame/exit.js';
 
 /** A script asking for a token must get an answer, not wait for the service to come back. */
 const DEFAULT_TIMEOUT_S = 30;

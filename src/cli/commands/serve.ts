@@ -1,8 +1,8 @@
-import { createReferenceService, DISPLACEMENT_MARKERS, type DisplacementMarker, type ReferenceService } from '../service/server.js';
-import { DEFAULT_SEED, loadSeedFile, SeedError, type Seed } from '../service/seed.js';
-import { ServiceDbError } from '../service/store-schema.js';
+import { createReferenceService, DISPLACEMENT_MARKERS, type DisplacementMarker, type ReferenceService } from '../../service/server.js';
+import { DEFAULT_SEED, loadSeedFile, SeedError, type Seed } from '../../service/seed.js';
+import { ServiceDbError } from '../../service/store-schema.js';
 import { parseFlags } from './common.js';
-import { Exit, UsageError } from './exit.js';
+import { Exit, UsageError } from '../frame/exit.js';
 
 const USAGE = `usage: botlink serve [--host H] [--port P] [--db FILE] [--seed FILE] [--access-ttl S] [--refresh-ttl S]
                     [--displacement-marker event|code400] [--round-delay-ms MS] [--vad-silence-ms MS]

@@ -1,6 +1,6 @@
-import { CHECK_NAMES, DEFAULT_CHECK_TIMEOUT_MS, runDoctor, type CheckResult } from '../doctor/doctor.js';
+import { CHECK_NAMES, DEFAULT_CHECK_TIMEOUT_MS, runDoctor, type CheckResult } from '../../doctor/doctor.js';
 import { parseFlags } from './common.js';
-import { Exit } from './exit.js';
+import { Exit } from '../frame/exit.js';
 
 const USAGE = 'usage: botlink doctor [--config FILE]';
 const HELP = `${USAGE}

@@ -1,15 +1,15 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { DEFAULT_CONFIG_FILE } from '../agent/config/config.js';
-import { systemClock } from '../clock.js';
-import { messageOf } from '../protocol/errors.js';
-import type { Turn } from '../protocol/round-reader.js';
+import { DEFAULT_CONFIG_FILE } from '../../agent/config/config.js';
+import { systemClock } from '../../clock.js';
+import { messageOf } from '../../protocol/errors.js';
+import type { Turn } from '../../protocol/round-reader.js';
 import { localSocketFor, timeoutFlag } from './common.js';
-import { Exit, UsageError } from './exit.js';
-import { failureLines, formatDuration } from './format.js';
-import { DAEMON_FIX, type LinkStateData, RelayClient, RelayRefused, RoundEnded, type RoundResult, RoundLost } from './relay-client.js';
-import { voiceTurn } from './voice-turn.js';
-import { readWav, voiceInputProblem, wavFile } from './wav.js';
+import { Exit, UsageError } from '../frame/exit.js';
+import { failureLines, formatDuration } from '../format.js';
+import { DAEMON_FIX, type LinkStateData, RelayClient, RelayRefused, RoundEnded, type RoundResult, RoundLost } from '../app/relay-client.js';
+import { voiceTurn } from '../app/voice-turn.js';
+import { readWav, voiceInputProblem, wavFile } from '../app/wav.js';
 
 /** A technician waiting longer than this wants to know something is wrong. */
 const DEFAULT_TIMEOUT_S = 30;

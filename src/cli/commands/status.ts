@@ -1,20 +1,20 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { systemClock, systemRandom } from '../clock.js';
-import { type AgentConfig, DEFAULT_CONFIG_FILE } from '../agent/config/config.js';
-import { runningDaemon } from '../agent/store/instance.js';
-import type { LinkState } from '../agent/link/supervisor.js';
-import { resolveIdentity } from '../agent/daemon/provisioning.js';
-import { openRuntime } from '../agent/daemon/runtime.js';
-import { readStatusFile, type StatusDoc } from '../agent/daemon/status.js';
-import { DB_FILE } from '../agent/store/token-store.js';
-import { checkTimeSync, type TimeSyncResult } from '../agent/time/timesync.js';
-import { withFix } from '../protocol/errors.js';
-import { BUILD_TIME_MS } from '../version.js';
+import { systemClock, systemRandom } from '../../clock.js';
+import { type AgentConfig, DEFAULT_CONFIG_FILE } from '../../agent/config/config.js';
+import { runningDaemon } from '../../agent/store/instance.js';
+import type { LinkState } from '../../agent/link/supervisor.js';
+import { resolveIdentity } from '../../agent/daemon/provisioning.js';
+import { openRuntime } from '../../agent/daemon/runtime.js';
+import { readStatusFile, type StatusDoc } from '../../agent/daemon/status.js';
+import { DB_FILE } from '../../agent/store/token-store.js';
+import { checkTimeSync, type TimeSyncResult } from '../../agent/time/timesync.js';
+import { withFix } from '../../protocol/errors.js';
+import { BUILD_TIME_MS } from '../../version.js';
 import { configAndJson, exitFor } from './common.js';
-import { Exit } from './exit.js';
-import { formatAgo, formatDuration, formatFailure, formatLeft, formatOffset, formatTime } from './format.js';
+import { Exit } from '../frame/exit.js';
+import { formatAgo, formatDuration, formatFailure, formatLeft, formatOffset, formatTime } from '../format.js';
 
 const USAGE = `usage: botlink status [--config FILE] [--json]
 

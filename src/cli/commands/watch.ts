@@ -1,10 +1,10 @@
-import { DEFAULT_CONFIG_FILE } from '../agent/config/config.js';
-import { OBSERVE_PATH } from '../protocol/conversation.js';
+import { DEFAULT_CONFIG_FILE } from '../../agent/config/config.js';
+import { OBSERVE_PATH } from '../../protocol/conversation.js';
 import { localSocketFor, parseFlags } from './common.js';
-import { Exit, UsageError } from './exit.js';
-import { failureLines } from './format.js';
-import { closedMessage, DAEMON_FIX, RelayClient, RelayRefused } from './relay-client.js';
-import { type OpenRounds, type WatchEvent, watchFrame, watchLine, watchLinkState } from './watch-view.js';
+import { Exit, UsageError } from '../frame/exit.js';
+import { failureLines } from '../format.js';
+import { closedMessage, DAEMON_FIX, RelayClient, RelayRefused } from '../app/relay-client.js';
+import { type OpenRounds, type WatchEvent, watchFrame, watchLine, watchLinkState } from '../app/watch-view.js';
 
 const USAGE = `usage: botlink watch [--config FILE | --socket PATH] [--json]
 

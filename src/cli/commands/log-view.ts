@@ -4,7 +4,7 @@
  */
 
 import { basename } from 'node:path';
-import { readableLine } from '../log.js';
+import { readableLine } from '../../log.js';
 
 /** pino's levels, lowest first: `--level warn` keeps warn, error and fatal. */
 export const LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;

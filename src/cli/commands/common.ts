@@ -1,9 +1,9 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { ConfigError, loadConfig, type AgentConfig } from '../agent/config/config.js';
-import { SecretFileError } from '../agent/config/secret.js';
-import { BotlinkError, messageOf } from '../protocol/errors.js';
-import { Exit, UsageError } from './exit.js';
-import { failureLines, formatFailure } from './format.js';
+import { ConfigError, loadConfig, type AgentConfig } from '../../agent/config/config.js';
+import { SecretFileError } from '../../agent/config/secret.js';
+import { BotlinkError, messageOf } from '../../protocol/errors.js';
+import { Exit, UsageError } from '../frame/exit.js';
+import { failureLines, formatFailure } from '../format.js';
 
 /** parseArgs with strict options; mistakes become UsageError (exit 64). */
 export function parseFlags<T extends NonNullable<ParseArgsConfig['options']>>(argv: string[], options: T, usage: string) {

@@ -1,11 +1,11 @@
-import { ConfigError } from '../agent/config/config.js';
-import { Daemon } from '../agent/daemon/daemon.js';
-import { systemClock, systemRandom } from '../clock.js';
-import { createLogger } from '../log.js';
-import { BotlinkError, messageOf } from '../protocol/errors.js';
+import { ConfigError } from '../../agent/config/config.js';
+import { Daemon } from '../../agent/daemon/daemon.js';
+import { systemClock, systemRandom } from '../../clock.js';
+import { createLogger } from '../../log.js';
+import { BotlinkError, messageOf } from '../../protocol/errors.js';
 import { loadCommandConfig, parseFlags } from './common.js';
-import { Exit } from './exit.js';
-import { formatFailure } from './format.js';
+import { Exit } from '../frame/exit.js';
+import { formatFailure } from '../format.js';
 
 const USAGE = 'usage: botlink run [--config FILE]';
 /** systemd's default stop timeout is 90 s; we promise to be gone well within 5 s. */

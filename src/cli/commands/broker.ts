@@ -3,9 +3,9 @@
  * `code | devices | revoke | preauth`, which act on the broker's store directly, on its host.
  */
 import { readFileSync } from 'node:fs';
-import { startBroker } from '../broker/broker.js';
-import { BrokerConfigError, type BrokerConfig, configFileFor, loadBrokerConfig } from '../broker/config.js';
-import { brokerKeys, readTokenKey } from '../broker/keys.js';
+import { startBroker } from '../../broker/broker.js';
+import { BrokerConfigError, type BrokerConfig, configFileFor, loadBrokerConfig } from '../../broker/config.js';
+import { brokerKeys, readTokenKey } from '../../broker/keys.js';
 import {
   createCode,
   DEFAULT_CODE_TTL_S,
@@ -15,15 +15,15 @@ import {
   parsePreauth,
   preauthorize,
   revoke,
-} from '../broker/operator.js';
-import { openStore } from '../broker/store/open.js';
-import type { BrokerStore, CodeKind } from '../broker/store/types.js';
-import { systemClock } from '../clock.js';
-import { createLogger } from '../log.js';
-import { messageOf } from '../protocol/errors.js';
+} from '../../broker/operator.js';
+import { openStore } from '../../broker/store/open.js';
+import type { BrokerStore, CodeKind } from '../../broker/store/types.js';
+import { systemClock } from '../../clock.js';
+import { createLogger } from '../../log.js';
+import { messageOf } from '../../protocol/errors.js';
 import { parseFlags } from './common.js';
-import { Exit, UsageError } from './exit.js';
-import { formatFailure, formatTime } from './format.js';
+import { Exit, UsageError } from '../frame/exit.js';
+import { formatFailure, formatTime } from '../format.js';
 
 const USAGE = `usage: botlink broker [--config FILE]
        botlink broker code    [--config FILE] --vendor-id V [--device-id SN] [--uses N] [--ttl S] [--adopt | --replace] [--json]

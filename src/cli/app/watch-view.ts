@@ -4,8 +4,8 @@
  * and said whole when the round ends. No I/O: frames in, events out.
  */
 
-import { localClock } from '../log.js';
-import { obj, readDownFrame } from '../protocol/round-reader.js';
+import { localClock } from '../../log.js';
+import { obj, readDownFrame } from '../../protocol/round-reader.js';
 import type { LinkStateData } from './relay-client.js';
 
 export type WatchEvent =

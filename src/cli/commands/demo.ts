@@ -4,14 +4,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Logger } from 'pino';
-import { ConfigError, loadConfig } from '../agent/config/config.js';
-import { Daemon } from '../agent/daemon/daemon.js';
-import { systemClock, systemRandom } from '../clock.js';
-import { createLogger } from '../log.js';
-import { createReferenceService } from '../service/server.js';
+import { ConfigError, loadConfig } from '../../agent/config/config.js';
+import { Daemon } from '../../agent/daemon/daemon.js';
+import { systemClock, systemRandom } from '../../clock.js';
+import { createLogger } from '../../log.js';
+import { createReferenceService } from '../../service/server.js';
 import { parseFlags } from './common.js';
-import { Exit, UsageError } from './exit.js';
-import { failureLines } from './format.js';
+import { Exit, UsageError } from '../frame/exit.js';
+import { failureLines } from '../format.js';
 
 const USAGE = 'usage: botlink demo [--duration S]   (default: until Ctrl-C)';
 

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { Clock } from '../clock.js';
-import { readDownFrame } from '../protocol/round-reader.js';
+import type { Clock } from '../../clock.js';
+import { readDownFrame } from '../../protocol/round-reader.js';
 import {
   closedMessage,
   type LinkStateData,

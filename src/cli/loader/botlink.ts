@@ -1,4 +1,4 @@
-import { VERSION } from '../version.js';
+import { VERSION } from '../../version.js';
 import { type AppBundle, loadApp } from './app-loader.js';
 
 // The entry of dist/: a small module that answers `--version` by itself and loads the application

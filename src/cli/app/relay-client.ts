@@ -2,9 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { resolve } from 'node:path';
 import WebSocket, { type RawData } from 'ws';
-import type { LinkState } from '../agent/link/supervisor.js';
-import { NEW_TURN, nextTurn, type Outcome, readDownFrame, type Turn } from '../protocol/round-reader.js';
-import { VOICE_CHAT_PATH } from '../protocol/conversation.js';
+import type { LinkState } from '../../agent/link/supervisor.js';
+import { NEW_TURN, nextTurn, type Outcome, readDownFrame, type Turn } from '../../protocol/round-reader.js';
+import { VOICE_CHAT_PATH } from '../../protocol/conversation.js';
 import { socketGroupName } from './socket-group.js';
 
 /** botlink's own frame (DESIGN §3.5): where the cloud link stands. */

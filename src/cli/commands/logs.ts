@@ -1,10 +1,10 @@
 import { closeSync, fstatSync, openSync, readdirSync, readFileSync, readSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
-import { DEFAULT_CONFIG_FILE, loadConfigValues } from '../agent/config/config.js';
+import { DEFAULT_CONFIG_FILE, loadConfigValues } from '../../agent/config/config.js';
 import { parseFlags } from './common.js';
-import { Exit, UsageError } from './exit.js';
-import { formatFailure } from './format.js';
+import { Exit, UsageError } from '../frame/exit.js';
+import { formatFailure } from '../format.js';
 import { generations, isLevel, LEVELS, type LogFilter, parseSince, splitLines, viewLine } from './log-view.js';
 
 const USAGE = `usage: botlink logs [--config FILE] [-f] [--level L] [--since T] [--json]

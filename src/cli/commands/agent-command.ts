@@ -1,10 +1,10 @@
 import { pino } from 'pino';
-import type { AgentConfig } from '../agent/config/config.js';
-import type { AgentRuntime } from '../agent/daemon/runtime.js';
-import { createLogger, type BotlinkLogger } from '../log.js';
-import { BotlinkError, describeError } from '../protocol/errors.js';
-import type { Identity } from '../protocol/wire.js';
-import { explainFailure, failureLines } from './format.js';
+import type { AgentConfig } from '../../agent/config/config.js';
+import type { AgentRuntime } from '../../agent/daemon/runtime.js';
+import { createLogger, type BotlinkLogger } from '../../log.js';
+import { BotlinkError, describeError } from '../../protocol/errors.js';
+import type { Identity } from '../../protocol/wire.js';
+import { explainFailure, failureLines } from '../format.js';
 
 /** The configured log file at the configured level; never stdout, which carries the command's output. */
 export function openCommandLog(config: AgentConfig, command: string): BotlinkLogger {

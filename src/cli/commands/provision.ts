@@ -1,14 +1,14 @@
-import { ConfigError, DEFAULT_CONFIG_FILE, loadConfig, type AgentConfig } from '../agent/config/config.js';
-import { runningDaemon } from '../agent/store/instance.js';
-import { provision as register, resolveIdentity, type ProvisionRequest } from '../agent/daemon/provisioning.js';
-import { openRuntime, type AgentRuntime } from '../agent/daemon/runtime.js';
-import { systemClock, systemRandom } from '../clock.js';
-import { readStatusFile } from '../agent/daemon/status.js';
-import { describeError, fixOf, messageOf } from '../protocol/errors.js';
-import { DEVICE_TYPES, type DeviceType } from '../protocol/wire.js';
+import { ConfigError, DEFAULT_CONFIG_FILE, loadConfig, type AgentConfig } from '../../agent/config/config.js';
+import { runningDaemon } from '../../agent/store/instance.js';
+import { provision as register, resolveIdentity, type ProvisionRequest } from '../../agent/daemon/provisioning.js';
+import { openRuntime, type AgentRuntime } from '../../agent/daemon/runtime.js';
+import { systemClock, systemRandom } from '../../clock.js';
+import { readStatusFile } from '../../agent/daemon/status.js';
+import { describeError, fixOf, messageOf } from '../../protocol/errors.js';
+import { DEVICE_TYPES, type DeviceType } from '../../protocol/wire.js';
 import { openCommandLog, reportFailure, withDeadline } from './agent-command.js';
 import { exitFor, loadCommandConfig, parseFlags } from './common.js';
-import { Exit, UsageError } from './exit.js';
+import { Exit, UsageError } from '../frame/exit.js';
 
 const DEFAULT_TYPE: DeviceType = 'PHYSICAL_ROBOT';
 
