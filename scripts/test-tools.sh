@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages whose tools the tests drive for real (logrotate, systemd-analyze,
 # python3's sd_notify listener, openssl, setpriv, flock, libfaketime, sox for a saved reply's WAV,
-# Prometheus's Python parser) through apt-get: as root, else through sudo. Prints what it installs;
-# does nothing when every tool is present.
+# Prometheus's Python parser, PostgreSQL for the broker's store) through apt-get: as root, else
+# through sudo. Prints what it installs; does nothing when every tool is present.
 # test/helpers/tools.ts holds the same list.
 set -euo pipefail
 
@@ -17,7 +17,8 @@ EOF
 }
 
 # tool, then its Debian package; a tool is a command, or libfaketime (the faketime package's preload
-# library), or prometheus_client (the Python module whose text-format parser checks the metrics).
+# library), or prometheus_client (the Python module whose text-format parser checks the metrics), or
+# postgresql (Debian's server binaries, outside PATH: the tests start their own throwaway server).
 TOOLS=(
   'logrotate logrotate'
   'systemd-analyze systemd'
@@ -28,6 +29,7 @@ TOOLS=(
   'libfaketime faketime'
   'sox sox'
   'prometheus_client python3-prometheus-client'
+  'postgresql postgresql'
 )
 
 mode=install
@@ -51,6 +53,8 @@ present() {
     compgen -G '/usr/lib/*-linux-gnu*/faketime/libfaketime.so.1' >/dev/null
   elif [ "$1" = prometheus_client ]; then
     [ -e /usr/lib/python3/dist-packages/prometheus_client/parser.py ]
+  elif [ "$1" = postgresql ]; then
+    compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null
   else
     PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin" command -v "$1" >/dev/null
   fi

@@ -1,4 +1,4 @@
-import { accessSync, constants, existsSync } from 'node:fs';
+import { accessSync, constants, existsSync, readdirSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 
 /**
@@ -16,6 +16,8 @@ export const TEST_TOOLS = {
   sox: 'sox',
   // Prometheus's own Python client: its text-format parser checks botlink's metrics independently.
   prometheus_client: 'python3-prometheus-client',
+  // The broker's store on PostgreSQL: tests run a throwaway server (test/helpers/postgres.ts).
+  postgresql: 'postgresql',
 } as const;
 export type TestTool = keyof typeof TEST_TOOLS;
 
@@ -27,6 +29,18 @@ const LIBFAKETIME_PATHS = ['x86_64-linux-gnu', 'aarch64-linux-gnu', 'arm-linux-g
 /** Where Debian's python3-prometheus-client puts its text-format parser. */
 const PROMETHEUS_CLIENT_PATHS = ['/usr/lib/python3/dist-packages/prometheus_client/parser.py'];
 
+/** Debian keeps each PostgreSQL major's server binaries outside PATH, in /usr/lib/postgresql/<major>/bin. */
+const POSTGRESQL_ROOT = '/usr/lib/postgresql';
+
+/** The newest installed major's initdb, or undefined. */
+function newestInitdb(): string | undefined {
+  if (!existsSync(POSTGRESQL_ROOT)) return undefined;
+  const majors = readdirSync(POSTGRESQL_ROOT)
+    .filter((name) => /^\d+$/.test(name) && existsSync(join(POSTGRESQL_ROOT, name, 'bin', 'initdb')))
+    .sort((a, b) => Number(b) - Number(a));
+  return majors[0] === undefined ? undefined : join(POSTGRESQL_ROOT, majors[0], 'bin', 'initdb');
+}
+
 /** PATH plus the sbin folders a non-root PATH lacks (logrotate lives in /usr/sbin). */
 function searchPath(): string[] {
   return [...(process.env.PATH ?? '').split(delimiter), '/usr/local/sbin', '/usr/sbin', '/sbin', '/usr/bin', '/bin'].filter(Boolean);
@@ -36,6 +50,7 @@ function searchPath(): string[] {
 export function findTool(tool: TestTool): string | undefined {
   if (tool === 'libfaketime') return LIBFAKETIME_PATHS.find((path) => existsSync(path));
   if (tool === 'prometheus_client') return PROMETHEUS_CLIENT_PATHS.find((path) => existsSync(path));
+  if (tool === 'postgresql') return newestInitdb();
   for (const dir of searchPath()) {
     try {
       accessSync(join(dir, tool), constants.X_OK);
