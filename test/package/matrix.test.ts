@@ -210,7 +210,7 @@ describe('the install matrix: apt install of botlink and botlink-node in fresh D
       expect(s.remove).toBe('config kept, program gone');
       expect(s.purge?.split('\n')).toEqual(['2', 'botlink']);
 
-      // After the purge nothing of botlink is left in the root but its group (README: "Remove"):
+      // After the purge nothing of botlink is left in the root but its group (scripts/package/README.md, purge):
       // what the overlay holds now is apt's and dpkg's bookkeeping, /etc/group and the like, and
       // /run, a tmpfs on a real system.
       const left = tree(root.upper).filter((p) => /botlink/i.test(p) && !p.startsWith('run/'));
@@ -227,7 +227,7 @@ describe('the install matrix: apt install of botlink and botlink-node in fresh D
 
 describe('the trixie root', () => {
   it.concurrent(
-    "trixie's lintian finds no error in either package of either architecture, and every warning is explained in the README",
+    "trixie's lintian finds no error in either package of either architecture, and every warning is explained in scripts/package/README.md",
     async () => {
       const root = new ScratchRoot(await debianRoot('trixie', 'amd64'));
       cleanups.push(() => root.remove());
@@ -251,9 +251,9 @@ describe('the trixie root', () => {
       expect(r.stdout).not.toMatch(/^lintian exit/m);
       const tags = [...r.stdout.matchAll(/^([EWI]): botlink[^:]*: (\S+)/gm)].map(([, level, tag]) => ({ level, tag }));
       expect(tags.filter((t) => t.level === 'E')).toEqual([]);
-      const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+      const readme = readFileSync(join(ROOT, 'scripts/package/README.md'), 'utf8');
       for (const { tag } of tags.filter((t) => t.level === 'W'))
-        expect(readme, `lintian warning ${tag} is not explained in README.md`).toContain(tag);
+        expect(readme, `lintian warning ${tag} is not explained in scripts/package/README.md`).toContain(tag);
     },
     ROOT_TIMEOUT_MS + STEPS_TIMEOUT_MS + 300_000,
   );
