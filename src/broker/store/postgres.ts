@@ -1,9 +1,9 @@
-import { createHash } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
 import { messageOf } from '../../protocol/errors.js';
 import { CODE_COLUMNS, deviceQuery, KEY_COLUMNS, LIST_DEVICES, PREAUTH_COLUMNS, TOKEN_COLUMNS } from './columns.js';
 import { BrokerStoreError } from './errors.js';
 import { KeyedChain } from './keyed-chain.js';
+import { addPreauthIn, enrollIn, lockKey, one, rotateIn } from './postgres-bind.js';
 import { migratePostgres } from './postgres-schema.js';
 import type {
   BrokerStore,
@@ -28,12 +28,6 @@ export interface PostgresStoreOptions {
 /** The database's clock in ms: replicas with skewed clocks agree on a nonce's expiry. */
 const NOW_MS = 'floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint';
 const INT8_OID = 20;
-const UNIQUE_VIOLATION = '23505';
-
-/** A 64-bit advisory lock key for `name` (single-key space; the schema lock uses the two-key one). */
-function lockKey(name: string): string {
-  return createHash('sha256').update(name).digest().readBigInt64BE(0).toString();
-}
 
 /** The URL with its password hidden, for messages. */
 function shown(url: string): string {
@@ -102,12 +96,6 @@ async function checkout(pool: Pool): Promise<{ client: PoolClient; done(healthy:
   };
 }
 
-type Q = Pick<PoolClient, 'query'>;
-
-async function one<T>(q: Q, sql: string, params: unknown[]): Promise<T | undefined> {
-  return (await q.query(sql, params)).rows[0] as T | undefined;
-}
-
 class PostgresStore implements BrokerStore {
   readonly kind = 'postgres';
   readonly #pool: Pool;
@@ -146,39 +134,7 @@ class PostgresStore implements BrokerStore {
 
   addPreauth(rows: readonly PreauthRow[]): Promise<{ added: number } | { conflict: string }> {
     return this.#transact(
-      async (c) => {
-        // The devices' locks, in one order, so that a concurrent enrollment of one of them waits for the decision.
-        for (const key of [...new Set(rows.map((r) => lockKey(`device:${r.vendorId}\n${r.deviceId}`)))].sort()) {
-          await c.query('SELECT pg_advisory_xact_lock($1)', [key]);
-        }
-        for (const row of rows) {
-          const taken =
-            (await one(c, "SELECT 1 FROM keys WHERE vendor_id = $1 AND device_id = $2 AND state = 'active'", [
-              row.vendorId,
-              row.deviceId,
-            ])) ??
-            (await one(c, 'SELECT 1 FROM preauth WHERE (vendor_id = $1 AND device_id = $2) OR key_id = $3', [
-              row.vendorId,
-              row.deviceId,
-              row.keyId,
-            ])) ??
-            (await one(c, 'SELECT 1 FROM keys WHERE key_id = $1', [row.keyId]));
-          if (taken) return { conflict: row.deviceId };
-          try {
-            await c.query('INSERT INTO preauth (key_id, public_key, device_id, vendor_id, created_at) VALUES ($1, $2, $3, $4, $5)', [
-              row.keyId,
-              row.publicKey,
-              row.deviceId,
-              row.vendorId,
-              row.createdAt,
-            ]);
-          } catch (err) {
-            if (isUniqueViolation(err)) return { conflict: row.deviceId };
-            throw err;
-          }
-        }
-        return { added: rows.length };
-      },
+      (c) => addPreauthIn(c, rows),
       (result) => 'added' in result,
     );
   }
@@ -206,38 +162,14 @@ class PostgresStore implements BrokerStore {
 
   enroll(commit: EnrollCommit): Promise<EnrollOutcome> {
     return this.#transact(
-      async (c) => {
-        try {
-          return await enrollIn(c, commit);
-        } catch (err) {
-          // Another replica bound the keyId, the botId or the device first: the constraint decided.
-          if (isUniqueViolation(err)) return (err as { constraint?: string }).constraint === 'keys_pkey' ? 'key-exists' : 'device-exists';
-          throw err;
-        }
-      },
+      (c) => enrollIn(c, commit),
       (outcome) => outcome === 'ok',
     );
   }
 
   rotate(oldKeyId: string, newKey: { keyId: string; publicKey: string }, now: number): Promise<RotateOutcome> {
     return this.#transact(
-      async (c): Promise<RotateOutcome> => {
-        const device = await one<Pick<KeyRow, 'botId' | 'deviceId' | 'vendorId'>>(
-          c,
-          "UPDATE keys SET state = 'revoked', reason = 'rotated', revoked_at = $1 WHERE key_id = $2 AND state = 'active' " +
-            'RETURNING bot_id AS "botId", device_id AS "deviceId", vendor_id AS "vendorId"',
-          [now, oldKeyId],
-        );
-        if (!device) return 'revoked';
-        if (await keyKnown(c, newKey.keyId)) return 'key-exists';
-        try {
-          await insertKey(c, newKey, device, now);
-        } catch (err) {
-          if (isUniqueViolation(err)) return 'key-exists';
-          throw err;
-        }
-        return 'ok';
-      },
+      (c) => rotateIn(c, oldKeyId, newKey, now),
       (outcome) => outcome === 'ok',
     );
   }
@@ -355,69 +287,4 @@ class PostgresStore implements BrokerStore {
       held.done(healthy);
     }
   }
-}
-
-function isUniqueViolation(err: unknown): boolean {
-  return (err as { code?: string }).code === UNIQUE_VIOLATION;
-}
-
-/** A keyId is enrolled once, in any state; a pre-authorised one is reserved for its own enrollment. */
-async function keyKnown(c: Q, keyId: string): Promise<boolean> {
-  return (await one(c, 'SELECT 1 FROM keys WHERE key_id = $1 UNION ALL SELECT 1 FROM preauth WHERE key_id = $1', [keyId])) !== undefined;
-}
-
-function insertKey(
-  c: Q,
-  key: { keyId: string; publicKey: string },
-  d: Pick<KeyRow, 'botId' | 'deviceId' | 'vendorId'>,
-  now: number,
-): Promise<unknown> {
-  return c.query(
-    "INSERT INTO keys (key_id, public_key, bot_id, device_id, vendor_id, state, created_at) VALUES ($1, $2, $3, $4, $5, 'active', $6)",
-    [key.keyId, key.publicKey, d.botId, d.deviceId, d.vendorId, now],
-  );
-}
-
-/** The binding transaction's body (see BrokerStore.enroll); the rules are SQLite's, in sqlite.ts, statement for statement. */
-async function enrollIn(c: Q, e: EnrollCommit): Promise<EnrollOutcome> {
-  const { vendorId, deviceId, botId } = e;
-  // The device's lock orders this enrollment with a concurrent addPreauth of the same device.
-  await c.query('SELECT pg_advisory_xact_lock($1)', [lockKey(`device:${vendorId}\n${deviceId}`)]);
-  const admitted =
-    e.admission.by === 'code'
-      ? await one(
-          c,
-          'UPDATE codes SET uses_left = uses_left - 1 WHERE hmac = $1 AND uses_left > 0 AND expires_at > $2 AND vendor_id = $3 ' +
-            'AND (device_id IS NULL OR device_id = $4) RETURNING hmac',
-          [e.admission.hmac, e.now, vendorId, deviceId],
-        )
-      : await one(c, 'DELETE FROM preauth WHERE key_id = $1 AND public_key = $2 AND vendor_id = $3 AND device_id = $4 RETURNING key_id', [
-          e.admission.keyId,
-          e.key.publicKey,
-          vendorId,
-          deviceId,
-        ]);
-  if (!admitted) return 'spent';
-  if (await keyKnown(c, e.key.keyId)) return 'key-exists';
-  if (e.replace) {
-    await c.query(
-      "UPDATE keys SET state = 'revoked', reason = 'replaced', revoked_at = $1 WHERE bot_id = $2 AND state = 'active' AND vendor_id = $3 AND device_id = $4",
-      [e.now, botId, vendorId, deviceId],
-    );
-    await c.query('DELETE FROM tokens WHERE bot_id = $1', [botId]);
-    await c.query('DELETE FROM preauth WHERE vendor_id = $1 AND device_id = $2', [vendorId, deviceId]);
-  } else if (
-    e.admission.by === 'code' &&
-    (await one(c, 'SELECT 1 FROM preauth WHERE vendor_id = $1 AND device_id = $2', [vendorId, deviceId]))
-  ) {
-    return 'device-exists';
-  }
-  const bound = await one(c, "SELECT 1 FROM keys WHERE (bot_id = $1 OR (vendor_id = $2 AND device_id = $3)) AND state = 'active'", [
-    botId,
-    vendorId,
-    deviceId,
-  ]);
-  if (bound) return 'device-exists';
-  await insertKey(c, e.key, { botId, deviceId, vendorId }, e.now);
-  return 'ok';
 }

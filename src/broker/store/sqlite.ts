@@ -3,6 +3,7 @@ import { realpathSync } from 'node:fs';
 import type { Clock } from '../../clock.js';
 import { CODE_COLUMNS, deviceQuery, KEY_COLUMNS, LIST_DEVICES, PREAUTH_COLUMNS, TOKEN_COLUMNS } from './columns.js';
 import { KeyedChain } from './keyed-chain.js';
+import { addPreauthIn, enrollIn, rotateIn, type Sql } from './sqlite-bind.js';
 import { openSqliteDatabase } from './sqlite-schema.js';
 import type {
   BrokerStore,
@@ -45,6 +46,7 @@ class SqliteStore implements BrokerStore {
   readonly #clock: Pick<Clock, 'wallNow'>;
   readonly #locks: KeyedChain;
   readonly #statements = new Map<string, Database.Statement>();
+  readonly #sql: Sql = { get: (sql, ...params) => this.#get(sql, ...params), run: (sql, ...params) => this.#run(sql, ...params) };
 
   constructor(db: Database.Database, clock: Pick<Clock, 'wallNow'>, locks: KeyedChain) {
     this.#db = db;
@@ -85,29 +87,7 @@ class SqliteStore implements BrokerStore {
 
   async addPreauth(rows: readonly PreauthRow[]): Promise<{ added: number } | { conflict: string }> {
     return this.#durably(
-      () => {
-        for (const row of rows) {
-          const taken =
-            this.#get("SELECT 1 FROM keys WHERE vendor_id = ? AND device_id = ? AND state = 'active'", row.vendorId, row.deviceId) ??
-            this.#get(
-              'SELECT 1 FROM preauth WHERE (vendor_id = ? AND device_id = ?) OR key_id = ?',
-              row.vendorId,
-              row.deviceId,
-              row.keyId,
-            ) ??
-            this.#get('SELECT 1 FROM keys WHERE key_id = ?', row.keyId);
-          if (taken) return { conflict: row.deviceId };
-          this.#run(
-            'INSERT INTO preauth (key_id, public_key, device_id, vendor_id, created_at) VALUES (?, ?, ?, ?, ?)',
-            row.keyId,
-            row.publicKey,
-            row.deviceId,
-            row.vendorId,
-            row.createdAt,
-          );
-        }
-        return { added: rows.length };
-      },
+      () => addPreauthIn(this.#sql, rows),
       (result) => 'added' in result,
     );
   }
@@ -131,75 +111,16 @@ class SqliteStore implements BrokerStore {
     );
   }
 
-  async enroll(c: EnrollCommit): Promise<EnrollOutcome> {
+  async enroll(commit: EnrollCommit): Promise<EnrollOutcome> {
     return this.#durably(
-      (): EnrollOutcome => {
-        const { vendorId, deviceId, botId } = c;
-        const admitted =
-          c.admission.by === 'code'
-            ? this.#get(
-                'UPDATE codes SET uses_left = uses_left - 1 WHERE hmac = ? AND uses_left > 0 AND expires_at > ? AND vendor_id = ? ' +
-                  'AND (device_id IS NULL OR device_id = ?) RETURNING hmac',
-                c.admission.hmac,
-                c.now,
-                vendorId,
-                deviceId,
-              )
-            : this.#get(
-                'DELETE FROM preauth WHERE key_id = ? AND public_key = ? AND vendor_id = ? AND device_id = ? RETURNING key_id',
-                c.admission.keyId,
-                c.key.publicKey,
-                vendorId,
-                deviceId,
-              );
-        if (!admitted) return 'spent';
-        if (this.#keyKnown(c.key.keyId)) return 'key-exists';
-        if (c.replace) {
-          // The old key goes, and with it the tokens issued for it; a pending pre-authorisation of the device too.
-          this.#run(
-            "UPDATE keys SET state = 'revoked', reason = 'replaced', revoked_at = ? WHERE bot_id = ? AND state = 'active' AND vendor_id = ? AND device_id = ?",
-            c.now,
-            botId,
-            vendorId,
-            deviceId,
-          );
-          this.#run('DELETE FROM tokens WHERE bot_id = ?', botId);
-          this.#run('DELETE FROM preauth WHERE vendor_id = ? AND device_id = ?', vendorId, deviceId);
-        } else if (
-          c.admission.by === 'code' &&
-          this.#get('SELECT 1 FROM preauth WHERE vendor_id = ? AND device_id = ?', vendorId, deviceId)
-        ) {
-          return 'device-exists';
-        }
-        // A bound botId or deviceId (replace: bound to another device) is a conflict.
-        const bound = this.#get(
-          "SELECT 1 FROM keys WHERE (bot_id = ? OR (vendor_id = ? AND device_id = ?)) AND state = 'active'",
-          botId,
-          vendorId,
-          deviceId,
-        );
-        if (bound) return 'device-exists';
-        this.#insertKey(c.key, { botId, deviceId, vendorId }, c.now);
-        return 'ok';
-      },
+      () => enrollIn(this.#sql, commit),
       (outcome) => outcome === 'ok',
     );
   }
 
   async rotate(oldKeyId: string, newKey: { keyId: string; publicKey: string }, now: number): Promise<RotateOutcome> {
     return this.#durably(
-      (): RotateOutcome => {
-        const device = this.#get(
-          "UPDATE keys SET state = 'revoked', reason = 'rotated', revoked_at = ? WHERE key_id = ? AND state = 'active' " +
-            'RETURNING bot_id AS "botId", device_id AS "deviceId", vendor_id AS "vendorId"',
-          now,
-          oldKeyId,
-        ) as Pick<KeyRow, 'botId' | 'deviceId' | 'vendorId'> | undefined;
-        if (!device) return 'revoked';
-        if (this.#keyKnown(newKey.keyId)) return 'key-exists';
-        this.#insertKey(newKey, device, now);
-        return 'ok';
-      },
+      () => rotateIn(this.#sql, oldKeyId, newKey, now),
       (outcome) => outcome === 'ok',
     );
   }
@@ -274,25 +195,6 @@ class SqliteStore implements BrokerStore {
   async close(): Promise<void> {
     // better-sqlite3's close is idempotent: a second close does nothing.
     this.#db.close();
-  }
-
-  /** A keyId is enrolled once, in any state; a pre-authorised one is reserved for its own enrollment. */
-  #keyKnown(keyId: string): boolean {
-    return (
-      (this.#get('SELECT 1 FROM keys WHERE key_id = ?', keyId) ?? this.#get('SELECT 1 FROM preauth WHERE key_id = ?', keyId)) !== undefined
-    );
-  }
-
-  #insertKey(key: { keyId: string; publicKey: string }, d: Pick<KeyRow, 'botId' | 'deviceId' | 'vendorId'>, now: number): void {
-    this.#run(
-      "INSERT INTO keys (key_id, public_key, bot_id, device_id, vendor_id, state, created_at) VALUES (?, ?, ?, ?, ?, 'active', ?)",
-      key.keyId,
-      key.publicKey,
-      d.botId,
-      d.deviceId,
-      d.vendorId,
-      now,
-    );
   }
 
   #get(sql: string, ...params: unknown[]): Row | undefined {
