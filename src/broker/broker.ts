@@ -15,7 +15,7 @@ import { BrokerConfigError, type BrokerConfig } from './config.js';
 import type { BrokerContext } from './context.js';
 import { brokerKeys, readAccountSecret, readTokenKey } from './keys.js';
 import { BrokerMetrics } from './metrics.js';
-import { createListener } from './server.js';
+import { answerClientError, createListener } from './server.js';
 import { openStore } from './store/open.js';
 import type { BrokerStore } from './store/types.js';
 import { TokenIssuer } from './tokens.js';
@@ -65,6 +65,7 @@ export async function startBroker({ config, clock, log }: BrokerDeps): Promise<R
   const server: Server = tls ? createHttpsServer(tls, listener) : createHttpServer(listener);
   server.headersTimeout = HEADERS_TIMEOUT_MS;
   server.requestTimeout = REQUEST_TIMEOUT_MS;
+  server.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket, clock.wallNow()));
   try {
     await listen(server, config.listen.host, config.listen.port);
   } catch (err) {

@@ -13,6 +13,8 @@ import { enroll } from './routes/enroll.js';
 import { rotate } from './routes/rotate.js';
 import { token } from './routes/token.js';
 import { METRICS_CONTENT_TYPE } from '../exposition.js';
+import { writeRawResponse } from '../raw-response.js';
+import type { Duplex } from 'node:stream';
 
 export const BODY_LIMIT = 16 * 1024;
 
@@ -146,4 +148,18 @@ function sendRaw(
     Date: new Date(deps.ctx.clock.wallNow()).toUTCString(),
   });
   res.end(payload);
+}
+
+/**
+ * The server's 'clientError' listener: a request node could not parse, or one too slow to arrive, is
+ * answered like every other refusal — `{code, msg}` and the broker's Date — before the socket closes.
+ */
+export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex, nowMs: number): void {
+  if (err.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const timedOut = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
+  const msg = timedOut ? 'the request did not arrive in time' : `the request is not well-formed HTTP (${err.code ?? 'parse error'})`;
+  writeRawResponse(socket, timedOut ? 408 : 400, { code: 'bad-request', msg }, nowMs);
 }

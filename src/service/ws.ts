@@ -7,7 +7,7 @@ import { WsMessage } from '../protocol/codes.js';
 import { ContentType, ConversationEvent, downFrame, eventContent, VOICE_CHAT_PATH } from '../protocol/conversation.js';
 import { wsFailureBody } from '../protocol/wire.js';
 import type { ServiceContext, ServiceEvents } from './context.js';
-import { writeRawResponse } from './raw-response.js';
+import { writeRawResponse } from '../raw-response.js';
 import type { WsRefusal, WsRefusalForm } from './faults.js';
 import { Conversation } from './conversation/session.js';
 import type { StatsRecorder } from './stats.js';

@@ -152,8 +152,8 @@ async function serveBroker(config: BrokerConfig): Promise<number> {
     }
     throw err;
   }
-  logger.info({ url: running.url, store: running.store.kind }, 'broker listening');
   process.stdout.write(`listening on ${running.url}\n`);
+  logger.info({ url: running.url, store: running.store.kind }, 'broker listening');
   const signal = await stopped;
   process.stderr.write(`botlink broker: ${signal}: closing\n`);
   await running.close();
