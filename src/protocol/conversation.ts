@@ -186,3 +186,18 @@ export interface LinkStateData {
 export function linkStateFrame(data: LinkStateData): string {
   return JSON.stringify({ contentType: BOTLINK_CONTENT_TYPE, content: { eventType: 'LINK_STATE', eventData: data } });
 }
+
+/** The LINK_STATE data of a frame an app got (parsed JSON), else undefined: what linkStateFrame wrote, read back. */
+export function readLinkState(frame: unknown): LinkStateData | undefined {
+  if (!isObject(frame) || frame['contentType'] !== BOTLINK_CONTENT_TYPE) return undefined;
+  const content = frame['content'];
+  if (!isObject(content) || content['eventType'] !== 'LINK_STATE') return undefined;
+  const data = content['eventData'];
+  if (!isObject(data) || typeof data['state'] !== 'string') return undefined;
+  const { sessionId, retryInMs } = data;
+  return {
+    state: data['state'],
+    sessionId: typeof sessionId === 'string' ? sessionId : null,
+    ...(typeof retryInMs === 'number' && { retryInMs }),
+  };
+}

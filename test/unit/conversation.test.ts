@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { downFrame, isConversationEvent, parseUpFrame, upFrame } from '../../src/protocol/conversation.js';
+import { downFrame, isConversationEvent, linkStateFrame, parseUpFrame, readLinkState, upFrame } from '../../src/protocol/conversation.js';
 import { replyPlan, replyTo, roundSteps, transcriptOf, type RoundStep } from '../../src/service/conversation/round.js';
 import { Conversation } from '../../src/service/conversation/session.js';
 import { pcmFrames, toneFor, toneMs } from '../../src/service/conversation/tone.js';
@@ -45,6 +45,22 @@ describe('protocol/conversation', () => {
     expect(isConversationEvent(cfg, 'CFG_BOT_EVENT')).toBe(false);
     expect(isConversationEvent(chat, 'CLIENT_VOICE_CHAT_UPDATE')).toBe(false);
     expect(isConversationEvent(Buffer.from('{"CFG_BOT_EVENT"'), 'CFG_BOT_EVENT')).toBe(false);
+  });
+
+  it('readLinkState reads back what linkStateFrame wrote, and nothing from any other frame', () => {
+    const back = (data: Parameters<typeof linkStateFrame>[0]) => readLinkState(JSON.parse(linkStateFrame(data)));
+    expect(back({ state: 'connected', sessionId: 's1' })).toEqual({ state: 'connected', sessionId: 's1' });
+    expect(back({ state: 'backoff', sessionId: null, retryInMs: 1500 })).toEqual({ state: 'backoff', sessionId: null, retryInMs: 1500 });
+    const frame = (eventData: unknown) => ({ contentType: 'BOTLINK', content: { eventType: 'LINK_STATE', eventData } });
+    expect(readLinkState(frame({ state: 'stopped' }))).toEqual({ state: 'stopped', sessionId: null });
+    expect(readLinkState(frame({ state: 'connected', sessionId: 7, retryInMs: '9' }))).toEqual({ state: 'connected', sessionId: null });
+    expect(readLinkState(frame({ sessionId: 's1' }))).toBeUndefined();
+    expect(readLinkState(frame(null))).toBeUndefined();
+    expect(
+      readLinkState({ contentType: 'EVENT', content: { eventType: 'LINK_STATE', eventData: { state: 'connected' } } }),
+    ).toBeUndefined();
+    expect(readLinkState({ contentType: 'BOTLINK', content: { eventType: 'OTHER', eventData: { state: 'connected' } } })).toBeUndefined();
+    expect(readLinkState('{"contentType":"BOTLINK"}')).toBeUndefined();
   });
 });
 

@@ -96,8 +96,8 @@ describe('watchFrame: what a technician is told of the cloud frames', () => {
 
   it('a round open when the link leaves connected is told lost, before the state', () => {
     const { open } = feed([ev('CALL_AGENT_START_EVENT', 'r8', { input: 'x' }), agent('r8', 'half')]);
-    expect(watchLinkState(open, { state: 'connected' }).events).toEqual([{ type: 'link', state: 'connected' }]);
-    const down = watchLinkState(open, { state: 'backoff', retryInMs: 1500 });
+    expect(watchLinkState(open, { state: 'connected', sessionId: null }).events).toEqual([{ type: 'link', state: 'connected' }]);
+    const down = watchLinkState(open, { state: 'backoff', sessionId: null, retryInMs: 1500 });
     expect(down.events).toEqual([
       { type: 'lost', roundId: 'r8', text: 'half' },
       { type: 'link', state: 'backoff', retryInMs: 1500 },

@@ -2,51 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { resolve } from 'node:path';
 import WebSocket, { type RawData } from 'ws';
-import type { LinkState } from '../../agent/link/supervisor.js';
-import { NEW_TURN, nextTurn, type Outcome, readDownFrame, type Turn } from '../../protocol/round-reader.js';
-import { VOICE_CHAT_PATH } from '../../protocol/conversation.js';
+import { NEW_TURN, nextTurn, obj, readDownFrame, type Turn } from '../../protocol/round-reader.js';
+import { type LinkStateData, readLinkState, VOICE_CHAT_PATH } from '../../protocol/conversation.js';
+import { RelayRefused, RoundEnded, RoundLost, type RoundResult } from './relay-errors.js';
 import { socketGroupName } from './socket-group.js';
-
-/** botlink's own frame (DESIGN §3.5): where the cloud link stands. */
-export interface LinkStateData {
-  state: LinkState;
-  sessionId?: string;
-  retryInMs?: number;
-}
-
-/** The relay could not be reached or refused this app: what happened and what a person does about it. */
-export class RelayRefused extends Error {
-  constructor(
-    message: string,
-    readonly fix: string,
-  ) {
-    super(message);
-  }
-}
-
-/** A round that cannot finish: the link left `connected`, or the relay closed. */
-export class RoundLost extends Error {}
-
-export interface RoundResult {
-  reply: string;
-  roundId: string;
-  /** The final ASR text of the turn, when the cloud recognised speech. */
-  heard?: string;
-  /** From sending the input to the round's COMPLETE. */
-  ms: number;
-}
-
-/** The cloud answered the turn without a reply: EMPTY_CONTENT, a cut, moderation or an error frame. */
-export class RoundEnded extends Error {
-  constructor(
-    readonly outcome: Exclude<Outcome, 'complete'>,
-    message: string,
-    /** What came before the end (a cut reply's first pieces). */
-    readonly partial: RoundResult,
-  ) {
-    super(message);
-  }
-}
 
 /** What an app does with a turn's frames as they come. */
 export interface TurnHandlers {
@@ -59,18 +18,6 @@ export interface TurnHandlers {
 }
 
 type Frame = { contentType?: unknown; code?: unknown; msg?: unknown; content?: unknown };
-type Content = { eventType?: unknown; eventData?: unknown };
-
-/** A JSON value as an object to read fields from ({} when it is none). */
-export const record = (v: unknown): Record<string, unknown> => (typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : {});
-
-/** The LINK_STATE data of a frame, else undefined. */
-export function linkStateOf(frame: Frame): LinkStateData | undefined {
-  const content = record(frame.content) as Content;
-  if (frame.contentType !== 'BOTLINK' || content.eventType !== 'LINK_STATE') return undefined;
-  const data = record(content.eventData);
-  return typeof data.state === 'string' ? (data as unknown as LinkStateData) : undefined;
-}
 
 /**
  * An app's side of botlink's relay, as `botlink chat` and the demo app use it: the link state as it
@@ -91,11 +38,11 @@ export class RelayClient extends EventEmitter<{ state: [LinkStateData]; frame: [
       }
       let frame: Frame;
       try {
-        frame = record(JSON.parse(data.toString())) as Frame;
+        frame = obj(JSON.parse(data.toString())) as Frame;
       } catch {
         return;
       }
-      const state = linkStateOf(frame);
+      const state = readLinkState(frame);
       if (state) {
         this.state = state;
         this.emit('state', state);
@@ -252,7 +199,7 @@ function refusedByError(path: string, err: NodeJS.ErrnoException): RelayRefused 
 function refusedByStatus(path: string, status: number, body: string): RelayRefused {
   let msg = body.trim();
   try {
-    msg = String(record(JSON.parse(body)).msg ?? msg);
+    msg = String(obj(JSON.parse(body)).msg ?? msg);
   } catch {
     // not JSON: the body as it came
   }

@@ -1,16 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../../clock.js';
-import { readDownFrame } from '../../protocol/round-reader.js';
-import {
-  closedMessage,
-  type LinkStateData,
-  type RelayClient,
-  RoundEnded,
-  RoundLost,
-  type RoundResult,
-  record,
-  type TurnHandlers,
-} from './relay-client.js';
+import type { LinkStateData } from '../../protocol/conversation.js';
+import { obj, readDownFrame } from '../../protocol/round-reader.js';
+import { closedMessage, type RelayClient, type TurnHandlers } from './relay-client.js';
+import { RoundEnded, RoundLost, type RoundResult } from './relay-errors.js';
 
 /** The guide allows up to 300 ms a frame; 100 ms lets the cloud's VAD hear the speech end sooner. */
 export const FRAME_MS = 100;
@@ -80,7 +73,7 @@ export function acceptVoiceConfig(client: RelayClient, sampleRate: number): Prom
           new RoundEnded('error', `the cloud refused the voice config: ${event.code} ${event.msg}`, { reply: '', roundId: '', ms: 0 }),
         );
       if (event.kind !== 'voice-config') return;
-      const output = Number(record(record(event.eventData['audio'])['output'])['sampleRate']);
+      const output = Number(obj(obj(event.eventData['audio'])['output'])['sampleRate']);
       finish(undefined, Number.isInteger(output) && output > 0 ? output : sampleRate);
     };
     const onState = (s: LinkStateData): void => {

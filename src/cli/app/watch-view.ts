@@ -5,8 +5,8 @@
  */
 
 import { localClock } from '../../log.js';
+import type { LinkStateData } from '../../protocol/conversation.js';
 import { obj, readDownFrame } from '../../protocol/round-reader.js';
-import type { LinkStateData } from './relay-client.js';
 
 export type WatchEvent =
   | { type: 'link'; state: string; sessionId?: string; retryInMs?: number }
@@ -35,7 +35,7 @@ export function watchLinkState(open: OpenRounds, s: LinkStateData): { open: Open
   const link: WatchEvent = {
     type: 'link',
     state: s.state,
-    ...(s.sessionId !== undefined && { sessionId: s.sessionId }),
+    ...(s.sessionId !== null && { sessionId: s.sessionId }),
     ...(s.retryInMs !== undefined && { retryInMs: s.retryInMs }),
   };
   if (s.state === 'connected') return { open, events: [link] };

@@ -7,7 +7,9 @@ import type { Turn } from '../../protocol/round-reader.js';
 import { localSocketFor, timeoutFlag } from './common.js';
 import { Exit, UsageError } from '../frame/exit.js';
 import { failureLines, formatDuration } from '../format.js';
-import { DAEMON_FIX, type LinkStateData, RelayClient, RelayRefused, RoundEnded, type RoundResult, RoundLost } from '../app/relay-client.js';
+import type { LinkStateData } from '../../protocol/conversation.js';
+import { DAEMON_FIX, RelayClient } from '../app/relay-client.js';
+import { RelayRefused, RoundEnded, type RoundResult, RoundLost } from '../app/relay-errors.js';
 import { voiceTurn } from '../app/voice-turn.js';
 import { readWav, voiceInputProblem, wavFile } from '../app/wav.js';
 

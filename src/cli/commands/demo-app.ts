@@ -1,7 +1,9 @@
 import { parseFlags } from './common.js';
 import { Exit, UsageError } from '../frame/exit.js';
 import { failureLines, formatDuration } from '../format.js';
-import { type LinkStateData, RelayClient, RelayRefused, RoundEnded, RoundLost } from '../app/relay-client.js';
+import type { LinkStateData } from '../../protocol/conversation.js';
+import { RelayClient } from '../app/relay-client.js';
+import { RelayRefused, RoundEnded, RoundLost } from '../app/relay-errors.js';
 
 const USAGE = 'usage: botlink demo-app --socket PATH [--every S]   (the app `botlink demo` runs; default every 3 s)';
 

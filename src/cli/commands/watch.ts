@@ -3,7 +3,8 @@ import { OBSERVE_PATH } from '../../protocol/conversation.js';
 import { localSocketFor, parseFlags } from './common.js';
 import { Exit, UsageError } from '../frame/exit.js';
 import { failureLines } from '../format.js';
-import { closedMessage, DAEMON_FIX, RelayClient, RelayRefused } from '../app/relay-client.js';
+import { closedMessage, DAEMON_FIX, RelayClient } from '../app/relay-client.js';
+import { RelayRefused } from '../app/relay-errors.js';
 import { type OpenRounds, type WatchEvent, watchFrame, watchLine, watchLinkState } from '../app/watch-view.js';
 
 const USAGE = `usage: botlink watch [--config FILE | --socket PATH] [--json]
