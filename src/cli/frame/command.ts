@@ -1,0 +1,115 @@
+import { parseArgs } from 'node:util';
+import { messageOf } from '../../protocol/errors.js';
+import { Exit, UsageError } from './exit.js';
+import { exitOf, failureText } from './failures.js';
+import { type FlagSpecs, type FlagValues, parseOptions, readFlags } from './flags.js';
+
+/** A positional argument: one word (`BOTID`), or every word left (`TEXT…`, variadic, last). */
+export type Positional =
+  | { readonly name: string; readonly required?: boolean; readonly variadic?: false }
+  | { readonly name: string; readonly required?: boolean; readonly variadic: true };
+
+type ArgValue<K extends Positional> = K extends { variadic: true } ? string[] : K extends { required: true } ? string : string | undefined;
+
+/** The positionals by name: a variadic one's words, a required one's word, an optional one's when given. */
+export type Args<P extends readonly Positional[]> = { readonly [K in P[number] as K['name']]: ArgValue<K> };
+
+export interface Context<F extends FlagSpecs, P extends readonly Positional[]> {
+  /** The command as typed after `botlink`, with its subcommand: `status`, `broker code`. */
+  readonly name: string;
+  readonly flags: FlagValues<F>;
+  readonly args: Args<P>;
+}
+
+/**
+ * A command as it declares itself to the frame: its usage, flags, positionals and run. The frame owns
+ * the rest: --help, usage errors (64), and every failure's exit code and lines (failures.ts). run
+ * throws to fail; it returns a code only when the code is its whole answer (doctor's verdict).
+ */
+export interface Command<F extends FlagSpecs = FlagSpecs, P extends readonly Positional[] = readonly Positional[]> {
+  /** The synopsis (and for most commands the options): printed by --help and after a usage error. */
+  readonly usage: string;
+  /** What --help prints after the usage, not repeated after a usage error. */
+  readonly help?: string;
+  readonly flags: F;
+  readonly positionals?: P;
+  /** What its failure lines begin with: `botlink <name>` unless it says otherwise. */
+  readonly label?: string;
+  /** Exit as soon as run ends: what it started may still hold the event loop (a daemon's timers, a check that overran). */
+  readonly exitAtOnce?: boolean;
+  /** `botlink <name> <sub> …`: each subcommand a command of its own, loaded only when it runs. */
+  readonly subcommands?: Readonly<Record<string, () => Promise<Command>>>;
+  /** Resolves when the command is done (exit 0), or with its exit code when that code is its answer. */
+  run(ctx: Context<F, P>): Promise<number | undefined>;
+}
+
+/** A command, its flags' and positionals' types read from the declaration itself. */
+export function defineCommand<const F extends FlagSpecs, const P extends readonly Positional[] = readonly []>(
+  command: Command<F, P>,
+): Command<F, P> {
+  return command;
+}
+
+/**
+ * Runs `botlink <name> …argv`: the subcommand argv begins with, else `command` on its flags and
+ * positionals. Returns the exit code; a command that exits at once never returns.
+ */
+export async function runCommand(name: string, command: Command, argv: readonly string[]): Promise<number> {
+  const [first, ...rest] = argv;
+  const subcommands = command.subcommands ?? {};
+  const sub = first !== undefined && Object.hasOwn(subcommands, first) ? subcommands[first] : undefined;
+  if (sub) return runCommand(`${name} ${first}`, await sub(), rest);
+  let code: number;
+  try {
+    const ctx = parse(name, command, argv);
+    if (ctx === undefined) {
+      process.stdout.write(`${command.help === undefined ? command.usage : `${command.usage}\n\n${command.help}`}\n`);
+      return Exit.OK;
+    }
+    code = (await command.run(ctx)) ?? Exit.OK;
+  } catch (err) {
+    process.stderr.write(
+      err instanceof UsageError
+        ? `botlink ${name}: ${err.message}\n${command.usage}\n`
+        : failureText(err, command.label ?? `botlink ${name}`),
+    );
+    code = exitOf(err);
+  }
+  if (command.exitAtOnce) process.exit(code);
+  return code;
+}
+
+/** The context `argv` gives the command, or undefined for --help; a mistake is a UsageError. */
+function parse(name: string, command: Command, argv: readonly string[]): Context<FlagSpecs, readonly Positional[]> | undefined {
+  const positionals = command.positionals ?? [];
+  const [first] = argv;
+  if (command.subcommands && positionals.length === 0 && first !== undefined && !first.startsWith('-'))
+    throw new UsageError(`unknown command '${first}'`);
+  let parsed: { values: Record<string, unknown>; positionals: string[] };
+  try {
+    parsed = parseArgs({
+      args: [...argv],
+      options: { ...parseOptions(command.flags), help: { type: 'boolean', short: 'h' } },
+      strict: true,
+      allowPositionals: positionals.length > 0,
+    });
+  } catch (err) {
+    throw new UsageError(messageOf(err));
+  }
+  if (parsed.values['help'] === true) return undefined;
+  return { name, flags: readFlags(command.flags, parsed.values), args: readArgs(positionals, parsed.positionals) };
+}
+
+function readArgs<P extends readonly Positional[]>(specs: P, given: readonly string[]): Args<P> {
+  const args: Record<string, string | string[]> = {};
+  let next = 0;
+  for (const spec of specs) {
+    const words = spec.variadic ? given.slice(next) : given.slice(next, next + 1);
+    next += words.length;
+    if (spec.required && words.length === 0) throw new UsageError(`${spec.name.toUpperCase()} is missing`);
+    if (spec.variadic) args[spec.name] = words;
+    else if (words[0] !== undefined) args[spec.name] = words[0];
+  }
+  if (next < given.length) throw new UsageError(`unexpected argument '${given[next]}'`);
+  return args as Args<P>;
+}
