@@ -18,7 +18,8 @@ EOF
 
 # tool, then its Debian package; a tool is a command, or libfaketime (the faketime package's preload
 # library), or prometheus_client (the Python module whose text-format parser checks the metrics), or
-# postgresql (Debian's server binaries, outside PATH: the tests start their own throwaway server).
+# postgresql (Debian's server binaries, outside PATH: the tests start their own throwaway server), or
+# cryptography (the Python module a second, independent broker client signs with).
 TOOLS=(
   'logrotate logrotate'
   'systemd-analyze systemd'
@@ -30,6 +31,7 @@ TOOLS=(
   'sox sox'
   'prometheus_client python3-prometheus-client'
   'postgresql postgresql'
+  'cryptography python3-cryptography'
 )
 
 mode=install
@@ -53,6 +55,8 @@ present() {
     compgen -G '/usr/lib/*-linux-gnu*/faketime/libfaketime.so.1' >/dev/null
   elif [ "$1" = prometheus_client ]; then
     [ -e /usr/lib/python3/dist-packages/prometheus_client/parser.py ]
+  elif [ "$1" = cryptography ]; then
+    [ -e /usr/lib/python3/dist-packages/cryptography/__init__.py ]
   elif [ "$1" = postgresql ]; then
     compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null
   else

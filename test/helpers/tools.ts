@@ -18,6 +18,8 @@ export const TEST_TOOLS = {
   prometheus_client: 'python3-prometheus-client',
   // The broker's store on PostgreSQL: tests run a throwaway server (test/helpers/postgres.ts).
   postgresql: 'postgresql',
+  // A second broker client, in Python, signs its requests with the cryptography module's Ed25519.
+  cryptography: 'python3-cryptography',
 } as const;
 export type TestTool = keyof typeof TEST_TOOLS;
 
@@ -28,6 +30,9 @@ const LIBFAKETIME_PATHS = ['x86_64-linux-gnu', 'aarch64-linux-gnu', 'arm-linux-g
 
 /** Where Debian's python3-prometheus-client puts its text-format parser. */
 const PROMETHEUS_CLIENT_PATHS = ['/usr/lib/python3/dist-packages/prometheus_client/parser.py'];
+
+/** Where Debian's python3-cryptography puts its package. */
+const CRYPTOGRAPHY_PATHS = ['/usr/lib/python3/dist-packages/cryptography/__init__.py'];
 
 /** Debian keeps each PostgreSQL major's server binaries outside PATH, in /usr/lib/postgresql/<major>/bin. */
 const POSTGRESQL_ROOT = '/usr/lib/postgresql';
@@ -51,6 +56,7 @@ export function findTool(tool: TestTool): string | undefined {
   if (tool === 'libfaketime') return LIBFAKETIME_PATHS.find((path) => existsSync(path));
   if (tool === 'prometheus_client') return PROMETHEUS_CLIENT_PATHS.find((path) => existsSync(path));
   if (tool === 'postgresql') return newestInitdb();
+  if (tool === 'cryptography') return CRYPTOGRAPHY_PATHS.find((path) => existsSync(path));
   for (const dir of searchPath()) {
     try {
       accessSync(join(dir, tool), constants.X_OK);

@@ -1,12 +1,16 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
 import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
 import { TestDevice } from '../helpers/broker-device.js';
 import { exec, type CliRun } from '../helpers/exec.js';
 import { listening, startListener, type ServeRun } from '../helpers/serve-proc.js';
+import { requireTool } from '../helpers/tools.js';
+
+const CLIENT = fileURLToPath(new URL('../clients/broker_client.py', import.meta.url));
 
 const SECRET = 'SK-broker-cli-secret-7f3a';
 let bundle: Bundle;
@@ -150,6 +154,28 @@ describe('botlink broker (the process)', () => {
     } finally {
       second.run.child.kill('SIGTERM');
       await second.run.exit;
+    }
+  });
+});
+
+describe('a second client, in Python with the cryptography package (test/clients/broker_client.py)', () => {
+  it('enrolls with a code from the command and gets a token, signing from DESIGN §3.7 alone', async () => {
+    const packages = dirname(dirname(requireTool('cryptography')));
+    const code = await newCode();
+    const { run, url } = await running();
+    try {
+      const r = await exec(requireTool('python3'), [CLIENT, url, code, 'SN-PY-1'], { env: { ...process.env, PYTHONPATH: packages } });
+      expect(r.code, r.stderr).toBe(0);
+      const seen = JSON.parse(r.stdout) as { keyId: string; botId: string; token: { accessToken: string } };
+      expect(seen.keyId).toMatch(/^[0-9a-f]{32}$/);
+      const devices = JSON.parse((await cli(['devices', '--config', configFile, '--json'])).stdout) as {
+        keyId: string;
+        deviceId: string;
+      }[];
+      expect(devices).toContainEqual(expect.objectContaining({ keyId: seen.keyId, deviceId: 'SN-PY-1', state: 'active' }));
+    } finally {
+      run.child.kill('SIGTERM');
+      await run.exit;
     }
   });
 });
