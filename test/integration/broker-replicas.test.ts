@@ -48,7 +48,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const { run } of replicas) {
-    run.child.kill('SIGTERM');
+    if (run.child.exitCode === null && run.child.signalCode === null) run.child.kill('SIGTERM');
     await run.exit;
   }
   await cloud?.close();
@@ -130,5 +130,26 @@ describe('two broker replicas on one PostgreSQL', () => {
       cloud.events.off('http-request', count);
     }
     expect(getTokens).toBe(20);
+  });
+
+  // Last: it kills the first replica.
+  it('kill -9 of a replica during a renewal: the other replica renews at once (the lock dies with its connection)', async () => {
+    const device = new TestDevice();
+    expect((await device.enroll(b(), { code: await newCode(), deviceId: 'SN-KILL-RENEW' })).status).toBe(200);
+    cloud.faults.setLatencyMs(3000);
+    const first = replicas[0]!.run;
+    try {
+      const asked = new Promise<void>((resolve) => cloud.events.once('http-request', () => resolve()));
+      const pending = device.token(a()).catch((err: unknown) => err);
+      await asked;
+      first.child.kill('SIGKILL');
+      expect((await first.exit).signal).toBe('SIGKILL');
+      expect(await pending).toBeInstanceOf(Error);
+      // A lock still held would hold this request until the test's timeout.
+      const reply = await device.token(b());
+      expect(reply.status, JSON.stringify(reply.json)).toBe(200);
+    } finally {
+      cloud.faults.setLatencyMs(0);
+    }
   });
 });
