@@ -5,7 +5,10 @@ import {
   backoffCeiling,
   backoffDelay,
   backoffFloor,
+  honourRetryAfter,
   nextBackoff,
+  RETRY_AFTER_SPREAD,
+  retryAfterMsOf,
   resetBackoff,
   shouldReset,
   type BackoffSettings,
@@ -265,5 +268,37 @@ describe('retryAfter: which failures wait on the schedule and which wait slowly'
   });
   it('waits 5 minutes for what a retry cannot fix soon', () => {
     expect(SLOW_RETRY_MS).toBe(300_000);
+  });
+});
+
+describe('honourRetryAfter: a server that said when to come back is not asked sooner', () => {
+  it.each([
+    ['no Retry-After: the schedule', 700, undefined, 0.9, 700],
+    ['Retry-After longer than the schedule, no jitter drawn', 700, 10_000, 0, 10_000],
+    ['stretched by the draw, up to half again', 700, 10_000, 0.5, 12_500],
+    ['the draw just under 1: just under 15 s', 700, 10_000, 0.999, 14_995],
+    ['the schedule already longer', 60_000, 10_000, 0.999, 60_000],
+    ['Retry-After 0: the schedule', 700, 0, 0.9, 700],
+    ['a NaN or negative hint is no hint', 700, Number.NaN, 0.9, 700],
+    ['a negative hint', 700, -5, 0.9, 700],
+    ['an infinite hint', 700, Number.POSITIVE_INFINITY, 0.9, 700],
+    ['a draw outside [0, 1) is clamped', 700, 10_000, 7, 15_000],
+  ])('%s', (_, scheduledMs, retryAfterMs, random, want) => {
+    expect(honourRetryAfter(scheduledMs, retryAfterMs, random)).toBe(want);
+  });
+
+  it('spreads a fleet told the same wait over [wait, 1.5 × wait]', () => {
+    const next = prng(7);
+    const waits = Array.from({ length: 1000 }, () => honourRetryAfter(0, 10_000, next()));
+    expect(Math.min(...waits)).toBeGreaterThanOrEqual(10_000);
+    expect(Math.max(...waits)).toBeLessThanOrEqual(10_000 * (1 + RETRY_AFTER_SPREAD));
+    expect(new Set(waits.map((w) => Math.floor(w / 1000))).size).toBe(5);
+  });
+
+  it('reads the hint a failure carries, and nothing else', () => {
+    expect(retryAfterMsOf({ retryAfterMs: 3000 })).toBe(3000);
+    expect(retryAfterMsOf({ retryAfterMs: '3000' })).toBeUndefined();
+    expect(retryAfterMsOf(new Error('x'))).toBeUndefined();
+    expect(retryAfterMsOf(undefined)).toBeUndefined();
   });
 });

@@ -54,3 +54,24 @@ describe('FailureRun', () => {
     expect(failures.byCode).toEqual({ ERR_CLOUD_1006: 2, ERR_CLOUD_1005: 1 });
   });
 });
+
+describe('FailureRun: a failure that carries a Retry-After', () => {
+  it('waits the longer of the schedule and the asked time stretched by a second draw; logs that wait', () => {
+    const lines: { retryInMs: number }[] = [];
+    const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const draws = [0.5, 0.2];
+    const failures = new FailureRun({ baseMs: 1000, capMs: 4000 }, () => draws.shift() ?? 0, log);
+    const limited = Object.assign(new BotlinkError('ERR_BROKER_RATE_LIMITED', 'slow down', 'retry-backoff'), { retryAfterMs: 30_000 });
+    // The schedule draws 0.5 (500 ms); the Retry-After draws 0.2: 30 s × (1 + 0.5 × 0.2).
+    expect(failures.failed(limited, 'ERR_INTERNAL').waitMs).toBe(33_000);
+    expect(lines).toMatchObject([{ retryInMs: 33_000 }]);
+    expect(draws).toEqual([]);
+  });
+
+  it('takes no second draw for a failure without one, so the schedule of signing mode is unchanged', () => {
+    const draws = [0.5, 0.2];
+    const failures = new FailureRun({ baseMs: 1000, capMs: 4000 }, () => draws.shift() ?? 0, pino({ level: 'silent' }));
+    expect(failures.failed(transient, 'ERR_INTERNAL').waitMs).toBe(500);
+    expect(draws).toEqual([0.2]);
+  });
+});

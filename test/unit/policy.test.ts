@@ -4,11 +4,13 @@ import {
   accessUsableFor,
   decideNextAction,
   effectiveMargins,
+  renewalThresholdMs,
   type Decision,
   type PolicyNow,
   type PolicySettings,
   type TokenFacts,
 } from '../../src/agent/token/policy.js';
+import { brokeredPair, holdsRefresh, pairFacts } from '../../src/agent/token/pairs.js';
 import { prng } from '../helpers/fuzz.js';
 
 const S = 1_000;
@@ -428,5 +430,43 @@ describe('property: wakes are finite and positive', () => {
       }
     }
     expect(bad).toEqual([]);
+  });
+});
+
+describe('a broker pair (DESIGN §3.7): the access token alone', () => {
+  const issued = { accessToken: 'at', expireIn: 7200, expiresAt: T + 2 * H };
+  const facts = (jitter = 0): TokenFacts => ({ ...pairFacts(brokeredPair(issued)), accessRejected: false, refreshFailed: false, jitter });
+
+  it('has no refresh facts, a lifetime from the broker alone, and asks the broker where signing mode would refresh', () => {
+    expect(holdsRefresh(brokeredPair(issued))).toBe(false);
+    expect(facts()).toMatchObject({ access: { expiresAt: T + 2 * H, lifetimeMs: 2 * H } });
+    expect(facts()).not.toHaveProperty('refresh');
+    const now = (left: number): PolicyNow => ({ mono: 0, serverTime: T + 2 * H - left });
+    expect(decideNextAction(facts(), now(31 * MIN))).toEqual({ action: 'use', wakeInMs: MIN });
+    expect(decideNextAction(facts(), now(30 * MIN))).toEqual({ action: 'sign' });
+    expect(decideNextAction(facts(), { mono: 0, serverTime: undefined })).toEqual({
+      action: 'use',
+      wakeInMs: DEFAULT_POLICY.clockRecheckMs,
+    });
+    expect(decideNextAction({ ...facts(), accessRejected: true }, { mono: 0, serverTime: undefined })).toEqual({
+      action: 'wait-clock',
+      wakeInMs: DEFAULT_POLICY.clockRecheckMs,
+    });
+  });
+
+  it.each([
+    ['the refresh point, jitter 0', facts(0), 30 * MIN],
+    ['the refresh point, jitter +1: 10 % more', facts(1), 33 * MIN],
+    ['the refresh point, jitter −1: 10 % less', facts(-1), 27 * MIN],
+    [
+      'a short token: a quarter of its life',
+      { ...pairFacts(brokeredPair({ ...issued, expireIn: 60 })), accessRejected: false, refreshFailed: false, jitter: 0 },
+      15 * S,
+    ],
+    ['no pair yet: the configured margin', { accessRejected: false, refreshFailed: false, jitter: 0 }, 30 * MIN],
+    ['a caller needing more', { ...facts(0), neededLeftMs: 50 * MIN }, 50 * MIN],
+    ['a token the cloud refused: its whole lifetime', { ...facts(0), accessRejected: true }, 2 * H],
+  ])('renewalThresholdMs (what the broker is asked as minValidityS): %s', (_, f, want) => {
+    expect(renewalThresholdMs(f)).toBeCloseTo(want, 6);
   });
 });

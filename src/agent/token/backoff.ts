@@ -101,6 +101,24 @@ export function retryAfter(
   return retriesOnSchedule(retry) ? nextBackoff(state, settings, random) : { delayMs: SLOW_RETRY_MS, state };
 }
 
+/** A Retry-After is stretched by up to this fraction, so a fleet told the same wait does not come back at one instant. */
+export const RETRY_AFTER_SPREAD = 0.5;
+
+/**
+ * The wait before a retry that the server asked to come no sooner than `retryAfterMs` (an HTTP
+ * Retry-After): the longer of the schedule's wait and the asked one stretched by the jitter draw.
+ */
+export function honourRetryAfter(scheduledMs: number, retryAfterMs: number | undefined, random: number): number {
+  if (retryAfterMs === undefined || !(retryAfterMs >= 0) || !Number.isFinite(retryAfterMs)) return scheduledMs;
+  return Math.max(scheduledMs, Math.floor(retryAfterMs * (1 + RETRY_AFTER_SPREAD * unitRandom(random))));
+}
+
+/** What a failure may say of its next try: an HTTP Retry-After, in ms (the broker's errors carry one). */
+export function retryAfterMsOf(err: unknown): number | undefined {
+  const ms = typeof err === 'object' && err !== null ? (err as { retryAfterMs?: unknown }).retryAfterMs : undefined;
+  return typeof ms === 'number' ? ms : undefined;
+}
+
 /** Whether an up-time of `upMs` earns a reset of the streak (default threshold 60 s). */
 export function shouldReset(upMs: number, thresholdMs: number = DEFAULT_RESET_AFTER_MS): boolean {
   return upMs >= thresholdMs;

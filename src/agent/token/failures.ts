@@ -1,12 +1,13 @@
 import type { Logger } from 'pino';
 import { toBotlinkError, type BotlinkError, type ErrorCode } from '../../protocol/errors.js';
 import type { Random } from '../../clock.js';
-import { resetBackoff, retryAfter, type BackoffSettings, type BackoffState } from './backoff.js';
+import { honourRetryAfter, resetBackoff, retryAfter, retryAfterMsOf, type BackoffSettings, type BackoffState } from './backoff.js';
 
 /**
  * The failures of one job that retries until it succeeds (the token manager's renewals, provisioning):
  * the backoff, the last error and counts by code. A failure is logged once here, at warn for a retry
- * on the schedule and at error for one that needs a person, and says how long to wait.
+ * on the schedule and at error for one that needs a person, and says how long to wait (never less than
+ * a Retry-After it carries).
  */
 export class FailureRun {
   readonly #settings: BackoffSettings;
@@ -29,10 +30,13 @@ export class FailureRun {
     const next = retryAfter(error.retry, this.#backoff, this.#settings, this.#random());
     this.#backoff = next.state;
     this.#last = error;
+    // A server that said when to come back (Retry-After) is not asked sooner; the draw is taken only then.
+    const asked = retryAfterMsOf(error);
+    const waitMs = asked === undefined ? next.delayMs : honourRetryAfter(next.delayMs, asked, this.#random());
     const level = error.retry === 'retry-backoff' ? 'warn' : 'error';
-    const fields = { code: error.code, retry: error.retry, fix: error.fix, retryInMs: Math.round(next.delayMs) };
+    const fields = { code: error.code, retry: error.retry, fix: error.fix, retryInMs: Math.round(waitMs) };
     this.#log[level](fields, what ? `${what}: ${error.message}` : error.message);
-    return { error, waitMs: next.delayMs };
+    return { error, waitMs };
   }
 
   /** The job succeeded: the next failure starts the schedule afresh. */

@@ -19,13 +19,36 @@ export function refreshedPair(pair: TokenPair, res: RefreshTokenSuccess, base: n
   return { ...pair, accessToken: res.accessToken, accessExpiresAt: base + res.expireIn * 1000, accessIssuedAt: base };
 }
 
-/** The policy's view of a pair: each token's expiry and the lifetime it was issued with. */
+/** A broker's pair holds the access token alone (DESIGN §3.7): this refresh token marks it absent. */
+export const NO_REFRESH_TOKEN = '';
+
+/** Whether the pair holds a refresh token (signing mode's pairs do; the broker keeps its own). */
+export function holdsRefresh(pair: TokenPair): boolean {
+  return pair.refreshToken !== NO_REFRESH_TOKEN;
+}
+
+/**
+ * The pair a broker's token makes: the access token alone, issued when the broker's clock says
+ * (expiresAt − expireIn), so no local clock enters it; the absent refresh token "expires" with it.
+ */
+export function brokeredPair(issued: { accessToken: string; expireIn: number; expiresAt: number }): TokenPair {
+  const issuedAt = issued.expiresAt - issued.expireIn * 1000;
+  return {
+    accessToken: issued.accessToken,
+    accessExpiresAt: issued.expiresAt,
+    refreshToken: NO_REFRESH_TOKEN,
+    refreshExpiresAt: issued.expiresAt,
+    issuedAt,
+    accessIssuedAt: issuedAt,
+  };
+}
+
+/** The policy's view of a pair: each token's expiry and the lifetime it was issued with (no refresh in a broker's pair). */
 export function pairFacts(pair: TokenPair | undefined): Pick<TokenFacts, 'access' | 'refresh'> {
   if (!pair) return {};
-  return {
-    access: { expiresAt: pair.accessExpiresAt, lifetimeMs: pair.accessExpiresAt - issuedAt(pair) },
-    refresh: { expiresAt: pair.refreshExpiresAt, lifetimeMs: pair.refreshExpiresAt - pair.issuedAt },
-  };
+  const access = { expiresAt: pair.accessExpiresAt, lifetimeMs: pair.accessExpiresAt - issuedAt(pair) };
+  if (!holdsRefresh(pair)) return { access };
+  return { access, refresh: { expiresAt: pair.refreshExpiresAt, lifetimeMs: pair.refreshExpiresAt - pair.issuedAt } };
 }
 
 /** When the pair's current access token was issued: of two pairs, the later one is kept. */

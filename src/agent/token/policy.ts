@@ -107,6 +107,22 @@ function clampJitter(jitter: number): number {
   return Number.isFinite(jitter) ? Math.max(-1, Math.min(1, jitter)) : 0;
 }
 
+/**
+ * The life a renewed access token must have (what broker mode sends as minValidityS, DESIGN §3.7): this
+ * pair's refresh point, jitter included, so the broker never answers with the token being replaced; a
+ * waiting caller's need when larger; and for a token the cloud refused, its whole lifetime (the broker
+ * caps what it is asked at half the lifetime), so a cached token past its middle is not handed out again.
+ */
+export function renewalThresholdMs(facts: TokenFacts, settings: PolicySettings = DEFAULT_POLICY): number {
+  const refused = facts.accessRejected && facts.access ? facts.access.lifetimeMs : 0;
+  return Math.max(refreshAtLeftMs(facts, effectiveMargins(facts, settings)), facts.neededLeftMs ?? 0, refused);
+}
+
+/** The access life left at which the token is renewed: the refresh margin, spread by the pair's jitter. */
+function refreshAtLeftMs(facts: TokenFacts, margins: { refreshMarginMs: number }): number {
+  return margins.refreshMarginMs * (1 + JITTER_SPREAD * clampJitter(facts.jitter));
+}
+
 function useFor(untilMs: number[], settings: PolicySettings): Decision {
   // Rounded up: waking a hair before the point would mean one more `use` and a whole extra second.
   const wake = Math.ceil(Math.min(settings.recheckMs, ...untilMs));
@@ -138,8 +154,7 @@ export function decideNextAction(facts: TokenFacts, now: PolicyNow, settings: Po
 
   // A token too short for a waiting caller is renewed now, as if the server had rejected it.
   if (access && accessUsableFor(facts, now, facts.neededLeftMs ?? 0)) {
-    const refreshAtLeft = margins.refreshMarginMs * (1 + JITTER_SPREAD * clampJitter(facts.jitter));
-    const untilRefreshPoint = access.expiresAt - serverTime - refreshAtLeft;
+    const untilRefreshPoint = access.expiresAt - serverTime - refreshAtLeftMs(facts, margins);
     if (untilRefreshPoint > 0) {
       if (refreshRunningOut) return { action: 'sign' };
       const untilResignPoint = refreshLeft === undefined ? Infinity : refreshLeft - margins.resignMarginMs;
