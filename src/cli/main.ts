@@ -1,10 +1,11 @@
+import { type Command, runCommand } from './frame/command.js';
 import { Exit, UsageError } from './frame/exit.js';
 import { VERSION } from '../version.js';
 
-type Command = (argv: string[]) => Promise<number>;
+type Legacy = (argv: string[]) => Promise<number>;
 
 /** Each command lives in its own module, loaded only when it runs. */
-const COMMANDS: Record<string, () => Promise<Command>> = {
+const COMMANDS: Record<string, () => Promise<Command | Legacy>> = {
   run: async () => (await import('./commands/run.js')).run,
   status: async () => (await import('./commands/status.js')).status,
   provision: async () => (await import('./commands/provision.js')).provision,
@@ -52,8 +53,10 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`botlink: unknown command '${name}'\n${USAGE}\n`);
     return Exit.USAGE;
   }
+  const command = await load();
+  if (typeof command !== 'function') return runCommand(name, command, rest);
   try {
-    return await (await load())(rest);
+    return await command(rest);
   } catch (err) {
     if (err instanceof UsageError) {
       process.stderr.write(`botlink ${name}: ${err.message}\n`);

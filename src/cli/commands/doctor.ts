@@ -1,11 +1,9 @@
 import { CHECK_NAMES, DEFAULT_CHECK_TIMEOUT_MS, runDoctor, type CheckResult } from '../../doctor/doctor.js';
-import { parseFlags } from './common.js';
+import { defineCommand } from '../frame/command.js';
 import { Exit } from '../frame/exit.js';
 
 const USAGE = 'usage: botlink doctor [--config FILE]';
-const HELP = `${USAGE}
-
-Field diagnostics. Runs these checks in order, each within ${DEFAULT_CHECK_TIMEOUT_MS / 1000} s, one line each:
+const HELP = `Field diagnostics. Runs these checks in order, each within ${DEFAULT_CHECK_TIMEOUT_MS / 1000} s, one line each:
   ${CHECK_NAMES.join(', ')}
 
   ok    <check>: <detail>
@@ -49,21 +47,21 @@ export function doctorSummary(
   return { line: `${counts}: exit 1, ${why}`, code: Exit.FAILURE };
 }
 
-/** `botlink doctor`: one line per check, a summary, and an exit status for scripts. */
-export async function doctor(argv: string[]): Promise<number> {
-  const { values } = parseFlags(argv, { config: { type: 'string' } }, USAGE);
-  if (values.help) {
-    process.stdout.write(`${HELP}\n`);
-    return Exit.OK;
-  }
-  const report = await runDoctor({
-    ...(values.config !== undefined && { configFile: values.config }),
-    env: process.env,
-    onResult: (r) => process.stdout.write(`${formatResult(r)}\n`),
-  });
-  const { line, code } = doctorSummary(report.results, report.configUsable);
-  process.stdout.write(`${line}\n`);
+/** `botlink doctor`: one line per check, a summary, and an exit status for scripts: its verdict is its answer. */
+export const doctor = defineCommand({
+  usage: USAGE,
+  help: HELP,
+  flags: { config: { type: 'string' } },
   // A check that overran may still wait on a DNS request or a socket: the verdict is out, do not wait for it.
-  if (report.timedOut) process.exit(code);
-  return code;
-}
+  exitAtOnce: true,
+  async run({ flags }) {
+    const report = await runDoctor({
+      ...(flags.config !== undefined && { configFile: flags.config }),
+      env: process.env,
+      onResult: (r) => process.stdout.write(`${formatResult(r)}\n`),
+    });
+    const { line, code } = doctorSummary(report.results, report.configUsable);
+    process.stdout.write(`${line}\n`);
+    return code;
+  },
+});

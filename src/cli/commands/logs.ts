@@ -2,9 +2,8 @@ import { closeSync, fstatSync, openSync, readdirSync, readFileSync, readSync, st
 import { dirname, join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { DEFAULT_CONFIG_FILE, loadConfigValues } from '../../agent/config/config.js';
-import { parseFlags } from './common.js';
-import { Exit, UsageError } from '../frame/exit.js';
-import { formatFailure } from '../format.js';
+import { defineCommand } from '../frame/command.js';
+import { Exit, Failure, UsageError } from '../frame/exit.js';
 import { generations, isLevel, LEVELS, type LogFilter, parseSince, splitLines, viewLine } from './log-view.js';
 
 const USAGE = `usage: botlink logs [--config FILE] [-f] [--level L] [--since T] [--json]
@@ -26,72 +25,58 @@ const FOLLOW_MS = 200;
 const CHUNK = 64 * 1024;
 
 /** `botlink logs` (DESIGN §3.1). */
-export async function logs(argv: string[]): Promise<number> {
-  const { values } = parseFlags(
-    argv,
-    {
-      config: { type: 'string' },
-      follow: { type: 'boolean', short: 'f' },
-      level: { type: 'string' },
-      since: { type: 'string' },
-      json: { type: 'boolean' },
-    },
-    USAGE,
-  );
-  if (values.help) {
-    process.stdout.write(`${USAGE}\n`);
-    return Exit.OK;
-  }
-  if (values.level !== undefined && !isLevel(values.level)) throw new UsageError(`--level must be one of ${LEVELS.join(', ')}\n${USAGE}`);
-  const since = values.since === undefined ? undefined : parseSince(values.since, Date.now());
-  if (values.since !== undefined && since === undefined) throw new UsageError(`--since: not a time or a span: '${values.since}'\n${USAGE}`);
-  let logFile: string;
-  try {
-    logFile = loadConfigValues({ ...(values.config !== undefined && { file: values.config }), env: process.env }).logFile;
-  } catch (err) {
-    process.stderr.write(formatFailure('botlink logs: configuration error', err));
-    return Exit.CONFIG;
-  }
-  if (logFile === '-') {
-    process.stderr.write('botlink logs: logFile is "-": the daemon logs to stdout, so to the journal: journalctl -u botlink\n');
-    return Exit.CONFIG;
-  }
-  const filter: LogFilter = { level: (values.level as LogFilter['level'] | undefined) ?? 'trace', since };
-  const json = values.json === true;
-  const out = (raw: string): void => {
-    const text = viewLine(raw, filter, json);
-    if (text !== undefined) process.stdout.write(text);
-  };
-  // `botlink logs | head`: a reader that goes away is the end, not an error.
-  process.stdout.on('error', (err: NodeJS.ErrnoException) => process.exit(err.code === 'EPIPE' ? Exit.OK : Exit.FAILURE));
+export const logs = defineCommand({
+  usage: USAGE,
+  flags: {
+    config: { type: 'string' },
+    follow: { type: 'boolean', short: 'f' },
+    level: { type: 'string' },
+    since: { type: 'string' },
+    json: { type: 'boolean' },
+  },
+  async run({ flags }) {
+    const { level } = flags;
+    if (level !== undefined && !isLevel(level)) throw new UsageError(`--level must be one of ${LEVELS.join(', ')}`);
+    const since = flags.since === undefined ? undefined : parseSince(flags.since, Date.now());
+    if (flags.since !== undefined && since === undefined) throw new UsageError(`--since: not a time or a span: '${flags.since}'`);
+    const { logFile } = loadConfigValues({ ...(flags.config !== undefined && { file: flags.config }), env: process.env });
+    if (logFile === '-')
+      throw new Failure('logFile is "-": the daemon logs to stdout, so to the journal: journalctl -u botlink', { kind: 'config' });
+    const filter: LogFilter = { level: level ?? 'trace', since };
+    const json = flags.json === true;
+    const out = (raw: string): void => {
+      const text = viewLine(raw, filter, json);
+      if (text !== undefined) process.stdout.write(text);
+    };
+    // `botlink logs | head`: a reader that goes away is the end, not an error.
+    process.stdout.on('error', (err: NodeJS.ErrnoException) => process.exit(err.code === 'EPIPE' ? Exit.OK : Exit.FAILURE));
 
-  let names: string[];
-  try {
-    names = readdirSync(dirname(logFile));
-  } catch (err) {
-    process.stderr.write(
-      `botlink logs: cannot read ${dirname(logFile)} (${(err as NodeJS.ErrnoException).code}): run it as root (sudo), who may read the log\n`,
-    );
-    return Exit.UNAVAILABLE;
-  }
-  const files = generations(logFile, names);
-  for (const { name, gz } of files.slice(0, -1)) {
+    let names: string[];
     try {
-      const data = readFileSync(join(dirname(logFile), name));
-      for (const line of (gz ? gunzipSync(data) : data).toString('utf8').split('\n')) out(line);
+      names = readdirSync(dirname(logFile));
     } catch (err) {
-      process.stderr.write(`botlink logs: skipping ${name}: ${(err as Error).message}\n`);
+      const why = `cannot read ${dirname(logFile)} (${(err as NodeJS.ErrnoException).code}): run it as root (sudo), who may read the log`;
+      throw new Failure(why, { kind: 'unavailable' });
     }
-  }
-  const current = new Tail(logFile, out);
-  current.read();
-  if (values.follow !== true) {
-    current.end();
-    return Exit.OK;
-  }
-  await new Promise<never>(() => setInterval(() => current.follow(), FOLLOW_MS));
-  return Exit.OK;
-}
+    const files = generations(logFile, names);
+    for (const { name, gz } of files.slice(0, -1)) {
+      try {
+        const data = readFileSync(join(dirname(logFile), name));
+        for (const line of (gz ? gunzipSync(data) : data).toString('utf8').split('\n')) out(line);
+      } catch (err) {
+        process.stderr.write(`botlink logs: skipping ${name}: ${(err as Error).message}\n`);
+      }
+    }
+    const current = new Tail(logFile, out);
+    current.read();
+    if (flags.follow !== true) {
+      current.end();
+      return;
+    }
+    // Followed until a signal ends the process.
+    return new Promise<never>(() => setInterval(() => current.follow(), FOLLOW_MS));
+  },
+});
 
 /** The current log file, read as it grows, and again from its start when logrotate replaces it. */
 class Tail {

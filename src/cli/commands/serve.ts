@@ -1,8 +1,8 @@
 import { createReferenceService, DISPLACEMENT_MARKERS, type DisplacementMarker, type ReferenceService } from '../../service/server.js';
-import { DEFAULT_SEED, loadSeedFile, SeedError, type Seed } from '../../service/seed.js';
-import { ServiceDbError } from '../../service/store-schema.js';
-import { parseFlags } from './common.js';
-import { Exit, UsageError } from '../frame/exit.js';
+import { DEFAULT_SEED, loadSeedFile } from '../../service/seed.js';
+import { defineCommand } from '../frame/command.js';
+import { Failure, UsageError } from '../frame/exit.js';
+import { stoppingOn, untilSignal } from '../frame/signals.js';
 
 const USAGE = `usage: botlink serve [--host H] [--port P] [--db FILE] [--seed FILE] [--access-ttl S] [--refresh-ttl S]
                     [--displacement-marker event|code400] [--round-delay-ms MS] [--vad-silence-ms MS]
@@ -23,13 +23,6 @@ const USAGE = `usage: botlink serve [--host H] [--port P] [--db FILE] [--seed FI
 
 const LISTEN_ERRORS = new Set(['EADDRINUSE', 'EADDRNOTAVAIL', 'EACCES', 'ENOTFOUND', 'EAI_AGAIN']);
 
-function integer(flag: string, raw: string | undefined, min: number, max: number): number | undefined {
-  if (raw === undefined) return undefined;
-  const n = /^[0-9]{1,10}$/.test(raw) ? Number(raw) : NaN;
-  if (!(n >= min && n <= max)) throw new UsageError(`--${flag} must be an integer from ${min} to ${max}, got '${raw}'`);
-  return n;
-}
-
 function marker(raw: string | undefined): DisplacementMarker | undefined {
   if (raw === undefined) return undefined;
   const known = DISPLACEMENT_MARKERS.find((m) => m === raw);
@@ -42,88 +35,51 @@ function note(line: string): void {
 }
 
 /** `botlink serve`: the reference token service in the foreground until SIGTERM or SIGINT. */
-export async function serve(argv: string[]): Promise<number> {
-  const { values } = parseFlags(
-    argv,
-    {
-      host: { type: 'string' },
-      port: { type: 'string' },
-      db: { type: 'string' },
-      seed: { type: 'string' },
-      'access-ttl': { type: 'string' },
-      'refresh-ttl': { type: 'string' },
-      'displacement-marker': { type: 'string' },
-      'round-delay-ms': { type: 'string' },
-      'vad-silence-ms': { type: 'string' },
-    },
-    USAGE,
-  );
-  if (values.help) {
-    process.stdout.write(`${USAGE}\n`);
-    return Exit.OK;
-  }
-  const port = integer('port', values.port, 0, 65535);
-  const accessTtlS = integer('access-ttl', values['access-ttl'], 1, 2 ** 31);
-  const refreshTtlS = integer('refresh-ttl', values['refresh-ttl'], 1, 2 ** 31);
-  if (values.host === '') throw new UsageError('--host must not be empty');
-  const displacementMarker = marker(values['displacement-marker']);
-  const roundDelayMs = integer('round-delay-ms', values['round-delay-ms'], 0, 60_000);
-  const vadSilenceMs = integer('vad-silence-ms', values['vad-silence-ms'], 20, 60_000);
-
-  let seed: Seed = DEFAULT_SEED;
-  if (values.seed === undefined) {
-    note('no --seed: serving accessKeyId AK (secretKey SK), vendor V1, bot bot-1');
-  } else {
+export const serve = defineCommand({
+  usage: USAGE,
+  flags: {
+    host: { type: 'string' },
+    port: { type: 'integer', min: 0, max: 65535 },
+    db: { type: 'string' },
+    seed: { type: 'string' },
+    'access-ttl': { type: 'integer', min: 1, max: 2 ** 31 },
+    'refresh-ttl': { type: 'integer', min: 1, max: 2 ** 31 },
+    'displacement-marker': { type: 'string' },
+    'round-delay-ms': { type: 'integer', min: 0, max: 60_000 },
+    'vad-silence-ms': { type: 'integer', min: 20, max: 60_000 },
+  },
+  async run({ flags }) {
+    if (flags.host === '') throw new UsageError('--host must not be empty');
+    const displacementMarker = marker(flags['displacement-marker']);
+    if (flags.seed === undefined) note('no --seed: serving accessKeyId AK (secretKey SK), vendor V1, bot bot-1');
+    // A seed file that will not do is a SeedError: exit 65, its message naming the spot.
+    const seed = flags.seed === undefined ? DEFAULT_SEED : loadSeedFile(flags.seed);
+    let service: ReferenceService;
     try {
-      seed = loadSeedFile(values.seed);
+      service = await createReferenceService({
+        seed,
+        ...(flags.host !== undefined && { host: flags.host }),
+        ...(flags.port !== undefined && { port: flags.port }),
+        ...(flags.db !== undefined && { dbFile: flags.db }),
+        ...(flags['access-ttl'] !== undefined && { accessTtlS: flags['access-ttl'] }),
+        ...(flags['refresh-ttl'] !== undefined && { refreshTtlS: flags['refresh-ttl'] }),
+        ...(displacementMarker !== undefined && { displacementMarker }),
+        ...(flags['round-delay-ms'] !== undefined && { roundDelayMs: flags['round-delay-ms'] }),
+        ...(flags['vad-silence-ms'] !== undefined && { vadSilenceMs: flags['vad-silence-ms'] }),
+      });
     } catch (err) {
-      if (!(err instanceof SeedError)) throw err;
-      note(err.message);
-      return Exit.DATAERR;
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== undefined && LISTEN_ERRORS.has(code))
+        throw new Failure(`cannot listen: ${(err as Error).message}`, { kind: 'unavailable' });
+      throw err;
     }
-  }
-
-  let service: ReferenceService;
-  try {
-    service = await createReferenceService({
-      seed,
-      ...(values.host !== undefined && { host: values.host }),
-      ...(port !== undefined && { port }),
-      ...(values.db !== undefined && { dbFile: values.db }),
-      ...(accessTtlS !== undefined && { accessTtlS }),
-      ...(refreshTtlS !== undefined && { refreshTtlS }),
-      ...(displacementMarker !== undefined && { displacementMarker }),
-      ...(roundDelayMs !== undefined && { roundDelayMs }),
-      ...(vadSilenceMs !== undefined && { vadSilenceMs }),
-    });
-  } catch (err) {
-    const e = err as NodeJS.ErrnoException;
-    if (e.code !== undefined && LISTEN_ERRORS.has(e.code)) {
-      note(`cannot listen: ${e.message}`);
-      return Exit.UNAVAILABLE;
-    }
-    if (err instanceof ServiceDbError) {
-      note(err.message);
-      return Exit.DATAERR;
-    }
-    throw err;
-  }
-  service.events.on('internal-error', (err: unknown) =>
-    note(`internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`),
-  );
-  // The handlers before the line: its reader may stop us at once, and a SIGTERM with none would kill us (code null).
-  const stopped = new Promise<NodeJS.Signals>((resolve) => {
-    const stop = (sig: NodeJS.Signals): void => {
-      process.off('SIGTERM', stop);
-      process.off('SIGINT', stop);
-      resolve(sig);
-    };
-    process.on('SIGTERM', stop);
-    process.on('SIGINT', stop);
-  });
-  process.stdout.write(`listening on ${service.url}\n`);
-  const signal = await stopped;
-  note(`${signal}: closing`);
-  await service.close();
-  return Exit.OK;
-}
+    service.events.on('internal-error', (err: unknown) =>
+      note(`internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`),
+    );
+    // The wait before the line: its reader may stop us at once, and a SIGTERM with no handler would kill us (code null).
+    const stop = untilSignal();
+    process.stdout.write(`listening on ${service.url}\n`);
+    note(stoppingOn(await stop.received));
+    await service.close();
+  },
+});
