@@ -4,6 +4,8 @@ import type { AgentConfig } from '../agent/config/config.js';
 import type { ResolvedIdentity } from '../agent/daemon/provisioning.js';
 import type { AgentRuntime } from '../agent/daemon/runtime.js';
 import type { SecretFileError } from '../agent/config/secret.js';
+import type { DeviceKeyError } from '../agent/config/device-key.js';
+import type { IssuedToken } from '../agent/broker/answers.js';
 import type { TimeSyncResult } from '../agent/time/timesync.js';
 
 /** One check's answer; a skip (an earlier check failed) does not count as passing. */
@@ -26,24 +28,35 @@ export interface DoctorContext {
   readonly timeoutMs: number;
   config?: AgentConfig;
   secretError?: SecretFileError;
+  /** Broker mode: the device key could not be used (the settings were). */
+  keyError?: DeviceKeyError;
   rt?: AgentRuntime;
   /** Warnings the token store logged while opening (a corrupt file moved aside). */
   storeTrouble: string[];
   dbModeBefore?: number;
   verdict?: TimeSyncResult;
   reachable?: boolean;
+  /** Broker mode: whether the broker answered, and what it answered a signed /v1/token with. */
+  broker?: { reachable: boolean; answer?: { ok: true; issued: IssuedToken } | { ok: false; error: unknown } };
   identity?: ResolvedIdentity;
   /** Held in memory for the WebSocket check only; never stored or printed. */
   token?: string;
 }
 
-export type Need = 'config' | 'runtime' | 'service';
+/** `issuer`: whoever issues the tokens can be reached (the service; in broker mode, the broker). */
+export type Need = 'config' | 'runtime' | 'service' | 'issuer';
 
 /** Why a check that needs this cannot run, or undefined when it can. */
 export const UNMET: Readonly<Record<Need, (ctx: DoctorContext) => string | undefined>> = {
   config: (ctx) => (ctx.config ? undefined : 'needs a usable configuration (see above)'),
   runtime: (ctx) => (ctx.rt ? undefined : 'needs the token store in the state dir (see above)'),
   service: (ctx) => (ctx.reachable === false ? 'the service cannot be reached (see above)' : undefined),
+  issuer: (ctx) =>
+    ctx.config?.mode === 'broker'
+      ? ctx.broker?.reachable === false
+        ? 'the broker cannot be reached (see above)'
+        : undefined
+      : UNMET.service(ctx),
 };
 
 export interface Check {

@@ -9,8 +9,15 @@ import { runningDaemon } from '../agent/store/instance.js';
 import { resolveIdentity, type ResolvedIdentity } from '../agent/daemon/provisioning.js';
 import { chooseSigningTime, MAX_WALL_DISAGREEMENT_MS } from '../agent/time/signingtime.js';
 import { readStatusFile, STATUS_FILE, type StatusDoc } from '../agent/daemon/status.js';
+import type { AgentRuntime } from '../agent/daemon/runtime.js';
+import { BROKER_WINDOW_MS, brokerTokenOutcome } from './broker.js';
 
 const NO_TIME_FIX = 'enable NTP (timedatectl set-ntp true) or make the token service reachable: either gives the agent a time to sign with';
+
+/** How messages name whoever issues the tokens, and whose Date stands in for the clock. */
+function issuerOf(rt: AgentRuntime): string {
+  return rt.issuer.mode === 'broker' ? 'the broker' : 'the service';
+}
 
 /** A failed cloud call with the fix it carries; without one, suspect the path to the service. */
 function cloudFailure(err: unknown, who = ''): Outcome {
@@ -52,13 +59,13 @@ export const clockCheck: Check = {
     ctx.verdict = v;
     const said = v.source === 'none' ? `${v.verdict}: ${v.detail}` : `${v.verdict} (${v.source}): ${v.detail}`;
     if (v.verdict === 'synced') return ok(said);
-    // DESIGN §4: a clock that is not synced is fine while the service's Date header can stand in for it.
-    const why = await rt.api.sampleServerTime().then(
+    // DESIGN §4: a clock that is not synced is fine while the issuer's Date header can stand in for it.
+    const why = await rt.sampleServerTime().then(
       () => '',
       (err: unknown) => ` (${messageOf(err)})`,
     );
     if (rt.serverTime.now() === undefined) return fail(`${said}; and no server time can be had${why}`, NO_TIME_FIX);
-    return ok(`${said}; the agent signs with the service's time instead (±${Math.round(rt.serverTime.errorMs()!)} ms)`);
+    return ok(`${said}; the agent signs with ${issuerOf(rt)}'s time instead (±${Math.round(rt.serverTime.errorMs()!)} ms)`);
   },
 };
 
@@ -90,18 +97,22 @@ export const tlsCheck: Check = {
 
 export const serverTimeCheck: Check = {
   name: 'server time',
-  needs: ['runtime', 'service'],
+  needs: ['runtime', 'issuer'],
   async run(ctx) {
     const rt = ctx.rt!;
     try {
-      await rt.api.sampleServerTime();
+      await rt.sampleServerTime();
     } catch (err) {
       return cloudFailure(err);
     }
     const offset = rt.serverTime.offsetMs();
-    if (offset === undefined)
-      return fail('no usable Date header in the answer', 'check that baseUrl points at the token service (a proxy may drop Date)');
-    const said = `the service clock is ${formatOffset(offset)} the local clock (±${Math.round(rt.serverTime.errorMs()!)} ms)`;
+    const broker = rt.issuer.mode === 'broker';
+    if (offset === undefined) {
+      const where = broker ? 'brokerUrl points at the broker' : 'baseUrl points at the token service';
+      return fail('no usable Date header in the answer', `check that ${where} (a proxy may drop Date)`);
+    }
+    const window = broker ? `; the broker takes requests within ±${BROKER_WINDOW_MS / 1000} s of its clock` : '';
+    const said = `${issuerOf(rt)} clock is ${formatOffset(offset)} the local clock (±${Math.round(rt.serverTime.errorMs()!)} ms)${window}`;
     if (Math.abs(offset) <= MAX_WALL_DISAGREEMENT_MS) return ok(said);
     if (ctx.verdict?.verdict === 'synced') {
       return fail(
@@ -109,13 +120,13 @@ export const serverTimeCheck: Check = {
         'NTP follows a wrong time: check its servers (timedatectl timesync-status, chronyc sources); meanwhile the agent signs with the service time',
       );
     }
-    return ok(`${said}; the clock is not synced, so the agent signs with the service's time`);
+    return ok(`${said}; the clock is not synced, so the agent signs with ${issuerOf(rt)}'s time`);
   },
 };
 
 export const getTokenCheck: Check = {
   name: 'getToken',
-  needs: ['runtime', 'service'],
+  needs: ['runtime', 'issuer'],
   async run(ctx) {
     const rt = ctx.rt!;
     let identity: ResolvedIdentity;
@@ -125,12 +136,13 @@ export const getTokenCheck: Check = {
       return failWith(err, 'set botId, or vendorId and deviceId, in the config');
     }
     ctx.identity = identity;
+    if (rt.issuer.mode === 'broker') return brokerTokenOutcome(ctx, identity);
     const at = chooseSigningTime(ctx.verdict ?? (await rt.checkTimeSync()), rt.serverTime, rt.clock);
     if (!at.ok) return fail(at.reason, NO_TIME_FIX);
     const who = `${identity.kind} ${identity.id}`;
     try {
       // Straight through the client: the token is not stored, so the daemon's cache stays as it was.
-      const answer = await rt.api.getToken({ kind: identity.kind, id: identity.id }, at.ms);
+      const answer = await rt.issuer.api.getToken({ kind: identity.kind, id: identity.id }, at.ms);
       ctx.token = answer.accessToken;
       const signedWith = at.source === 'wall' ? 'the local clock' : "the service's time";
       const unprovisioned =

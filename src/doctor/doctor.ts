@@ -1,4 +1,5 @@
 import { systemClock, type Clock } from '../clock.js';
+import { brokerCheck } from './broker.js';
 import { clockCheck, dnsCheck, getTokenCheck, serverTimeCheck, tcpCheck, tlsCheck, websocketCheck } from './cloud.js';
 import { messageOf } from '../protocol/errors.js';
 import { fail, skip, UNMET, type Check, type CheckResult, type DoctorContext, type Outcome } from './check.js';
@@ -37,6 +38,7 @@ const CHECKS: readonly Check[] = [
   dnsCheck,
   tcpCheck,
   tlsCheck,
+  brokerCheck,
   serverTimeCheck,
   getTokenCheck,
   websocketCheck,

@@ -7,6 +7,7 @@ import { fail, failWith, octal, ok, skip, UNMET, type Check, type Outcome } from
 import { openRuntime } from '../agent/daemon/runtime.js';
 import { systemRandom } from '../clock.js';
 import { SecretFileError } from '../agent/config/secret.js';
+import { DeviceKeyError, ENROLL_COMMAND } from '../agent/config/device-key.js';
 import { readStatusFile } from '../agent/daemon/status.js';
 import { SOCKET_MODE } from '../agent/local/socket-file.js';
 import { runningDaemon } from '../agent/store/instance.js';
@@ -61,10 +62,14 @@ export const configCheck: Check = {
       ctx.config = loadConfig({ ...(ctx.configFile !== undefined && { file: ctx.configFile }), env: ctx.env });
       return ok(describeSource(ctx.config.source));
     } catch (err) {
-      // loadConfig reads the secret last, so a secret error means every setting passed.
+      // loadConfig reads the secret (or the device key) last, so an error there means every setting passed.
       if (err instanceof ConfigError && err.cause instanceof SecretFileError) {
         ctx.secretError = err.cause;
         return ok('settings valid; the secret key file is not (see next line)');
+      }
+      if (err instanceof ConfigError && err.cause instanceof DeviceKeyError) {
+        ctx.keyError = err.cause;
+        return ok('settings valid; the device key file is not (see next line)');
       }
       if (err instanceof ConfigError) return failWith(err, 'correct the setting it names');
       throw err;
@@ -72,16 +77,29 @@ export const configCheck: Check = {
   },
 };
 
+/** Signing mode: the vendor's account secret, on this device (DESIGN §3.7); broker mode: the device's own key. */
 export const secretFileCheck: Check = {
   name: 'secret file',
   needs: [],
   run(ctx) {
-    if (ctx.secretError) return failWith(ctx.secretError, 'check the file and the disk it is on');
-    if (!ctx.config) return skip(UNMET.config(ctx)!);
-    const st = statSync(ctx.config.secretKeyFile);
-    return ok(`${ctx.config.secretKeyFile} (mode ${octal(st.mode)}, owner uid ${st.uid})`);
+    const problem = ctx.secretError ?? ctx.keyError;
+    if (problem) return failWith(problem, 'check the file and the disk it is on');
+    const config = ctx.config;
+    if (!config) return skip(UNMET.config(ctx)!);
+    if (config.mode === 'broker') {
+      const st = statSync(config.deviceKeyFile);
+      const key = `device key ${config.deviceKeyFile} (mode ${octal(st.mode)}, owner uid ${st.uid}, keyId ${config.deviceKey.keyId})`;
+      return ok(`no account secret on this device (broker mode); ${key}`);
+    }
+    const st = statSync(config.secretKeyFile);
+    return ok(`${config.secretKeyFile} (mode ${octal(st.mode)}, owner uid ${st.uid}); ${ACCOUNT_SECRET_WARNING}`);
   },
 };
+
+/** The warning of signing mode (DESIGN §3.7): the file holds the account secret, the same on every device. */
+export const ACCOUNT_SECRET_WARNING =
+  "WARNING: this is the vendor's account secret, the same on every device: a copy of this card mints tokens for " +
+  `every botId of the vendor; broker mode keeps it off the device (${ENROLL_COMMAND})`;
 
 export const stateDirCheck: Check = {
   name: 'state dir',

@@ -8,6 +8,7 @@ import { ServerTime } from '../../src/agent/time/servertime.js';
 import { TokenStore } from '../../src/agent/store/token-store.js';
 import type { TimeSyncResult } from '../../src/agent/time/timesync.js';
 import { TokenManager } from '../../src/agent/token/manager.js';
+import { signingSource } from '../../src/agent/token/sign-source.js';
 import type { TokenManagerOptions } from '../../src/agent/token/manager-types.js';
 import type { Identity } from '../../src/protocol/wire.js';
 
@@ -61,7 +62,7 @@ export class AgentKit {
       baseUrl: o.url,
       accessKeyId: o.accessKeyId ?? 'AK',
       store: this.store,
-      api: this.api,
+      source: signingSource(this.api, clock),
       serverTime: this.serverTime,
       clock,
       checkTimeSync: async () => verdict,

@@ -19,6 +19,7 @@ const CHECKS = [
   'dns',
   'tcp',
   'tls',
+  'broker',
   'server time',
   'getToken',
   'websocket',
@@ -64,7 +65,7 @@ describe('botlink doctor (the built bundle as a child process)', () => {
     const r = await doctor(d);
     expect(r.code).toBe(0);
     for (const l of r.lines.values()) expect(l).toMatch(/^ok {4}/);
-    expect(r.summary).toBe('13 checks, 0 failed: exit 0, every check passed');
+    expect(r.summary).toBe('14 checks, 0 failed: exit 0, every check passed');
     expect(line(r.lines, 'getToken')).toMatch(/bot bot-1: token issued/);
     expect(line(r.lines, 'websocket')).toMatch(/accepted bot bot-1 .*closed with 1000/);
     expect(line(r.lines, 'tls')).toMatch(/plain http on loopback/);
@@ -81,7 +82,7 @@ describe('botlink doctor (the built bundle as a child process)', () => {
     expect(r.code).toBe(1);
     expect(line(r.lines, 'getToken')).toMatch(/^FAIL {2}getToken: .*code 1005.* — fix: .*secret-key/);
     expect(line(r.lines, 'websocket')).toMatch(/^skip {2}/);
-    expect(r.summary).toBe('13 checks, 1 failed, 1 skipped: exit 1, a check failed (getToken)');
+    expect(r.summary).toBe('14 checks, 1 failed, 1 skipped: exit 1, a check failed (getToken)');
   });
 
   it('names botlink provision for an unknown botId (1004)', async () => {
@@ -119,7 +120,7 @@ describe('botlink doctor (the built bundle as a child process)', () => {
     expect(r.code).toBe(78);
     expect(r.stdout.split('\n')[0]).toMatch(/^FAIL {2}config: "baseUrl" in .* — fix: /);
     expect([...r.lines.values()].slice(1).every((l) => l.startsWith('skip'))).toBe(true);
-    expect(r.summary).toBe('13 checks, 1 failed, 12 skipped: exit 78, the configuration or its secret file cannot be used (config)');
+    expect(r.summary).toBe('14 checks, 1 failed, 13 skipped: exit 78, the configuration or its secret file cannot be used (config)');
   });
 
   it('fails the server time check when NTP says synced but the service is 10 min ahead', async () => {

@@ -59,7 +59,7 @@ describe('the daemon on a manual clock', () => {
     const failed = log.next((l) => l.msg.startsWith('provisioning failed'));
     const started = daemon.start();
     expect(await failed).toMatchObject({ code: 'ERR_HTTP_STATUS', retryInMs: 500 });
-    expect(daemon.statusDoc().identity).toEqual({ kind: 'vendor', id: 'V1' });
+    expect(daemon.statusDoc().identity).toEqual({ kind: 'vendor', id: 'V1', mode: 'sign' });
     // The retry's sleep, then the daemon's keep-alive (the longest timer Node takes).
     expect(clock.pending()).toEqual([500, 2 ** 31 - 1]);
     await clock.advance(499);
@@ -67,6 +67,6 @@ describe('the daemon on a manual clock', () => {
     await clock.advance(1);
     await started;
     expect(svc.stats.register.ok).toBe(1);
-    expect(daemon.statusDoc().identity).toEqual({ kind: 'bot', id: expect.stringMatching(/\S/) });
+    expect(daemon.statusDoc().identity).toEqual({ kind: 'bot', id: expect.stringMatching(/\S/), mode: 'sign' });
   });
 });

@@ -14,6 +14,7 @@ import { VOICE_CHAT_PATH } from '../../src/protocol/conversation.js';
 import { AgentKit } from '../helpers/agent-kit.js';
 import { collectUnexpected, useHarness } from '../helpers/harness.js';
 import { waitFor } from '../helpers/wait-for.js';
+import { signingSource } from '../../src/agent/token/sign-source.js';
 
 /**
  * Suite 1 of issue 6: every fault kind is injected into a running agent (token manager + link against
@@ -101,7 +102,7 @@ async function rig(o: { service?: Partial<ReferenceServiceOptions>; viaDns?: boo
     url,
     secret: SECRET,
     manager: {
-      api,
+      source: signingSource(api, systemClock),
       backoff: FAST,
       onChange: () => {
         const err = kit.tokens.snapshot().lastError;

@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inspect } from 'node:util';
@@ -8,13 +8,17 @@ import {
   ConfigError,
   DEFAULT_CONFIG_FILE,
   DEFAULTS,
+  type AgentConfig,
   describeSource,
   envVarFor,
   loadConfig,
+  type BrokerConfig,
+  type SignConfig,
   TUNABLE_DEFAULTS,
 } from '../../src/agent/config/config.js';
 import { settingsFrom, type AgentSettings } from '../../src/agent/config/settings.js';
 import { readSecretFile, Secret, SecretFileError } from '../../src/agent/config/secret.js';
+import { createDeviceKey, DeviceKeyError } from '../../src/agent/config/device-key.js';
 import { DEFAULT_TIMEOUT_MS } from '../../src/cloud/client.js';
 import { describeError } from '../../src/protocol/errors.js';
 import { LINK_DEFAULTS } from '../../src/agent/link/options.js';
@@ -44,6 +48,12 @@ function load(body: unknown, env: NodeJS.ProcessEnv = {}) {
   return loadConfig({ file: writeConfig(body), env });
 }
 
+/** A config loaded in signing mode, the only one with a SecretKey. */
+function signing(c: AgentConfig): SignConfig {
+  expect(c.mode).toBe('sign');
+  return c as SignConfig;
+}
+
 function configError(fn: () => unknown): ConfigError {
   try {
     fn();
@@ -62,7 +72,7 @@ describe('loadConfig: values and defaults', () => {
     const c = load(base());
     expect(c.baseUrl).toBe('https://api.example.com');
     expect(c.wsUrl).toBe('wss://api.example.com/soulmate/voiceChat/v1');
-    expect(c.secretKey.reveal()).toBe(SECRET);
+    expect(signing(c).secretKey.reveal()).toBe(SECRET);
     expect([c.botId, c.vendorId, c.deviceId]).toEqual(['bot-1', undefined, undefined]);
     for (const [key, value] of Object.entries(DEFAULTS)) expect(c[key as keyof typeof DEFAULTS]).toBe(value);
     expect(c.source).toEqual({ file: join(dir, 'config.json'), env: [], defaultFile: DEFAULT_CONFIG_FILE });
@@ -299,14 +309,14 @@ describe('loadConfig: the secret', () => {
     const { secretKeyFile: _, ...rest } = base();
     const c = load(rest, { CREDENTIALS_DIRECTORY: dir });
     expect(c.secretKeyFile).toBe(secretPath);
-    expect(c.secretKey.reveal()).toBe(SECRET);
+    expect(signing(c).secretKey.reveal()).toBe(SECRET);
     expect(c.source.env).toEqual(['CREDENTIALS_DIRECTORY']);
     expect(load({ ...base(), secretKeyFile: secretPath }, { CREDENTIALS_DIRECTORY: '/nowhere' }).secretKeyFile).toBe(secretPath);
   });
 
   it.each([0o600, 0o400])('accepts mode %o', (mode) => {
     chmodSync(secretPath, mode);
-    expect(load(base()).secretKey.reveal()).toBe(SECRET);
+    expect(signing(load(base())).secretKey.reveal()).toBe(SECRET);
   });
 
   it.each([0o640, 0o604, 0o644, 0o660])('refuses mode %o with chmod 600', (mode) => {
@@ -363,7 +373,7 @@ describe('the loaded config', () => {
   });
 
   it('never serialises the secret, whichever way it is printed', () => {
-    const c = load(base(), { BOTLINK_LOG_LEVEL: 'debug' });
+    const c = signing(load(base(), { BOTLINK_LOG_LEVEL: 'debug' }));
     const renderings = [
       JSON.stringify(c),
       JSON.stringify({ nested: { c } }),
@@ -464,5 +474,164 @@ describe('settingsFrom: what each part takes from the config, in ms', () => {
     ['localConnectionsMax', 8.7, (s: AgentSettings) => s.local.maxConnections, 8],
   ] as const)('%s %s → %s', (key, value, read, want) => {
     expect(read(settingsFrom(load({ ...base(), [key]: value })))).toBe(want);
+  });
+});
+
+describe('loadConfig: broker mode (DESIGN §3.2, §3.7)', () => {
+  const brokerBase = () => ({ baseUrl: 'https://api.example.com', brokerUrl: 'https://broker.example.com', botId: 'bot-1', stateDir: dir });
+  let keyId: string;
+  beforeEach(() => {
+    keyId = createDeviceKey(join(dir, 'device-key.pem')).keyId;
+  });
+
+  function broker(c: AgentConfig): BrokerConfig {
+    expect(c.mode).toBe('broker');
+    return c as BrokerConfig;
+  }
+
+  it('reads the device key from <stateDir>/device-key.pem and no secret; the WebSocket still derives from baseUrl', () => {
+    const c = broker(load(brokerBase()));
+    expect(c).toMatchObject({
+      mode: 'broker',
+      brokerUrl: 'https://broker.example.com',
+      brokerCaFile: null,
+      brokerCa: null,
+      deviceKeyFile: join(dir, 'device-key.pem'),
+      accessKeyId: '',
+      secretKeyFile: '',
+      wsUrl: 'wss://api.example.com/soulmate/voiceChat/v1',
+    });
+    expect(c.deviceKey.keyId).toBe(keyId);
+    expect(c).not.toHaveProperty('secretKey');
+  });
+
+  it('takes the key from $CREDENTIALS_DIRECTORY/device-key when set, and an explicit deviceKeyFile over both', () => {
+    const creds = join(dir, 'creds');
+    const credKey = createDeviceKey(join(creds, 'device-key'));
+    const c = broker(load(brokerBase(), { CREDENTIALS_DIRECTORY: creds }));
+    expect([c.deviceKeyFile, c.deviceKey.keyId, c.source.env]).toEqual([
+      join(creds, 'device-key'),
+      credKey.keyId,
+      ['CREDENTIALS_DIRECTORY'],
+    ]);
+    const named = broker(load({ ...brokerBase(), deviceKeyFile: 'device-key.pem' }, { CREDENTIALS_DIRECTORY: creds }));
+    expect([named.deviceKeyFile, named.deviceKey.keyId]).toEqual([join(dir, 'device-key.pem'), keyId]);
+  });
+
+  it('takes every broker key from the environment', () => {
+    const ca = join(dir, 'ca.pem');
+    writeFileSync(ca, '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n');
+    const { brokerUrl: _, ...rest } = brokerBase();
+    const c = broker(
+      load(rest, {
+        BOTLINK_BROKER_URL: 'https://b2.example.com/prefix/',
+        BOTLINK_BROKER_CA_FILE: ca,
+        BOTLINK_DEVICE_KEY_FILE: join(dir, 'device-key.pem'),
+      }),
+    );
+    expect([c.brokerUrl, c.brokerCaFile, c.deviceKeyFile]).toEqual(['https://b2.example.com/prefix', ca, join(dir, 'device-key.pem')]);
+    expect(c.brokerCa).toContain('BEGIN CERTIFICATE');
+    expect(c.source.env).toEqual(['BOTLINK_BROKER_CA_FILE', 'BOTLINK_BROKER_URL', 'BOTLINK_DEVICE_KEY_FILE']);
+  });
+
+  it.each([
+    ['http://127.0.0.1:7000', true],
+    ['http://[::1]:7000', true],
+    ['https://broker.example.com', true],
+    ['http://broker.example.com', false],
+    ['http://10.0.0.2:7000', false],
+    ['ftp://broker.example.com', false],
+    ['https://u:p@broker.example.com', false],
+  ])('brokerUrl %s accepted: %s (https unless loopback, as baseUrl)', (brokerUrl, ok) => {
+    if (ok) expect(broker(load({ ...brokerBase(), brokerUrl })).brokerUrl).toBe(new URL(brokerUrl).origin);
+    else expect(configError(() => load({ ...brokerBase(), brokerUrl })).key).toBe('brokerUrl');
+  });
+
+  it.each([
+    ['accessKeyId in the file', { accessKeyId: 'AK' }, {}, 'accessKeyId', /^"accessKeyId" in .* conflicts with brokerUrl/],
+    ['secretKeyFile in the file', { secretKeyFile: 'secret-key' }, {}, 'secretKeyFile', /^"secretKeyFile" in .* conflicts with brokerUrl/],
+    [
+      'accessKeyId from the environment',
+      {},
+      { BOTLINK_ACCESS_KEY_ID: 'AK' },
+      'accessKeyId',
+      /^BOTLINK_ACCESS_KEY_ID \(accessKeyId\) conflicts/,
+    ],
+    [
+      'secretKeyFile from the environment',
+      {},
+      { BOTLINK_SECRET_KEY_FILE: '/etc/botlink/secret-key' },
+      'secretKeyFile',
+      /^BOTLINK_SECRET_KEY_FILE .* conflicts/,
+    ],
+  ])('refuses %s: the error names brokerUrl and the key in conflict (exit 78)', (_, extra, env, key, message) => {
+    const e = configError(() => load({ ...brokerBase(), ...extra }, env));
+    expect(e.key).toBe(key);
+    expect(e.message).toMatch(message);
+    expect(e.message).toContain('brokerUrl');
+    expect(e.fix).toMatch(new RegExp(`^remove ${key} .*delete the secret file.*or remove brokerUrl`));
+  });
+
+  it('leaves a secret-key in $CREDENTIALS_DIRECTORY alone: only keys the configuration names conflict', () => {
+    expect(broker(load(brokerBase(), { CREDENTIALS_DIRECTORY: dir, BOTLINK_DEVICE_KEY_FILE: join(dir, 'device-key.pem') })).mode).toBe(
+      'broker',
+    );
+  });
+
+  it('needs botId: the broker binds it at enrollment, and provisioning writes it', () => {
+    const { botId: _, ...rest } = brokerBase();
+    const e = configError(() => load({ ...rest, vendorId: 'V1' }));
+    expect(e.key).toBe('botId');
+    expect(e.fix).toMatch(/^run `botlink provision --broker URL --code CODE --device-id SN`, which writes it/);
+  });
+
+  it.each(['brokerCaFile', 'deviceKeyFile'])('refuses %s without brokerUrl (signing mode has no use for it)', (key) => {
+    const e = configError(() => load({ ...base(), [key]: 'x.pem' }));
+    expect(e.key).toBe(key);
+    expect(e.message).toMatch(/applies only in broker mode, and brokerUrl is not set$/);
+  });
+
+  it('refuses a device key it must not use, naming deviceKeyFile with the key file error as the cause', () => {
+    chmodSync(join(dir, 'device-key.pem'), 0o644);
+    const open = configError(() => load(brokerBase()));
+    expect([open.key, open.cause]).toEqual(['deviceKeyFile', expect.any(DeviceKeyError)]);
+    expect(open.fix).toMatch(/^run `chmod 600 .*revoke/);
+    const missing = configError(() => load({ ...brokerBase(), deviceKeyFile: 'nope.pem' }));
+    expect(missing.key).toBe('deviceKeyFile');
+    expect(missing.message).toBe(`device key file ${join(dir, 'nope.pem')} does not exist`);
+  });
+
+  it('refuses a brokerCaFile that is missing or holds no certificate', () => {
+    expect(configError(() => load({ ...brokerBase(), brokerCaFile: 'none.pem' })).message).toMatch(
+      /^brokerCaFile .* cannot be read \(ENOENT\)$/,
+    );
+    writeFileSync(join(dir, 'ca.pem'), 'not a certificate');
+    const e = configError(() => load({ ...brokerBase(), brokerCaFile: 'ca.pem' }));
+    expect([e.key, e.message]).toEqual(['brokerCaFile', `brokerCaFile ${join(dir, 'ca.pem')} holds no PEM certificate`]);
+  });
+
+  it("passes over the broker's own variables, in either mode, but not a near miss of the agent's own", () => {
+    const brokers = {
+      BOTLINK_BROKER_CONFIG: '/etc/botlink-broker/config.json',
+      BOTLINK_BROKER_STORE: 'postgres://db/broker',
+      BOTLINK_BROKER_ACCESS_KEY_ID: 'AK',
+      BOTLINK_BROKER_SECRET_KEY_FILE: '/run/credentials/botlink-broker/secret-key',
+      BOTLINK_BROKER_LISTEN: '0.0.0.0:8443',
+      BOTLINK_BROKER_LOG_FILE: '/var/log/botlink-broker.log',
+    };
+    expect(load(brokerBase(), brokers).source.env).toEqual([]);
+    expect(load(base(), brokers).mode).toBe('sign');
+    const typo = configError(() => load(brokerBase(), { BOTLINK_BROKER_URI: 'https://b.example.com' }));
+    expect([typo.key, typo.fix]).toEqual(['BOTLINK_BROKER_URI', 'did you mean "BOTLINK_BROKER_URL"?']);
+  });
+
+  it('never serialises the key', () => {
+    const c = broker(load(brokerBase()));
+    const pemLine = readFileSync(join(dir, 'device-key.pem'), 'utf8').split('\n')[1]!;
+    for (const text of [JSON.stringify(c), inspect(c, { depth: Infinity, showHidden: true }), String(c.deviceKey)]) {
+      expect(text).not.toContain(pemLine);
+    }
+    expect(JSON.parse(JSON.stringify(c))).not.toHaveProperty('deviceKey');
+    expect(inspect(c)).toContain(`deviceKey: DeviceKey(${keyId})`);
   });
 });

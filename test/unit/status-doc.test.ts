@@ -6,11 +6,18 @@ const relay = { attached: false, framesUp: 0, framesDown: 0, dropped: 0, observe
 
 describe('statusDoc: DESIGN §3.4 from the parts’ snapshots', () => {
   it('before any part exists: not started, nothing trusted, nothing persisted lost', () => {
-    const doc = statusDoc({ identity: { kind: 'vendor', id: 'V1' }, now: undefined, tokens: undefined, link: undefined, relay });
+    const doc = statusDoc({
+      identity: { kind: 'vendor', id: 'V1' },
+      mode: 'sign',
+      now: undefined,
+      tokens: undefined,
+      link: undefined,
+      relay,
+    });
     expect(doc).toMatchObject({
       pid: process.pid,
       updatedAt: 0,
-      identity: { kind: 'vendor', id: 'V1' },
+      identity: { kind: 'vendor', id: 'V1', mode: 'sign' },
       clock: { trusted: false, source: 'none', offsetMs: null, verdict: 'pending' },
       token: { accessExpiresAt: null, refreshExpiresAt: null, lastError: null },
       store: { persisted: true, lastError: null },
@@ -31,9 +38,10 @@ describe('statusDoc: DESIGN §3.4 from the parts’ snapshots', () => {
       store: { persisted: false, lastError: 'disk full' },
     } as TokenSnapshot;
     const link = { state: 'connected' as const, since: 5, reconnects: 2, reconnectsByCause: { drop: 2 }, lastError: null };
-    const doc = statusDoc({ identity: { kind: 'bot', id: 'bot-1' }, now: 1234, tokens, link, relay });
+    const doc = statusDoc({ identity: { kind: 'bot', id: 'bot-1' }, mode: 'broker', now: 1234, tokens, link, relay });
     expect(doc).toMatchObject({
       updatedAt: 1234,
+      identity: { kind: 'bot', id: 'bot-1', mode: 'broker' },
       clock: { trusted: true, source: 'timesyncd', offsetMs: 12, verdict: 'synced' },
       token: { accessExpiresAt: 2000, refreshExpiresAt: 9000, lastError: 'invalid signature', fix: 'check the secret' },
       store: { persisted: false, lastError: 'disk full' },

@@ -1,10 +1,13 @@
-import { dirname, join, resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { VOICE_CHAT_PATH } from '../../protocol/conversation.js';
 import { DEFAULT_CONFIG_FILE, DEFAULTS, type LogLevel, type TunableKey } from './defaults.js';
 import { ConfigError } from './error.js';
 import { readConfigFile } from './file.js';
 import { CONFIG_KEYS, type ConfigKey, ENV_TO_KEY, envVarFor, type TextKey } from './keys.js';
 import { localValues } from './local.js';
+import { type BrokerModeValues, isBrokerVariable, type ModeValues, modeValues, type SignModeValues } from './mode.js';
+import { type DeviceKey, DeviceKeyError, loadDeviceKey } from './device-key.js';
 import { readSecretFile, type Secret, SecretFileError } from './secret.js';
 import { closest } from './suggest.js';
 import { type Raw, textValue, tunableValues } from './values.js';
@@ -12,12 +15,14 @@ import { type Raw, textValue, tunableValues } from './values.js';
 export { DEFAULT_CONFIG_FILE, DEFAULTS, LOG_LEVELS, type LogLevel, TUNABLE_DEFAULTS, type TunableKey } from './defaults.js';
 export { ConfigError } from './error.js';
 export { CONFIG_KEYS, type ConfigKey, envVarFor } from './keys.js';
+export { ENROLL_COMMAND } from './device-key.js';
+export type { IdentityMode } from './mode.js';
 
-export interface ConfigValues extends Readonly<Record<TunableKey, number>> {
+/** The settings every mode shares. */
+interface CommonValues extends Readonly<Record<TunableKey, number>> {
   readonly baseUrl: string;
+  /** The cloud WebSocket, in both modes: the broker hands out tokens, the device still talks to the cloud. */
   readonly wsUrl: string;
-  readonly accessKeyId: string;
-  readonly secretKeyFile: string;
   readonly botId: string | undefined;
   readonly vendorId: string | undefined;
   readonly deviceId: string | undefined;
@@ -33,6 +38,8 @@ export interface ConfigValues extends Readonly<Record<TunableKey, number>> {
   readonly metricsFile: string | null;
 }
 
+export type ConfigValues = CommonValues & ModeValues;
+
 /** Where the configuration came from: the file read (null: none) and the variables that applied. */
 export interface ConfigSource {
   readonly file: string | null;
@@ -41,13 +48,30 @@ export interface ConfigSource {
   readonly defaultFile: string;
 }
 
-export interface AgentConfig extends ConfigValues {
-  /** The only place the SecretKey lives after loading. */
-  readonly secretKey: Secret;
+interface Loaded {
   readonly source: ConfigSource;
-  /** The values without the secret. */
+  /** The values without the secret or the key. */
   toJSON(): ConfigValues;
 }
+
+/** Signing mode, loaded: the SecretKey is read. */
+export type SignConfig = CommonValues &
+  SignModeValues &
+  Loaded & {
+    /** The only place the SecretKey lives after loading. */
+    readonly secretKey: Secret;
+  };
+
+/** Broker mode, loaded: the device key is read, and the broker's private CA when one is named. */
+export type BrokerConfig = CommonValues &
+  BrokerModeValues &
+  Loaded & {
+    readonly deviceKey: DeviceKey;
+    /** PEM of brokerCaFile; null: the system CAs. */
+    readonly brokerCa: string | null;
+  };
+
+export type AgentConfig = SignConfig | BrokerConfig;
 
 /** One line for `botlink doctor`: which file and which variables made this configuration. */
 export function describeSource(source: ConfigSource): string {
@@ -62,20 +86,51 @@ const SECRET_FIX =
 
 type LoadOptions = { file?: string; env?: NodeJS.ProcessEnv; defaultFile?: string };
 
-/** Reads, merges and validates the agent configuration and its secret (DESIGN §3.2). */
+/** Reads, merges and validates the agent configuration and its secret, or in broker mode its key (DESIGN §3.2). */
 export function loadConfig(opts: LoadOptions = {}): AgentConfig {
   const { values, file, used, defaultFile } = readValues(opts);
-  let secretKey: Secret;
+  const source = Object.freeze({ file, env: Object.freeze(used.sort()), defaultFile });
+  const config =
+    values.mode === 'sign' ? { ...values, secretKey: Object.freeze(secretOf(values)), source } : { ...values, ...brokerOf(values), source };
+  Object.defineProperty(config, 'toJSON', { value: () => values, enumerable: false });
+  return Object.freeze(config) as AgentConfig;
+}
+
+function secretOf(values: SignModeValues): Secret {
   try {
-    secretKey = readSecretFile(values.secretKeyFile);
+    return readSecretFile(values.secretKeyFile);
   } catch (err) {
     if (err instanceof SecretFileError) throw new ConfigError('secretKeyFile', err.message, { cause: err, fix: err.fix });
     throw err;
   }
-  const source = Object.freeze({ file, env: Object.freeze(used.sort()), defaultFile });
-  const config = { ...values, secretKey: Object.freeze(secretKey), source };
-  Object.defineProperty(config, 'toJSON', { value: () => values, enumerable: false });
-  return Object.freeze(config) as AgentConfig;
+}
+
+/** The device key and the broker's CA; read last, like the secret, so an error here means every setting passed. */
+function brokerOf(values: BrokerModeValues): { deviceKey: DeviceKey; brokerCa: string | null } {
+  const brokerCa = values.brokerCaFile === null ? null : readCaFile(values.brokerCaFile);
+  try {
+    return { deviceKey: loadDeviceKey(values.deviceKeyFile), brokerCa };
+  } catch (err) {
+    if (err instanceof DeviceKeyError) throw new ConfigError('deviceKeyFile', err.message, { cause: err, fix: err.fix });
+    throw err;
+  }
+}
+
+function readCaFile(path: string): string {
+  let pem: string;
+  try {
+    pem = readFileSync(path, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? String(err);
+    throw new ConfigError('brokerCaFile', `brokerCaFile ${path} cannot be read (${code})`, {
+      cause: err,
+      fix: "put the PEM of the CA that signed the broker's certificate there, readable by the agent",
+    });
+  }
+  if (pem.includes('-----BEGIN CERTIFICATE-----')) return pem;
+  throw new ConfigError('brokerCaFile', `brokerCaFile ${path} holds no PEM certificate`, {
+    fix: "put the PEM of the CA that signed the broker's certificate there (-----BEGIN CERTIFICATE-----)",
+  });
 }
 
 /** The configuration without its secret: for commands that only read what the daemon wrote (`botlink logs`). */
@@ -100,19 +155,8 @@ function readValues(opts: LoadOptions): { values: ConfigValues; file: string | n
   if (baseUrl === undefined) {
     throw new ConfigError('baseUrl', 'baseUrl is required', { fix: `${setHint('baseUrl')} (e.g. "https://api.example.com")` });
   }
-  const accessKeyId = text('accessKeyId');
-  if (accessKeyId === undefined) throw new ConfigError('accessKeyId', 'accessKeyId is required', { fix: setHint('accessKeyId') });
-  const credentials = env.CREDENTIALS_DIRECTORY;
-  let secretKeyFile = text('secretKeyFile');
-  if (secretKeyFile === undefined && credentials) {
-    secretKeyFile = join(credentials, 'secret-key');
-    used.push('CREDENTIALS_DIRECTORY');
-  }
-  if (secretKeyFile === undefined) {
-    throw new ConfigError('secretKeyFile', 'secretKeyFile is required', {
-      fix: `${setHint('secretKeyFile')}, or run under systemd with LoadCredential=secret-key`,
-    });
-  }
+  const stateDir = text('stateDir') ?? DEFAULTS.stateDir;
+  const mode = modeValues({ raw, text, setHint, credentials: env.CREDENTIALS_DIRECTORY, stateDir, used });
   const botId = text('botId');
   const vendorId = text('vendorId');
   if (botId === undefined && vendorId === undefined) {
@@ -126,12 +170,11 @@ function readValues(opts: LoadOptions): { values: ConfigValues; file: string | n
   const values: ConfigValues = Object.freeze({
     baseUrl,
     wsUrl: text('wsUrl') ?? baseUrl.replace(/^http/, 'ws') + VOICE_CHAT_PATH,
-    accessKeyId,
-    secretKeyFile,
+    ...mode,
     botId,
     vendorId,
     deviceId: text('deviceId'),
-    stateDir: text('stateDir') ?? DEFAULTS.stateDir,
+    stateDir,
     runtimeDir,
     logFile: text('logFile') ?? DEFAULTS.logFile,
     logLevel: (text('logLevel') ?? DEFAULTS.logLevel) as LogLevel,
@@ -153,7 +196,7 @@ function collect(path: string, fileValues: Record<string, unknown>, env: NodeJS.
   }
   const used: string[] = [];
   for (const [name, value] of Object.entries(env)) {
-    if (!name.startsWith('BOTLINK_') || name === 'BOTLINK_CONFIG' || value === undefined) continue;
+    if (!name.startsWith('BOTLINK_') || name === 'BOTLINK_CONFIG' || isBrokerVariable(name) || value === undefined) continue;
     if (name === 'BOTLINK_SECRET_KEY') {
       throw new ConfigError('secretKey', `${name}: the secret is never read from the environment`, { fix: SECRET_FIX });
     }

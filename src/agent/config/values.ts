@@ -56,6 +56,9 @@ const CHECKS: Record<TextKey, (key: TextKey, value: string, r: Raw) => string> =
   stateDir: checkPath,
   runtimeDir: checkPath,
   logFile: (key, v, r) => (v === '-' ? v : checkPath(key, v, r)),
+  brokerUrl: (key, v, r) => checkUrl(key, v, r, 'http'),
+  brokerCaFile: checkPath,
+  deviceKeyFile: checkPath,
   logLevel: (key, v, r) => {
     if ((LOG_LEVELS as readonly string[]).includes(v)) return v;
     throw bad(key, r, `must be one of ${LOG_LEVELS.join(', ')}; got ${JSON.stringify(v)}`);

@@ -86,7 +86,7 @@ export class Daemon {
       return;
     }
     this.#log.info(
-      { version: VERSION, pid: process.pid, baseUrl: this.#config.baseUrl, stateDir: this.#config.stateDir },
+      { version: VERSION, pid: process.pid, mode: this.#config.mode, baseUrl: this.#config.baseUrl, stateDir: this.#config.stateDir },
       'botlink starting',
     );
     // Before provisioning, which may wait for the network: apps can ask /v1/status and learn why.
@@ -227,6 +227,7 @@ export class Daemon {
   statusDoc(): StatusDoc {
     return statusDoc({
       identity: this.#identity,
+      mode: this.#config.mode,
       now: this.#rt?.clock.wallNow(),
       tokens: this.#tokens?.snapshot(),
       link: this.#link?.status,

@@ -5,6 +5,7 @@ import { BotlinkError, type BotlinkErrorOptions } from '../../protocol/errors.js
 import type { DeviceType, Identity } from '../../protocol/wire.js';
 import type { Random } from '../../clock.js';
 import { FailureRun } from '../token/failures.js';
+import { ENROLL_COMMAND } from '../config/device-key.js';
 import type { AgentRuntime } from './runtime.js';
 
 export interface BoardPaths {
@@ -108,7 +109,17 @@ export interface ProvisionRequest {
 
 /** Registers this device under a vendor (DESIGN §1.5) and stores the botId; idempotent. */
 export async function provision(rt: AgentRuntime, req: ProvisionRequest): Promise<{ botId: string; already: boolean }> {
-  const { config, store } = rt;
+  const { config, store, issuer } = rt;
+  if (issuer.mode !== 'sign') {
+    throw new BotlinkError(
+      'ERR_PROVISION',
+      'this device is in broker mode: it registers through the broker, not with a vendor token',
+      'needs-config',
+      {
+        fix: `run \`${ENROLL_COMMAND}\``,
+      },
+    );
+  }
   const key = { baseUrl: config.baseUrl, accessKeyId: config.accessKeyId, vendorId: req.vendorId, deviceId: req.deviceId };
   const stored = store.getProvisionedBotId(key);
   if (stored && !req.force) return { botId: stored, already: true };
@@ -118,7 +129,7 @@ export async function provision(rt: AgentRuntime, req: ProvisionRequest): Promis
   try {
     const vendorToken = await tokens.current({ failFast: true, ...(req.signal && { signal: req.signal }) });
     req.onStep?.('vendor-token', `vendor token for ${req.vendorId} obtained`);
-    const botId = await rt.api.registerDevice(vendorToken, {
+    const botId = await issuer.api.registerDevice(vendorToken, {
       vendorId: req.vendorId,
       appId: req.appId ?? '',
       deviceId: req.deviceId,

@@ -1,6 +1,7 @@
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { VERSION } from '../../version.js';
+import type { IdentityMode } from '../config/mode.js';
 import type { LinkStatus } from '../link/supervisor.js';
 import type { RelayCounters } from '../local/relay-port.js';
 import type { TokenSnapshot } from '../token/manager-types.js';
@@ -9,7 +10,8 @@ import type { TokenSnapshot } from '../token/manager-types.js';
 export interface StatusDoc {
   pid: number;
   updatedAt: number;
-  identity: { kind: 'bot' | 'vendor'; id: string };
+  /** `mode`: whether this device signs for itself or asks the vendor's broker (DESIGN §3.7); absent in files of older releases. */
+  identity: { kind: 'bot' | 'vendor'; id: string; mode?: IdentityMode };
   clock: { trusted: boolean; source: string; offsetMs: number | null; verdict?: string };
   token: { accessExpiresAt: number | null; refreshExpiresAt: number | null; lastError?: string | null; fix?: string };
   link: LinkStatus;
@@ -21,7 +23,8 @@ export interface StatusDoc {
 
 /** What each part says of itself now; a part not built yet (before provisioning, say) is undefined. */
 export interface StatusParts {
-  identity: StatusDoc['identity'];
+  identity: Omit<StatusDoc['identity'], 'mode'>;
+  mode: IdentityMode;
   /** Wall-clock ms, or undefined before the runtime exists. */
   now: number | undefined;
   tokens: TokenSnapshot | undefined;
@@ -37,7 +40,7 @@ export function statusDoc(p: StatusParts): StatusDoc {
     pid: process.pid,
     updatedAt: now,
     version: VERSION,
-    identity: p.identity,
+    identity: { ...p.identity, mode: p.mode },
     clock: {
       trusted: snap?.clock.trusted ?? false,
       source: snap?.clock.source ?? 'none',

@@ -23,6 +23,7 @@ import {
 
 export interface StoreIdentity {
   baseUrl: string;
+  /** '' in broker mode, which has none: a pair from the broker is never taken for a signed one, nor the reverse. */
   accessKeyId: string;
   kind: 'bot' | 'vendor';
   id: string;
@@ -32,6 +33,7 @@ export interface StoreIdentity {
 export interface TokenPair {
   accessToken: string;
   accessExpiresAt: number;
+  /** '' in broker mode (DESIGN §3.7), where the device holds no refresh token; refreshExpiresAt is then accessExpiresAt. */
   refreshToken: string;
   refreshExpiresAt: number;
   issuedAt: number;

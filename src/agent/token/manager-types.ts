@@ -1,21 +1,23 @@
 import type { Logger } from 'pino';
 import type { Identity } from '../../protocol/wire.js';
-import type { CloudClient } from '../../cloud/client.js';
 import type { TokenStore } from '../store/token-store.js';
 import type { Clock, Random } from '../../clock.js';
 import type { ServerTime } from '../time/servertime.js';
 import type { ClockStatus, TrustedTimeOptions } from '../time/trusted-time.js';
 import type { BackoffSettings } from './backoff.js';
 import type { PolicySettings } from './policy.js';
+import type { TokenSource } from './source.js';
 
 /** What a TokenManager is built from, and what it tells. */
 
 export interface TokenManagerOptions {
   identity: Identity;
   baseUrl: string;
+  /** '' in broker mode (the token store's key: StoreIdentity). */
   accessKeyId: string;
   store: TokenStore;
-  api: CloudClient;
+  /** Signing mode's cloud client, or the broker: chosen once, at composition. */
+  source: TokenSource;
   serverTime: ServerTime;
   clock: Clock;
   checkTimeSync: TrustedTimeOptions['checkTimeSync'];

@@ -2,13 +2,13 @@ import { BotlinkError, messageOf } from '../../protocol/errors.js';
 import { retriesOnSchedule, TOKEN_BACKOFF } from './backoff.js';
 import type { Cancel } from '../../clock.js';
 import { PairSaver, SAVE_BACKOFF } from './pair-saver.js';
-import { issuedAt, pairFacts } from './pairs.js';
+import { holdsRefresh, issuedAt, pairFacts } from './pairs.js';
 import { underRenewLock, type RenewLockDeps } from './renew-lock.js';
 import { FailureRun } from './failures.js';
 import type { HeldToken, TokenManagerOptions, TokenSnapshot } from './manager-types.js';
-import { refresh, sign, type Renewed, type RenewalDeps } from './renewals.js';
+import type { RenewContext, Renewed, TokenSource } from './source.js';
 import { Waiters } from './waiters.js';
-import { accessUsableFor, decideNextAction, DEFAULT_POLICY, type PolicySettings, type TokenFacts } from './policy.js';
+import { accessUsableFor, decideNextAction, DEFAULT_POLICY, renewalThresholdMs, type PolicySettings, type TokenFacts } from './policy.js';
 import type { StoreIdentity, TokenPair } from '../store/token-store.js';
 import { TrustedTime } from '../time/trusted-time.js';
 
@@ -22,7 +22,8 @@ export const BACKGROUND_SAMPLE_DELAY_MS = 1000;
  * it (full or read-only disk); saving is retried until it succeeds.
  */
 export class TokenManager {
-  readonly #renewalDeps: RenewalDeps;
+  readonly #source: TokenSource;
+  readonly #identity: TokenManagerOptions['identity'];
   readonly #failures: FailureRun;
   readonly #clock: TokenManagerOptions['clock'];
   readonly #log: TokenManagerOptions['log'];
@@ -67,7 +68,7 @@ export class TokenManager {
       clock: opts.clock,
       serverTime: opts.serverTime,
       checkTimeSync: opts.checkTimeSync,
-      sampleServerTime: () => opts.api.sampleServerTime(),
+      sampleServerTime: () => opts.source.sampleServerTime(),
       log: opts.log,
       onSampled: () => {
         this.#onChange?.();
@@ -75,7 +76,8 @@ export class TokenManager {
       },
     });
     this.#lockDeps = { store: opts.store, clock: opts.clock, log: opts.log, stopped: () => this.#stopped };
-    this.#renewalDeps = { api: opts.api, time: this.#time, clock: opts.clock, log: opts.log, identity: opts.identity };
+    this.#source = opts.source;
+    this.#identity = opts.identity;
     this.#syncWithStore();
     this.#facts.jitter = opts.random() * 2 - 1;
   }
@@ -127,7 +129,7 @@ export class TokenManager {
     const lastError = this.#failures.last;
     return {
       accessExpiresAt: this.#pair?.accessExpiresAt,
-      refreshExpiresAt: this.#pair?.refreshExpiresAt,
+      refreshExpiresAt: this.#refreshExpiresAt(),
       clock: this.#time.status(),
       lastError: lastError && { code: lastError.code, retry: lastError.retry, message: lastError.message, fix: lastError.fix },
       renewals: { ...this.#renewals },
@@ -208,7 +210,7 @@ export class TokenManager {
 
   async #refresh(): Promise<void> {
     if (!this.#pair) return;
-    const renewed = await refresh(this.#renewalDeps, this.#pair);
+    const renewed = await this.#source.refresh(this.#renewContext(), this.#pair);
     if (renewed === 'refused') {
       this.#facts.refreshFailed = true;
       return;
@@ -218,11 +220,11 @@ export class TokenManager {
   }
 
   async #sign(): Promise<void> {
-    const renewed = await sign(this.#renewalDeps);
+    const renewed = await this.#source.obtain(this.#renewContext());
     this.#facts.refreshFailed = false;
     this.#facts.jitter = this.#random() * 2 - 1;
     this.#renewals.signed++;
-    this.#succeeded('signed', renewed);
+    this.#succeeded(this.#source.obtained, renewed);
   }
 
   /** The new pair is used from now on, saved or not; only a trusted server time may become the clock floor. */
@@ -231,8 +233,8 @@ export class TokenManager {
     this.#facts.accessRejected = false;
     this.#facts.retryAtMono = undefined;
     this.#failures.succeeded();
-    this.#log.info({ accessExpiresAt: this.#pair?.accessExpiresAt, refreshExpiresAt: this.#pair?.refreshExpiresAt }, `token ${what}`);
-    if (this.#pair) this.#saver.save(this.#pair, serverNow === undefined ? undefined : Math.round(serverNow));
+    this.#log.info({ accessExpiresAt: pair.accessExpiresAt, refreshExpiresAt: this.#refreshExpiresAt() }, `token ${what}`);
+    this.#saver.save(pair, serverNow === undefined ? undefined : Math.round(serverNow));
     this.#onChange?.();
   }
 
@@ -274,6 +276,17 @@ export class TokenManager {
     const serverTime = this.#time.checked ? this.#time.now() : this.#clock.wallNow();
     const now = { mono: this.#clock.monoNow(), serverTime };
     return accessUsableFor(this.#currentFacts(), now, minLeftMs) ? this.#pair.accessToken : undefined;
+  }
+
+  /** What a renewal needs: the identity, trusted time, and the life the new token must have. */
+  #renewContext(): RenewContext {
+    const facts = { ...this.#currentFacts(), neededLeftMs: this.#waiters.neededLeftMs() };
+    return { identity: this.#identity, time: this.#time, log: this.#log, minValidityMs: renewalThresholdMs(facts, this.#policy) };
+  }
+
+  /** A broker's pair holds no refresh token: none expires. */
+  #refreshExpiresAt(): number | undefined {
+    return this.#pair && holdsRefresh(this.#pair) ? this.#pair.refreshExpiresAt : undefined;
   }
 
   #currentFacts(): TokenFacts {

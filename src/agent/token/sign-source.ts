@@ -7,8 +7,9 @@ import type { TrustedTime } from '../time/trusted-time.js';
 import type { TokenPair } from '../store/token-store.js';
 import { refreshedPair, signedPair } from './pairs.js';
 import { signedGetToken } from './signflow.js';
+import type { Renewed, TokenSource } from './source.js';
 
-export interface RenewalDeps {
+interface RenewalDeps {
   api: CloudClient;
   time: TrustedTime;
   clock: TimeReader;
@@ -16,21 +17,15 @@ export interface RenewalDeps {
   identity: Identity;
 }
 
-/** A renewed pair, and the trusted server time it was stamped with (undefined: the local clock's guess). */
-export interface Renewed {
-  pair: TokenPair;
-  serverNow: number | undefined;
-}
-
 /** Stamps expiries on trusted time when there is one; a refresh may have run on an untrusted clock. */
-async function stamp(deps: RenewalDeps, make: (base: number) => TokenPair): Promise<Renewed> {
+async function stamp(deps: Pick<RenewalDeps, 'time' | 'clock'>, make: (base: number) => TokenPair): Promise<Renewed> {
   await deps.time.verdict();
   const serverNow = deps.time.now();
   return { pair: make(serverNow ?? deps.clock.wallNow()), serverNow };
 }
 
 /** The pair with a refreshed access token; 'refused' when the service refused the refresh token (sign again). */
-export async function refresh(deps: RenewalDeps, pair: TokenPair): Promise<Renewed | 'refused'> {
+async function refresh(deps: RenewalDeps, pair: TokenPair): Promise<Renewed | 'refused'> {
   try {
     const res = await deps.api.refreshToken(deps.identity, pair.refreshToken);
     return await stamp(deps, (base) => refreshedPair(pair, res, base));
@@ -42,7 +37,18 @@ export async function refresh(deps: RenewalDeps, pair: TokenPair): Promise<Renew
 }
 
 /** A new pair from the signed flow (DESIGN §1.2). */
-export async function sign(deps: RenewalDeps): Promise<Renewed> {
+async function sign(deps: RenewalDeps): Promise<Renewed> {
   const res = await signedGetToken(deps, deps.identity);
   return stamp(deps, (base) => signedPair(res, base));
+}
+
+/** Signing mode: this device signs getToken with the account secret, and refreshes with the refresh token. */
+export function signingSource(api: CloudClient, clock: TimeReader): TokenSource {
+  return {
+    mode: 'sign',
+    obtained: 'signed',
+    obtain: (ctx) => sign({ api, clock, ...ctx }),
+    refresh: (ctx, pair) => refresh({ api, clock, ...ctx }, pair),
+    sampleServerTime: () => api.sampleServerTime(),
+  };
 }

@@ -1,0 +1,66 @@
+import { BrokerError } from '../agent/broker/errors.js';
+import { withSkewRetry } from '../agent/broker/skew.js';
+import type { ResolvedIdentity } from '../agent/daemon/provisioning.js';
+import { chooseSigningTime } from '../agent/time/signingtime.js';
+import { NETWORK_FIX } from '../cloud/network.js';
+import { fixOf, messageOf } from '../protocol/errors.js';
+import { type Check, type DoctorContext, fail, failWith, ok, type Outcome, skip } from './check.js';
+
+/** The broker takes requests stamped within this of its clock (DESIGN §3.7). */
+export const BROKER_WINDOW_MS = 300_000;
+
+/** Refusals the broker gives only after it found the key (DESIGN §3.7's order of checks): each proves the key known. */
+const AFTER_THE_KEY: ReadonlySet<string> = new Set(['bad-signature', 'replayed', 'rate-limited', 'cloud-refused', 'cloud-unreachable']);
+
+/**
+ * Broker mode: the broker answers (`/v1/health`), and knows this device key — a signed `/v1/token`
+ * answered with anything the broker says only of a key it found. The token it gives is held in memory
+ * for the getToken and websocket checks, never stored. Signing mode has no broker.
+ */
+export const brokerCheck: Check = {
+  name: 'broker',
+  needs: ['runtime'],
+  async run(ctx) {
+    const rt = ctx.rt!;
+    if (rt.issuer.mode !== 'broker') return ok('none: signing mode, this device signs with the account secret (see secret file)');
+    const { broker } = rt.issuer;
+    const where = ctx.config!.brokerUrl;
+    let store: string;
+    try {
+      store = (await broker.health()).store;
+    } catch (err) {
+      ctx.broker = { reachable: false };
+      return fail(`${where}: ${messageOf(err)}`, fixOf(err) ?? `check brokerUrl; ${NETWORK_FIX}`);
+    }
+    ctx.broker = { reachable: true };
+    const at = chooseSigningTime(ctx.verdict ?? (await rt.checkTimeSync()), rt.serverTime, rt.clock);
+    try {
+      // Stamped with the wall clock when no time is trusted: a refused time costs one more round trip, no harm.
+      const issued = await withSkewRetry(rt.clock, at.ok ? at.ms : rt.clock.wallNow(), (ts) => broker.token(ts));
+      ctx.broker.answer = { ok: true, issued };
+    } catch (err) {
+      ctx.broker.answer = { ok: false, error: err };
+      const refusal = err instanceof BrokerError ? err.refusal : undefined;
+      if (refusal === undefined || !AFTER_THE_KEY.has(refusal)) {
+        return failWith(err, "check brokerUrl and this device's clock");
+      }
+    }
+    return ok(`${where} answers (store ${store}) and knows this device key (keyId ${broker.keyId})`);
+  },
+};
+
+/** The getToken check in broker mode: what the broker answered the signed /v1/token above. */
+export function brokerTokenOutcome(ctx: DoctorContext, identity: ResolvedIdentity): Outcome {
+  const answer = ctx.broker?.answer;
+  if (answer === undefined) return skip('needs the broker (see above)');
+  if (!answer.ok) return failWith(answer.error, 'see the broker check above');
+  const { botId, expireIn, accessToken } = answer.issued;
+  if (botId !== identity.id) {
+    return fail(
+      `the broker issues tokens for botId ${botId}, but the config names ${identity.id}`,
+      `set botId to "${botId}" in the config`,
+    );
+  }
+  ctx.token = accessToken;
+  return ok(`bot ${botId}: token issued by the broker, valid ${expireIn} s`);
+}
