@@ -10,7 +10,7 @@ import {
   type PolicySettings,
   type TokenFacts,
 } from '../../src/agent/token/policy.js';
-import { brokeredPair, holdsRefresh, pairFacts } from '../../src/agent/token/pairs.js';
+import { brokeredPair, holdsRefresh, pairFacts, refreshExpiresAt } from '../../src/agent/token/pairs.js';
 import { prng } from '../helpers/fuzz.js';
 
 const S = 1_000;
@@ -439,6 +439,8 @@ describe('a broker pair (DESIGN §3.7): the access token alone', () => {
 
   it('has no refresh facts, a lifetime from the broker alone, and asks the broker where signing mode would refresh', () => {
     expect(holdsRefresh(brokeredPair(issued))).toBe(false);
+    expect(refreshExpiresAt(brokeredPair(issued))).toBeUndefined();
+    expect(refreshExpiresAt(undefined)).toBeUndefined();
     expect(facts()).toMatchObject({ access: { expiresAt: T + 2 * H, lifetimeMs: 2 * H } });
     expect(facts()).not.toHaveProperty('refresh');
     const now = (left: number): PolicyNow => ({ mono: 0, serverTime: T + 2 * H - left });

@@ -2,7 +2,7 @@ import { BotlinkError, messageOf } from '../../protocol/errors.js';
 import { retriesOnSchedule, TOKEN_BACKOFF } from './backoff.js';
 import type { Cancel } from '../../clock.js';
 import { PairSaver, SAVE_BACKOFF } from './pair-saver.js';
-import { holdsRefresh, issuedAt, pairFacts } from './pairs.js';
+import { issuedAt, pairFacts, refreshExpiresAt } from './pairs.js';
 import { underRenewLock, type RenewLockDeps } from './renew-lock.js';
 import { FailureRun } from './failures.js';
 import type { HeldToken, TokenManagerOptions, TokenSnapshot } from './manager-types.js';
@@ -129,7 +129,7 @@ export class TokenManager {
     const lastError = this.#failures.last;
     return {
       accessExpiresAt: this.#pair?.accessExpiresAt,
-      refreshExpiresAt: this.#refreshExpiresAt(),
+      refreshExpiresAt: refreshExpiresAt(this.#pair),
       clock: this.#time.status(),
       lastError: lastError && { code: lastError.code, retry: lastError.retry, message: lastError.message, fix: lastError.fix },
       renewals: { ...this.#renewals },
@@ -233,7 +233,7 @@ export class TokenManager {
     this.#facts.accessRejected = false;
     this.#facts.retryAtMono = undefined;
     this.#failures.succeeded();
-    this.#log.info({ accessExpiresAt: pair.accessExpiresAt, refreshExpiresAt: this.#refreshExpiresAt() }, `token ${what}`);
+    this.#log.info({ accessExpiresAt: pair.accessExpiresAt, refreshExpiresAt: refreshExpiresAt(this.#pair) }, `token ${what}`);
     this.#saver.save(pair, serverNow === undefined ? undefined : Math.round(serverNow));
     this.#onChange?.();
   }
@@ -282,11 +282,6 @@ export class TokenManager {
   #renewContext(): RenewContext {
     const facts = { ...this.#currentFacts(), neededLeftMs: this.#waiters.neededLeftMs() };
     return { identity: this.#identity, time: this.#time, log: this.#log, minValidityMs: renewalThresholdMs(facts, this.#policy) };
-  }
-
-  /** A broker's pair holds no refresh token: none expires. */
-  #refreshExpiresAt(): number | undefined {
-    return this.#pair && holdsRefresh(this.#pair) ? this.#pair.refreshExpiresAt : undefined;
   }
 
   #currentFacts(): TokenFacts {

@@ -27,6 +27,11 @@ export function holdsRefresh(pair: TokenPair): boolean {
   return pair.refreshToken !== NO_REFRESH_TOKEN;
 }
 
+/** When the pair's refresh token expires; undefined without a pair, or for a broker's pair, which holds none. */
+export function refreshExpiresAt(pair: TokenPair | undefined): number | undefined {
+  return pair && holdsRefresh(pair) ? pair.refreshExpiresAt : undefined;
+}
+
 /**
  * The pair a broker's token makes: the access token alone, issued when the broker's clock says
  * (expiresAt − expireIn), so no local clock enters it; the absent refresh token "expires" with it.
