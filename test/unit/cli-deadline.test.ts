@@ -1,7 +1,8 @@
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { AgentConfig } from '../../src/agent/config/config.js';
 import type { AgentRuntime } from '../../src/agent/daemon/runtime.js';
-import { reportFailure, withDeadline } from '../../src/cli/commands/agent-command.js';
+import { explained, withDeadline } from '../../src/cli/commands/agent-command.js';
+import { failureText } from '../../src/cli/frame/failures.js';
 import { BotlinkError } from '../../src/protocol/errors.js';
 import { ManualClock } from '../helpers/manual-clock.js';
 
@@ -14,8 +15,6 @@ const untilAborted = (_rt: AgentRuntime, signal: AbortSignal): Promise<never> =>
   new Promise((_resolve, reject) => signal.addEventListener('abort', () => reject(signal.reason as Error)));
 
 const config = { baseUrl: 'http://127.0.0.1:9', accessKeyId: 'AK', secretKeyFile: '/etc/botlink/secret-key' } as AgentConfig;
-
-afterEach(() => vi.restoreAllMocks());
 
 describe('withDeadline', () => {
   it('gives up on the clock at the deadline, and the report names the command once', async () => {
@@ -31,9 +30,7 @@ describe('withDeadline', () => {
     expect(err).toBeInstanceOf(BotlinkError);
     expect(err).toMatchObject({ code: 'ERR_DEADLINE', message: 'no token within 1 s' });
 
-    const written: string[] = [];
-    vi.spyOn(process.stderr, 'write').mockImplementation((chunk) => written.push(String(chunk)) > 0);
-    reportFailure('botlink token', err, config, { kind: 'bot', id: 'bot-1' });
+    const written = [failureText(explained(err, config, { kind: 'bot', id: 'bot-1' }), 'botlink token')];
     expect(written.join('').split('\n')[0]).toBe('botlink token: no token within 1 s');
   });
 

@@ -4,7 +4,8 @@ import type { AgentRuntime } from '../../agent/daemon/runtime.js';
 import { createLogger, type BotlinkLogger } from '../../log.js';
 import { BotlinkError, describeError } from '../../protocol/errors.js';
 import type { Identity } from '../../protocol/wire.js';
-import { explainFailure, failureLines } from '../format.js';
+import { Failure } from '../frame/exit.js';
+import { explainFailure } from '../format.js';
 
 /** The configured log file at the configured level; never stdout, which carries the command's output. */
 export function openCommandLog(config: AgentConfig, command: string): BotlinkLogger {
@@ -20,10 +21,10 @@ export function openCommandLog(config: AgentConfig, command: string): BotlinkLog
   }
 }
 
-/** Prints the cause and, when one is known, the fix: two lines a technician can act on. */
-export function reportFailure(command: string, err: unknown, config: AgentConfig, identity: Identity): void {
+/** The failure in a technician's words: the cause and, when one is known, the fix; its exit code is the cause's. */
+export function explained(err: unknown, config: AgentConfig, identity: Identity): Failure {
   const { cause, fix } = explainFailure(err, { ...config, identity });
-  process.stderr.write(failureLines(command, cause, fix));
+  return new Failure(cause, { fix, cause: err });
 }
 
 /**

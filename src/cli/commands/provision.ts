@@ -1,4 +1,4 @@
-import { ConfigError, DEFAULT_CONFIG_FILE, loadConfig, type AgentConfig } from '../../agent/config/config.js';
+import { ConfigError, DEFAULT_CONFIG_FILE, type AgentConfig } from '../../agent/config/config.js';
 import { runningDaemon } from '../../agent/store/instance.js';
 import { provision as register, resolveIdentity, type ProvisionRequest } from '../../agent/daemon/provisioning.js';
 import { openRuntime, type AgentRuntime } from '../../agent/daemon/runtime.js';
@@ -6,9 +6,10 @@ import { systemClock, systemRandom } from '../../clock.js';
 import { readStatusFile } from '../../agent/daemon/status.js';
 import { describeError, fixOf, messageOf } from '../../protocol/errors.js';
 import { DEVICE_TYPES, type DeviceType } from '../../protocol/wire.js';
-import { openCommandLog, reportFailure, withDeadline } from './agent-command.js';
-import { exitFor, loadCommandConfig, parseFlags } from './common.js';
-import { Exit, UsageError } from '../frame/exit.js';
+import { defineCommand } from '../frame/command.js';
+import { UsageError } from '../frame/exit.js';
+import { agentConfig } from './agent-config.js';
+import { explained, openCommandLog, withDeadline } from './agent-command.js';
 
 const DEFAULT_TYPE: DeviceType = 'PHYSICAL_ROBOT';
 
@@ -28,64 +29,57 @@ Idempotent: a device already provisioned is not registered again unless --force 
 /** Vendor token plus one registration; generous, but a field command must end. */
 const DEADLINE_MS = 60_000;
 
-const FLAGS = {
-  'vendor-id': { type: 'string' },
-  'device-id': { type: 'string' },
-  'app-id': { type: 'string' },
-  type: { type: 'string' },
-  name: { type: 'string' },
-  force: { type: 'boolean' },
-  config: { type: 'string' },
-} as const;
-
 /** `botlink provision`: each step on its own line, then the botId; failures name the cause and the fix. */
-export async function provision(argv: string[]): Promise<number> {
-  const { values } = parseFlags(argv, FLAGS, USAGE);
-  if (values.help) {
-    process.stdout.write(`${USAGE}\n`);
-    return Exit.OK;
-  }
-  const vendorId = requiredId('vendor-id', values['vendor-id']);
-  const deviceId = requiredId('device-id', values['device-id']);
-  const type = values.type ?? DEFAULT_TYPE;
-  if (!(DEVICE_TYPES as readonly string[]).includes(type))
-    throw new UsageError(`--type must be ${DEVICE_TYPES.join(' or ')}, got '${type}'\n${USAGE}`);
-  const loaded = configFor(values.config, vendorId);
-  if (typeof loaded === 'number') return loaded;
-  const { config, injected } = loaded;
+export const provision = defineCommand({
+  usage: USAGE,
+  flags: {
+    'vendor-id': { type: 'string' },
+    'device-id': { type: 'string' },
+    'app-id': { type: 'string' },
+    type: { type: 'string' },
+    name: { type: 'string' },
+    force: { type: 'boolean' },
+    config: { type: 'string' },
+  },
+  async run({ flags }) {
+    const vendorId = requiredId('vendor-id', flags['vendor-id']);
+    const deviceId = requiredId('device-id', flags['device-id']);
+    const type = flags.type ?? DEFAULT_TYPE;
+    if (!(DEVICE_TYPES as readonly string[]).includes(type))
+      throw new UsageError(`--type must be ${DEVICE_TYPES.join(' or ')}, got '${type}'`);
+    const { config, injected } = configFor(flags.config, vendorId);
 
-  const logging = openCommandLog(config, 'provision');
-  let rt: AgentRuntime | undefined;
-  try {
-    rt = openRuntime(config, { log: logging.logger, clock: systemClock, random: systemRandom });
-    const req: ProvisionRequest = {
-      vendorId,
-      deviceId,
-      type: type as DeviceType,
-      force: values.force ?? false,
-      ...(values['app-id'] !== undefined && { appId: values['app-id'] }),
-      ...(values.name !== undefined && { name: values.name }),
-      onStep: (step, detail) => {
-        process.stdout.write(`${STEP_LABELS[step]}: ${detail}\n`);
-        logging.logger.info({ step }, detail);
-      },
-    };
-    process.stdout.write(`provisioning deviceId ${deviceId} under vendorId ${vendorId} at ${config.baseUrl}\n`);
-    const { botId, already } = await withDeadline(rt, DEADLINE_MS, 'botId', (r, signal) => register(r, { ...req, signal }));
-    if (already) process.stdout.write(`already provisioned: deviceId ${deviceId} under vendorId ${vendorId} (--force registers again)\n`);
-    for (const note of await notesAfter(rt, botId, vendorId, deviceId, injected)) process.stdout.write(`note: ${note}\n`);
-    process.stdout.write(`botId: ${botId}\n`);
-    return Exit.OK;
-  } catch (err) {
-    reportFailure('botlink provision', err, config, { kind: 'vendor', id: vendorId });
-    logging.logger.error({ vendorId, deviceId, fix: fixOf(err) }, `provisioning failed: ${messageOf(err)}`);
-    return exitFor(err);
-  } finally {
-    await rt?.close();
-    await logging.flush();
-    logging.close();
-  }
-}
+    const logging = openCommandLog(config, 'provision');
+    let rt: AgentRuntime | undefined;
+    try {
+      rt = openRuntime(config, { log: logging.logger, clock: systemClock, random: systemRandom });
+      const req: ProvisionRequest = {
+        vendorId,
+        deviceId,
+        type: type as DeviceType,
+        force: flags.force ?? false,
+        ...(flags['app-id'] !== undefined && { appId: flags['app-id'] }),
+        ...(flags.name !== undefined && { name: flags.name }),
+        onStep: (step, detail) => {
+          process.stdout.write(`${STEP_LABELS[step]}: ${detail}\n`);
+          logging.logger.info({ step }, detail);
+        },
+      };
+      process.stdout.write(`provisioning deviceId ${deviceId} under vendorId ${vendorId} at ${config.baseUrl}\n`);
+      const { botId, already } = await withDeadline(rt, DEADLINE_MS, 'botId', (r, signal) => register(r, { ...req, signal }));
+      if (already) process.stdout.write(`already provisioned: deviceId ${deviceId} under vendorId ${vendorId} (--force registers again)\n`);
+      for (const note of await notesAfter(rt, botId, vendorId, deviceId, injected)) process.stdout.write(`note: ${note}\n`);
+      process.stdout.write(`botId: ${botId}\n`);
+    } catch (err) {
+      logging.logger.error({ vendorId, deviceId, fix: fixOf(err) }, `provisioning failed: ${messageOf(err)}`);
+      throw explained(err, config, { kind: 'vendor', id: vendorId });
+    } finally {
+      await rt?.close();
+      await logging.flush();
+      logging.close();
+    }
+  },
+});
 
 const STEP_LABELS: Record<Parameters<NonNullable<ProvisionRequest['onStep']>>[0], string> = {
   'vendor-token': 'vendor token',
@@ -95,9 +89,9 @@ const STEP_LABELS: Record<Parameters<NonNullable<ProvisionRequest['onStep']>>[0]
 
 /** The same rule the config applies to ids, checked here so the message names the flag. */
 function requiredId(flag: string, value: string | undefined): string {
-  if (value === undefined) throw new UsageError(`--${flag} is required\n${USAGE}`);
+  if (value === undefined) throw new UsageError(`--${flag} is required`);
   if (value.length > 256 || !/^[^\s\p{Cc}]+$/u.test(value)) {
-    throw new UsageError(`--${flag} must be 1 to 256 characters without spaces or control characters\n${USAGE}`);
+    throw new UsageError(`--${flag} must be 1 to 256 characters without spaces or control characters`);
   }
   return value;
 }
@@ -106,19 +100,14 @@ function requiredId(flag: string, value: string | undefined): string {
  * The agent config; one naming neither botId nor vendorId is normal before provisioning, so the
  * vendor from the flag stands in (reported as `injected`) instead of the config being refused.
  */
-function configFor(file: string | undefined, vendorId: string): { config: AgentConfig; injected: boolean } | number {
-  let injected = false;
+function configFor(file: string | undefined, vendorId: string): { config: AgentConfig; injected: boolean } {
   try {
-    return { config: loadConfig({ ...(file !== undefined && { file }), env: process.env }), injected: false };
+    return { config: agentConfig(file), injected: false };
   } catch (err) {
-    if (err instanceof ConfigError && err.key === 'botId' && process.env.BOTLINK_VENDOR_ID === undefined) {
-      process.env.BOTLINK_VENDOR_ID = vendorId;
-      injected = true;
-    }
+    if (!(err instanceof ConfigError && err.key === 'botId' && process.env.BOTLINK_VENDOR_ID === undefined)) throw err;
   }
-  // Loaded again through the shared helper, which prints any remaining problem and maps it to exit 78.
-  const config = loadCommandConfig(file);
-  return typeof config === 'number' ? config : { config, injected };
+  process.env.BOTLINK_VENDOR_ID = vendorId;
+  return { config: agentConfig(file), injected: true };
 }
 
 /** What the technician must still do for `botlink run` to use this botId. */

@@ -12,9 +12,9 @@ import { DB_FILE } from '../../agent/store/token-store.js';
 import { checkTimeSync, type TimeSyncResult } from '../../agent/time/timesync.js';
 import { withFix } from '../../protocol/errors.js';
 import { BUILD_TIME_MS } from '../../version.js';
-import { configAndJson, exitFor } from './common.js';
-import { Exit } from '../frame/exit.js';
-import { formatAgo, formatDuration, formatFailure, formatLeft, formatOffset, formatTime } from '../format.js';
+import { defineCommand } from '../frame/command.js';
+import { formatAgo, formatDuration, formatLeft, formatOffset, formatTime } from '../format.js';
+import { agentConfig } from './agent-config.js';
 
 const USAGE = `usage: botlink status [--config FILE] [--json]
 
@@ -48,20 +48,14 @@ export interface StatusReport {
 }
 
 /** `botlink status`: a short summary, or `--json`; never a token in either. */
-export async function status(argv: string[]): Promise<number> {
-  const opened = configAndJson(argv, USAGE);
-  if (typeof opened === 'number') return opened;
-  const { config, json } = opened;
-  let report: StatusReport;
-  try {
-    report = await gather(config);
-  } catch (err) {
-    process.stderr.write(formatFailure('botlink status', err));
-    return exitFor(err);
-  }
-  process.stdout.write(json ? `${JSON.stringify(report)}\n` : summary(report, Date.now()));
-  return Exit.OK;
-}
+export const status = defineCommand({
+  usage: USAGE,
+  flags: { config: { type: 'string' }, json: { type: 'boolean' } },
+  async run({ flags }) {
+    const report = await gather(agentConfig(flags.config));
+    process.stdout.write(flags.json === true ? `${JSON.stringify(report)}\n` : summary(report, Date.now()));
+  },
+});
 
 async function gather(config: AgentConfig): Promise<StatusReport> {
   const fromConfig = { kind: config.botId ? 'bot' : 'vendor', id: config.botId ?? config.vendorId ?? '' } as const;

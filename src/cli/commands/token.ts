@@ -4,9 +4,10 @@ import { openRuntime, type AgentRuntime } from '../../agent/daemon/runtime.js';
 import { systemClock, systemRandom } from '../../clock.js';
 import { BotlinkError, fixOf, messageOf } from '../../protocol/errors.js';
 import type { Identity } from '../../protocol/wire.js';
-import { openCommandLog, reportFailure, withDeadline } from './agent-command.js';
-import { exitFor, loadCommandConfig, parseFlags, timeoutFlag } from './common.js';
-import { Exit } from '../frame/exit.js';
+import { defineCommand } from '../frame/command.js';
+import { Failure } from '../frame/exit.js';
+import { agentConfig } from './agent-config.js';
+import { explained, openCommandLog, withDeadline } from './agent-command.js';
 
 /** A script asking for a token must get an answer, not wait for the service to come back. */
 const DEFAULT_TIMEOUT_S = 30;
@@ -24,56 +25,55 @@ valid (the daemon keeps it fresh); otherwise renews it under the token store's l
 const MIN_LEFT_MS = 60_000;
 
 /** `botlink token`: a valid access token on stdout; failures with their fix on stderr. */
-export async function token(argv: string[]): Promise<number> {
-  const { values } = parseFlags(argv, { config: { type: 'string' }, json: { type: 'boolean' }, timeout: { type: 'string' } }, USAGE);
-  if (values.help) {
-    process.stdout.write(`${USAGE}\n`);
-    return Exit.OK;
-  }
-  const timeoutS = timeoutFlag(values.timeout, DEFAULT_TIMEOUT_S, USAGE);
-  const config = loadCommandConfig(values.config);
-  if (typeof config === 'number') return config;
-  const json = values.json === true;
-  const logging = openCommandLog(config, 'token');
-  let rt: AgentRuntime | undefined;
-  let identity: Identity | undefined;
-  try {
-    rt = openRuntime(config, { log: logging.logger, clock: systemClock, random: systemRandom });
-    const resolved = resolveIdentity(rt);
-    if (resolved.kind === 'vendor') {
-      process.stderr.write(
-        `botlink token: this device has no botId yet (vendorId ${resolved.id}, deviceId ${resolved.deviceId}): ` +
-          `run botlink provision first (botlink provision --vendor-id ${resolved.id} --device-id ${resolved.deviceId})\n`,
+export const token = defineCommand({
+  usage: USAGE,
+  flags: { config: { type: 'string' }, json: { type: 'boolean' }, timeout: { type: 'seconds' } },
+  async run({ flags }) {
+    const timeoutS = flags.timeout ?? DEFAULT_TIMEOUT_S;
+    const config = agentConfig(flags.config);
+    const logging = openCommandLog(config, 'token');
+    let rt: AgentRuntime | undefined;
+    let identity: Identity | undefined;
+    try {
+      rt = openRuntime(config, { log: logging.logger, clock: systemClock, random: systemRandom });
+      const resolved = resolveIdentity(rt);
+      if (resolved.kind === 'vendor') {
+        throw new Failure(
+          `this device has no botId yet (vendorId ${resolved.id}, deviceId ${resolved.deviceId}): ` +
+            `run botlink provision first (botlink provision --vendor-id ${resolved.id} --device-id ${resolved.deviceId})`,
+          { kind: 'config' },
+        );
+      }
+      const bot: Identity = { kind: 'bot', id: resolved.id };
+      identity = bot;
+      const access = await withDeadline(rt, timeoutS * 1000, 'token', (r, signal) =>
+        r.tokensFor(bot).current({ failFast: true, minLeftMs: MIN_LEFT_MS, signal }),
       );
-      return Exit.CONFIG;
+      if (flags.json !== true) {
+        process.stdout.write(`${access}\n`);
+        return;
+      }
+      // The store holds the pair the manager just vouched for (or a newer one the daemon saved since).
+      const stored = rt.store.peekPair();
+      const same = stored && stored.identity.kind === 'bot' && stored.identity.id === bot.id && stored.identity.baseUrl === config.baseUrl;
+      if (!same)
+        throw new BotlinkError('ERR_STORE_CHANGED', 'the cached token changed identity while it was read', 'retry-soon', {
+          fix: 'run botlink token again',
+        });
+      // Never the refresh token: it mints access tokens for days, and a script needs only this one.
+      const { accessToken, accessExpiresAt, refreshExpiresAt } = stored.pair;
+      process.stdout.write(`${JSON.stringify({ accessToken, accessExpiresAt, refreshExpiresAt })}\n`);
+    } catch (err) {
+      if (err instanceof Failure) throw err;
+      logging.logger.error(
+        { code: err instanceof BotlinkError ? err.code : undefined, fix: fixOf(err) },
+        `token failed: ${messageOf(err)}`,
+      );
+      throw explained(err, config, identity ?? { kind: 'bot', id: config.botId ?? '' });
+    } finally {
+      await rt?.close();
+      await logging.flush();
+      logging.close();
     }
-    const bot: Identity = { kind: 'bot', id: resolved.id };
-    identity = bot;
-    const access = await withDeadline(rt, timeoutS * 1000, 'token', (r, signal) =>
-      r.tokensFor(bot).current({ failFast: true, minLeftMs: MIN_LEFT_MS, signal }),
-    );
-    if (!json) {
-      process.stdout.write(`${access}\n`);
-      return Exit.OK;
-    }
-    // The store holds the pair the manager just vouched for (or a newer one the daemon saved since).
-    const stored = rt.store.peekPair();
-    const same = stored && stored.identity.kind === 'bot' && stored.identity.id === bot.id && stored.identity.baseUrl === config.baseUrl;
-    if (!same)
-      throw new BotlinkError('ERR_STORE_CHANGED', 'the cached token changed identity while it was read', 'retry-soon', {
-        fix: 'run botlink token again',
-      });
-    // Never the refresh token: it mints access tokens for days, and a script needs only this one.
-    const { accessToken, accessExpiresAt, refreshExpiresAt } = stored.pair;
-    process.stdout.write(`${JSON.stringify({ accessToken, accessExpiresAt, refreshExpiresAt })}\n`);
-    return Exit.OK;
-  } catch (err) {
-    reportFailure('botlink token', err, config, identity ?? { kind: 'bot', id: config.botId ?? '' });
-    logging.logger.error({ code: err instanceof BotlinkError ? err.code : undefined, fix: fixOf(err) }, `token failed: ${messageOf(err)}`);
-    return exitFor(err);
-  } finally {
-    await rt?.close();
-    await logging.flush();
-    logging.close();
-  }
-}
+  },
+});
