@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs botlink on this device, or into a root directory with --prefix: the bundle and its production
 # node_modules in /opt/botlink, the `botlink` command, the systemd unit, the logrotate snippet with its
-# hourly size-check timer and a config template. Safe to run again: it upgrades the program and never
-# touches an existing config.
+# hourly size-check timer, a config template, and the broker's unit and template (never enabled). Safe
+# to run again: it upgrades the program and never touches an existing config or loosens /etc/botlink.
 set -euo pipefail
 
 usage() {
@@ -10,12 +10,15 @@ usage() {
 usage: scripts/install.sh [--prefix DIR] [--dry-run]
 
 Installs botlink from this checkout (run `npm ci` first; the bundle is built when missing):
-  /opt/botlink/                    bundle, production node_modules, config.example.json
+  /opt/botlink/                    bundle, production node_modules, config.example.json,
+                                   broker-config.example.json
   /usr/local/bin/botlink           the botlink command (-> /opt/botlink/bin/botlink)
   /etc/systemd/system/botlink.service
   /etc/logrotate.d/botlink
   /etc/systemd/system/botlink-logrotate.{service,timer}   hourly size check of the log
-  /etc/botlink/config.json         from the template, only when there is none (mode 0600)
+  /etc/systemd/system/botlink-broker.service   the vendor's broker (README: Broker mode), not enabled
+  /etc/botlink/config.json         from the template, only when there is none (mode 0600); an
+                                   existing /etc/botlink keeps its mode and group
   the `botlink` system group       the local API's users (the service runs in it), when missing
 Then reloads systemd, enables botlink.service and starts botlink-logrotate.timer; it starts (or
 restarts, to upgrade) the service once /etc/botlink/secret-key exists and config.json is no longer
@@ -115,6 +118,7 @@ act install -m 0755 "$BUNDLE" "$STAGE/dist/botlink.mjs"
 act install -m 0644 "${BUNDLE%.mjs}.cjs" "$STAGE/dist/botlink.cjs"
 act install -m 0644 "$SRC/package.json" "$STAGE/package.json"
 act install -m 0644 "$SRC/systemd/config.example.json" "$STAGE/config.example.json"
+act install -m 0644 "$SRC/systemd/broker-config.example.json" "$STAGE/broker-config.example.json"
 shopt -s dotglob nullglob
 for pkg in "${top_level[@]}"; do
   from=$SRC/node_modules/$pkg
@@ -159,11 +163,17 @@ act ln -sfn ../../../opt/botlink/bin/botlink "$ROOT/usr/local/bin/botlink"
 act install -D -m 0644 "$SRC/systemd/botlink.service" "$ROOT/etc/systemd/system/botlink.service"
 act install -D -m 0644 "$SRC/systemd/botlink.logrotate" "$ROOT/etc/logrotate.d/botlink"
 # logrotate.timer runs daily: this timer looks at the snippet's maxsize every hour.
-for unit in botlink-logrotate.service botlink-logrotate.timer; do
+# The broker's unit is installed but never enabled: it runs on a vendor's host, once configured.
+for unit in botlink-logrotate.service botlink-logrotate.timer botlink-broker.service; do
   act install -D -m 0644 "$SRC/systemd/$unit" "$ROOT/etc/systemd/system/$unit"
 done
 
-act install -d -m 0755 "$ETC"
+# An existing /etc/botlink is the operator's: its mode and group (0700, or 0750 with a group) are kept.
+if [ -d "$ETC" ]; then
+  note "keeping $ETC (mode $(stat -c %04a "$ETC"))"
+else
+  act install -d -m 0755 "$ETC"
+fi
 if [ -e "$ETC/config.json" ]; then
   note "keeping $ETC/config.json (the template is $APP/config.example.json)"
 else

@@ -1,5 +1,16 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { existsSync, lstatSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { delimiter, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -124,6 +135,9 @@ describe('scripts/install.sh', () => {
     if (!hasGroup) expect(groupadd).toBeLessThan(lines.indexOf('+ systemctl daemon-reload'));
     expect(lines).toContain('+ systemctl enable botlink.service');
     expect(lines).toContain('+ systemctl enable --now botlink-logrotate.timer');
+    // The broker's unit is installed, never enabled or started: it runs on a vendor's host, once configured.
+    expect(lines).toContain(`+ install -D -m 0644 ${ROOT}systemd/botlink-broker.service /etc/systemd/system/botlink-broker.service`);
+    expect(lines.filter((l) => l.startsWith('+ systemctl') && l.includes('broker'))).toEqual([]);
   });
 
   it('installs a working tree into a prefix: program, command, unit, logrotate, config 0600, no secret, no systemctl', {
@@ -152,6 +166,12 @@ describe('scripts/install.sh', () => {
       expect(readFileSync(join(root, 'etc/systemd/system', unit), 'utf8')).toBe(readFileSync(join(ROOT, 'systemd', unit), 'utf8'));
       expect(mode(join(root, 'etc/systemd/system', unit))).toBe('0644');
     }
+    expect(readFileSync(join(root, 'etc/systemd/system/botlink-broker.service'), 'utf8')).toBe(
+      readFileSync(join(ROOT, 'systemd/botlink-broker.service'), 'utf8'),
+    );
+    expect(readFileSync(join(app, 'broker-config.example.json'), 'utf8')).toBe(
+      readFileSync(join(ROOT, 'systemd/broker-config.example.json'), 'utf8'),
+    );
     expect(mode(join(root, 'etc/botlink'))).toBe('0755');
     expect(readFileSync(join(root, 'etc/botlink/config.json'), 'utf8')).toBe(
       readFileSync(join(ROOT, 'systemd/config.example.json'), 'utf8'),
@@ -225,6 +245,31 @@ describe('scripts/install.sh', () => {
     const { code } = await closed(serve);
     expect(code).toBe(0);
     expect(loaded()).toEqual([join(realpathSync(app), 'node_modules/better-sqlite3/build/Release/better_sqlite3.node')]);
+  });
+
+  it("never loosens an existing /etc/botlink: an operator's 0700, or 0750 with a group, survives a run", {
+    timeout: 2 * INSTALL_TIMEOUT_MS,
+  }, () => {
+    const bin = fakeBin(false);
+    for (const [chosen, gid] of [
+      [0o700, 0],
+      [0o750, 4],
+    ] as const) {
+      const root = tempDir('botlink-root-');
+      const etc = join(root, 'etc/botlink');
+      mkdirSync(etc, { recursive: true });
+      chmodSync(etc, chosen);
+      // A group of the operator's (gid 4 is Debian's adm), kept as they set it.
+      chownSync(etc, 0, gid);
+      const r = install(['--prefix', root], bin);
+      expect(r.status, r.output).toBe(0);
+      expect(mode(etc)).toBe(`0${chosen.toString(8)}`);
+      expect(statSync(etc).gid).toBe(gid);
+      expect(r.stdout).toContain(`keeping ${etc} (mode 0${chosen.toString(8)})`);
+      expect(r.stdout).not.toMatch(/^\+ install -d -m 0755 \S+\/etc\/botlink$/m);
+      // Its new config is made inside it as on a fresh install.
+      expect(mode(join(etc, 'config.json'))).toBe('0600');
+    }
   });
 
   it('is idempotent: a second run upgrades the program, keeps an edited config and leaves the same tree', {
