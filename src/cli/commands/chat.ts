@@ -1,17 +1,17 @@
 import { readFileSync, writeFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { DEFAULT_CONFIG_FILE } from '../../agent/config/config.js';
 import { systemClock } from '../../clock.js';
+import type { LinkStateData } from '../../protocol/conversation.js';
 import { messageOf } from '../../protocol/errors.js';
 import type { Turn } from '../../protocol/round-reader.js';
-import { localSocketFor, timeoutFlag } from './common.js';
-import { Exit, UsageError } from '../frame/exit.js';
-import { failureLines, formatDuration } from '../format.js';
-import type { LinkStateData } from '../../protocol/conversation.js';
 import { DAEMON_FIX, RelayClient } from '../app/relay-client.js';
-import { RelayRefused, RoundEnded, type RoundResult, RoundLost } from '../app/relay-errors.js';
+import { RoundEnded, type RoundResult, RoundLost } from '../app/relay-errors.js';
 import { voiceTurn } from '../app/voice-turn.js';
 import { readWav, voiceInputProblem, wavFile } from '../app/wav.js';
+import { defineCommand } from '../frame/command.js';
+import { Failure, UsageError } from '../frame/exit.js';
+import { formatDuration } from '../format.js';
+import { localSocketFor } from './agent-config.js';
 
 /** A technician waiting longer than this wants to know something is wrong. */
 const DEFAULT_TIMEOUT_S = 30;
@@ -39,85 +39,83 @@ voice audio, 69 no daemon, no access to its socket or another app attached, 64 u
 config or the local API turned off.`;
 
 /** `botlink chat TEXT | --audio FILE`: one round through the relay; the reply on stdout, the link's states on stderr. */
-export async function chat(argv: string[]): Promise<number> {
-  const { values, positionals } = parse(argv);
-  if (values.help) {
-    process.stdout.write(`${USAGE}\n`);
-    return Exit.OK;
-  }
-  const text = positionals.join(' ').trim();
-  const audioFile = values.audio;
-  if (audioFile === undefined && text === '') throw new UsageError(`say something: TEXT is missing\n${USAGE}`);
-  if (audioFile !== undefined && text !== '') throw new UsageError(`TEXT and --audio exclude each other\n${USAGE}`);
-  if (audioFile === undefined && values['save-reply'] !== undefined) throw new UsageError(`--save-reply needs --audio\n${USAGE}`);
-  if (values.socket !== undefined && values.config !== undefined)
-    throw new UsageError(`--config and --socket exclude each other\n${USAGE}`);
-  const audio = audioFile === undefined ? undefined : loadVoice(audioFile);
-  if (typeof audio === 'number') return audio;
-  const timeoutS = timeoutFlag(values.timeout, DEFAULT_TIMEOUT_S + (audio?.seconds ?? 0), USAGE);
-  const socketPath = localSocketFor('botlink chat', values);
-  if (typeof socketPath === 'number') return socketPath;
-  const json = values.json === true;
-  const saveTo = values['save-reply'];
+export const chat = defineCommand({
+  usage: USAGE,
+  flags: {
+    config: { type: 'string' },
+    socket: { type: 'string' },
+    json: { type: 'boolean' },
+    timeout: { type: 'seconds' },
+    audio: { type: 'string' },
+    'save-reply': { type: 'string' },
+  },
+  positionals: [{ name: 'text', variadic: true }],
+  async run({ flags, args }) {
+    const text = args.text.join(' ').trim();
+    const audioFile = flags.audio;
+    if (audioFile === undefined && text === '') throw new UsageError('say something: TEXT is missing');
+    if (audioFile !== undefined && text !== '') throw new UsageError('TEXT and --audio exclude each other');
+    if (audioFile === undefined && flags['save-reply'] !== undefined) throw new UsageError('--save-reply needs --audio');
+    if (flags.socket !== undefined && flags.config !== undefined) throw new UsageError('--config and --socket exclude each other');
+    const audio = audioFile === undefined ? undefined : loadVoice(audioFile);
+    const timeoutS = flags.timeout ?? DEFAULT_TIMEOUT_S + (audio?.seconds ?? 0);
+    const socketPath = localSocketFor(flags);
+    const json = flags.json === true;
+    const saveTo = flags['save-reply'];
 
-  let client: RelayClient | undefined;
-  const out = new ReplyPrinter(json, audio !== undefined);
-  const tts: Buffer[] = [];
-  let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<never>((_, fail) => {
-    timer = setTimeout(() => fail(new ChatTimeout(timeoutS, client?.state, out.stage)), timeoutS * 1000);
-  });
-  const converse = async (): Promise<RoundResult & { outputRate?: number }> => {
-    client = await RelayClient.connect(socketPath);
-    await untilConnected(client);
-    const on = { onPiece: out.piece, onHeard: out.heard, onAudio: (b: Buffer) => void tts.push(b) };
-    if (!audio) return client.round(text, on.onPiece);
-    out.stage = 'the cloud to accept the voice config (SERVER_VOICE_CHAT_UPDATED)';
-    const onAccepted = (): void => {
-      out.stage = 'the cloud to hear the end of the audio (ASR, then a round)';
+    let client: RelayClient | undefined;
+    const out = new ReplyPrinter(json, audio !== undefined);
+    const tts: Buffer[] = [];
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<never>((_, fail) => {
+      timer = setTimeout(() => fail(new ChatTimeout(timeoutS, client?.state, out.stage)), timeoutS * 1000);
+    });
+    const converse = async (): Promise<RoundResult & { outputRate?: number }> => {
+      client = await RelayClient.connect(socketPath);
+      await untilConnected(client);
+      const on = { onPiece: out.piece, onHeard: out.heard, onAudio: (b: Buffer) => void tts.push(b) };
+      if (!audio) return client.round(text, on.onPiece);
+      out.stage = 'the cloud to accept the voice config (SERVER_VOICE_CHAT_UPDATED)';
+      const onAccepted = (): void => {
+        out.stage = 'the cloud to hear the end of the audio (ASR, then a round)';
+      };
+      const onTurn = (turn: Turn): void => {
+        out.stage =
+          turn.phase === 'waiting' ? 'a round on what the cloud heard (CALL_AGENT_START_EVENT)' : 'the end of the round (COMPLETE)';
+      };
+      return voiceTurn(client, audio.pcm, audio.sampleRate, systemClock, { ...on, onAccepted, onTurn });
     };
-    const onTurn = (turn: Turn): void => {
-      out.stage = turn.phase === 'waiting' ? 'a round on what the cloud heard (CALL_AGENT_START_EVENT)' : 'the end of the round (COMPLETE)';
-    };
-    return voiceTurn(client, audio.pcm, audio.sampleRate, systemClock, { ...on, onAccepted, onTurn });
-  };
-  const conversing = converse();
-  conversing.catch(() => {}); // after a timeout, the close below ends it: its rejection is no news
-  try {
-    const result = await Promise.race([conversing, timedOut]);
-    const saved = saveTo === undefined ? undefined : saveReply(saveTo, tts, result.outputRate ?? 16000);
-    process.stdout.write(json ? `${JSON.stringify({ ...out.summary(result), ...(saved && { saved }) })}\n` : '\n');
-    if (saved === null) {
-      process.stderr.write(failureLines('botlink chat', `the reply came with no TTS audio: nothing to save to ${saveTo}`, CHECK_FIX));
-      return Exit.FAILURE;
+    const conversing = converse();
+    conversing.catch(() => {}); // after a timeout, the close below ends it: its rejection is no news
+    let saved: ReturnType<typeof saveReply> | undefined;
+    try {
+      const result = await Promise.race([conversing, timedOut]);
+      saved = saveTo === undefined ? undefined : saveReply(saveTo, tts, result.outputRate ?? 16000);
+      process.stdout.write(json ? `${JSON.stringify({ ...out.summary(result), ...(saved && { saved }) })}\n` : '\n');
+    } catch (err) {
+      process.stdout.write(out.cut());
+      throw inChatWords(err, client?.closed !== undefined, audioFile);
+    } finally {
+      clearTimeout(timer);
+      client?.close();
     }
+    if (saved === null)
+      throw new Failure(`the reply came with no TTS audio: nothing to save to ${saveTo}`, { fix: CHECK_FIX, kind: 'failed' });
     if (saved)
       process.stderr.write(`botlink chat: saved the reply's audio to ${saved.file} (${saved.seconds} s at ${saved.sampleRate} Hz)\n`);
-    return Exit.OK;
-  } catch (err) {
-    process.stdout.write(out.cut());
-    if (err instanceof RelayRefused) {
-      process.stderr.write(failureLines('botlink chat', err.message, err.fix));
-      return Exit.UNAVAILABLE;
-    }
-    if (err instanceof RoundLost && client?.closed) {
-      process.stderr.write(failureLines('botlink chat', err.message, DAEMON_FIX));
-      return Exit.UNAVAILABLE;
-    }
-    if (err instanceof RoundEnded) {
-      const fix = err.outcome === 'empty' && audio ? `play ${audioFile}: it must hold speech loud enough to hear` : CHECK_FIX;
-      process.stderr.write(failureLines('botlink chat', err.message, fix));
-      return Exit.FAILURE;
-    }
-    if (err instanceof ChatTimeout || err instanceof RoundLost) {
-      process.stderr.write(failureLines('botlink chat', err.message, CHECK_FIX));
-      return Exit.FAILURE;
-    }
-    throw err;
-  } finally {
-    clearTimeout(timer);
-    client?.close();
+  },
+});
+
+/** A round that failed, with what to check next; RelayRefused and the unforeseen go to the exit table as they are. */
+function inChatWords(err: unknown, relayClosed: boolean, audioFile: string | undefined): unknown {
+  // The relay closed under the round: the daemon went away (69), not the cloud.
+  if (err instanceof RoundLost && relayClosed) return new Failure(err.message, { fix: DAEMON_FIX, kind: 'unavailable' });
+  if (err instanceof RoundEnded) {
+    const fix = err.outcome === 'empty' && audioFile ? `play ${audioFile}: it must hold speech loud enough to hear` : CHECK_FIX;
+    return new Failure(err.message, { fix, cause: err });
   }
+  if (err instanceof ChatTimeout || err instanceof RoundLost) return new Failure(err.message, { fix: CHECK_FIX, cause: err });
+  return err;
 }
 
 const CHECK_FIX = 'botlink status tells how the cloud link stands; then run botlink chat again';
@@ -163,21 +161,19 @@ class ReplyPrinter {
   }
 }
 
-/** The WAV of --audio as voice input, or the exit code of a file that is not (65, named with what it holds). */
-function loadVoice(file: string): { pcm: Buffer; sampleRate: number; seconds: number } | number {
+/** The WAV of --audio as voice input; a file that is not (named with what it holds) is bad input data (65). */
+function loadVoice(file: string): { pcm: Buffer; sampleRate: number; seconds: number } {
   let bytes: Buffer;
   try {
     bytes = readFileSync(file);
   } catch (err) {
-    process.stderr.write(failureLines('botlink chat', `cannot read ${file}: ${messageOf(err)}`, undefined));
-    return Exit.DATAERR;
+    throw new Failure(`cannot read ${file}: ${messageOf(err)}`, { kind: 'data' });
   }
   const read = readWav(bytes);
   const problem = read.ok ? voiceInputProblem(read.wav) : read.why;
   if (!read.ok || problem !== undefined) {
     const fix = `convert it: sox ${file} -r 16000 -c 1 -b 16 -e signed-integer voice.wav`;
-    process.stderr.write(failureLines('botlink chat', `${file} is not voice input: ${problem}`, fix));
-    return Exit.DATAERR;
+    throw new Failure(`${file} is not voice input: ${problem}`, { fix, kind: 'data' });
   }
   const { data, sampleRate } = read.wav;
   return { pcm: data, sampleRate, seconds: data.length / 2 / sampleRate };
@@ -200,25 +196,4 @@ class ChatTimeout extends Error {
 
 function describeState(s: LinkStateData): string {
   return s.retryInMs === undefined ? s.state : `${s.state}, retry in ${formatDuration(s.retryInMs)}`;
-}
-
-function parse(argv: string[]) {
-  try {
-    return parseArgs({
-      args: argv,
-      options: {
-        config: { type: 'string' },
-        socket: { type: 'string' },
-        json: { type: 'boolean' },
-        timeout: { type: 'string' },
-        audio: { type: 'string' },
-        'save-reply': { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-      allowPositionals: true,
-    });
-  } catch (err) {
-    throw new UsageError(`${messageOf(err)}\n${USAGE}`);
-  }
 }

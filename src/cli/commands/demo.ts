@@ -9,9 +9,9 @@ import { Daemon } from '../../agent/daemon/daemon.js';
 import { systemClock, systemRandom } from '../../clock.js';
 import { createLogger } from '../../log.js';
 import { createReferenceService } from '../../service/server.js';
-import { parseFlags } from './common.js';
-import { Exit, UsageError } from '../frame/exit.js';
-import { failureLines } from '../format.js';
+import { defineCommand } from '../frame/command.js';
+import { Failure } from '../frame/exit.js';
+import { untilSignal } from '../frame/signals.js';
 
 const USAGE = 'usage: botlink demo [--duration S]   (default: until Ctrl-C)';
 
@@ -31,43 +31,40 @@ const APP_EXIT_WAIT_MS = 5000;
  * forced drop of its WebSocket every 20 s. A small app, a process of its own (`botlink demo-app`),
  * converses through the daemon's relay all along.
  */
-export async function demo(argv: string[]): Promise<number> {
-  const { values } = parseFlags(argv, { duration: { type: 'string' } }, USAGE);
-  if (values.help) {
-    process.stdout.write(`${USAGE}\n`);
-    return Exit.OK;
-  }
-  const durationS = values.duration === undefined ? undefined : Number(values.duration);
-  if (durationS !== undefined && !(Number.isFinite(durationS) && durationS > 0))
-    throw new UsageError(`--duration must be a positive number of seconds\n${USAGE}`);
-
-  // The handlers before the first line: its reader may stop the demo at once, and a signal with none would
-  // kill it (code null) with its folder left behind. One that comes before the try below ends the demo there.
-  let finish!: () => void;
-  const finished = new Promise<void>((resolve) => (finish = resolve));
-  process.once('SIGINT', finish);
-  process.once('SIGTERM', finish);
-  const dir = mkdtempSync(join(tmpdir(), 'botlink-demo-'));
-  const logging = createLogger({ file: '-', level: 'info', pretty: true });
-  const timer = durationS === undefined ? undefined : setTimeout(finish, durationS * 1000);
-  try {
-    await runDemo(dir, logging.logger, finished, durationS);
-  } catch (err) {
-    // The demo writes its own config: one it refuses says the temp folder will not do.
-    if (!(err instanceof ConfigError)) throw err;
-    process.stderr.write(
-      failureLines('botlink demo: cannot start', err.message, 'run it with TMPDIR set to a short folder: TMPDIR=/tmp botlink demo'),
-    );
-    return Exit.CONFIG;
-  } finally {
-    // Whatever failed, the folder goes: it holds the demo's secret.
-    clearTimeout(timer);
-    await logging.flush();
-    logging.close();
-    rmSync(dir, { recursive: true, force: true });
-  }
-  return Exit.OK;
-}
+export const demo = defineCommand({
+  usage: USAGE,
+  flags: { duration: { type: 'seconds' } },
+  async run({ flags }) {
+    const durationS = flags.duration;
+    // The wait before the first line: its reader may stop the demo at once, and a signal with none would kill it
+    // (code null) with its folder left behind. One that comes before the try below ends the demo there.
+    const stop = untilSignal();
+    const dir = mkdtempSync(join(tmpdir(), 'botlink-demo-'));
+    const logging = createLogger({ file: '-', level: 'info', pretty: true });
+    let timer: NodeJS.Timeout | undefined;
+    const finished = new Promise<void>((resolve) => {
+      void stop.received.then(() => resolve());
+      if (durationS !== undefined) timer = setTimeout(resolve, durationS * 1000);
+    });
+    try {
+      await runDemo(dir, logging.logger, finished, durationS);
+    } catch (err) {
+      // The demo writes its own config: one it refuses says the temp folder will not do.
+      if (!(err instanceof ConfigError)) throw err;
+      throw new Failure(`cannot start: ${err.message}`, {
+        fix: 'run it with TMPDIR set to a short folder: TMPDIR=/tmp botlink demo',
+        cause: err,
+      });
+    } finally {
+      // Whatever failed, the folder goes: it holds the demo's secret.
+      clearTimeout(timer);
+      stop.cancel();
+      await logging.flush();
+      logging.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+});
 
 /** The demo in `dir` until `finished`; what it started is stopped whether it returns or throws. */
 async function runDemo(dir: string, log: Logger, finished: Promise<void>, durationS: number | undefined): Promise<void> {
