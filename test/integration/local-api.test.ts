@@ -228,7 +228,7 @@ describe('the local API on its Unix socket (DESIGN §3.5)', () => {
     await listening(d);
     const sock = join(d.runtimeDir, 'botlink.sock');
     const status = JSON.parse((await call(sock, '/v1/status')).body) as StatusDoc;
-    expect(status.identity).toEqual({ kind: 'vendor', id: 'V1' });
+    expect(status.identity).toEqual({ kind: 'vendor', id: 'V1', mode: 'sign' });
     const token = await call(sock, '/v1/token');
     expect([token.status, JSON.parse(token.body)]).toEqual([503, { code: 503, msg: expect.stringContaining('no botId yet') }]);
     const relay = await raw(
