@@ -3,7 +3,7 @@ import { chownSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, wri
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildSync } from 'esbuild';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { Secret } from '../../src/agent/config/secret.js';
 import { BotlinkError } from '../../src/protocol/errors.js';
 import { type BotlinkLogger, createLogger, redact, REDACTED } from '../../src/log.js';
@@ -105,6 +105,34 @@ describe('redaction', () => {
       msg: `sent Bearer ${REDACTED}`,
     });
     expect(out[1]!.msg).toBe(`rejected Bearer ${REDACTED}, retrying`);
+  });
+
+  it('is one pass a call: each value serialised once, the line never parsed back', async () => {
+    const log = make();
+    let serialised = 0;
+    const value = {
+      toJSON: () => {
+        serialised++;
+        return { accessToken: TOKEN, seen: 'once' };
+      },
+    };
+    const child = log.logger.child({ part: 'link', session: { authorization: TOKEN } });
+    const parse = vi.spyOn(JSON, 'parse');
+    try {
+      child.info({ value }, 'logged with Bearer %s', TOKEN);
+      expect(parse).not.toHaveBeenCalled();
+    } finally {
+      parse.mockRestore();
+    }
+    expect(serialised).toBe(1);
+    const [line] = await lines(log);
+    expect(JSON.stringify(line)).not.toContain(TOKEN);
+    expect(line).toMatchObject({
+      part: 'link',
+      session: { authorization: REDACTED },
+      value: { accessToken: REDACTED, seen: 'once' },
+      msg: `logged with Bearer ${REDACTED}`,
+    });
   });
 
   it('serialises like JSON: toJSON is honoured (Secret stays redacted), cycles are cut', () => {
