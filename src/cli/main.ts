@@ -1,11 +1,9 @@
 import { type Command, runCommand } from './frame/command.js';
-import { Exit, UsageError } from './frame/exit.js';
+import { Exit } from './frame/exit.js';
 import { VERSION } from '../version.js';
 
-type Legacy = (argv: string[]) => Promise<number>;
-
 /** Each command lives in its own module, loaded only when it runs. */
-const COMMANDS: Record<string, () => Promise<Command | Legacy>> = {
+const COMMANDS: Readonly<Record<string, () => Promise<Command>>> = {
   run: async () => (await import('./commands/run.js')).run,
   status: async () => (await import('./commands/status.js')).status,
   provision: async () => (await import('./commands/provision.js')).provision,
@@ -48,20 +46,10 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${USAGE}\n`);
     return name === undefined ? Exit.USAGE : Exit.OK;
   }
-  const load = COMMANDS[name];
+  const load = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
   if (!load) {
     process.stderr.write(`botlink: unknown command '${name}'\n${USAGE}\n`);
     return Exit.USAGE;
   }
-  const command = await load();
-  if (typeof command !== 'function') return runCommand(name, command, rest);
-  try {
-    return await command(rest);
-  } catch (err) {
-    if (err instanceof UsageError) {
-      process.stderr.write(`botlink ${name}: ${err.message}\n`);
-      return Exit.USAGE;
-    }
-    throw err;
-  }
+  return runCommand(name, await load(), rest);
 }
