@@ -19,7 +19,7 @@ import {
 
 const SRC = join(import.meta.dirname, '../../src');
 /** Node's own codes, which botlink compares against but never raises. */
-const NODE_CODES = new Set(['ERR_TLS_CERT_ALTNAME_INVALID']);
+const NODE_CODES = new Set(['ERR_TLS_CERT_ALTNAME_INVALID', 'ERR_HTTP_REQUEST_TIMEOUT']);
 
 function sources(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
