@@ -4,7 +4,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { TokenStore } from '../../src/agent/store/token-store.js';
 import { signV2 } from '../../src/protocol/sign.js';
-import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
+import type { ReferenceService } from '../../src/service/server.js';
+import { createTestService, type TestService } from '../../src/service/testing.js';
 import type { Child } from './child.js';
 
 const BENCH_SECRET = 'bench-secret-9f2c';
@@ -12,8 +13,8 @@ export const BOTS = Array.from({ length: 24 }, (_, i) => `bot-${i + 1}`);
 const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: BENCH_SECRET, vendors: [{ vendorId: 'V1', bots: BOTS }] }] };
 
 /** One reference service on a SQLite file, restartable on the same port with the same tokens. */
-export async function startService(dbFile: string, port = 0): Promise<ReferenceService> {
-  return createReferenceService({ dbFile, port, seed: SEED });
+export async function startService(dbFile: string, port = 0): Promise<TestService> {
+  return createTestService({ dbFile, port, seed: SEED });
 }
 
 /** Resolves with performance.now() when the service accepts a WebSocket for `botId`. */

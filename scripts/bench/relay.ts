@@ -2,7 +2,7 @@
 // against the floor of a relay, a bare forwarder (forwarder.ts) in a process of its own on the same
 // kind of socket, with the direct path (app → service) for scale: round trips, throughput, and the
 // CPU and memory of a real-time audio stream.
-import type { ReferenceService } from '../../src/service/server.js';
+import type { TestService } from '../../src/service/testing.js';
 import { cpuMs, rssKiB } from '../../test/helpers/procfs.js';
 import { median } from '../../test/helpers/stats.js';
 import { type App, DOWN_EVERY_MS, DOWN_FRAME_BYTES, UP_EVERY_MS, UP_FRAME_BYTES } from './relay-app.js';
@@ -128,7 +128,7 @@ const SETTLE_MS = 20_000;
  * state for both): up frames from the app, down frames pushed by the service at their cadence. CPU and
  * RSS of each process sampled every SAMPLE_MS after a warm-up window; then an idle window.
  */
-async function streams(svc: ReferenceService, apps: PerPath<App>, pids: Relays<number>, streamMs: number): Promise<Relays<Stream>> {
+async function streams(svc: TestService, apps: PerPath<App>, pids: Relays<number>, streamMs: number): Promise<Relays<Stream>> {
   const sides = ['botlink', 'forwarder'] as const;
   svc.setEchoAudio(false);
   const down = Buffer.alloc(DOWN_FRAME_BYTES, 0xa5);

@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { WsMessage } from '../protocol/codes.js';
+import { SERVICE_DEFAULTS } from './defaults.js';
 
 /** Ways an HTTP answer can be broken on purpose, for tests of the agent's client. */
 export const BROKEN_RESPONSES = [
@@ -82,9 +83,9 @@ function wrongTypes(route: string): unknown {
 
 const PLAUSIBLE_BODY = JSON.stringify({
   accessToken: 'x'.repeat(43),
-  expireIn: 7200,
+  expireIn: SERVICE_DEFAULTS.accessTtlS,
   refreshToken: 'y'.repeat(43),
-  refreshExpireIn: 604800,
+  refreshExpireIn: SERVICE_DEFAULTS.refreshTtlS,
   code: 0,
   msg: '',
 });

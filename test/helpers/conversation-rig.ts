@@ -1,5 +1,5 @@
 import { afterEach, expect } from 'vitest';
-import { createReferenceService, type ReferenceService, type ReferenceServiceOptions } from '../../src/service/server.js';
+import { createTestService, type TestService, type TestServiceOptions } from '../../src/service/testing.js';
 import { ConversationClient, contentOf, isContent, isEvent, type Frame } from './conversation-client.js';
 import { DOWN, shapeDifferences } from './guide-frames.js';
 import { getTokens } from './service-client.js';
@@ -7,18 +7,18 @@ import { getTokens } from './service-client.js';
 const seed = { accounts: [{ accessKeyId: 'AK', secretKey: 'SK', vendors: [{ vendorId: 'V1', bots: ['bot-1', 'bot-2'] }] }] };
 
 export interface ConversationRig {
-  svc: ReferenceService;
+  svc: TestService;
   connect(botId?: string, params?: Record<string, string>): Promise<ConversationClient>;
 }
 
 /** Registers the file's afterEach; `rig()` starts a reference service (no internal errors allowed) and opens clients to it. */
-export function useConversationRig(): (opts?: ReferenceServiceOptions) => Promise<ConversationRig> {
+export function useConversationRig(): (opts?: TestServiceOptions) => Promise<ConversationRig> {
   const cleanups: (() => unknown)[] = [];
   afterEach(async () => {
     for (const c of cleanups.splice(0).reverse()) await c();
   });
   return async (opts = {}) => {
-    const svc = await createReferenceService({ seed, ...opts });
+    const svc = await createTestService({ seed, ...opts });
     const errors: unknown[] = [];
     svc.events.on('internal-error', (e) => errors.push(e));
     cleanups.push(async () => {

@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import type { Seed } from '../../src/service/seed.js';
-import { createReferenceService, type ReferenceService, type ReferenceServiceOptions } from '../../src/service/server.js';
+import type { ReferenceService } from '../../src/service/server.js';
+import { createTestService, type TestService, type TestServiceOptions } from '../../src/service/testing.js';
 import { DAEMON_SECRET, DeviceDir, startDaemon, type DaemonProc } from './daemon-proc.js';
 
 /** The accounts a DeviceDir signs against by default: AK with DAEMON_SECRET, vendor V1 owning bot-1. */
@@ -17,7 +18,7 @@ export type Cleanup = () => unknown;
 export interface Harness {
   readonly cleanups: { push(...fns: Cleanup[]): void };
   /** A reference service (seed undefined: the service's default seed), closed after the test. */
-  service(seed?: Seed, opts?: ReferenceServiceOptions): Promise<ReferenceService>;
+  service(seed?: Seed, opts?: TestServiceOptions): Promise<TestService>;
   /** A device dir whose baseUrl is the service's (or the given URL), removed after the test. */
   device(target: ReferenceService | string, config?: Record<string, unknown>, secret?: string): DeviceDir;
   /** `botlink run` for the device (from `bundle` if given), SIGKILLed after the test. */
@@ -37,7 +38,7 @@ export function useHarness(afterCleanup?: () => void): Harness {
   return {
     cleanups,
     async service(seed, opts = {}) {
-      const svc = await createReferenceService({ seed, ...opts });
+      const svc = await createTestService({ seed, ...opts });
       cleanups.push(() => svc.close());
       return svc;
     },

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
+import { createTestService, type TestService } from '../../src/service/testing.js';
 import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
 import { TestDevice } from '../helpers/broker-device.js';
 import { exec, type CliRun } from '../helpers/exec.js';
@@ -15,13 +15,13 @@ const CLIENT = fileURLToPath(new URL('../clients/broker_client.py', import.meta.
 const SECRET = 'SK-broker-cli-secret-7f3a';
 let bundle: Bundle;
 let dir: string;
-let cloud: ReferenceService;
+let cloud: TestService;
 let configFile: string;
 
 beforeAll(async () => {
   bundle = await privateDaemonBundle('test-broker-cli-');
   dir = mkdtempSync(join(tmpdir(), 'botlink-broker-cli-'));
-  cloud = await createReferenceService({
+  cloud = await createTestService({
     seed: { accounts: [{ accessKeyId: 'AK', secretKey: SECRET, vendors: [{ vendorId: 'V1', bots: [] }] }] },
   });
   writeFileSync(join(dir, 'secret-key'), SECRET, { mode: 0o600 });

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
+import { createTestService, type TestService } from '../../src/service/testing.js';
 import { TestDevice } from '../helpers/broker-device.js';
 import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
 import { exec } from '../helpers/exec.js';
@@ -14,7 +14,7 @@ import { listening, startListener, type ServeRun } from '../helpers/serve-proc.j
 const SECRET = 'SK-replicas-9c1e';
 let bundle: Bundle;
 let dir: string;
-let cloud: ReferenceService;
+let cloud: TestService;
 let pg: PostgresServer;
 let configFile: string;
 const replicas: { run: ServeRun; url: string }[] = [];
@@ -23,7 +23,7 @@ beforeAll(async () => {
   pg = await startPostgres();
   bundle = await privateDaemonBundle('test-broker-replicas-');
   dir = mkdtempSync(join(tmpdir(), 'botlink-replicas-'));
-  cloud = await createReferenceService({
+  cloud = await createTestService({
     seed: { accounts: [{ accessKeyId: 'AK', secretKey: SECRET, vendors: [{ vendorId: 'V1', bots: [] }] }] },
   });
   writeFileSync(join(dir, 'secret-key'), SECRET, { mode: 0o600 });

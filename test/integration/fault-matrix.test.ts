@@ -9,7 +9,7 @@ import { LinkSupervisor, type LinkState } from '../../src/agent/link/supervisor.
 import type { TokenPair } from '../../src/agent/store/token-store.js';
 import { WsMessage } from '../../src/protocol/codes.js';
 import type { BrokenResponse } from '../../src/service/faults.js';
-import type { ReferenceService, ReferenceServiceOptions } from '../../src/service/server.js';
+import type { TestService, TestServiceOptions } from '../../src/service/testing.js';
 import { VOICE_CHAT_PATH } from '../../src/protocol/conversation.js';
 import { AgentKit } from '../helpers/agent-kit.js';
 import { collectUnexpected, useHarness } from '../helpers/harness.js';
@@ -40,14 +40,14 @@ const { cleanups, service, tempDir } = useHarness(() => {
   internalErrors.length = 0;
 });
 
-async function startService(dbFile: string, opts: Partial<ReferenceServiceOptions> = {}): Promise<ReferenceService> {
+async function startService(dbFile: string, opts: Partial<TestServiceOptions> = {}): Promise<TestService> {
   const svc = await service(SEED, { dbFile, accessTtlS: ACCESS_TTL_S, ...opts });
   svc.events.on('internal-error', (err) => internalErrors.push(err));
   return svc;
 }
 
 interface Rig {
-  svc: ReferenceService;
+  svc: TestService;
   readonly dbFile: string;
   readonly kit: AgentKit;
   readonly link: LinkSupervisor;
@@ -62,7 +62,7 @@ interface Rig {
 }
 
 /** One agent wired like the daemon, with fast backoffs, an injectable resolver and (when asked) a short body timeout. */
-async function rig(o: { service?: Partial<ReferenceServiceOptions>; viaDns?: boolean; bodyTimeoutMs?: number } = {}): Promise<Rig> {
+async function rig(o: { service?: Partial<TestServiceOptions>; viaDns?: boolean; bodyTimeoutMs?: number } = {}): Promise<Rig> {
   const dir = tempDir('botlink-faults-');
   const dbFile = join(dir, 'svc.db');
   const svc = await startService(dbFile, o.service);

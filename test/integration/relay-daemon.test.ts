@@ -8,7 +8,8 @@ import { describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import type { StatusDoc } from '../../src/agent/daemon/status.js';
 import { MAX_APP_FRAME_BYTES } from '../../src/agent/local/relay-decide.js';
-import { DISPLACEMENT_MARKERS, type ReferenceService, type ReferenceServiceOptions } from '../../src/service/server.js';
+import { DISPLACEMENT_MARKERS } from '../../src/service/server.js';
+import type { TestService, TestServiceOptions } from '../../src/service/testing.js';
 import { AppChild } from '../helpers/app-child.js';
 import { contentOf, ConversationClient, type Frame, isContent, isEvent } from '../helpers/conversation-client.js';
 import type { DaemonProc, DeviceDir } from '../helpers/daemon-proc.js';
@@ -28,13 +29,13 @@ const { cleanups, service, device, daemon } = useHarness();
 const QUICK_LINK = { botId: 'bot-1', linkBackoffBaseMs: 50, linkBackoffCapMs: 500 };
 
 interface Rig {
-  svc: ReferenceService;
+  svc: TestService;
   d: DeviceDir;
   proc: DaemonProc;
   socket: string;
 }
 
-async function rig(svcOpts: ReferenceServiceOptions = {}): Promise<Rig> {
+async function rig(svcOpts: TestServiceOptions = {}): Promise<Rig> {
   const svc = await service(DAEMON_SEED, svcOpts);
   const d = device(svc, QUICK_LINK);
   const proc = daemon(d);

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
+import { createTestService, type TestService } from '../../src/service/testing.js';
 import type { Seed } from '../../src/service/seed.js';
 import { connectWs, post, signedGetTokenBody, type Reply } from '../helpers/service-client.js';
 
@@ -18,11 +18,11 @@ const seed: Seed = {
 };
 
 let dir: string;
-let service: ReferenceService;
+let service: TestService;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'botlink-gettoken-'));
-  service = await createReferenceService({ seed, dbFile: join(dir, 'service.db'), now: () => T });
+  service = await createTestService({ seed, dbFile: join(dir, 'service.db'), now: () => T });
 });
 afterEach(() => service.faults.reset());
 afterAll(async () => {

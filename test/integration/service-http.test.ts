@@ -4,12 +4,12 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { WireError } from '../../src/protocol/errors.js';
 import { parseGetTokenResponse } from '../../src/protocol/wire.js';
-import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
+import { createTestService, type TestService } from '../../src/service/testing.js';
 import { getTokens, post, signedGetTokenBody } from '../helpers/service-client.js';
 
-let service: ReferenceService;
+let service: TestService;
 beforeEach(async () => {
-  service = await createReferenceService({ requestTimeoutMs: 400 });
+  service = await createTestService({ requestTimeoutMs: 400 });
 });
 afterEach(() => service.close());
 

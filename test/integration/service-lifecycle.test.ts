@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SeedError } from '../../src/service/seed.js';
 import { createReferenceService } from '../../src/service/server.js';
+import { createTestService } from '../../src/service/testing.js';
 import { connectWs, getTokens, post, signedGetTokenBody, type WsAttempt } from '../helpers/service-client.js';
 
 let dir: string;
@@ -27,7 +28,7 @@ describe('the state table of the specification', () => {
     const REFRESH_S = 600;
     const t0 = Date.parse('2026-11-21T08:00:00.000Z');
     let t = t0;
-    const service = await createReferenceService({ accessTtlS: ACCESS_S, refreshTtlS: REFRESH_S, now: () => t });
+    const service = await createTestService({ accessTtlS: ACCESS_S, refreshTtlS: REFRESH_S, now: () => t });
     try {
       const ws = async (token: string | undefined): Promise<string> => settle(await connectWs(service.wsUrl, 'bot-1', token));
       const refresh = (refreshToken: string) =>
@@ -101,7 +102,7 @@ describe('restart', () => {
   });
 
   it('close() frees the port at once, with sockets and unfinished answers open', async () => {
-    const first = await createReferenceService();
+    const first = await createTestService();
     const tokens = await getTokens(first.url);
     const open = await connectWs(first.wsUrl, 'bot-1', tokens.accessToken);
     expect(open.ok).toBe(true);
@@ -116,7 +117,7 @@ describe('restart', () => {
   });
 
   it('close() does not wait for a handshake held by the latency fault', async () => {
-    const service = await createReferenceService();
+    const service = await createTestService();
     const tokens = await getTokens(service.url);
     service.faults.setLatencyMs(60_000);
     const upgrade = once(service.events, 'ws-upgrade');

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseRegisterDeviceResponse } from '../../src/protocol/wire.js';
 import type { IssuedTokens } from '../../src/service/context.js';
 import { tokenHash } from '../../src/service/credentials.js';
-import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
+import { createTestService, type TestService } from '../../src/service/testing.js';
 import type { Seed } from '../../src/service/seed.js';
 import { connectWs, getTokens, post, signedGetTokenBody, type Reply } from '../helpers/service-client.js';
 
@@ -24,9 +24,9 @@ const seed: Seed = {
   ],
 };
 
-let service: ReferenceService;
+let service: TestService;
 beforeAll(async () => {
-  service = await createReferenceService({ seed });
+  service = await createTestService({ seed });
 });
 afterAll(() => service.close());
 
@@ -87,7 +87,7 @@ describe('refreshToken', () => {
 
   it('1,000 refreshes of one refresh token leave the database no bigger than two', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'botlink-refresh-'));
-    const svc = await createReferenceService({ seed, dbFile: join(dir, 'service.db') });
+    const svc = await createTestService({ seed, dbFile: join(dir, 'service.db') });
     const reader = new Database(join(dir, 'service.db'), { readonly: true });
     try {
       const rows = (): number => (reader.prepare('SELECT count(*) AS n FROM tokens').get() as { n: number }).n;

@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { WebSocket, type RawData } from 'ws';
 import { parseWsFailure } from '../../src/protocol/wire.js';
-import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
+import { createTestService, type TestService } from '../../src/service/testing.js';
 import type { Seed } from '../../src/service/seed.js';
 import { DOWN, shapeDifferences } from '../helpers/guide-frames.js';
 import { connectWs, getTokens, type OpenSocket, type Tokens } from '../helpers/service-client.js';
@@ -11,13 +11,13 @@ const seed: Seed = {
   accounts: [{ accessKeyId: 'AK', secretKey: 'SK', vendors: [{ vendorId: 'V1', bots: ['bot-1', 'bot-2'] }] }],
 };
 
-let service: ReferenceService;
+let service: TestService;
 let bot1: Tokens;
 const sockets: WebSocket[] = [];
 
 beforeEach(async () => {
   // Short enough for the ping tests, long enough that a loaded machine's pauses do not cost a pong.
-  service = await createReferenceService({ seed, pingIntervalMs: 300 });
+  service = await createTestService({ seed, pingIntervalMs: 300 });
   bot1 = await getTokens(service.url, { botId: 'bot-1' });
 });
 afterEach(async () => {
@@ -178,7 +178,7 @@ describe('a session', () => {
   });
 
   it("displacementMarker 'code400': the displaced socket gets the seed's {code: 400} frame, then a close with that reason", async () => {
-    const svc = await createReferenceService({ seed, displacementMarker: 'code400' });
+    const svc = await createTestService({ seed, displacementMarker: 'code400' });
     try {
       const tokens = await getTokens(svc.url, { botId: 'bot-1' });
       const headers = { authorization: `Bearer ${tokens.accessToken}` };

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { TokenStore } from '../../src/agent/store/token-store.js';
 import type { TimeSyncResult } from '../../src/agent/time/timesync.js';
 import { SLOW_RETRY_MS } from '../../src/agent/token/backoff.js';
-import type { ReferenceService, ReferenceServiceOptions } from '../../src/service/server.js';
+import type { TestService, TestServiceOptions } from '../../src/service/testing.js';
 import { BACKGROUND_SAMPLE_DELAY_MS } from '../../src/agent/token/manager.js';
 import { AgentKit, type AgentKitOptions, UNKNOWN } from '../helpers/agent-kit.js';
 import { Changes } from '../helpers/changes.js';
@@ -29,14 +29,14 @@ const { cleanups, service, tempDir } = useHarness();
 
 interface Rig {
   clock: ManualClock;
-  svc: ReferenceService;
+  svc: TestService;
   k: AgentKit;
   changes: Changes;
 }
 
 /** A service and a token manager sharing one manual clock; `random` pins every jitter draw. */
 async function rig(
-  o: { clock?: ManualClock; random?: number; service?: ReferenceServiceOptions; kit?: Partial<AgentKitOptions> } = {},
+  o: { clock?: ManualClock; random?: number; service?: TestServiceOptions; kit?: Partial<AgentKitOptions> } = {},
 ): Promise<Rig> {
   const clock = o.clock ?? new ManualClock();
   const svc = await service(SEED, { now: () => clock.wallNow(), ...o.service });
