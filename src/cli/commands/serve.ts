@@ -1,4 +1,10 @@
-import { createReferenceService, DISPLACEMENT_MARKERS, type DisplacementMarker, type ReferenceService } from '../../service/server.js';
+import {
+  createReferenceService,
+  DISPLACEMENT_MARKERS,
+  type DisplacementMarker,
+  type ReferenceService,
+  SERVICE_DEFAULTS,
+} from '../../service/server.js';
 import { DEFAULT_SEED, loadSeedFile } from '../../service/seed.js';
 import { defineCommand } from '../frame/command.js';
 import { Failure, UsageError } from '../frame/exit.js';
@@ -7,19 +13,19 @@ import { stoppingOn, untilSignal } from '../frame/signals.js';
 const USAGE = `usage: botlink serve [--host H] [--port P] [--db FILE] [--seed FILE] [--access-ttl S] [--refresh-ttl S]
                     [--displacement-marker event|code400] [--round-delay-ms MS] [--vad-silence-ms MS]
 
-  --host H         address to listen on (default 127.0.0.1)
-  --port P         port, 0 picks a free one (default 0)
+  --host H         address to listen on (default ${SERVICE_DEFAULTS.host})
+  --port P         port, 0 picks a free one (default ${SERVICE_DEFAULTS.port})
   --db FILE        SQLite file that keeps tokens across restarts, created 0600 (default: in memory)
   --seed FILE      accounts, vendors and bots as JSON (default: AK/SK, vendor V1, bot bot-1)
-  --access-ttl S   access token lifetime in seconds (default 7200)
-  --refresh-ttl S  refresh token lifetime in seconds (default 604800)
+  --access-ttl S   access token lifetime in seconds (default ${SERVICE_DEFAULTS.accessTtlS})
+  --refresh-ttl S  refresh token lifetime in seconds (default ${SERVICE_DEFAULTS.refreshTtlS})
   --displacement-marker event|code400
                    how a displaced WebSocket is told: the public guide's EVENT frame with eventType
                    REPEAT_CLIENT_SESSION (default) or {"code":400,"msg":"REPEAT_CLIENT_SESSION"}
   --round-delay-ms MS
-                   pause between two frames of a conversation round, 0 answers at once (default 5)
+                   pause between two frames of a conversation round, 0 answers at once (default ${SERVICE_DEFAULTS.roundDelayMs})
   --vad-silence-ms MS
-                   free mode: silence after speech that ends an utterance (default 600)`;
+                   free mode: silence after speech that ends an utterance (default ${SERVICE_DEFAULTS.vadSilenceMs})`;
 
 const LISTEN_ERRORS = new Set(['EADDRINUSE', 'EADDRNOTAVAIL', 'EACCES', 'ENOTFOUND', 'EAI_AGAIN']);
 
