@@ -4,6 +4,7 @@ import type { Clock } from '../../clock.js';
 import { CODE_COLUMNS, deviceQuery, KEY_COLUMNS, LIST_DEVICES, PREAUTH_COLUMNS, TOKEN_COLUMNS } from './columns.js';
 import { KeyedChain } from './keyed-chain.js';
 import { addPreauthIn, enrollIn, rotateIn, type Sql } from './sqlite-bind.js';
+import { TurnBatch } from './sqlite-batch.js';
 import { openSqliteDatabase } from './sqlite-schema.js';
 import type {
   BrokerStore,
@@ -19,8 +20,8 @@ import type {
 } from './types.js';
 
 /**
- * The broker's store on one host: a SQLite file that one broker process owns. Every transaction is
- * BEGIN IMMEDIATE, so operator commands (`broker code`, `broker revoke`…) that open the same file
+ * The broker's store on one host: a SQLite file that one broker process owns. Writes are group-committed
+ * (sqlite-batch.ts): each turn's in one BEGIN IMMEDIATE transaction, so operator commands (`broker code`, `broker revoke`…) that open the same file
  * from other processes are serialised with the broker by SQLite's write lock; withBotLock holds only
  * in this process, which is why a second broker on the same file is not supported (run PostgreSQL).
  */
@@ -46,12 +47,14 @@ class SqliteStore implements BrokerStore {
   readonly #clock: Pick<Clock, 'wallNow'>;
   readonly #locks: KeyedChain;
   readonly #statements = new Map<string, Database.Statement>();
+  readonly #batch: TurnBatch;
   readonly #sql: Sql = { get: (sql, ...params) => this.#get(sql, ...params), run: (sql, ...params) => this.#run(sql, ...params) };
 
   constructor(db: Database.Database, clock: Pick<Clock, 'wallNow'>, locks: KeyedChain) {
     this.#db = db;
     this.#clock = clock;
     this.#locks = locks;
+    this.#batch = new TurnBatch(db);
   }
 
   async now(): Promise<number> {
@@ -59,7 +62,7 @@ class SqliteStore implements BrokerStore {
   }
 
   async addCode(row: CodeRow): Promise<void> {
-    this.#durably(() =>
+    await this.#durably(() =>
       this.#run(
         'INSERT INTO codes (hmac, vendor_id, kind, device_id, uses_left, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
         row.hmac,
@@ -104,10 +107,12 @@ class SqliteStore implements BrokerStore {
     return this.#get('SELECT 1 FROM preauth WHERE vendor_id = ? AND device_id = ?', vendorId, deviceId) !== undefined;
   }
 
-  async useNonce(keyId: string, nonce: string, keepUntil: number): Promise<boolean> {
-    return (
-      this.#run('INSERT INTO nonces (key_id, nonce, keep_until) VALUES (?, ?, ?) ON CONFLICT DO NOTHING', keyId, nonce, keepUntil)
-        .changes === 1
+  useNonce(keyId: string, nonce: string, keepUntil: number): Promise<boolean> {
+    return this.#batch.write(
+      () =>
+        this.#run('INSERT INTO nonces (key_id, nonce, keep_until) VALUES (?, ?, ?) ON CONFLICT DO NOTHING', keyId, nonce, keepUntil)
+          .changes === 1,
+      { durable: false },
     );
   }
 
@@ -125,39 +130,50 @@ class SqliteStore implements BrokerStore {
     );
   }
 
-  async revoke(botId: string, now: number): Promise<number> {
-    return this.#durably(() => {
-      const revoked = this.#run(
-        "UPDATE keys SET state = 'revoked', reason = 'revoked', revoked_at = ? WHERE bot_id = ? AND state = 'active'",
-        now,
-        botId,
-      );
-      this.#run('DELETE FROM preauth WHERE (vendor_id, device_id) IN (SELECT vendor_id, device_id FROM keys WHERE bot_id = ?)', botId);
-      this.#run('DELETE FROM tokens WHERE bot_id = ?', botId);
-      return revoked.changes;
-    });
+  revoke(botId: string, now: number): Promise<number> {
+    return this.#durably(
+      () => {
+        const revoked = this.#run(
+          "UPDATE keys SET state = 'revoked', reason = 'revoked', revoked_at = ? WHERE bot_id = ? AND state = 'active'",
+          now,
+          botId,
+        );
+        this.#run('DELETE FROM preauth WHERE (vendor_id, device_id) IN (SELECT vendor_id, device_id FROM keys WHERE bot_id = ?)', botId);
+        this.#run('DELETE FROM tokens WHERE bot_id = ?', botId);
+        return revoked.changes;
+      },
+      () => true,
+    );
   }
 
   async touch(keyId: string, now: number): Promise<void> {
-    try {
-      this.#run('UPDATE keys SET last_seen_at = ? WHERE key_id = ? AND (last_seen_at IS NULL OR last_seen_at < ?)', now, keyId, now);
-    } catch {
+    await this.#batch
+      .write(
+        () =>
+          this.#run('UPDATE keys SET last_seen_at = ? WHERE key_id = ? AND (last_seen_at IS NULL OR last_seen_at < ?)', now, keyId, now),
+        { durable: false },
+      )
       // Best effort by contract: a busy or full disk must not fail the request that was seen.
-    }
+      .catch(() => undefined);
   }
 
   async listDevices(): Promise<DeviceListing[]> {
     return this.#statement(LIST_DEVICES).all() as DeviceListing[];
   }
 
-  async hit(bucket: string, windowStart: number): Promise<number> {
-    const row = this.#get(
-      'INSERT INTO rate_windows (bucket, window_start, count) VALUES (?, ?, 1) ' +
-        'ON CONFLICT (bucket, window_start) DO UPDATE SET count = count + 1 RETURNING count',
-      bucket,
-      windowStart,
-    ) as { count: number };
-    return row.count;
+  hit(bucket: string, windowStart: number): Promise<number> {
+    return this.#batch.write(
+      () =>
+        (
+          this.#get(
+            'INSERT INTO rate_windows (bucket, window_start, count) VALUES (?, ?, 1) ' +
+              'ON CONFLICT (bucket, window_start) DO UPDATE SET count = count + 1 RETURNING count',
+            bucket,
+            windowStart,
+          ) as { count: number }
+        ).count,
+      { durable: false },
+    );
   }
 
   async readToken(botId: string): Promise<TokenRow | undefined> {
@@ -165,7 +181,7 @@ class SqliteStore implements BrokerStore {
   }
 
   async writeToken(row: TokenRow): Promise<void> {
-    this.#durably(() =>
+    await this.#durably(() =>
       this.#run(
         'INSERT INTO tokens (bot_id, access_sealed, access_expires_at, access_lifetime_s, refresh_sealed, refresh_expires_at, updated_at) ' +
           'VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (bot_id) DO UPDATE SET access_sealed = excluded.access_sealed, ' +
@@ -188,12 +204,18 @@ class SqliteStore implements BrokerStore {
 
   async sweep(windowsBefore: number): Promise<void> {
     const now = this.#clock.wallNow();
-    this.#run('DELETE FROM nonces WHERE keep_until < ?', now);
-    this.#run('DELETE FROM rate_windows WHERE window_start < ?', windowsBefore);
+    await this.#batch.write(
+      () => {
+        this.#run('DELETE FROM nonces WHERE keep_until < ?', now);
+        this.#run('DELETE FROM rate_windows WHERE window_start < ?', windowsBefore);
+      },
+      { durable: false, keep: () => true },
+    );
   }
 
   async close(): Promise<void> {
-    // better-sqlite3's close is idempotent: a second close does nothing.
+    // What this turn wrote is committed first; better-sqlite3's close is idempotent: a second close does nothing.
+    if (this.#db.open) this.#batch.flush();
     this.#db.close();
   }
 
@@ -216,24 +238,10 @@ class SqliteStore implements BrokerStore {
   }
 
   /**
-   * One BEGIN IMMEDIATE transaction, committed with synchronous=FULL (a decision that must outlive a power
-   * cut), or rolled back whole when `keep` refuses its result.
+   * A decision that must outlive a power cut, in the turn's transaction committed with synchronous=FULL.
+   * A body of several statements passes `keep`: they stand or are undone together (its own writes only).
    */
-  #durably<T>(body: () => T, keep: (value: T) => boolean = () => true): T {
-    const db = this.#db;
-    db.pragma('synchronous = FULL');
-    try {
-      db.exec('BEGIN IMMEDIATE');
-      try {
-        const value = body();
-        db.exec(keep(value) ? 'COMMIT' : 'ROLLBACK');
-        return value;
-      } catch (err) {
-        if (db.inTransaction) db.exec('ROLLBACK');
-        throw err;
-      }
-    } finally {
-      db.pragma('synchronous = NORMAL');
-    }
+  #durably<T>(body: () => T, keep?: (value: T) => boolean): Promise<T> {
+    return this.#batch.write(body, { durable: true, ...(keep && { keep }) });
   }
 }
