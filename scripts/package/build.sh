@@ -3,9 +3,9 @@
 #   dist/deb/botlink_<version>_<arch>.deb           the bundle, the native addons compiled from source for
 #       that architecture and for Node 24's ABI, the botlink command, every systemd unit in systemd/, the
 #       logrotate snippet and the config template (about 1 MB);
-#   dist/deb/botlink-node_<node>-1_<arch>.deb        the Node.js that runs it: the official Node 24 LTS
-#       build from the npm registry's node-linux-<arch> package, verified against node-runtime.lock,
-#       under /usr/lib/botlink-node (about 30 MB; rebuilt only when that file or its recipe changes).
+#   dist/deb/botlink-node_<node>-1_<arch>.deb        the Node.js that runs it: the Node 24 LTS binary of the
+#       npm registry's node-linux-<arch> package, checked against node-runtime.lock, under
+#       /usr/lib/botlink-node (about 30 MB; runtime.sh keeps it between builds and checks it on each).
 # botlink depends on botlink-node and runs /usr/lib/botlink-node/bin/node, so the distribution's nodejs,
 # whatever its version, is neither needed nor touched (README: "Install from the package").
 # scripts/install.sh's program tree /opt/botlink sits at /usr/lib/botlink, the command in /usr/bin and
@@ -14,41 +14,16 @@
 #   scripts/package/build.sh [amd64] [arm64]
 set -euo pipefail
 
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-here=$root/scripts/package
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+# shellcheck source=common.sh
+. "$here/common.sh"
 out=$root/dist/deb
-cache=$root/node_modules/.cache/package
-lock=$here/node-runtime.lock
-# The Node.js botlink-node ships, and the one whose headers the addons are compiled against (see the lock file).
-NODE_VERSION=$(sed -n 's/^runtime //p' "$lock")
+# The Node.js whose headers the addons are compiled against (see the lock file).
 HEADERS_VERSION=$(sed -n 's/^headers //p' "$lock")
-# botlink-node's Debian revision: raise it when the package changes around the same Node.js.
-RUNTIME_REVISION=1
 RUNTIME_DIR=/usr/lib/botlink-node
 
-die() {
-  echo "package: $*" >&2
-  exit 1
-}
-seconds() { echo $(($(date +%s) - $1)); }
-
-node_arch() {
-  case $1 in
-    amd64) echo x64 ;;
-    arm64) echo arm64 ;;
-    *) die "no Node.js build for architecture '$1': amd64 or arm64" ;;
-  esac
-}
-triplet() {
-  case $1 in
-    amd64) echo x86_64-linux-gnu ;;
-    arm64) echo aarch64-linux-gnu ;;
-  esac
-}
-
-# The Node.js botlink-node ships for architecture $1, and the one whose headers the addons are compiled
-# against: fetched and checked against node-runtime.lock by scripts/node-runtime.sh.
-node_dir() { bash "$root/scripts/node-runtime.sh" "$1" || exit 1; }
+# Those headers, fetched and checked against node-runtime.lock by scripts/node-runtime.sh.
 headers_dir() { bash "$root/scripts/node-runtime.sh" --headers || exit 1; }
 
 arches=("$@")
@@ -73,7 +48,6 @@ mkdir -p "$cache" "$out"
 version=$(node -p 'require(process.argv[1]).version.replace("-", "~")' "$root/package.json")
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$root" log -1 --format=%ct 2>/dev/null || date +%s)}
-maintainer="${DEBFULLNAME:-botlink maintainers} <${DEBEMAIL:-maintainers@botlink.invalid}>"
 runtime_list=$(node "$here/modules.mjs" runtime) && build_list=$(node "$here/modules.mjs" build) || die "could not list the modules to package"
 mapfile -t runtime_modules <<<"$runtime_list"
 mapfile -t build_modules <<<"$build_list"
@@ -91,28 +65,6 @@ done
 # Debian's hardening flags of kind $2 for architecture $1, without its optimisation and debug flags:
 # the addons keep their own.
 flags() { DEB_HOST_ARCH=$1 DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get "$2" | tr ' ' '\n' | grep -v -e '^-O' -e '^-g$' -e '^-ffile-prefix-map' | tr '\n' ' '; }
-
-# The Depends of package $1's ELF files ($3…) for architecture $2, from the libraries' symbols files
-# (dpkg-shlibdeps wants a debian/control beside it).
-shlibs_of() {
-  local name=$1 arch=$2 dir deps
-  shift 2
-  dir=$cache/shlibs-$name-$arch
-  mkdir -p "$dir/debian"
-  printf 'Source: %s\n\nPackage: %s\nArchitecture: any\n' "$name" "$name" >"$dir/debian/control"
-  deps=$(cd "$dir" && DEB_HOST_ARCH=$arch dpkg-shlibdeps --warnings=0 -O "${@/#/-e}" | sed -n 's/^shlibs:Depends=//p')
-  [ -n "$deps" ] || die "dpkg-shlibdeps found no library dependencies for $name on $arch"
-  echo "$deps"
-}
-
-# Seals package tree $1 (md5sums, control file modes, every time at SOURCE_DATE_EPOCH) and builds .deb $2 from it.
-build_deb() {
-  local pkg=$1
-  (cd "$pkg" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) >"$pkg/DEBIAN/md5sums"
-  find "$pkg/DEBIAN" -type f ! -perm -u+x -exec chmod 0644 {} +
-  find "$pkg" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
-  dpkg-deb --root-owner-group -Zxz --build "$pkg" "$2" >/dev/null
-}
 
 # Compiles the addons of a copy of the build modules for architecture $1.
 compile_addons() {
@@ -211,51 +163,8 @@ assemble() {
     sed -e "s/@UNITS@/${units[*]}/" -e "s/@ENABLED@/${enabled[*]}/" "$here/debian/$script" >"$pkg/DEBIAN/$script"
     chmod 0755 "$pkg/DEBIAN/$script"
   done
-  build_deb "$pkg" "$out/botlink_${version}_${arch}.deb"
-}
-
-# botlink-node for $1: the official Node.js binary as published, its licence and a changelog; built
-# once per Node.js version, revision and recipe (most of it is compressing ~120 MB: minutes on a busy
-# machine) into a cache that outlives `npm ci` (/var/cache/botlink-package, BOTLINK_PACKAGE_CACHE
-# overrides it; the checkout's cache when that is not writable), then copied to dist/deb.
-runtime_cache=${BOTLINK_PACKAGE_CACHE:-/var/cache/botlink-package}
-mkdir -p "$runtime_cache" 2>/dev/null && [ -w "$runtime_cache" ] || runtime_cache=$cache
-runtime_deb() { echo "$runtime_cache/botlink-node_${NODE_VERSION}-${RUNTIME_REVISION}_$1.deb"; }
-runtime_stamp() {
-  printf '%s %s %s\n' "$1" "$NODE_VERSION-$RUNTIME_REVISION" "$(cat "$lock" "$here/debian/runtime-control" "$here/debian/runtime-overrides" <(declare -f assemble_runtime shlibs_of build_deb) | sha256sum | cut -c1-16)"
-}
-assemble_runtime() {
-  local arch=$1 pkg from shlibs version
-  version=$NODE_VERSION-$RUNTIME_REVISION
-  from=$(node_dir "$arch")
-  pkg=$cache/runtime-$arch
-  rm -rf "$pkg"
-  install -d "$pkg$RUNTIME_DIR/bin" "$pkg/usr/share/doc/botlink-node" "$pkg/usr/share/lintian/overrides" "$pkg/DEBIAN"
-  install -m 0755 "$from/bin/node" "$pkg$RUNTIME_DIR/bin/node"
-  install -m 0644 "$here/debian/runtime-overrides" "$pkg/usr/share/lintian/overrides/botlink-node"
-  {
-    printf 'botlink-node %s: the official Node.js %s build for linux-%s, unmodified.\n\n' "$version" "$NODE_VERSION" "$(node_arch "$arch")"
-    printf 'Source: https://nodejs.org/dist/v%s/ (as the npm registry package node-linux-%s@%s,\n' "$NODE_VERSION" "$(node_arch "$arch")" "$NODE_VERSION"
-    printf '%s in botlink'"'"'s scripts/package/node-runtime.lock).\n\n' "$(sed -n "s/^node-linux-$(node_arch "$arch")@$NODE_VERSION //p" "$lock")"
-    # Node.js's own licence (MIT): LICENSE up to the first licence of the code it bundles.
-    sed '/^The Node.js license applies to all parts of Node.js that are not externally$/,$d' "$from/LICENSE"
-    printf '\nNode.js bundles third-party code (V8, OpenSSL, ICU, libuv, zlib, and more) under their own\n'
-    printf 'licences: their full texts, the rest of Node.js'"'"'s LICENSE file, are in\n'
-    printf '/usr/share/doc/botlink-node/third-party-notices.gz.\n'
-  } >"$pkg/usr/share/doc/botlink-node/copyright"
-  gzip -9n <"$from/LICENSE" >"$pkg/usr/share/doc/botlink-node/third-party-notices.gz"
-  {
-    printf 'botlink-node (%s) unstable; urgency=medium\n\n' "$version"
-    printf '  * Node.js %s, the official build (npm registry: node-linux-%s).\n\n' "$NODE_VERSION" "$(node_arch "$arch")"
-    printf ' -- %s  %s\n' "$maintainer" "$(date -R -u -d "@$SOURCE_DATE_EPOCH")"
-  } | gzip -9n >"$pkg/usr/share/doc/botlink-node/changelog.Debian.gz"
-  chmod -R u+rwX,go+rX,go-w "$pkg"
-  shlibs=$(shlibs_of botlink-node "$arch" "$pkg$RUNTIME_DIR/bin/node")
-  sed -e "s/@VERSION@/$version/" -e "s/@ARCH@/$arch/" -e "s/@MAINTAINER@/$maintainer/" -e "s/@SHLIBS@/$shlibs/" \
-    -e "s/@NODE@/$NODE_VERSION/g" -e "s/@NODE_ARCH@/$(node_arch "$arch")/" \
-    -e "s/@INSTALLED_SIZE@/$(du -sk --apparent-size "$pkg" | cut -f1)/" "$here/debian/runtime-control" >"$pkg/DEBIAN/control"
-  build_deb "$pkg" "$(runtime_deb "$arch")"
-  rm -rf "$pkg"
+  seal "$pkg"
+  pack "$pkg" "$out/botlink_${version}_${arch}.deb"
 }
 
 # Compiled addons are reused while the lockfile, the Node.js version and the recipe above (compile_addons, flags) are unchanged.
@@ -286,14 +195,7 @@ for arch in "${arches[@]}"; do
   assemble "$arch"
   deb=$out/botlink_${version}_${arch}.deb
   echo "package: $deb ($(stat -c %s "$deb") bytes, $(du -sk --apparent-size "$cache/root-$arch" | cut -f1) KiB installed)"
-  cached=$(runtime_deb "$arch")
-  if [ ! -f "$cached" ] || [ "$(cat "$cached.stamp" 2>/dev/null)" != "$(runtime_stamp "$arch")" ]; then
-    t=$(date +%s)
-    rm -f "$cached" "$cached.stamp"
-    assemble_runtime "$arch"
-    runtime_stamp "$arch" >"$cached.stamp"
-    echo "package: $cached built in $(seconds "$t") s"
-  fi
+  cached=$(bash "$here/runtime.sh" "$arch")
   rm -f "$out"/botlink-node_*_"$arch".deb
   deb=$out/${cached##*/}
   cp "$cached" "$deb"

@@ -24,8 +24,8 @@ const LOCK = readFileSync(join(ROOT, 'scripts', 'package', 'node-runtime.lock'),
 /** The Node.js botlink-node ships, and the one whose headers the addons are compiled against (scripts/package/node-runtime.lock). */
 export const NODE_VERSION = /^runtime (\S+)$/m.exec(LOCK)?.[1] ?? 'missing in node-runtime.lock';
 export const HEADERS_VERSION = /^headers (\S+)$/m.exec(LOCK)?.[1] ?? 'missing in node-runtime.lock';
-/** botlink-node's Debian version: the Node.js version and build.sh's RUNTIME_REVISION. */
-export const RUNTIME_VERSION = `${NODE_VERSION}-${/^RUNTIME_REVISION=(\d+)$/m.exec(readFileSync(join(ROOT, 'scripts', 'package', 'build.sh'), 'utf8'))?.[1]}`;
+/** botlink-node's Debian version: the Node.js version and runtime.sh's RUNTIME_REVISION. */
+export const RUNTIME_VERSION = `${NODE_VERSION}-${/^RUNTIME_REVISION=(\d+)$/m.exec(readFileSync(join(ROOT, 'scripts', 'package', 'runtime.sh'), 'utf8'))?.[1]}`;
 /** Where botlink-node puts its node, which the botlink command and the service run. */
 export const RUNTIME_NODE = '/usr/lib/botlink-node/bin/node';
 
