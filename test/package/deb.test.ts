@@ -87,7 +87,7 @@ describe.each(ARCHES)('the %s package', (arch) => {
     for (const addon of addons) expect(elfMachine(join(dir, addon)), addon).toBe(arch === 'amd64' ? 'x86-64' : 'aarch64');
   });
 
-  it('botlink-node: the official Node.js binary, unmodified, as /usr/lib/botlink-node/bin/node and nothing on the PATH', () => {
+  it("botlink-node: the npm registry's Node.js binary, unmodified, as /usr/lib/botlink-node/bin/node and nothing on the PATH", () => {
     expect(field(arch, 'Package', 'botlink-node')).toBe('botlink-node');
     expect(field(arch, 'Version', 'botlink-node')).toBe(RUNTIME_VERSION);
     expect(field(arch, 'Architecture', 'botlink-node')).toBe(arch);
@@ -295,6 +295,33 @@ exec /usr/bin/systemctl --root=/ "$@"
       getent group botlink >/dev/null && echo 'group kept'`);
     expect(purge.code, purge.stderr).toBe(0);
     expect(purge.stdout.trim().split('\n')).toEqual(['not installed', 'group kept']);
+  });
+
+  it('postinst warns when the group or others have any access to the secret (0640 root:botlink too), and carries on', async () => {
+    const root = scratchRoot();
+    const install = await root.sh('dpkg -i /tmp/botlink-node.deb /tmp/botlink.deb >/dev/null');
+    expect(install.code, install.stderr).toBe(0);
+    const modes = ['0600', '0400', '0640', '0440', '0604', '0620', '0601'];
+    const r = await root.sh(
+      modes
+        .map(
+          (
+            m,
+          ) => `(umask 077 && echo secret > /etc/botlink/secret-key) && chgrp botlink /etc/botlink/secret-key && chmod ${m} /etc/botlink/secret-key
+          dpkg -i /tmp/botlink.deb >/dev/null 2>/tmp/err; echo "@@${m} $?"; grep secret-key /tmp/err || true`,
+        )
+        .join('\n'),
+    );
+    expect(r.code, r.stderr).toBe(0);
+    const told = Object.fromEntries(
+      r.stdout
+        .split('@@')
+        .slice(1)
+        .map((part) => [part.slice(0, 4), part.slice(5).trim()]),
+    );
+    const warning = (m: string) =>
+      `botlink: warning: /etc/botlink/secret-key is open to its group or others (mode ${m}): chmod 0600 /etc/botlink/secret-key`;
+    expect(told).toEqual(Object.fromEntries(modes.map((m) => [m, ['0600', '0400'].includes(m) ? '0' : `0\n${warning(m)}`])));
   });
 
   it('maintainer scripts, with systemd running: a timer starts at once, the agent only once configured, an upgrade restarts, remove stops', async () => {

@@ -300,10 +300,10 @@ describe('the trixie root', () => {
         echo @@new-exe; readlink /proc/$pid/exe
         echo @@status; botlink status --json
         kill -TERM $pid; wait $pid
-        # Readable by everyone: postinst says so, and the upgrade still succeeds.
-        chmod 0644 /etc/botlink/secret-key
+        # Readable by its group (botlink: the local API's users): postinst says so, and the upgrade still succeeds.
+        chgrp botlink /etc/botlink/secret-key && chmod 0640 /etc/botlink/secret-key
         apt install --reinstall ./botlink.deb >/tmp/apt.log 2>&1 || { cat /tmp/apt.log; exit 1; }
-        echo @@warned; grep 'readable by every user' /tmp/apt.log; stat -c '%a' /etc/botlink/secret-key`,
+        echo @@warned; grep 'open to its group or others' /tmp/apt.log; stat -c '%a %G' /etc/botlink/secret-key`,
         STEPS_TIMEOUT_MS,
       );
       expect(r.code, r.stdout + r.stderr).toBe(0);
@@ -327,7 +327,9 @@ describe('the trixie root', () => {
       expect(JSON.parse(s.status ?? '')).toMatchObject({ link: { state: 'connected' }, identity: { id: 'bot-1' } });
       // One getToken in all: the new agent reconnected on the token the old one cached.
       expect(svc.stats.getToken.ok).toBe(1);
-      expect(s.warned).toBe('botlink: warning: /etc/botlink/secret-key is readable by every user: chmod 0600 /etc/botlink/secret-key\n644');
+      expect(s.warned).toBe(
+        'botlink: warning: /etc/botlink/secret-key is open to its group or others (mode 0640): chmod 0600 /etc/botlink/secret-key\n640 botlink',
+      );
       expect(HEADERS_VERSION).toMatch(/^24\./);
     },
     ROOT_TIMEOUT_MS + STEPS_TIMEOUT_MS,
