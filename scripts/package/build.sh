@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Debian packages, for amd64 and arm64 or for the architectures given:
 #   dist/deb/botlink_<version>_<arch>.deb           the bundle, the native addons compiled from source for
-#       that architecture and for Node 24's ABI, the botlink command, every systemd unit in systemd/, the
-#       logrotate snippet and the config template (about 1 MB);
+#       that architecture and for Node 24's ABI, the botlink command, every systemd unit in systemd/ (the
+#       broker's shipped disabled), the logrotate snippet and the config templates (about 1 MB);
 #   dist/deb/botlink-node_<node>-1_<arch>.deb        the Node.js that runs it: the Node 24 LTS binary of the
 #       npm registry's node-linux-<arch> package, checked against node-runtime.lock, under
 #       /usr/lib/botlink-node (about 30 MB; runtime.sh keeps it between builds and checks it on each).
@@ -52,15 +52,23 @@ runtime_list=$(node "$here/modules.mjs" runtime) && build_list=$(node "$here/mod
 mapfile -t runtime_modules <<<"$runtime_list"
 mapfile -t build_modules <<<"$build_list"
 
-# Every unit in systemd/; those with an [Install] section are enabled (and started) by postinst.
+# Units shipped but never enabled or started by postinst: the broker runs on a vendor's host, not on a
+# device, and only once its operator has configured it (`systemctl enable --now botlink-broker`).
+shipped_disabled=(botlink-broker.service)
+# Every unit in systemd/; those with an [Install] section are enabled (and started) by postinst, but
+# those of shipped_disabled, which postinst leaves as the operator set them.
 units=()
 enabled=()
+disabled=()
 for file in "$root"/systemd/*.service "$root"/systemd/*.socket "$root"/systemd/*.timer "$root"/systemd/*.path; do
   [ -f "$file" ] || continue
   units+=("${file##*/}")
-  grep -q '^\[Install\]' "$file" && enabled+=("${file##*/}")
+  grep -q '^\[Install\]' "$file" || continue
+  if [[ " ${shipped_disabled[*]} " == *" ${file##*/} "* ]]; then disabled+=("${file##*/}"); else enabled+=("${file##*/}"); fi
 done
-[[ " ${units[*]} " == *" botlink.service "* ]] || die "systemd/botlink.service is missing"
+for unit in botlink.service "${shipped_disabled[@]}"; do
+  [[ " ${units[*]} " == *" $unit "* ]] || die "systemd/$unit is missing"
+done
 
 # Debian's hardening flags of kind $2 for architecture $1, without its optimisation and debug flags:
 # the addons keep their own.
@@ -104,6 +112,7 @@ assemble() {
   install -m 0644 "$root/dist/botlink.cjs" "$app/dist/botlink.cjs"
   install -m 0644 "$root/package.json" "$app/package.json"
   install -m 0644 "$root/systemd/config.example.json" "$app/config.example.json"
+  install -m 0644 "$root/systemd/broker-config.example.json" "$app/broker-config.example.json"
   install -m 0755 "$here/botlink.sh" "$app/bin/botlink"
   ln -s ../lib/botlink/bin/botlink "$pkg/usr/bin/botlink"
   # install.sh's copy of each module, less what only its developers use: an addon keeps its compiled
@@ -127,8 +136,12 @@ assemble() {
     sed -e 's#/opt/botlink/#/usr/lib/botlink/#g' -e "s#^ExecStart=/usr/bin/node #ExecStart=$RUNTIME_DIR/bin/node #" \
       "$root/systemd/$unit" >"$pkg/usr/lib/systemd/system/$unit"
   done
-  grep -Eq "^ExecStart=$RUNTIME_DIR/bin/node( --[^ ]+)* /usr/lib/botlink/dist/botlink\\.mjs " "$pkg/usr/lib/systemd/system/botlink.service" ||
-    die "systemd/botlink.service's ExecStart no longer runs /usr/bin/node /opt/botlink/dist/botlink.mjs: update the path mapping here"
+  for unit in botlink.service botlink-broker.service; do
+    grep -Eq "^ExecStart=$RUNTIME_DIR/bin/node( --[^ ]+)* /usr/lib/botlink/dist/botlink\\.mjs " "$pkg/usr/lib/systemd/system/$unit" ||
+      die "systemd/$unit's ExecStart no longer runs /usr/bin/node /opt/botlink/dist/botlink.mjs: update the path mapping here"
+  done
+  ! grep -El '/opt/botlink|/usr/bin/node' "$pkg"/usr/lib/systemd/system/* ||
+    die "the units above still name scripts/install.sh's paths: update the path mapping here"
   install -m 0644 "$root/systemd/botlink.logrotate" "$pkg/etc/logrotate.d/botlink"
   gzip -9n <"$here/botlink.1" >"$pkg/usr/share/man/man1/botlink.1.gz"
   {
@@ -160,7 +173,7 @@ assemble() {
     -e "s/@INSTALLED_SIZE@/$(du -sk --apparent-size "$pkg" | cut -f1)/" "$here/debian/control" >"$pkg/DEBIAN/control"
   (cd "$pkg" && find etc -type f -printf '/%p\n' | sort) >"$pkg/DEBIAN/conffiles"
   for script in postinst prerm postrm; do
-    sed -e "s/@UNITS@/${units[*]}/" -e "s/@ENABLED@/${enabled[*]}/" "$here/debian/$script" >"$pkg/DEBIAN/$script"
+    sed -e "s/@UNITS@/${units[*]}/" -e "s/@ENABLED@/${enabled[*]}/" -e "s/@DISABLED@/${disabled[*]}/" "$here/debian/$script" >"$pkg/DEBIAN/$script"
     chmod 0755 "$pkg/DEBIAN/$script"
   done
   seal "$pkg"

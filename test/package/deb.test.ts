@@ -43,12 +43,21 @@ function packaged(unit: string): string {
   return unit.replaceAll('/opt/botlink/', '/usr/lib/botlink/').replace(/^ExecStart=\/usr\/bin\/node /m, `ExecStart=${RUNTIME_NODE} `);
 }
 
-/** The unit files of systemd/ and, for those with an [Install] section, the target that wants them. */
-function units(): { name: string; wantedBy: string | undefined }[] {
+/** Units the package ships but never enables or starts: the broker runs on a vendor's host, once configured. */
+const SHIPPED_DISABLED = ['botlink-broker.service'];
+
+/** The unit files of systemd/; for those with an [Install] section the target that wants them, unless shipped disabled. */
+function units(): { name: string; wantedBy: string | undefined; disabled: boolean }[] {
   return files(join(ROOT, 'systemd'))
     .filter((name) => /\.(service|socket|timer|path)$/.test(name))
-    .map((name) => ({ name, wantedBy: /^WantedBy=(\S+)/m.exec(readFileSync(join(ROOT, 'systemd', name), 'utf8'))?.[1] }));
+    .map((name) => ({
+      name,
+      wantedBy: /^WantedBy=(\S+)/m.exec(readFileSync(join(ROOT, 'systemd', name), 'utf8'))?.[1],
+      disabled: SHIPPED_DISABLED.includes(name),
+    }));
 }
+/** The units postinst enables. */
+const enabledUnits = () => units().filter((u) => u.wantedBy && !u.disabled);
 
 describe.each(ARCHES)('the %s package', (arch) => {
   it('declares what it needs at run time and ships the units, the logrotate snippet and no config', () => {
@@ -76,6 +85,16 @@ describe.each(ARCHES)('the %s package', (arch) => {
     }
     expect(readFileSync(join(dir, 'usr/lib/systemd/system/botlink.service'), 'utf8')).toMatch(
       /^ExecStart=\/usr\/lib\/botlink-node\/bin\/node( --[^ ]+)* \/usr\/lib\/botlink\/dist\/botlink\.mjs run /m,
+    );
+    // The broker's unit runs the same bundle on the same node; no packaged unit names install.sh's paths.
+    expect(readFileSync(join(dir, 'usr/lib/systemd/system/botlink-broker.service'), 'utf8')).toMatch(
+      /^ExecStart=\/usr\/lib\/botlink-node\/bin\/node( --[^ ]+)* \/usr\/lib\/botlink\/dist\/botlink\.mjs broker /m,
+    );
+    for (const { name } of units()) {
+      expect(readFileSync(join(dir, 'usr/lib/systemd/system', name), 'utf8'), name).not.toMatch(/\/opt\/botlink|\/usr\/bin\/node/);
+    }
+    expect(readFileSync(join(dir, 'usr/lib/botlink/broker-config.example.json'), 'utf8')).toBe(
+      readFileSync(join(ROOT, 'systemd/broker-config.example.json'), 'utf8'),
     );
     expect(readlinkSync(join(dir, 'usr/bin/botlink'))).toBe('../lib/botlink/bin/botlink');
     expect(readFileSync(join(dir, 'usr/lib/botlink/bin/botlink'), 'utf8')).toContain(
@@ -172,7 +191,8 @@ describe('the amd64 package', () => {
   /**
    * A scratch root holding the package as /tmp/botlink.deb, and a systemctl that records every call and
    * hands the unit-file verbs (preset, enable, is-enabled, …) to the real one, offline (--root=/), but
-   * only pretends the runtime ones (start, restart, stop, daemon-reload, is-active): no systemd runs here.
+   * only pretends the runtime ones: no systemd runs here. A unit it was told to start or restart (and
+   * not since to stop) is active.
    */
   function scratchRoot(): ScratchRoot {
     const root = new ScratchRoot();
@@ -182,7 +202,17 @@ describe('the amd64 package', () => {
     copyFileSync(debFile('amd64', 'botlink-node'), join(root.dir, 'u/tmp/botlink-node.deb'));
     const stub = `#!/bin/sh
 echo "$*" >> /var/log/systemctl.calls
-for a; do case $a in ${RUNTIME_VERBS.join('|')}) exit 0 ;; esac; done
+active=/run/systemctl-stub.active
+touch $active
+named() { for a; do case $a in *.service|*.timer) echo "$a" ;; esac; done; }
+for a; do
+  case $a in
+    start|restart|try-restart|reload) named "$@" >> $active; exit 0 ;;
+    stop) named "$@" > $active.stop; grep -vxF -f $active.stop $active > $active.new || true; mv $active.new $active; exit 0 ;;
+    is-active) for u in $(named "$@"); do grep -qxF "$u" $active || exit 3; done; exit 0 ;;
+    ${RUNTIME_VERBS.filter((v) => !['start', 'restart', 'try-restart', 'reload', 'stop', 'is-active'].includes(v)).join('|')}) exit 0 ;;
+  esac
+done
 exec /usr/bin/systemctl --root=/ "$@"
 `;
     writeFileSync(join(root.dir, 'u/usr/local/sbin/systemctl'), stub, { mode: 0o755 });
@@ -246,23 +276,24 @@ exec /usr/bin/systemctl --root=/ "$@"
       stat -c '%a %U' /etc/botlink/config.json
       cmp /etc/botlink/config.json /usr/lib/botlink/config.example.json && echo template
       botlink --version
-      ${units()
-        .filter((u) => u.wantedBy)
+      ${enabledUnits()
         .map((u) => `readlink /etc/systemd/system/${u.wantedBy}.wants/${u.name}`)
         .join('\n')}
       echo ---
+      ${SHIPPED_DISABLED.map((name) => `systemctl is-enabled ${name} || true`).join('\n')}
+      echo ---
       cat /var/log/systemctl.calls`);
     expect(facts.code, facts.stdout + facts.stderr).toBe(0);
-    const [found = '', calls = ''] = facts.stdout.split('---\n');
+    const [found = '', disabled = '', calls = ''] = facts.stdout.split('---\n');
     const lines = found.trim().split('\n');
     expect(lines[0]).toMatch(/^botlink:x:\d+:$/);
     expect(lines.slice(1, 4)).toEqual(['600 root', 'template', VERSION]);
     // The unit file, by the path systemd found it at: /lib on a merged-/usr bookworm is /usr/lib.
     expect(lines.slice(4).map((l) => l.replace(/^\/lib\//, '/usr/lib/'))).toEqual(
-      units()
-        .filter((u) => u.wantedBy)
-        .map((u) => `/usr/lib/systemd/system/${u.name}`),
+      enabledUnits().map((u) => `/usr/lib/systemd/system/${u.name}`),
     );
+    // Shipped, and left for the operator to enable.
+    expect(disabled.trim().split('\n')).toEqual(SHIPPED_DISABLED.map(() => 'disabled'));
     // Enabled through `systemctl preset` on the unit files; nothing asked a systemd that is not running.
     expect(calls).toMatch(/ preset botlink\.service$/m);
     expect(runtimeCalls(calls)).toEqual([]);
@@ -326,7 +357,8 @@ exec /usr/bin/systemctl --root=/ "$@"
 
   it('maintainer scripts, with systemd running: a timer starts at once, the agent only once configured, an upgrade restarts, remove stops', async () => {
     const root = scratchRoot();
-    const others = units().filter((u) => u.wantedBy && u.name !== 'botlink.service');
+    const others = enabledUnits().filter((u) => u.name !== 'botlink.service');
+    const broker = / botlink-broker\.service/;
     // A running systemd, and no policy-rc.d that forbids starting services (container images have one).
     const first = await root.sh(
       'mkdir -p /run/systemd/system && rm -f /usr/sbin/policy-rc.d && dpkg -i /tmp/botlink-node.deb /tmp/botlink.deb && cat /var/log/systemctl.calls',
@@ -336,6 +368,8 @@ exec /usr/bin/systemctl --root=/ "$@"
     for (const u of others) expect(first.stdout).toContain(`--quiet --system start ${u.name}`);
     expect(first.stdout).not.toMatch(/(start|restart) botlink\.service/);
     expect(first.stdout).toContain('edit /etc/botlink/config.json and store /etc/botlink/secret-key');
+    // The broker's unit: neither enabled nor started.
+    expect(first.stdout.split('\n').filter((l) => broker.test(l) && !/is-(enabled|active)/.test(l))).toEqual([]);
 
     const upgrade = await root.sh(`
       echo '{"edited": true}' > /etc/botlink/config.json
@@ -346,6 +380,20 @@ exec /usr/bin/systemctl --root=/ "$@"
     expect(upgrade.code, upgrade.stderr).toBe(0);
     expect(upgrade.stdout).toContain('--quiet --system restart botlink.service');
     for (const u of others) expect(upgrade.stdout).toContain(`--quiet --system restart ${u.name}`);
+    expect(upgrade.stdout).not.toMatch(/(start|restart|enable) botlink-broker\.service/);
+
+    // Once the operator enables the broker, an upgrade keeps it enabled and restarts it.
+    const enabled = await root.sh(`
+      systemctl enable botlink-broker.service >/dev/null 2>&1
+      rm /var/log/systemctl.calls
+      dpkg -i /tmp/botlink.deb >/dev/null
+      cat /var/log/systemctl.calls
+      echo ---
+      systemctl is-enabled botlink-broker.service`);
+    expect(enabled.code, enabled.stderr).toBe(0);
+    const [upgradeCalls = '', state = ''] = enabled.stdout.split('---\n');
+    expect(upgradeCalls).toContain('--quiet --system restart botlink-broker.service');
+    expect(state.trim()).toBe('enabled');
 
     const remove = await root.sh('rm /var/log/systemctl.calls && dpkg -r botlink >/dev/null && cat /var/log/systemctl.calls');
     expect(remove.code, remove.stderr).toBe(0);
