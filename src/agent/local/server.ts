@@ -1,11 +1,13 @@
-import { createServer, type Server } from 'node:http';
-import type { Socket } from 'node:net';
+import { Server } from 'node:http';
+import { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { messageOf } from '../../protocol/errors.js';
 import type { Cancel, Clock } from '../../clock.js';
+import { AnswerTurns } from './answer-turns.js';
 import type { RelayPort } from './relay-port.js';
 import { refuseUpgrade } from './refuse-upgrade.js';
+import { RequestGate } from './request-gate.js';
 import { OBSERVE_PATH, VOICE_CHAT_PATH } from '../../protocol/conversation.js';
 import { answer, pathOf, routeOf, type RouteDeps } from './routes.js';
 import { type BoundSocket, bindSocket, checkSocketPath, unlinkBound } from './socket-file.js';
@@ -18,6 +20,12 @@ export const LOCAL_LIMITS = Object.freeze({
   requestTimeoutMs: 10_000,
   /** An idle keep-alive connection between requests. */
   keepAliveTimeoutMs: 5_000,
+  /**
+   * An answer the client leaves unread this long, the kernel's buffer (~200 KiB) full of earlier ones,
+   * and the connection is cut (issue 27). Until then it holds that one answer and nothing more: the
+   * next request is not read. As patient as keep-alive: a client reading its answers takes microseconds.
+   */
+  unreadTimeoutMs: 5_000,
   /** A connection that sends nothing at all. */
   idleTimeoutMs: 30_000,
   /**
@@ -34,6 +42,17 @@ export const LOCAL_LIMITS = Object.freeze({
 });
 
 const REFUSED_LINE_MS = 60_000;
+
+/** Node's HTTP server, handed each connection through a RequestGate: its parser sees one request at a time (issue 27). */
+class GatedServer extends Server {
+  // Node documents 'connection' as the way to hand its HTTP server any Duplex; the listening socket's own go through here too.
+  override emit(event: string | symbol, ...args: unknown[]): boolean {
+    const [socket] = args;
+    if (event === 'connection' && socket instanceof Socket) return super.emit(event, new RequestGate(socket));
+    // Node's typings name only string events; EventEmitter emits its errorMonitor symbol through here too, passed as it is.
+    return super.emit(event as string, ...args);
+  }
+}
 
 export interface LocalApiOptions extends RouteDeps {
   path: string;
@@ -58,7 +77,9 @@ export class LocalApi {
   /** Every open connection, upgraded ones too (the server forgets those): stop() cuts what is left. */
   readonly #sockets = new Set<Socket>();
   /** When each connection came (monotonic ms): what the HTTP lifetime counts from. */
-  readonly #since = new WeakMap<Socket, number>();
+  readonly #since = new WeakMap<Duplex, number>();
+  /** Each HTTP connection's answers, one request at a time (issue 27), by the gate its requests come through. */
+  readonly #turns = new WeakMap<Duplex, AnswerTurns>();
   /** Connections refused at the cap since start, and since the last line said so. */
   #refused = 0;
   /** `path status` → count: paths are the routes and "other", statuses the few the API answers. */
@@ -73,7 +94,7 @@ export class LocalApi {
     this.#relay = opts.relay;
     this.#clock = opts.clock;
     this.#log = opts.log;
-    this.#server = createServer({
+    this.#server = new GatedServer({
       maxHeaderSize: LOCAL_LIMITS.maxHeaderSize,
       headersTimeout: LOCAL_LIMITS.headersTimeoutMs,
       requestTimeout: LOCAL_LIMITS.requestTimeoutMs,
@@ -83,19 +104,25 @@ export class LocalApi {
     this.#server.timeout = LOCAL_LIMITS.idleTimeoutMs;
     this.#server.maxConnections = opts.maxConnections;
     this.#server.on('drop', () => this.#onRefused());
-    this.#server.on('connection', (socket: Socket) => {
+    this.#server.on('connection', (gate: RequestGate) => {
+      const { socket } = gate;
       this.#sockets.add(socket);
-      this.#since.set(socket, opts.clock.monoNow());
+      this.#since.set(gate, opts.clock.monoNow());
+      this.#turns.set(gate, new AnswerTurns(gate, opts.clock, LOCAL_LIMITS.unreadTimeoutMs, (unread) => this.#onCut(unread)));
       socket.once('close', () => this.#sockets.delete(socket));
     });
     this.#server.on('request', (req, res) => {
       res.once('finish', () => this.#countRequest(routeOf(req.url), res.statusCode));
       const since = this.#since.get(req.socket);
       if (since !== undefined && opts.clock.monoNow() - since >= LOCAL_LIMITS.httpLifetimeMs) res.shouldKeepAlive = false;
-      answer(req, res, opts).catch((err: unknown) => {
-        opts.log.error({ err: messageOf(err), url: req.url }, 'local API request failed');
-        res.destroy();
-      });
+      // A body is never read (the API takes none): the connection ends after its answer, so no byte of it passes for a request.
+      if (req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0) res.shouldKeepAlive = false;
+      void this.#turns.get(req.socket)?.take(res, () =>
+        answer(req, res, opts).catch((err: unknown) => {
+          opts.log.error({ err: messageOf(err), url: req.url }, 'local API request failed');
+          res.destroy();
+        }),
+      );
     });
     this.#server.on('upgrade', (req, socket: Duplex, head: Buffer) => this.#upgrade(req, socket, head));
   }
@@ -120,6 +147,11 @@ export class LocalApi {
   #countRequest(path: string, status: number): void {
     const key = `${path} ${status}`;
     this.#requests.set(key, (this.#requests.get(key) ?? 0) + 1);
+  }
+
+  /** At debug, as every per-connection event: a client cut again and again must not fill the disk. */
+  #onCut(unread: number): void {
+    this.#log.debug({ unread }, 'local API: cut a connection that left its answer unread');
   }
 
   /** One line a minute at most, however many are refused: a flood must not fill the disk. */
@@ -160,7 +192,9 @@ export class LocalApi {
     unlinkBound(bound);
   }
 
-  #upgrade(req: Parameters<RelayPort['handleUpgrade']>[0], socket: Duplex, head: Buffer): void {
+  #upgrade(req: Parameters<RelayPort['handleUpgrade']>[0], gate: Duplex, head: Buffer): void {
+    // The relay and the observers get the connection's own socket, as they always did: the gate is for HTTP only.
+    const socket = gate instanceof RequestGate ? gate.release() : gate;
     // Nothing listens on an upgraded socket until ws takes it: an app that hangs up at once must not crash the daemon.
     socket.on('error', () => socket.destroy());
     // The relay's path is the cloud's own, so an app written for the cloud changes only its URL (DESIGN §3.5).
