@@ -67,6 +67,13 @@ module.exports = {
       to: { path: '^src/(doctor|cli)/' },
     },
     {
+      name: 'service-test-controls-for-tests',
+      comment: "The reference service's test controls (faults, push, echo) are for tests and benchmarks: `botlink serve` never ships them.",
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { path: '^src/service/testing\\.ts$' },
+    },
+    {
       name: 'src-not-tests-or-scripts',
       comment: 'Shipped code never depends on tests or build and bench scripts.',
       severity: 'error',

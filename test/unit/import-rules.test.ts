@@ -86,7 +86,8 @@ describe('.dependency-cruiser.cjs (npm run depcruise)', () => {
       'src/agent/time/trusted.ts': ['src/broker/store.ts'],
       'src/broker/store.ts': ['src/agent/time/trusted.ts', 'src/service/seed.ts', 'src/cli/main.ts'],
       'src/service/seed.ts': ['src/broker/store.ts'],
-      'src/cli/main.ts': [],
+      'src/cli/main.ts': ['src/service/testing.ts'],
+      'src/service/testing.ts': [],
       'test/helpers/manual-clock.ts': [],
       'scripts/bench/stats.ts': [],
     });
@@ -105,6 +106,7 @@ describe('.dependency-cruiser.cjs (npm run depcruise)', () => {
       'no-cycle: src/service/a.ts -> src/service/b.ts',
       'protocol-is-a-leaf: src/protocol/wire.ts -> src/log.ts',
       'service-not-agent: src/service/seed.ts -> src/broker/store.ts',
+      'service-test-controls-for-tests: src/cli/main.ts -> src/service/testing.ts',
       'service-not-agent: src/service/ws.ts -> src/agent/link/link.ts',
       'shared-leaves-stay-low: src/clock.ts -> src/cloud/client.ts',
       'shared-leaves-stay-low: src/native.ts -> src/service/store.ts',
