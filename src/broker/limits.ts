@@ -3,6 +3,27 @@ import { isIPv6 } from 'node:net';
 import type { BrokerContext } from './context.js';
 import { Refusal } from './refusal.js';
 
+/** A limit on `bucket` (`kind:id`): at most `limit` requests in each fixed window of `windowMs`. */
+export interface Limit {
+  bucket: string;
+  windowMs: number;
+  limit: number;
+}
+
+/** Where the store counts `l` at `now`: the bucket's key and its current window's start. */
+export function windowOf(l: Limit, now: number): { key: string; windowStart: number } {
+  return { key: `${l.bucket}/${l.windowMs}`, windowStart: Math.floor(now / l.windowMs) * l.windowMs };
+}
+
+/** 429 with Retry-After once the window starting at `windowStart` holds more than the limit (`count` after this hit). */
+export function refuseOverLimit(ctx: Pick<BrokerContext, 'metrics'>, l: Limit, count: number, windowStart: number, now: number): void {
+  if (count <= l.limit) return;
+  ctx.metrics.rateLimited(l.bucket.slice(0, l.bucket.indexOf(':')));
+  throw new Refusal('rate-limited', `more than ${l.limit} requests in ${l.windowMs / 1000} s`, {
+    retryAfterS: Math.max(1, Math.ceil((windowStart + l.windowMs - now) / 1000)),
+  });
+}
+
 /** One hit in `bucket`'s current window; 429 with Retry-After once the window holds more than `limit`. */
 export async function limitOrRefuse(
   ctx: Pick<BrokerContext, 'store' | 'clock' | 'metrics'>,
@@ -11,14 +32,9 @@ export async function limitOrRefuse(
   limit: number,
 ): Promise<void> {
   const now = ctx.clock.wallNow();
-  const windowStart = Math.floor(now / windowMs) * windowMs;
-  const count = await ctx.store.hit(`${bucket}/${windowMs}`, windowStart);
-  if (count > limit) {
-    ctx.metrics.rateLimited(bucket.slice(0, bucket.indexOf(':')));
-    throw new Refusal('rate-limited', `more than ${limit} requests in ${windowMs / 1000} s`, {
-      retryAfterS: Math.max(1, Math.ceil((windowStart + windowMs - now) / 1000)),
-    });
-  }
+  const l = { bucket, windowMs, limit };
+  const { key, windowStart } = windowOf(l, now);
+  refuseOverLimit(ctx, l, await ctx.store.hit(key, windowStart), windowStart, now);
 }
 
 /** A source address as a limit counts it: IPv6 by its /64 (one host owns a whole /64), IPv4 whole. */

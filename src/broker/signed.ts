@@ -48,13 +48,19 @@ export function checkWindow(auth: DeviceAuthorization, now: number): void {
   }
 }
 
-/** The signature, then the nonce — atomically, by the store, for every replica. */
-export async function verifyThenSpendNonce(store: BrokerStore, key: KeyObject, input: SignedInput): Promise<void> {
+export function verifySignature(key: KeyObject, input: SignedInput): void {
   if (!verifyRequest(key, input.auth, input.method, input.path, input.raw))
     throw new Refusal('bad-signature', 'the signature does not match the request');
-  if (!(await store.useNonce(input.auth.keyId, input.auth.nonce, input.auth.tsMs + NONCE_KEEP_MS))) {
-    throw new Refusal('replayed', 'this nonce was used before');
-  }
+}
+
+export function replayed(): Refusal {
+  return new Refusal('replayed', 'this nonce was used before');
+}
+
+/** The signature, then the nonce — atomically, by the store, for every replica. */
+export async function verifyThenSpendNonce(store: BrokerStore, key: KeyObject, input: SignedInput): Promise<void> {
+  verifySignature(key, input);
+  if (!(await store.useNonce(input.auth.keyId, input.auth.nonce, input.auth.tsMs + NONCE_KEEP_MS))) throw replayed();
 }
 
 /** Field readers: each refuses with 'bad-request' naming the field. */

@@ -1,8 +1,8 @@
 /** POST /v1/token (DESIGN §3.7): the access token of the key's own botId — never a refresh token. */
 import type { Route } from '../context.js';
-import { limitOrRefuse } from '../limits.js';
+import { refuseOverLimit, windowOf } from '../limits.js';
 import { Refusal } from '../refusal.js';
-import { checkWindow, readSigned, verifyThenSpendNonce } from '../signed.js';
+import { checkWindow, NONCE_KEEP_MS, readSigned, replayed, verifySignature } from '../signed.js';
 import { DEFAULT_MIN_VALIDITY_S } from '../tokens.js';
 import { activeKey } from './active-key.js';
 
@@ -18,9 +18,23 @@ export const token: Route = async (ctx, req) => {
   }
   checkWindow(input.auth, ctx.clock.wallNow());
   const { row, key } = await activeKey(ctx, input.auth.keyId);
-  await verifyThenSpendNonce(ctx.store, key, input);
-  await limitOrRefuse(ctx, `key:${row.keyId}`, HOUR_MS, ctx.limits.deviceTokensPerHour);
-  await ctx.store.touch(row.keyId, ctx.clock.wallNow()).catch(() => undefined);
+  verifySignature(key, input);
+  // The nonce, then the key's hourly count, then its last-seen time: one step of the store (one round trip).
+  const now = ctx.clock.wallNow();
+  const limit = { bucket: `key:${row.keyId}`, windowMs: HOUR_MS, limit: ctx.limits.deviceTokensPerHour };
+  const { key: bucket, windowStart } = windowOf(limit, now);
+  const keepUntil = input.auth.tsMs + NONCE_KEEP_MS;
+  const spent = await ctx.store.spend({
+    keyId: row.keyId,
+    nonce: input.auth.nonce,
+    keepUntil,
+    bucket,
+    windowStart,
+    limit: limit.limit,
+    now,
+  });
+  if (spent.replayed) throw replayed();
+  refuseOverLimit(ctx, limit, spent.count, windowStart, now);
   const issued = await ctx.issuer.issue(row.botId, min);
   ctx.metrics.issued(issued.source);
   ctx.audit.info({ audit: 'token', botId: row.botId, keyId: row.keyId, source: req.source, outcome: issued.source }, 'token issued');

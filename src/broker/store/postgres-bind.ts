@@ -14,8 +14,12 @@ export function lockKey(name: string): string {
 
 export type Q = Pick<PoolClient, 'query'>;
 
-export async function one<T>(q: Q, sql: string, params: unknown[]): Promise<T | undefined> {
-  return (await q.query(sql, params)).rows[0] as T | undefined;
+/** A statement, or a named one: PostgreSQL parses and plans that once per connection, not at every call. */
+export type Statement = string | { name: string; text: string };
+
+export async function one<T>(q: Q, sql: Statement, params: unknown[]): Promise<T | undefined> {
+  const result = typeof sql === 'string' ? await q.query(sql, params) : await q.query({ ...sql, values: params });
+  return result.rows[0] as T | undefined;
 }
 
 /** The device's advisory lock, so that its enrollment and its pre-authorisation are decided one after the other. */

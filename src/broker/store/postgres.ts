@@ -14,7 +14,9 @@ import type {
   EnrollOutcome,
   KeyRow,
   PreauthRow,
+  RequestSpend,
   RotateOutcome,
+  SpendOutcome,
   TokenRow,
 } from './types.js';
 
@@ -24,6 +26,26 @@ export interface PostgresStoreOptions {
   /** Connections that hold bot locks, apart so a holder's own queries never wait behind waiters (default 10). */
   lockPoolSize?: number;
 }
+
+/** What every token request reads, prepared once per connection. */
+const FIND_KEY = { name: 'broker-find-key', text: `SELECT ${KEY_COLUMNS} FROM keys WHERE key_id = $1` };
+const READ_TOKEN = { name: 'broker-read-token', text: `SELECT ${TOKEN_COLUMNS} FROM tokens WHERE bot_id = $1` };
+
+/**
+ * BrokerStore.spend in one statement: the nonce, then the hit only when a nonce row was inserted, then
+ * last-seen only when that count is within the limit (data-modifying CTEs, each gated on the one before).
+ */
+const SPEND = `
+  WITH n AS (INSERT INTO nonces (key_id, nonce, keep_until) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING 1),
+  h AS (
+    INSERT INTO rate_windows (bucket, window_start, count) SELECT $4::text, $5::bigint, 1 FROM n
+    ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_windows.count + 1 RETURNING count
+  ),
+  t AS (
+    UPDATE keys SET last_seen_at = $6 WHERE key_id = $1 AND (last_seen_at IS NULL OR last_seen_at < $6)
+    AND (SELECT count FROM h) <= $7::bigint RETURNING 1
+  )
+  SELECT (SELECT count FROM h) AS count`;
 
 /** The database's clock in ms: replicas with skewed clocks agree on a nonce's expiry. */
 const NOW_MS = 'floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint';
@@ -125,7 +147,7 @@ class PostgresStore implements BrokerStore {
   }
 
   findKey(keyId: string): Promise<KeyRow | undefined> {
-    return one(this.#pool, `SELECT ${KEY_COLUMNS} FROM keys WHERE key_id = $1`, [keyId]);
+    return one(this.#pool, FIND_KEY, [keyId]);
   }
 
   findPreauth(keyId: string): Promise<PreauthRow | undefined> {
@@ -158,6 +180,19 @@ class PostgresStore implements BrokerStore {
       keepUntil,
     ]);
     return r.rowCount === 1;
+  }
+
+  async spend(r: RequestSpend): Promise<SpendOutcome> {
+    const row = await one<{ count: number | null }>(this.#pool, { name: 'broker-spend', text: SPEND }, [
+      r.keyId,
+      r.nonce,
+      r.keepUntil,
+      r.bucket,
+      r.windowStart,
+      r.now,
+      r.limit,
+    ]);
+    return row?.count == null ? { replayed: true } : { replayed: false, count: row.count };
   }
 
   enroll(commit: EnrollCommit): Promise<EnrollOutcome> {
@@ -214,7 +249,7 @@ class PostgresStore implements BrokerStore {
   }
 
   readToken(botId: string): Promise<TokenRow | undefined> {
-    return one(this.#pool, `SELECT ${TOKEN_COLUMNS} FROM tokens WHERE bot_id = $1`, [botId]);
+    return one(this.#pool, READ_TOKEN, [botId]);
   }
 
   async writeToken(row: TokenRow): Promise<void> {

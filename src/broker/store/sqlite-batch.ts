@@ -90,7 +90,10 @@ export class TurnBatch {
   #run(op: Op): { ok: boolean; value: unknown } {
     if (op.keep === undefined) {
       try {
-        return { ok: true, value: op.body() };
+        const value = op.body();
+        // A failure the body caught may still have ended the transaction: what follows must not autocommit.
+        if (!this.#db.inTransaction) throw new Error('the batch transaction ended inside a write');
+        return { ok: true, value };
       } catch (err) {
         if (!this.#db.inTransaction) throw err;
         return { ok: false, value: err };

@@ -15,9 +15,17 @@ import type {
   EnrollOutcome,
   KeyRow,
   PreauthRow,
+  RequestSpend,
   RotateOutcome,
+  SpendOutcome,
   TokenRow,
 } from './types.js';
+
+const USE_NONCE = 'INSERT INTO nonces (key_id, nonce, keep_until) VALUES (?, ?, ?) ON CONFLICT DO NOTHING';
+const HIT =
+  'INSERT INTO rate_windows (bucket, window_start, count) VALUES (?, ?, 1) ' +
+  'ON CONFLICT (bucket, window_start) DO UPDATE SET count = count + 1 RETURNING count';
+const TOUCH = 'UPDATE keys SET last_seen_at = ? WHERE key_id = ? AND (last_seen_at IS NULL OR last_seen_at < ?)';
 
 /**
  * The broker's store on one host: a SQLite file that one broker process owns. Writes are group-committed
@@ -108,10 +116,17 @@ class SqliteStore implements BrokerStore {
   }
 
   useNonce(keyId: string, nonce: string, keepUntil: number): Promise<boolean> {
+    return this.#batch.write(() => this.#run(USE_NONCE, keyId, nonce, keepUntil).changes === 1, { durable: false });
+  }
+
+  spend(r: RequestSpend): Promise<SpendOutcome> {
     return this.#batch.write(
-      () =>
-        this.#run('INSERT INTO nonces (key_id, nonce, keep_until) VALUES (?, ?, ?) ON CONFLICT DO NOTHING', keyId, nonce, keepUntil)
-          .changes === 1,
+      (): SpendOutcome => {
+        if (this.#run(USE_NONCE, r.keyId, r.nonce, r.keepUntil).changes !== 1) return { replayed: true };
+        const count = (this.#get(HIT, r.bucket, r.windowStart) as { count: number }).count;
+        if (count <= r.limit) this.#touch(r.keyId, r.now);
+        return { replayed: false, count };
+      },
       { durable: false },
     );
   }
@@ -147,14 +162,16 @@ class SqliteStore implements BrokerStore {
   }
 
   async touch(keyId: string, now: number): Promise<void> {
-    await this.#batch
-      .write(
-        () =>
-          this.#run('UPDATE keys SET last_seen_at = ? WHERE key_id = ? AND (last_seen_at IS NULL OR last_seen_at < ?)', now, keyId, now),
-        { durable: false },
-      )
+    // A batch lost as a whole (a full disk) must not fail the request that was seen either.
+    await this.#batch.write(() => this.#touch(keyId, now), { durable: false }).catch(() => undefined);
+  }
+
+  #touch(keyId: string, now: number): void {
+    try {
+      this.#run(TOUCH, now, keyId, now);
+    } catch {
       // Best effort by contract: a busy or full disk must not fail the request that was seen.
-      .catch(() => undefined);
+    }
   }
 
   async listDevices(): Promise<DeviceListing[]> {
@@ -162,18 +179,7 @@ class SqliteStore implements BrokerStore {
   }
 
   hit(bucket: string, windowStart: number): Promise<number> {
-    return this.#batch.write(
-      () =>
-        (
-          this.#get(
-            'INSERT INTO rate_windows (bucket, window_start, count) VALUES (?, ?, 1) ' +
-              'ON CONFLICT (bucket, window_start) DO UPDATE SET count = count + 1 RETURNING count',
-            bucket,
-            windowStart,
-          ) as { count: number }
-        ).count,
-      { durable: false },
-    );
+    return this.#batch.write(() => (this.#get(HIT, bucket, windowStart) as { count: number }).count, { durable: false });
   }
 
   async readToken(botId: string): Promise<TokenRow | undefined> {

@@ -106,6 +106,23 @@ export interface DeviceListing {
   lastSeenAt: number | null;
 }
 
+/** What a verified request writes (BrokerStore.spend). */
+export interface RequestSpend {
+  keyId: string;
+  nonce: string;
+  /** The nonce is kept until then, by the store's clock. */
+  keepUntil: number;
+  /** The rate bucket counted, and the start of its current window (as for hit). */
+  bucket: string;
+  windowStart: number;
+  /** The key's last-seen time is recorded only while the count stays within this. */
+  limit: number;
+  now: number;
+}
+
+/** replayed: any replica saw the nonce before, and nothing was written; else the bucket's count after this hit. */
+export type SpendOutcome = { replayed: true } | { replayed: false; count: number };
+
 export interface BrokerStore {
   readonly kind: StoreKind;
   /** The store's own clock (ms): nonces are kept by it, so replicas with skewed clocks agree. */
@@ -128,6 +145,11 @@ export interface BrokerStore {
 
   /** Inserts (keyId, nonce), kept until `keepUntil` by the store's clock; false when any replica saw it before. */
   useNonce(keyId: string, nonce: string, keepUntil: number): Promise<boolean>;
+  /**
+   * useNonce, then — only for a new nonce — hit, then — only within the limit — touch, as one step (one
+   * round trip): what every token request writes, each rule as decided by those three.
+   */
+  spend(r: RequestSpend): Promise<SpendOutcome>;
 
   /** One transaction: re-check and spend the admission, check bindings, bind the key (and revoke the old on replace). */
   enroll(commit: EnrollCommit): Promise<EnrollOutcome>;
