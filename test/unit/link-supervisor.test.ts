@@ -390,6 +390,23 @@ describe('the shell around decideLink', () => {
     expect(link.status.fix).toBeUndefined();
   });
 
+  it('Unauthorized: the reason reaches state listeners (status.json, the relay) before the reconnect, as every change does', async () => {
+    let refusals = 1;
+    const peer = await rawWsServer(() => (refusals-- > 0 ? { status: 401, body: '' } : undefined));
+    cleanups.push(peer.close);
+    const { link } = manualLink(peer.url);
+    const heard: [string, string | null][] = [];
+    link.on('state', (s) => heard.push([s.state, s.lastError]));
+    const up = next(link, 'connected');
+    link.start();
+    await up;
+    expect(heard).toEqual([
+      ['connecting', null],
+      ['connecting', 'Unauthorized'],
+      ['connected', null],
+    ]);
+  });
+
   it('gives the handshake connectTimeoutMs in total, even while a 401 body trickles in', async () => {
     const trickle = await tricklingRefusal();
     cleanups.push(trickle.close);

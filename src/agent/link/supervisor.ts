@@ -252,8 +252,8 @@ export class LinkSupervisor extends EventEmitter<LinkEvents> {
     // Of a socket's endings only Unauthorized reconnects at once (decideLink), with the token invalidated.
     if (next.state === 'connecting') {
       this.#log.warn(`link refused: ${reason}; renewing the token and reconnecting at once`);
-      this.#status.lastError = reason;
-      delete this.#status.fix;
+      // Through #setState like every change: listeners (status.json, the relay's LINK_STATE) hear the reason.
+      this.#setState({ state: 'connecting', lastError: reason, fix: undefined });
       void this.#connect();
       return;
     }
