@@ -45,14 +45,18 @@ export class TokenIssuer {
     this.#d = deps;
   }
 
-  async issue(botId: string, minValidityS: number): Promise<IssuedToken> {
-    const cached = await this.#fromCache(botId, minValidityS);
+  /** `read`: the botId's token row as the request already read it (with its key), so it is not read again. */
+  async issue(botId: string, minValidityS: number, read?: { token: TokenRow | undefined }): Promise<IssuedToken> {
+    const cached = this.#served(read ? read.token : await this.#d.store.readToken(botId), minValidityS);
     if (cached) return cached;
     return this.#d.store.withBotLock(botId, async () => (await this.#fromCache(botId, minValidityS)) ?? this.#renew(botId));
   }
 
   async #fromCache(botId: string, minValidityS: number): Promise<IssuedToken | undefined> {
-    const row = await this.#d.store.readToken(botId);
+    return this.#served(await this.#d.store.readToken(botId), minValidityS);
+  }
+
+  #served(row: TokenRow | undefined, minValidityS: number): IssuedToken | undefined {
     const now = this.#d.clock.wallNow();
     if (!cacheServes(row, minValidityS, now)) return undefined;
     return {

@@ -1,4 +1,4 @@
-// The broker store's faster paths: spend (nonce, hit and last-seen as one step) on SQLite and PostgreSQL,
+// The broker store's faster paths: spend (nonce, hit and last-seen as one step) and findKeyWithToken on SQLite and PostgreSQL,
 // and SQLite's group commit, where the writes of one turn share a transaction yet succeed or fail alone.
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -71,6 +71,27 @@ describe.each(['sqlite', 'postgres'] as const)('spend on %s', (kind) => {
     // The nonce of a spend is the one useNonce sees, and the count the one hit continues.
     expect(await store.useNonce(keyId, 'nonce-2', Date.now() + 360_000)).toBe(false);
     expect(await store.hit(`key:${keyId}/3600000`, 0)).toBe(4);
+  });
+});
+
+describe.each(['sqlite', 'postgres'] as const)('findKeyWithToken on %s', (kind) => {
+  it('reads a key with no token, then with the token its botId has', async () => {
+    const store = await stores[kind]();
+    const keyId = await enrolled(store, 2);
+    const key = await store.findKey(keyId);
+    expect(await store.findKeyWithToken(keyId)).toEqual({ key, token: undefined });
+    const token = {
+      botId: 'bot-2',
+      accessSealed: Buffer.from('sealed access'),
+      accessExpiresAt: 5000,
+      accessLifetimeS: 7200,
+      refreshSealed: null,
+      refreshExpiresAt: null,
+      updatedAt: 4000,
+    };
+    await store.writeToken(token);
+    expect(await store.findKeyWithToken(keyId)).toEqual({ key, token });
+    expect(await store.findKeyWithToken('f'.repeat(32))).toBeUndefined();
   });
 });
 

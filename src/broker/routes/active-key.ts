@@ -1,17 +1,24 @@
 import { createPublicKey, type KeyObject } from 'node:crypto';
 import type { BrokerContext } from '../context.js';
 import { Refusal } from '../refusal.js';
-import type { KeyRow } from '../store/types.js';
+import type { KeyRow, TokenRow } from '../store/types.js';
 
 /** The DER header of an Ed25519 SubjectPublicKeyInfo (RFC 8410); the 32 raw bytes of the key follow it. */
 const SPKI_HEADER = Buffer.from('302a300506032b6570032100', 'hex');
 
-/** The key a request names, read from the store on every request so a revocation holds at once. */
-export async function activeKey(ctx: Pick<BrokerContext, 'store'>, keyId: string): Promise<{ row: KeyRow; key: KeyObject }> {
-  const row = await ctx.store.findKey(keyId);
-  if (!row) throw new Refusal('unknown-key', 'no device is enrolled with this key');
+/**
+ * The key a request names, read from the store on every request so a revocation holds at once, with its
+ * botId's cached token read in the same step (a token request answers from it).
+ */
+export async function activeKey(
+  ctx: Pick<BrokerContext, 'store'>,
+  keyId: string,
+): Promise<{ row: KeyRow; key: KeyObject; token: TokenRow | undefined }> {
+  const found = await ctx.store.findKeyWithToken(keyId);
+  if (!found) throw new Refusal('unknown-key', 'no device is enrolled with this key');
+  const row = found.key;
   if (row.state !== 'active') throw new Refusal('revoked', 'this key was revoked, replaced or rotated away');
-  return { row, key: storedKey(row.publicKey) };
+  return { row, key: storedKey(row.publicKey), token: found.token };
 }
 
 /**

@@ -17,7 +17,7 @@ export const token: Route = async (ctx, req) => {
     throw new Refusal('bad-request', `minValidityS must be a whole number of seconds from 0 to ${MAX_MIN_VALIDITY_S}`);
   }
   checkWindow(input.auth, ctx.clock.wallNow());
-  const { row, key } = await activeKey(ctx, input.auth.keyId);
+  const { row, key, token: cached } = await activeKey(ctx, input.auth.keyId);
   verifySignature(key, input);
   // The nonce, then the key's hourly count, then its last-seen time: one step of the store (one round trip).
   const now = ctx.clock.wallNow();
@@ -35,7 +35,7 @@ export const token: Route = async (ctx, req) => {
   });
   if (spent.replayed) throw replayed();
   refuseOverLimit(ctx, limit, spent.count, windowStart, now);
-  const issued = await ctx.issuer.issue(row.botId, min);
+  const issued = await ctx.issuer.issue(row.botId, min, { token: cached });
   ctx.metrics.issued(issued.source);
   ctx.audit.info({ audit: 'token', botId: row.botId, keyId: row.keyId, source: req.source, outcome: issued.source }, 'token issued');
   return {

@@ -1,3 +1,5 @@
+import type { KeyRow, KeyWithToken, TokenRow } from './types.js';
+
 /**
  * The columns each row type is read with, aliased to its field names: one list for both databases,
  * whose tables share names and columns (DESIGN §3.7's store, sqlite-schema.ts and postgres-schema.ts).
@@ -15,6 +17,34 @@ export const PREAUTH_COLUMNS =
 export const TOKEN_COLUMNS =
   'bot_id AS "botId", access_sealed AS "accessSealed", access_expires_at AS "accessExpiresAt", access_lifetime_s AS "accessLifetimeS", ' +
   'refresh_sealed AS "refreshSealed", refresh_expires_at AS "refreshExpiresAt", updated_at AS "updatedAt"';
+
+/** A key with its botId's cached token (LEFT JOIN USING bot_id, so bot_id is one column); `?` / `$1` is the keyId. */
+export function keyWithTokenQuery(param: string): string {
+  return (
+    `SELECT ${KEY_COLUMNS}, access_sealed AS "accessSealed", access_expires_at AS "accessExpiresAt", ` +
+    'access_lifetime_s AS "accessLifetimeS", refresh_sealed AS "refreshSealed", refresh_expires_at AS "refreshExpiresAt", ' +
+    `updated_at AS "tokenUpdatedAt" FROM keys LEFT JOIN tokens USING (bot_id) WHERE key_id = ${param}`
+  );
+}
+
+/** A keyWithTokenQuery row as the key and, when there is one, its token. */
+export function splitKeyWithToken(row: Record<string, unknown> | undefined): KeyWithToken | undefined {
+  if (row === undefined) return undefined;
+  const { accessSealed, accessExpiresAt, accessLifetimeS, refreshSealed, refreshExpiresAt, tokenUpdatedAt, ...key } = row;
+  const token =
+    accessSealed === null || accessSealed === undefined
+      ? undefined
+      : ({
+          botId: key['botId'],
+          accessSealed,
+          accessExpiresAt,
+          accessLifetimeS,
+          refreshSealed,
+          refreshExpiresAt,
+          updatedAt: tokenUpdatedAt,
+        } as TokenRow);
+  return { key: key as unknown as KeyRow, token };
+}
 
 /** A device's row: its active key, else its latest; keyId only while active. `?` / `$1` filter on `where`. */
 export function deviceQuery(where: string): string {

@@ -1,6 +1,15 @@
 import type { Pool, PoolClient } from 'pg';
 import { messageOf } from '../../protocol/errors.js';
-import { CODE_COLUMNS, deviceQuery, KEY_COLUMNS, LIST_DEVICES, PREAUTH_COLUMNS, TOKEN_COLUMNS } from './columns.js';
+import {
+  CODE_COLUMNS,
+  deviceQuery,
+  KEY_COLUMNS,
+  keyWithTokenQuery,
+  LIST_DEVICES,
+  PREAUTH_COLUMNS,
+  splitKeyWithToken,
+  TOKEN_COLUMNS,
+} from './columns.js';
 import { BrokerStoreError } from './errors.js';
 import { KeyedChain } from './keyed-chain.js';
 import { addPreauthIn, enrollIn, lockKey, one, rotateIn } from './postgres-bind.js';
@@ -13,6 +22,7 @@ import type {
   EnrollCommit,
   EnrollOutcome,
   KeyRow,
+  KeyWithToken,
   PreauthRow,
   RequestSpend,
   RotateOutcome,
@@ -27,8 +37,9 @@ export interface PostgresStoreOptions {
   lockPoolSize?: number;
 }
 
-/** What every token request reads, prepared once per connection. */
+/** What token requests read, prepared once per connection. */
 const FIND_KEY = { name: 'broker-find-key', text: `SELECT ${KEY_COLUMNS} FROM keys WHERE key_id = $1` };
+const KEY_WITH_TOKEN = { name: 'broker-key-with-token', text: keyWithTokenQuery('$1') };
 const READ_TOKEN = { name: 'broker-read-token', text: `SELECT ${TOKEN_COLUMNS} FROM tokens WHERE bot_id = $1` };
 
 /**
@@ -148,6 +159,10 @@ class PostgresStore implements BrokerStore {
 
   findKey(keyId: string): Promise<KeyRow | undefined> {
     return one(this.#pool, FIND_KEY, [keyId]);
+  }
+
+  async findKeyWithToken(keyId: string): Promise<KeyWithToken | undefined> {
+    return splitKeyWithToken(await one(this.#pool, KEY_WITH_TOKEN, [keyId]));
   }
 
   findPreauth(keyId: string): Promise<PreauthRow | undefined> {

@@ -1,7 +1,16 @@
 import type Database from 'better-sqlite3';
 import { realpathSync } from 'node:fs';
 import type { Clock } from '../../clock.js';
-import { CODE_COLUMNS, deviceQuery, KEY_COLUMNS, LIST_DEVICES, PREAUTH_COLUMNS, TOKEN_COLUMNS } from './columns.js';
+import {
+  CODE_COLUMNS,
+  deviceQuery,
+  KEY_COLUMNS,
+  keyWithTokenQuery,
+  LIST_DEVICES,
+  PREAUTH_COLUMNS,
+  splitKeyWithToken,
+  TOKEN_COLUMNS,
+} from './columns.js';
 import { KeyedChain } from './keyed-chain.js';
 import { addPreauthIn, enrollIn, rotateIn, type Sql } from './sqlite-bind.js';
 import { TurnBatch } from './sqlite-batch.js';
@@ -14,6 +23,7 @@ import type {
   EnrollCommit,
   EnrollOutcome,
   KeyRow,
+  KeyWithToken,
   PreauthRow,
   RequestSpend,
   RotateOutcome,
@@ -25,6 +35,7 @@ const USE_NONCE = 'INSERT INTO nonces (key_id, nonce, keep_until) VALUES (?, ?, 
 const HIT =
   'INSERT INTO rate_windows (bucket, window_start, count) VALUES (?, ?, 1) ' +
   'ON CONFLICT (bucket, window_start) DO UPDATE SET count = count + 1 RETURNING count';
+const KEY_WITH_TOKEN = keyWithTokenQuery('?');
 const TOUCH = 'UPDATE keys SET last_seen_at = ? WHERE key_id = ? AND (last_seen_at IS NULL OR last_seen_at < ?)';
 
 /**
@@ -90,6 +101,10 @@ class SqliteStore implements BrokerStore {
 
   async findKey(keyId: string): Promise<KeyRow | undefined> {
     return this.#get(`SELECT ${KEY_COLUMNS} FROM keys WHERE key_id = ?`, keyId) as KeyRow | undefined;
+  }
+
+  async findKeyWithToken(keyId: string): Promise<KeyWithToken | undefined> {
+    return splitKeyWithToken(this.#get(KEY_WITH_TOKEN, keyId));
   }
 
   async findPreauth(keyId: string): Promise<PreauthRow | undefined> {

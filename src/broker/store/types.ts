@@ -69,6 +69,12 @@ export interface TokenRow {
   updatedAt: number;
 }
 
+/** A key and its botId's cached token, if any. */
+export interface KeyWithToken {
+  key: KeyRow;
+  token: TokenRow | undefined;
+}
+
 /** What admits a new key at enrollment; checked again inside the binding transaction. */
 export type Admission = { by: 'code'; hmac: string } | { by: 'preauth'; keyId: string };
 
@@ -132,6 +138,8 @@ export interface BrokerStore {
   findCode(hmac: string): Promise<CodeRow | undefined>;
 
   findKey(keyId: string): Promise<KeyRow | undefined>;
+  /** findKey and readToken of its botId, read together (one round trip): what a token request needs first. */
+  findKeyWithToken(keyId: string): Promise<KeyWithToken | undefined>;
   findPreauth(keyId: string): Promise<PreauthRow | undefined>;
   /**
    * Rows for deviceIds already bound (an active key) or preauthorised, or whose keyId is known in any state,
