@@ -1,0 +1,90 @@
+import type { Logger } from 'pino';
+import { messageOf, withFix } from '../../protocol/errors.js';
+import type { Clock } from '../../clock.js';
+import { MetricsFile } from './metrics-file.js';
+import { createNotifier, type Notifier } from './notify.js';
+import { writeStatusFile, type StatusDoc } from './status.js';
+
+export interface PublisherOptions {
+  env: NodeJS.ProcessEnv;
+  runtimeDir: string;
+  /** node_exporter's textfile (DESIGN §3.2), or null for none. */
+  metricsFile: string | null;
+  clock: Clock;
+  log: Logger;
+  /** The status document of this moment (DESIGN §3.4). */
+  status(): StatusDoc;
+  /** The Prometheus text of this moment (DESIGN §3.5). */
+  metrics(): string;
+}
+
+/** What the daemon tells the world of its state: systemd (sd_notify), status.json and metricsFile. */
+export class Publisher {
+  readonly #o: PublisherOptions;
+  readonly #notify: Notifier;
+  #metricsFile: MetricsFile | undefined;
+  #ready = false;
+  /** A change was published: only then does stop() write the last status (a daemon refused at start never does). */
+  #published = false;
+
+  constructor(o: PublisherOptions) {
+    this.#o = o;
+    this.#notify = createNotifier(o.env, o.log, o.clock);
+  }
+
+  /** The one path of every status change: systemd and status.json hear it. */
+  changed(): void {
+    this.#tellSystemd();
+    this.#published = true;
+    this.#writeStatus();
+  }
+
+  /** READY=1, once: a token is held, or the daemon waits on purpose and says for what (DESIGN §2). */
+  ready(line: string): void {
+    if (this.#ready) return;
+    this.#ready = true;
+    this.#notify.ready(line);
+  }
+
+  /** metricsFile begins: now, then every minute. */
+  startMetrics(): void {
+    if (this.#o.metricsFile === null || this.#metricsFile) return;
+    this.#metricsFile = new MetricsFile(this.#o.metricsFile, this.#o.clock, this.#o.log, this.#o.metrics);
+    this.#metricsFile.start();
+  }
+
+  /** STOPPING=1: the first thing a stop does. */
+  stopping(): void {
+    this.#notify.stopping();
+  }
+
+  /** The last status (once the link stopped), the last metricsFile, and sd_notify closed. */
+  stop(): void {
+    if (this.#published) {
+      this.#tellSystemd();
+      this.#writeStatus();
+    }
+    this.#metricsFile?.stop();
+    this.#notify.close();
+  }
+
+  #tellSystemd(): void {
+    const doc = this.#o.status();
+    const { link } = doc;
+    const line = `${link.state}${link.lastError ? `: ${withFix(link.lastError, link.fix)}` : ''}`;
+    if (link.state !== 'stopped' && doc.token.accessExpiresAt !== null) this.ready(line);
+    this.#notify.status(line);
+    // systemd should not kill a daemon that waits for the network or a fix: READY, saying what it waits on.
+    const { lastError, fix } = doc.token;
+    if (lastError) this.ready(`waiting for a token: ${withFix(lastError, fix)}`);
+  }
+
+  #writeStatus(): void {
+    const { runtimeDir, log } = this.#o;
+    try {
+      writeStatusFile(runtimeDir, this.#o.status());
+    } catch (err) {
+      log.warn({ err: messageOf(err), runtimeDir }, 'cannot write status.json');
+    }
+  }
+}
