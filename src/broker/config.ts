@@ -6,6 +6,8 @@ import { BotlinkError, type BotlinkErrorOptions, messageOf } from '../protocol/e
 
 export const DEFAULT_CONFIG_FILE = '/etc/botlink-broker/config.json';
 export const DEFAULT_STORE = 'sqlite:/var/lib/botlink-broker/broker.db';
+/** Where botlink-broker.service loads its credentials from (secret-key, token-key). */
+export const CREDENTIAL_SOURCE_DIR = '/etc/botlink-broker';
 
 /** A configuration problem; `key` names the offending key ('config' for the file as a whole). */
 export class BrokerConfigError extends BotlinkError {
@@ -121,14 +123,10 @@ export function parseBrokerConfig(raw: Raw, env: NodeJS.ProcessEnv): BrokerConfi
     }
     return value;
   };
-  const credential = (key: Key, name: string): string => {
-    if (raw[key] === undefined && credentials === undefined) {
-      throw new BrokerConfigError(key, `${key} is not set and there is no $CREDENTIALS_DIRECTORY to find ${name} in`, {
-        fix: `set ${key} in the config (or ${envName(key)}), or pass the file as a systemd credential named ${name}`,
-      });
-    }
-    return str(key, credentials === undefined ? undefined : join(credentials, name));
-  };
+  // The unit hands both files over as credentials; an operator's command on the host reads them where the
+  // unit loads them from (LoadCredential=), so `broker code` works there without further settings.
+  const credential = (key: Key, name: string): string =>
+    str(key, credentials === undefined || credentials === '' ? join(CREDENTIAL_SOURCE_DIR, name) : join(credentials, name));
   const count = (key: Key, fallback: number): number => {
     const value = raw[key] ?? fallback;
     if (typeof value !== 'number' || !Number.isInteger(value) || value < 1)
