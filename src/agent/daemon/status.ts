@@ -1,10 +1,11 @@
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { VERSION } from '../../version.js';
 import type { IdentityMode } from '../config/mode.js';
 import type { LinkStatus } from '../link/supervisor.js';
 import type { RelayCounters } from '../local/relay-port.js';
 import type { TokenSnapshot } from '../token/manager-types.js';
+import { replaceFile } from './replace-file.js';
 
 /** `<runtimeDir>/status.json` (DESIGN §3.4, stable). Tokens never appear in it. */
 export interface StatusDoc {
@@ -62,23 +63,14 @@ export function statusDoc(p: StatusParts): StatusDoc {
 export const STATUS_FILE = 'status.json';
 
 /**
- * Replaces the status file atomically: a reader sees the old document or the new one, never half.
- * No fsync: runtimeDir is /run (tmpfs, gone at power loss anyway), the file is rewritten on every
- * change, and an fsync cost 1–3 ms of the event loop per write, four times on the way to connected.
+ * Replaces the status file atomically: a reader sees the old document or the new one, never half. 0644
+ * whatever the unit's UMask=0077: the group and others read it (`botlink status`, doctor). No fsync:
+ * runtimeDir is /run (tmpfs, gone at power loss anyway), the file is rewritten on every change, and an
+ * fsync cost 1–3 ms of the event loop per write, four times on the way to connected.
  */
 export function writeStatusFile(runtimeDir: string, doc: StatusDoc): void {
   mkdirSync(runtimeDir, { recursive: true, mode: 0o755 });
-  const target = join(runtimeDir, STATUS_FILE);
-  const tmp = `${target}.${process.pid}.tmp`;
-  writeFileSync(tmp, `${JSON.stringify(doc, null, 2)}\n`, { mode: 0o644 });
-  renameSync(tmp, target);
-}
-
-/** Replaces the metrics file atomically (temp file beside it, then rename): the collector never reads half. */
-export function writeMetricsFile(file: string, text: string): void {
-  const tmp = `${file}.${process.pid}.tmp`;
-  writeFileSync(tmp, text, { mode: 0o644 });
-  renameSync(tmp, file);
+  replaceFile(join(runtimeDir, STATUS_FILE), `${JSON.stringify(doc, null, 2)}\n`, { mode: 0o644, durable: false });
 }
 
 export function readStatusFile(runtimeDir: string): StatusDoc | undefined {
