@@ -10,13 +10,18 @@ import { defineCommand } from '../frame/command.js';
 import { UsageError } from '../frame/exit.js';
 import { agentConfig } from './agent-config.js';
 import { explained, openCommandLog, withDeadline } from './agent-command.js';
+import { provisionWithBroker } from './provision-broker.js';
 
 const DEFAULT_TYPE: DeviceType = 'PHYSICAL_ROBOT';
 
 const USAGE = `usage: botlink provision --vendor-id ID --device-id SN [--app-id ID] [--type T] [--name N] [--force] [--config FILE]
+       botlink provision --broker URL --code CODE --device-id SN [--app-id ID] [--type T] [--name N] [--config FILE]
 
 Registers this device under a vendor and stores its botId; the last line is "botId: <id>".
 Idempotent: a device already provisioned is not registered again unless --force is given.
+With --broker (broker mode): makes this device's own key, enrolls it with the vendor's broker using
+the code the vendor gave, and writes brokerUrl and botId to the config — no account secret on the
+device. A signing device keeps its botId (the vendor gives it an --adopt code).
 
   --vendor-id ID   vendor to register under (required)
   --device-id SN   this device's serial (required)
@@ -24,6 +29,8 @@ Idempotent: a device already provisioned is not registered again unless --force 
   --type T         ${DEVICE_TYPES.join(' or ')} (default: ${DEFAULT_TYPE})
   --name N         display name (default: the device id)
   --force          register again even when a botId is stored
+  --broker URL     the vendor's broker (https, or http on loopback)
+  --code CODE      the enrollment code from \`botlink broker code\`
   --config FILE    agent configuration (default: $BOTLINK_CONFIG, else ${DEFAULT_CONFIG_FILE})`;
 
 /** Vendor token plus one registration; generous, but a field command must end. */
@@ -40,13 +47,35 @@ export const provision = defineCommand({
     name: { type: 'string' },
     force: { type: 'boolean' },
     config: { type: 'string' },
+    broker: { type: 'string' },
+    code: { type: 'string' },
   },
   async run({ flags }) {
+    if (flags.type !== undefined && !(DEVICE_TYPES as readonly string[]).includes(flags.type))
+      throw new UsageError(`--type must be ${DEVICE_TYPES.join(' or ')}, got '${flags.type}'`);
+    if (flags.broker !== undefined || flags.code !== undefined) {
+      if (flags['vendor-id'] !== undefined || flags.force)
+        throw new UsageError('--broker takes neither --vendor-id (the code names the vendor) nor --force');
+      if (flags.broker === undefined || flags.code === undefined) throw new UsageError('--broker and --code go together');
+      const done = await provisionWithBroker(
+        {
+          brokerUrl: flags.broker,
+          code: flags.code,
+          deviceId: requiredId('device-id', flags['device-id']),
+          appId: flags['app-id'],
+          type: flags.type as DeviceType | undefined,
+          name: flags.name,
+          configFlag: flags.config,
+        },
+        (line) => process.stdout.write(`${line}\n`),
+      );
+      for (const note of done.notes) process.stdout.write(`note: ${note}\n`);
+      process.stdout.write(`botId: ${done.botId}\n`);
+      return;
+    }
     const vendorId = requiredId('vendor-id', flags['vendor-id']);
     const deviceId = requiredId('device-id', flags['device-id']);
     const type = flags.type ?? DEFAULT_TYPE;
-    if (!(DEVICE_TYPES as readonly string[]).includes(type))
-      throw new UsageError(`--type must be ${DEVICE_TYPES.join(' or ')}, got '${type}'`);
     const { config, injected } = configFor(flags.config, vendorId);
 
     const logging = openCommandLog(config, 'provision');

@@ -10,6 +10,8 @@ import { openRuntime } from '../../agent/daemon/runtime.js';
 import { readStatusFile, type StatusDoc } from '../../agent/daemon/status.js';
 import { DB_FILE } from '../../agent/store/token-store.js';
 import { checkTimeSync, type TimeSyncResult } from '../../agent/time/timesync.js';
+import type { TokenPair } from '../../agent/store/token-store.js';
+import { refreshExpiresAt } from '../../agent/token/pairs.js';
 import { withFix } from '../../protocol/errors.js';
 import { BUILD_TIME_MS } from '../../version.js';
 import { defineCommand } from '../frame/command.js';
@@ -28,7 +30,7 @@ else the token database, opened read-only. Needs no network and changes nothing.
 export interface StatusReport {
   pid: number | null;
   updatedAt: number;
-  identity: { kind: 'bot' | 'vendor'; id: string; provisioned?: boolean };
+  identity: { kind: 'bot' | 'vendor'; id: string; provisioned?: boolean; mode?: 'sign' | 'broker' };
   clock: { trusted: boolean; source: string; offsetMs: number | null; verdict?: string };
   token: { accessExpiresAt: number | null; refreshExpiresAt: number | null; lastError?: string | null; fix?: string };
   link: {
@@ -58,7 +60,7 @@ export const status = defineCommand({
 });
 
 async function gather(config: AgentConfig): Promise<StatusReport> {
-  const fromConfig = { kind: config.botId ? 'bot' : 'vendor', id: config.botId ?? config.vendorId ?? '' } as const;
+  const fromConfig = { kind: config.botId ? 'bot' : 'vendor', id: config.botId ?? config.vendorId ?? '', mode: config.mode } as const;
   // No database means no daemon ever ran here.
   if (!existsSync(join(config.stateDir, DB_FILE))) {
     const verdict = await checkTimeSync({ clock: systemClock, floorMs: () => BUILD_TIME_MS });
@@ -77,7 +79,9 @@ async function gather(config: AgentConfig): Promise<StatusReport> {
     try {
       const resolved = resolveIdentity(rt);
       identity =
-        resolved.kind === 'bot' ? { kind: 'bot', id: resolved.id, provisioned: resolved.provisioned } : { kind: 'vendor', id: resolved.id };
+        resolved.kind === 'bot'
+          ? { kind: 'bot', id: resolved.id, provisioned: resolved.provisioned, mode: config.mode }
+          : { kind: 'vendor', id: resolved.id, mode: config.mode };
     } catch {
       // No deviceId and no board serial: the config's identity is all there is to show.
     }
@@ -99,7 +103,7 @@ async function gather(config: AgentConfig): Promise<StatusReport> {
 function fromDatabase(
   identity: StatusReport['identity'],
   verdict: TimeSyncResult,
-  pair: { accessExpiresAt: number; refreshExpiresAt: number } | undefined,
+  pair: TokenPair | undefined,
   daemonPid: number | undefined,
   stale: StatusDoc | undefined,
 ): StatusReport {
@@ -112,7 +116,8 @@ function fromDatabase(
     clock: { trusted: verdict.verdict === 'synced', source: verdict.source, offsetMs: null, verdict: verdict.verdict },
     token: {
       accessExpiresAt: pair?.accessExpiresAt ?? null,
-      refreshExpiresAt: pair?.refreshExpiresAt ?? null,
+      // A broker's pair holds no refresh token (DESIGN §3.7): nothing expires there.
+      refreshExpiresAt: refreshExpiresAt(pair) ?? null,
       lastError: stale?.token.lastError ?? null,
       ...(stale?.token.fix !== undefined && { fix: stale.token.fix }),
     },
@@ -134,11 +139,17 @@ function fromDatabase(
   };
 }
 
+const MODE_LINES = {
+  sign: 'sign (this device holds the account secret and signs getToken)',
+  broker: "broker (the vendor's broker signs; no account secret on this device)",
+} as const;
+
 function summary(r: StatusReport, wallNow: number): string {
   // Expiries are on the server's clock: compare them with our best estimate of it.
   const now = wallNow + (r.clock.offsetMs ?? 0);
   const rows: [string, string][] = [
     ['identity', `${r.identity.kind} ${r.identity.id}${identityNote(r)}`],
+    ...(r.identity.mode === undefined ? [] : [['mode', MODE_LINES[r.identity.mode]] as [string, string]]),
     ['daemon', daemonLine(r, wallNow)],
     ['clock', clockLine(r)],
     [
