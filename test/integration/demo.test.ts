@@ -10,7 +10,7 @@ import { signalAtLine } from '../helpers/signal-probe.js';
 const { tempDir } = useHarness();
 
 describe('botlink demo', () => {
-  it('shows provision → sign → connect → refresh → re-sign → reconnect after a forced drop, the app conversing across it, then stops on SIGTERM', async () => {
+  it('--sign shows provision → sign → connect → refresh → re-sign → reconnect after a forced drop, the app conversing across it, then stops on SIGTERM', async () => {
     const order = [
       'reference token service listening',
       'registered as bot-',
@@ -37,7 +37,10 @@ describe('botlink demo', () => {
     };
     // Stopped once it has shown everything (a re-sign falls due ~26 s in, the first drop at 20 s), not after
     // a fixed time a loaded machine could spend before the last step.
-    const run = await runCli(['demo'], { until: (out) => !positions(out).includes(-1) && replyAfterReturn(out), timeoutMs: 90_000 });
+    const run = await runCli(['demo', '--sign'], {
+      until: (out) => !positions(out).includes(-1) && replyAfterReturn(out),
+      timeoutMs: 90_000,
+    });
     expect(run.code, run.stderr).toBe(0);
     const out = run.stdout;
     const at = positions(out);
@@ -65,6 +68,36 @@ describe('botlink demo', () => {
     expect(Number(summary![2])).toBeGreaterThanOrEqual(2);
     expect(Number(summary![3])).toBeGreaterThanOrEqual(1);
     expect(Number(summary![4])).toBe(replies.length);
+    expect(out).not.toContain('demo-secret-key');
+  }, 120_000);
+
+  it('by default runs the way a fleet should: the broker signs, the device enrolls its own key, holds no secret, and converses', async () => {
+    const order = [
+      'reference token service listening',
+      "the vendor's broker listening",
+      'one-use enrollment code',
+      'the device enrolled its own key',
+      'hold no account secret',
+      'link connected',
+      'token issued by the broker',
+      'token issued by the broker',
+      'drops every WebSocket',
+      'link connected',
+    ];
+    const positions = (out: string): number[] => {
+      let at = 0;
+      return order.map((step) => {
+        const found = at < 0 ? -1 : out.indexOf(step, at);
+        at = found < 0 ? -1 : found + step.length;
+        return found;
+      });
+    };
+    const run = await runCli(['demo'], { until: (out) => !positions(out).includes(-1) && /app: ← "you said/.test(out), timeoutMs: 90_000 });
+    expect(run.code, run.stderr).toBe(0);
+    const out = run.stdout;
+    for (const [i, at] of positions(out).entries())
+      expect(at, `"${order[i]}" after "${order[i - 1]}" in:\n${out}`).toBeGreaterThanOrEqual(0);
+    expect(out).toMatch(/demo: summary mode=broker deviceFilesHoldingTheSecret=0 registered=1 signed=\d+/);
     expect(out).not.toContain('demo-secret-key');
   }, 120_000);
 

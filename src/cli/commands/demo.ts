@@ -12,8 +12,13 @@ import { createReferenceService } from '../../service/server.js';
 import { defineCommand } from '../frame/command.js';
 import { Failure } from '../frame/exit.js';
 import { untilSignal } from '../frame/signals.js';
+import { type BrokerDevice, brokerDevice, type DemoAccount } from './demo-broker.js';
 
-const USAGE = 'usage: botlink demo [--duration S]   (default: until Ctrl-C)';
+const USAGE = `usage: botlink demo [--sign] [--duration S]   (default: until Ctrl-C)
+
+The reference service (the cloud), the vendor's broker and a device in broker mode on loopback, a
+small app conversing through the device; the device holds no account secret. --sign: the device
+signs getToken itself with the account secret, as before broker mode.`;
 
 /** Lifetimes of seconds so one minute shows every transition of the token state table. */
 const ACCESS_TTL_S = 8;
@@ -26,14 +31,15 @@ const APP_EVERY_S = 3;
 const APP_EXIT_WAIT_MS = 5000;
 
 /**
- * `botlink demo`: the reference service and the agent on loopback. The device starts with only a
- * vendorId, so it provisions itself, then signs, connects, refreshes, re-signs and rides out a
+ * `botlink demo`: the reference service, the vendor's broker and the agent on loopback. The device
+ * enrolls its own key with a code and asks the broker for every token (`--sign`: it starts with only a
+ * vendorId, provisions itself, then signs, refreshes and re-signs itself), connects and rides out a
  * forced drop of its WebSocket every 20 s. A small app, a process of its own (`botlink demo-app`),
  * converses through the daemon's relay all along.
  */
 export const demo = defineCommand({
   usage: USAGE,
-  flags: { duration: { type: 'seconds' } },
+  flags: { duration: { type: 'seconds' }, sign: { type: 'boolean' } },
   async run({ flags }) {
     const durationS = flags.duration;
     // The wait before the first line: its reader may stop the demo at once, and a signal with none would kill it
@@ -47,7 +53,7 @@ export const demo = defineCommand({
       if (durationS !== undefined) timer = setTimeout(resolve, durationS * 1000);
     });
     try {
-      await runDemo(dir, logging.logger, finished, durationS);
+      await runDemo(dir, logging.logger, finished, durationS, flags.sign === true ? 'sign' : 'broker');
     } catch (err) {
       // The demo writes its own config: one it refuses says the temp folder will not do.
       if (!(err instanceof ConfigError)) throw err;
@@ -67,11 +73,21 @@ export const demo = defineCommand({
 });
 
 /** The demo in `dir` until `finished`; what it started is stopped whether it returns or throws. */
-async function runDemo(dir: string, log: Logger, finished: Promise<void>, durationS: number | undefined): Promise<void> {
+async function runDemo(
+  dir: string,
+  log: Logger,
+  finished: Promise<void>,
+  durationS: number | undefined,
+  mode: 'sign' | 'broker',
+): Promise<void> {
   const svc = await createReferenceService({
     accessTtlS: ACCESS_TTL_S,
     refreshTtlS: REFRESH_TTL_S,
-    seed: { accounts: [{ accessKeyId: 'demo-ak', secretKey: DEMO_SECRET, vendors: [{ vendorId: 'demo-vendor', bots: [] }] }] },
+    seed: {
+      accounts: [
+        { accessKeyId: DEMO_ACCOUNT.accessKeyId, secretKey: DEMO_SECRET, vendors: [{ vendorId: DEMO_ACCOUNT.vendorId, bots: [] }] },
+      ],
+    },
   });
   log.info({ url: svc.url, accessTtlS: ACCESS_TTL_S, refreshTtlS: REFRESH_TTL_S }, 'demo: reference token service listening');
   const dropper = setInterval(() => {
@@ -80,11 +96,14 @@ async function runDemo(dir: string, log: Logger, finished: Promise<void>, durati
   }, DROP_EVERY_MS);
   let daemon: Daemon | undefined;
   let app: DemoApp | undefined;
+  let viaBroker: BrokerDevice | undefined;
   try {
-    const config = loadConfig({ file: writeDemoConfig(dir, svc.url), env: {} });
+    if (mode === 'broker') viaBroker = await brokerDevice(dir, svc.url, DEMO_ACCOUNT, deviceSettings(join(dir, 'device')), log);
+    const config = loadConfig({ file: viaBroker?.configFile ?? writeDemoConfig(dir, svc.url), env: {} });
     daemon = new Daemon(config, { log: log.child({ part: 'agent' }), env: {}, clock: systemClock, random: systemRandom });
     await daemon.start();
     log.info(`demo: running${durationS === undefined ? ' — Ctrl-C to stop' : ` for ${durationS} s`}; state in ${dir}`);
+    if (viaBroker) sayWhereTheSecretIs(viaBroker, log);
     // The demo's config leaves localSocket at its default, so it is never off here.
     if (config.localSocket) app = startApp(config.localSocket, (line) => log.info(line));
     await finished;
@@ -93,12 +112,15 @@ async function runDemo(dir: string, log: Logger, finished: Promise<void>, durati
     const link = daemon?.link?.status;
     await daemon?.stop();
     const rounds = await app?.stopped();
+    await viaBroker?.broker.close();
     await svc.close();
     // A demo that got as far as its daemon says how it went.
     if (daemon) {
       const { getToken, refreshToken, register } = svc.stats;
       log.info(
         {
+          mode,
+          ...(viaBroker && { deviceFilesHoldingTheSecret: viaBroker.secretCheck().holding }),
           registered: register.ok,
           signed: getToken.ok,
           refreshed: refreshToken.ok,
@@ -112,7 +134,14 @@ async function runDemo(dir: string, log: Logger, finished: Promise<void>, durati
   }
 }
 
-/** The device's secret and config.json in `dir`, for the service at `baseUrl`; the config's path. */
+const DEMO_ACCOUNT: DemoAccount = { accessKeyId: 'demo-ak', secret: DEMO_SECRET, vendorId: 'demo-vendor', deviceId: 'demo-device-0001' };
+
+/** What the device's config holds in either mode, for a device whose files live in `dir`. */
+function deviceSettings(dir: string): Record<string, unknown> {
+  return { stateDir: join(dir, 'state'), runtimeDir: join(dir, 'run'), logFile: '-', linkBackoffBaseMs: 500 };
+}
+
+/** Signing mode: the device's secret and config.json in `dir`, for the service at `baseUrl`; the config's path. */
 function writeDemoConfig(dir: string, baseUrl: string): string {
   writeFileSync(join(dir, 'secret-key'), `${DEMO_SECRET}\n`, { mode: 0o600 });
   const configFile = join(dir, 'config.json');
@@ -120,17 +149,21 @@ function writeDemoConfig(dir: string, baseUrl: string): string {
     configFile,
     JSON.stringify({
       baseUrl,
-      accessKeyId: 'demo-ak',
+      accessKeyId: DEMO_ACCOUNT.accessKeyId,
       secretKeyFile: join(dir, 'secret-key'),
-      vendorId: 'demo-vendor',
-      deviceId: 'demo-device-0001',
-      stateDir: join(dir, 'state'),
-      runtimeDir: join(dir, 'run'),
-      logFile: '-',
-      linkBackoffBaseMs: 500,
+      vendorId: DEMO_ACCOUNT.vendorId,
+      deviceId: DEMO_ACCOUNT.deviceId,
+      ...deviceSettings(dir),
     }),
   );
   return configFile;
+}
+
+/** The point of broker mode, checked rather than claimed: no file of the device holds the account secret. */
+function sayWhereTheSecretIs(device: BrokerDevice, log: Logger): void {
+  const { files, holding } = device.secretCheck();
+  if (holding === 0) log.info(`demo: the device's ${files} files hold no account secret: only the broker has it`);
+  else log.error(`demo: ${holding} of the device's ${files} files hold the account secret: broker mode failed its point`);
 }
 
 interface DemoApp {

@@ -1,0 +1,94 @@
+/**
+ * The demo's broker mode (DESIGN §3.7), the way a fleet should run: the vendor's broker holds the
+ * account secret, its operator makes an enrollment code, and the device enrolls a key of its own with
+ * it — the device's folder never holds the secret, and the demo checks that it does not.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { startBroker, type RunningBroker } from '../../broker/broker.js';
+import { parseBrokerConfig } from '../../broker/config.js';
+import { brokerKeys } from '../../broker/keys.js';
+import { createCode } from '../../broker/operator.js';
+import { systemClock } from '../../clock.js';
+import { provisionWithBroker } from './provision-broker.js';
+
+export interface DemoAccount {
+  accessKeyId: string;
+  secret: string;
+  vendorId: string;
+  deviceId: string;
+}
+
+export interface BrokerDevice {
+  broker: RunningBroker;
+  /** The device's config.json, in broker mode. */
+  configFile: string;
+  /** Files in the device's folder, and how many of them hold the account secret (0, or the demo failed its point). */
+  secretCheck(): { files: number; holding: number };
+}
+
+/** The vendor's side in `dir`/vendor, the device's in `dir`/device, the device enrolled and configured. */
+export async function brokerDevice(
+  dir: string,
+  cloudUrl: string,
+  account: DemoAccount,
+  device: object,
+  log: Logger,
+): Promise<BrokerDevice> {
+  const vendorDir = join(dir, 'vendor');
+  const deviceDir = join(dir, 'device');
+  mkdirSync(vendorDir, { mode: 0o700 });
+  mkdirSync(deviceDir, { mode: 0o700 });
+  writeFileSync(join(vendorDir, 'secret-key'), `${account.secret}\n`, { mode: 0o600 });
+  const tokenKey = randomBytes(32);
+  writeFileSync(join(vendorDir, 'token-key'), tokenKey, { mode: 0o600 });
+  const config = parseBrokerConfig(
+    {
+      listen: '127.0.0.1:0',
+      baseUrl: cloudUrl,
+      accessKeyId: account.accessKeyId,
+      secretKeyFile: join(vendorDir, 'secret-key'),
+      tokenKeyFile: join(vendorDir, 'token-key'),
+      store: `sqlite:${join(vendorDir, 'broker.db')}`,
+    },
+    {},
+  );
+  const broker = await startBroker({ config, clock: systemClock, log: log.child({ part: 'broker' }) });
+  log.info({ url: broker.url, store: broker.store.kind }, "demo: the vendor's broker listening; it alone holds the account secret");
+  try {
+    const issued = await createCode(
+      broker.store,
+      brokerKeys(tokenKey),
+      { vendorId: account.vendorId, deviceId: account.deviceId, uses: 1, ttlS: 600, kind: 'plain' },
+      systemClock.wallNow(),
+    );
+    log.info(`demo: the operator made a one-use enrollment code for ${account.deviceId} (botlink broker code)`);
+    const configFile = join(deviceDir, 'config.json');
+    writeFileSync(configFile, JSON.stringify({ baseUrl: cloudUrl, ...device }), { mode: 0o600 });
+    const done = await provisionWithBroker(
+      {
+        brokerUrl: broker.url,
+        code: issued.code,
+        deviceId: account.deviceId,
+        appId: undefined,
+        type: undefined,
+        name: undefined,
+        configFlag: configFile,
+      },
+      (line) => log.info(`demo: provision --broker: ${line}`),
+    );
+    log.info(`demo: the device enrolled its own key: botId ${done.botId}`);
+    return { broker, configFile, secretCheck: () => secretCheck(deviceDir, account.secret) };
+  } catch (err) {
+    await broker.close();
+    throw err;
+  }
+}
+
+function secretCheck(root: string, secret: string): { files: number; holding: number } {
+  const files = readdirSync(root, { recursive: true, withFileTypes: true }).filter((e) => e.isFile());
+  const holding = files.filter((e) => readFileSync(join(e.parentPath, e.name), 'latin1').includes(secret)).length;
+  return { files: files.length, holding };
+}
