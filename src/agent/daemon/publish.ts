@@ -3,7 +3,15 @@ import { messageOf, withFix } from '../../protocol/errors.js';
 import type { Clock } from '../../clock.js';
 import { MetricsFile } from './metrics-file.js';
 import { createNotifier, type Notifier } from './notify.js';
+import { type Pace, PacedWrite } from './paced.js';
 import { writeStatusFile, type StatusDoc } from './status.js';
+
+/**
+ * status.json's pace (issue 27): a change is written at once while the daemon has written fewer than
+ * `burst` in the last burst × everyMs, else with every change since in one write within everyMs. A boot
+ * to connected writes about five; an observer or app attaching in a loop, four a second at most.
+ */
+export const STATUS_PACE: Pace = Object.freeze({ everyMs: 250, burst: 8 });
 
 export interface PublisherOptions {
   env: NodeJS.ProcessEnv;
@@ -22,6 +30,7 @@ export interface PublisherOptions {
 export class Publisher {
   readonly #o: PublisherOptions;
   readonly #notify: Notifier;
+  readonly #statusFile: PacedWrite;
   #metricsFile: MetricsFile | undefined;
   #ready = false;
   /** A change was published: only then does stop() write the last status (a daemon refused at start never does). */
@@ -30,13 +39,14 @@ export class Publisher {
   constructor(o: PublisherOptions) {
     this.#o = o;
     this.#notify = createNotifier(o.env, o.log, o.clock);
+    this.#statusFile = new PacedWrite(o.clock, STATUS_PACE, () => this.#writeStatus());
   }
 
-  /** The one path of every status change: systemd and status.json hear it. */
+  /** The one path of every status change: systemd hears it now, status.json at the pace of STATUS_PACE. */
   changed(): void {
     this.#tellSystemd();
     this.#published = true;
-    this.#writeStatus();
+    this.#statusFile.request();
   }
 
   /** READY=1, once: a token is held, or the daemon waits on purpose and says for what (DESIGN §2). */
@@ -62,7 +72,7 @@ export class Publisher {
   stop(): void {
     if (this.#published) {
       this.#tellSystemd();
-      this.#writeStatus();
+      this.#statusFile.flush();
     }
     this.#metricsFile?.stop();
     this.#notify.close();
