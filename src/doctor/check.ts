@@ -33,7 +33,8 @@ export interface DoctorContext {
   rt?: AgentRuntime;
   /** Warnings the token store logged while opening (a corrupt file moved aside). */
   storeTrouble: string[];
-  dbModeBefore?: number;
+  /** undefined: there was no database file before the store opened. */
+  dbModeBefore?: number | undefined;
   verdict?: TimeSyncResult;
   reachable?: boolean;
   /** Broker mode: whether the broker answered, and what it answered a signed /v1/token with. */

@@ -38,7 +38,7 @@ export function useHarness(afterCleanup?: () => void): Harness {
   return {
     cleanups,
     async service(seed, opts = {}) {
-      const svc = await createTestService({ seed, ...opts });
+      const svc = await createTestService({ ...(seed !== undefined && { seed }), ...opts });
       cleanups.push(() => svc.close());
       return svc;
     },

@@ -36,15 +36,16 @@ function nowFor(clock: ClockCase): PolicyNow {
   return { mono: MONO[clock], serverTime: clock === 'untrusted-without' ? undefined : T };
 }
 
+/** A table row's facts; undefined, like absent, means "none" (no token, no retry scheduled). */
 interface Pair {
-  accessLeft?: number;
-  refreshLeft?: number;
+  accessLeft?: number | undefined;
+  refreshLeft?: number | undefined;
   accessLife?: number;
   refreshLife?: number;
   accessRejected?: boolean;
   refreshFailed?: boolean;
   jitter?: number;
-  retryInMs?: number;
+  retryInMs?: number | undefined;
   /** A caller waits for a token with this much life left. */
   neededLeft?: number;
 }

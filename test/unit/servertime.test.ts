@@ -23,7 +23,7 @@ const SPACING_MS = 1618;
  * A server whose wall clock is mono + offset. `request` makes the clock pass through a round trip and
  * feeds the resulting Date header to `st`, the server stamping it at fraction `phase` of the trip.
  */
-function world(opts: { maxRttMs?: number; maxSampleAgeMs?: number } = {}) {
+function world(opts: { maxRttMs?: number | undefined; maxSampleAgeMs?: number } = {}) {
   const clock = fakeClock(Date.parse('2020-01-01T00:00:00Z'), 0);
   const st = new ServerTime(clock, opts);
   const server = { offset: SERVER_AT_MONO_0 };

@@ -45,7 +45,8 @@ export interface LinkEvents {
 /** A change of the link's status: the new state, and what else changes with it; `retryInMs` while it waits. */
 export interface StatePatch {
   state: LinkState;
-  lastError?: string | null;
+  /** undefined or absent: null. */
+  lastError?: string | null | undefined;
   fix?: string | undefined;
   retryInMs?: number;
 }

@@ -2,7 +2,7 @@ import type { TimeReader } from '../../clock.js';
 
 export interface ServerTimeOptions {
   /** Samples whose request took longer are dropped: the Date was stamped somewhere in too wide a window. */
-  maxRttMs?: number;
+  maxRttMs?: number | undefined;
   /** Samples older than this no longer constrain the estimate. */
   maxSampleAgeMs?: number;
 }

@@ -231,7 +231,7 @@ export class TokenManager {
   #succeeded(what: string, { pair, serverNow }: Renewed): void {
     this.#pair = pair;
     this.#facts.accessRejected = false;
-    this.#facts.retryAtMono = undefined;
+    delete this.#facts.retryAtMono;
     this.#failures.succeeded();
     this.#log.info({ accessExpiresAt: pair.accessExpiresAt, refreshExpiresAt: refreshExpiresAt(this.#pair) }, `token ${what}`);
     this.#saver.save(pair, serverNow === undefined ? undefined : Math.round(serverNow));

@@ -17,7 +17,10 @@ export async function openStore(spec: string, deps: OpenStoreDeps): Promise<Brok
   if (spec.startsWith('sqlite:') && spec.length > 'sqlite:'.length) return openSqliteStore(spec.slice('sqlite:'.length), deps.clock);
   if (/^postgres(ql)?:\/\/./.test(spec)) {
     const { openPostgresStore } = await import('./postgres.js');
-    return openPostgresStore(spec, { poolSize: deps.poolSize, lockPoolSize: deps.lockPoolSize });
+    return openPostgresStore(spec, {
+      ...(deps.poolSize !== undefined && { poolSize: deps.poolSize }),
+      ...(deps.lockPoolSize !== undefined && { lockPoolSize: deps.lockPoolSize }),
+    });
   }
   throw new BrokerConfigError(
     'store',
