@@ -1,7 +1,7 @@
-import { closeSync, existsSync, openSync } from 'node:fs';
+import { closeSync, constants, existsSync, fchownSync, fstatSync, lstatSync, openSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { type Bindings, type ChildLoggerOptions, type LogFn, type Logger, pino } from 'pino';
-import { giveToFolderOwner, makeFolders } from './ownership.js';
+import { makeFolders } from './ownership.js';
 import { BotlinkError, fixOf, messageOf } from './protocol/errors.js';
 
 export const REDACTED = '[redacted]';
@@ -55,16 +55,20 @@ export function redact(value: unknown, depth = 0): unknown {
 export function createLogger(opts: LoggerOptions): BotlinkLogger {
   const toStdout = opts.pretty === true || opts.file === '-';
   let unwritable: BotlinkError | undefined;
+  let checked: number | undefined;
   if (!toStdout) {
     try {
-      openLogFile(opts.file);
+      checked = openLogFile(opts.file);
     } catch (err) {
       if (!(opts.stderrIfUnwritable === true && err instanceof BotlinkError)) throw err;
       unwritable = err;
     }
   }
-  const toFile = !toStdout && unwritable === undefined;
-  const dest = pino.destination(toFile ? { dest: opts.file, sync: false, mkdir: true } : { dest: unwritable ? 2 : 1, sync: true });
+  const toFile = checked !== undefined;
+  const dest = pino.destination(
+    checked !== undefined ? { dest: samePath(opts.file, checked), sync: false } : { dest: unwritable ? 2 : 1, sync: true },
+  );
+  if (checked !== undefined) closeOnceOpened(dest, checked);
 
   // Bytes handed to the destination vs. bytes it reports written: flush() waits for them to meet.
   let queued = 0;
@@ -151,13 +155,15 @@ export function createLogger(opts: LoggerOptions): BotlinkLogger {
     logger,
     reopen() {
       if (!toFile || closed) return;
+      let fd: number;
       try {
-        openLogFile(opts.file);
+        fd = openLogFile(opts.file);
       } catch (err) {
         logger.error({ code: (err as BotlinkError).code, fix: fixOf(err) }, `${messageOf(err)}. Still writing to the file opened before`);
         return;
       }
-      dest.reopen();
+      dest.reopen(samePath(opts.file, fd));
+      closeOnceOpened(dest, fd);
     },
     flush() {
       if (written >= queued) return Promise.resolve();
@@ -172,24 +178,85 @@ export function createLogger(opts: LoggerOptions): BotlinkLogger {
   };
 }
 
+const APPEND = constants.O_WRONLY | constants.O_APPEND | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+
 /**
- * Creates the file (and its folder) if missing, as the folder's owner when run as root, so a
- * root-run command never leaves a log the daemon cannot open; fails with the path and the fix
- * now instead of on the first asynchronous write.
+ * Opens the log file to append, creating it (and its folder) if missing, as the folder's owner when
+ * run as root, so a root-run command never leaves a log the daemon cannot open; fails with the path
+ * and the fix now instead of on the first asynchronous write. Only a regular file of the folder's
+ * owner (or, not as root, our own) will do: the daemon's user owns the log folder, and a symlink,
+ * a hard link or a FIFO it put there must not make a root-run command append elsewhere or hang
+ * (O_NOFOLLOW, O_NONBLOCK, then fstat of what was opened). Returns the open descriptor.
  */
-function openLogFile(file: string): void {
+function openLogFile(file: string): number {
+  let fd: number | undefined;
   try {
     makeFolders(dirname(file), 0o777);
-    const created = !existsSync(file);
-    closeSync(openSync(file, 'a'));
-    if (created) giveToFolderOwner(file);
+    const folder = statSync(dirname(file));
+    let created = true;
+    try {
+      fd = openSync(file, APPEND | constants.O_CREAT | constants.O_EXCL, 0o666);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      created = false;
+      fd = openSync(file, APPEND);
+    }
+    const own = fstatSync(fd);
+    if (!own.isFile()) throw new LogFileRefused(file, 'is not a regular file');
+    const root = process.geteuid?.() === 0;
+    if (created && root && (own.uid !== folder.uid || own.gid !== folder.gid)) fchownSync(fd, folder.uid, folder.gid);
+    if (!created && own.uid !== folder.uid && (root || own.uid !== process.geteuid?.()))
+      throw new LogFileRefused(file, `belongs to uid ${own.uid}, not to the log folder's owner (uid ${folder.uid})`);
+    return fd;
   } catch (err) {
+    if (fd !== undefined) closeSync(fd);
+    if (err instanceof BotlinkError) throw err;
     const code = (err as NodeJS.ErrnoException).code ?? String(err);
+    // ELOOP: a symlink (O_NOFOLLOW); ENXIO: a FIFO no one reads (O_NONBLOCK).
+    if (code === 'ELOOP' || code === 'ENXIO') throw new LogFileRefused(file, `is ${kindOf(file)}`);
     throw new BotlinkError('ERR_LOG_FILE', `cannot write the log file ${file} (${code})`, 'needs-config', {
       cause: err,
       fix: "make it and its folder writable by the agent user, or set logFile to '-' for stdout",
     });
   }
+}
+
+/** A log file path that holds something else than the daemon's log: never written to. */
+class LogFileRefused extends BotlinkError {
+  constructor(file: string, why: string) {
+    super('ERR_LOG_FILE', `refusing the log file ${file}: it ${why}`, 'needs-config', {
+      fix: `remove ${file} (the daemon makes its log again), and look into who put it there: only the daemon's user writes its log folder`,
+    });
+  }
+}
+
+function kindOf(file: string): string {
+  try {
+    const st = lstatSync(file);
+    return st.isSymbolicLink() ? 'a symbolic link' : st.isFIFO() ? 'a FIFO' : 'not a regular file';
+  } catch {
+    return 'gone';
+  }
+}
+
+/**
+ * A path that opens the very file `fd` holds, for sonic-boom, which opens (and reopens) by path:
+ * /proc/self/fd/N on Linux, so nothing swapped in at the path after the checks is followed; where
+ * there is no /proc, the path itself, checked a moment before.
+ */
+function samePath(file: string, fd: number): string {
+  return existsSync('/proc/self/fd') ? `/proc/self/fd/${fd}` : file;
+}
+
+/** Closes the checked descriptor once sonic-boom has opened its own through samePath (or failed to). */
+function closeOnceOpened(dest: ReturnType<typeof pino.destination>, fd: number): void {
+  const done = (): void => {
+    dest.off('ready', done);
+    dest.off('error', done);
+    closeSync(fd);
+  };
+  dest.once('ready', done);
+  dest.once('error', done);
 }
 
 const JSON_ONLY_FIELDS = new Set(['time', 'level', 'msg', 'name', 'pid', 'hostname']);

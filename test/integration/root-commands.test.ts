@@ -1,5 +1,16 @@
-import { spawn } from 'node:child_process';
-import { chmodSync, chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import {
+  chmodSync,
+  chownSync,
+  lchownSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { botlinkAs } from '../helpers/bundle.js';
@@ -12,7 +23,7 @@ import { waitFor } from '../helpers/wait-for.js';
 // commands as root (this test's own uid) in folders owned by UID, the daemon as UID through setpriv.
 const UID = 4242;
 
-const { cleanups, service, device } = useHarness();
+const { cleanups, service, device, tempDir } = useHarness();
 
 function requireRoot(): void {
   if (process.geteuid?.() !== 0) throw new Error('this test runs commands as root and the daemon as another uid: run it as root');
@@ -112,4 +123,54 @@ describe('commands run as root leave nothing the daemon cannot use', () => {
     expect(readdirSync(d.stateDir).some((f) => f.startsWith('botlink.db.corrupt-'))).toBe(true);
     expect(notOwned(d)).toEqual([]);
   });
+});
+
+describe("a root-run command appends only to the daemon's own log file, whatever its user put at the path", () => {
+  const PRECIOUS = 'a root-owned file, not a log\n';
+  /** What the daemon's user (UID, who owns the log folder) could leave at the log's path, pointing at `target`. */
+  const plants: [what: string, plant: (logFile: string, target: string) => void, said: RegExp][] = [
+    [
+      'a symlink to a root-owned file',
+      (logFile, target) => {
+        symlinkSync(target, logFile);
+        lchownSync(logFile, UID, UID);
+      },
+      /it is a symbolic link/,
+    ],
+    [
+      'a hard link to a root-owned file',
+      (logFile, target) => linkSync(target, logFile),
+      /it belongs to uid 0, not to the log folder's owner \(uid 4242\)/,
+    ],
+    [
+      'a FIFO, which would hang an open for writing',
+      (logFile) => {
+        execFileSync('mkfifo', [logFile]);
+        chownSync(logFile, UID, UID);
+      },
+      /it is a FIFO/,
+    ],
+  ];
+  const commands: [name: string, args: (d: DeviceDir) => string[]][] = [
+    ['token', (d) => ['token', '--config', d.configFile]],
+    ['provision', (d) => ['provision', '--config', d.configFile, '--vendor-id', 'V1', '--device-id', 'SN-root']],
+  ];
+  for (const [what, plant, said] of plants) {
+    it.each(commands)(
+      `sudo botlink %s with ${what} at the log's path: answers, logs nothing, the target untouched`,
+      async (_name, args) => {
+        const svc = await service(DAEMON_SEED);
+        const d = ownedDevice(svc.url);
+        const target = join(tempDir('botlink-target-'), 'precious');
+        writeFileSync(target, PRECIOUS, { mode: 0o600 });
+        plant(d.logFile, target);
+        const run = await runCli(args(d), { timeoutMs: 10_000 });
+        expect(run.code, run.stderr).toBe(0);
+        expect(run.stderr).toMatch(/not logging: refusing the log file .*botlink\.log: /);
+        expect(run.stderr).toMatch(said);
+        expect(readFileSync(target, 'utf8')).toBe(PRECIOUS);
+        expect(lstatSync(target).uid).toBe(0);
+      },
+    );
+  }
 });
