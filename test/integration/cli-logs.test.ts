@@ -1,5 +1,5 @@
-import { spawn } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { chmodSync, chownSync, mkdirSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
@@ -13,7 +13,7 @@ import { waitFor } from '../helpers/wait-for.js';
 
 /** `botlink logs` (DESIGN §3.1): the log in words, rotated generations in order, filters, -f through a rotation. */
 
-const { cleanups, service, device, daemon } = useHarness();
+const { cleanups, service, device, daemon, tempDir } = useHarness();
 const UID = 4243;
 const UTC = cleanEnv({ TZ: 'UTC' });
 
@@ -107,5 +107,53 @@ describe('botlink logs', () => {
       'the drop and the reconnect',
     );
     expect(out.slice(from)).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} (INFO |WARN ) link: link backoff/m);
+  });
+});
+
+describe("botlink logs on what the daemon's user may put in its log folder (sudo botlink logs reads it as root)", () => {
+  const SECRET = 'root:$6$not-for-the-log$:19000:0:99999:7:::';
+
+  it('a symlinked generation or current file is skipped, saying so: what it points at is never printed', async () => {
+    const d = rotatedLog();
+    const target = join(tempDir('botlink-secret-'), 'shadow');
+    writeFileSync(target, `${entry('2026-11-21T00:00:00.000Z', 'error', SECRET)}\n`, { mode: 0o600 });
+    unlinkSync(`${d.logFile}.1`);
+    symlinkSync(target, `${d.logFile}.1`);
+    renameSync(d.logFile, `${d.logFile}.0`);
+    symlinkSync(target, d.logFile);
+    const r = await runCli(['logs', '--config', d.configFile], { env: UTC });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout + r.stderr).not.toContain('not-for-the-log');
+    expect(r.stdout).toContain('WARN  link: link backoff');
+    expect(r.stderr).toContain('botlink logs: skipping botlink.log.1: a symbolic link');
+    expect(r.stderr).toContain('botlink logs: skipping botlink.log: a symbolic link');
+  });
+
+  it('a FIFO among the generations or as the current file is skipped at once, never waited on', async () => {
+    const d = rotatedLog();
+    unlinkSync(`${d.logFile}.1`);
+    execFileSync('mkfifo', [`${d.logFile}.1`]);
+    unlinkSync(d.logFile);
+    execFileSync('mkfifo', [d.logFile]);
+    const r = await runCli(['logs', '--config', d.configFile], { env: UTC, timeoutMs: 10_000 });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('WARN  link: link backoff');
+    expect(r.stderr).toContain('botlink logs: skipping botlink.log.1: a FIFO');
+    expect(r.stderr).toContain('botlink logs: skipping botlink.log: a FIFO');
+  });
+
+  it('a compressed generation is inflated up to 64 MiB of text, saying where it stopped; the next files still read', async () => {
+    const d = rotatedLog();
+    // 72 MiB of debug lines, then one error line past the bound: 1 MiB on disk.
+    const line = `${entry('2026-11-20T09:00:00.000Z', 'debug', 'x'.repeat(950))}\n`;
+    const bomb = Buffer.from(line.repeat(Math.ceil((72 * 1024 * 1024) / line.length)));
+    const beyond = `${entry('2026-11-20T10:00:00.000Z', 'error', 'beyond the bound')}\n`;
+    writeFileSync(`${d.logFile}.4.gz`, gzipSync(Buffer.concat([bomb, Buffer.from(beyond)])));
+    const r = await runCli(['logs', '--config', d.configFile, '--level', 'warn'], { env: UTC });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain('botlink logs: stopped reading botlink.log.4.gz after 64 MiB of text: the rest of it is left out');
+    expect(r.stdout).not.toContain('beyond the bound');
+    expect(r.stdout).toContain('WARN  link: link backoff');
+    expect(r.stdout).toContain('ERROR botlink: cannot write status.json');
   });
 });

@@ -1,10 +1,12 @@
-import { closeSync, fstatSync, openSync, readdirSync, readFileSync, readSync, statSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { gunzipSync } from 'node:zlib';
+import { readdirSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import { DEFAULT_CONFIG_FILE, loadConfigValues } from '../../agent/config/config.js';
 import { defineCommand } from '../frame/command.js';
 import { Exit, Failure, UsageError } from '../frame/exit.js';
-import { generations, isLevel, LEVELS, type LogFilter, parseSince, splitLines, viewLine } from './log-view.js';
+import { messageOf } from '../../protocol/errors.js';
+import { printable } from '../printable.js';
+import { MAX_INFLATED, openToRead, readGzip, readPlain, Skipped, Tail } from './log-files.js';
+import { generations, isLevel, LEVELS, type LogFilter, parseSince, viewLine } from './log-view.js';
 
 const USAGE = `usage: botlink logs [--config FILE] [-f] [--level L] [--since T] [--json]
 
@@ -18,11 +20,12 @@ local time, level, the part of the daemon, the message, then key=value.
   --config FILE  agent configuration (default: $BOTLINK_CONFIG, else ${DEFAULT_CONFIG_FILE});
                  only logFile is read from it: the secret is not needed
 
-Needs only read access to the log: on a device that is root (sudo botlink logs).`;
+Needs only read access to the log: on a device that is root (sudo botlink logs). A symlink, FIFO
+or anything but a regular file among the log's files is skipped, saying so, and a compressed
+generation is read up to ${MAX_INFLATED / 1024 / 1024} MiB of text.`;
 
 /** How often -f looks at the file: a person watching does not tell 200 ms apart from at once. */
 const FOLLOW_MS = 200;
-const CHUNK = 64 * 1024;
 
 /** `botlink logs` (DESIGN §3.1). */
 export const logs = defineCommand({
@@ -58,16 +61,22 @@ export const logs = defineCommand({
       const why = `cannot read ${dirname(logFile)} (${(err as NodeJS.ErrnoException).code}): run it as root (sudo), who may read the log`;
       throw new Failure(why, { kind: 'unavailable' });
     }
+    const say = (line: string): void => void process.stderr.write(`botlink logs: ${printable(line)}\n`);
+    const skipping = (name: string, why: string): void =>
+      say(`skipping ${name}: ${why} (only the daemon's user writes its log folder: look into who put it there)`);
     const files = generations(logFile, names);
     for (const { name, gz } of files.slice(0, -1)) {
       try {
-        const data = readFileSync(join(dirname(logFile), name));
-        for (const line of (gz ? gunzipSync(data) : data).toString('utf8').split('\n')) out(line);
+        const fd = openToRead(join(dirname(logFile), name));
+        if (!gz) readPlain(fd, out);
+        else if ((await readGzip(fd, out)).cut)
+          say(`stopped reading ${name} after ${MAX_INFLATED / 1024 / 1024} MiB of text: the rest of it is left out`);
       } catch (err) {
-        process.stderr.write(`botlink logs: skipping ${name}: ${(err as Error).message}\n`);
+        if (err instanceof Skipped) skipping(name, err.message);
+        else say(`skipping ${name}: ${messageOf(err)}`);
       }
     }
-    const current = new Tail(logFile, out);
+    const current = new Tail(logFile, out, (why) => skipping(basename(logFile), why));
     current.read();
     if (flags.follow !== true) {
       current.end();
@@ -77,68 +86,3 @@ export const logs = defineCommand({
     return new Promise<never>(() => setInterval(() => current.follow(), FOLLOW_MS));
   },
 });
-
-/** The current log file, read as it grows, and again from its start when logrotate replaces it. */
-class Tail {
-  readonly #path: string;
-  readonly #out: (line: string) => void;
-  #fd: number | undefined;
-  #ino = -1;
-  #pos = 0;
-  #rest = '';
-
-  constructor(path: string, out: (line: string) => void) {
-    this.#path = path;
-    this.#out = out;
-    this.#open();
-  }
-
-  /** Prints every whole line written since the last read. */
-  read(): void {
-    if (this.#fd === undefined) return;
-    const buf = Buffer.alloc(CHUNK);
-    for (;;) {
-      const n = readSync(this.#fd, buf, 0, CHUNK, this.#pos);
-      if (n <= 0) break;
-      this.#pos += n;
-      const { lines, rest } = splitLines(this.#rest, buf.toString('utf8', 0, n));
-      this.#rest = rest;
-      for (const line of lines) this.#out(line);
-    }
-  }
-
-  /** Reads what is new; after a rotation, the old file to its end, then the new one from its start. */
-  follow(): void {
-    this.read();
-    let st: { ino: number; size: number } | undefined;
-    try {
-      st = statSync(this.#path);
-    } catch {
-      // Renamed away and not created again yet: the daemon makes the new file at its SIGHUP.
-      return;
-    }
-    if (this.#fd !== undefined && st.ino === this.#ino && st.size >= this.#pos) return;
-    // Rotated (or truncated): what is left of the old file's last line is all it will ever hold.
-    this.end();
-    this.#open();
-    this.read();
-  }
-
-  /** The unfinished last line, if any: a line torn by a crash is shown for what it is. */
-  end(): void {
-    if (this.#rest !== '') this.#out(this.#rest);
-    this.#rest = '';
-    if (this.#fd !== undefined) closeSync(this.#fd);
-    this.#fd = undefined;
-  }
-
-  #open(): void {
-    try {
-      this.#fd = openSync(this.#path, 'r');
-      this.#ino = fstatSync(this.#fd).ino;
-      this.#pos = 0;
-    } catch {
-      this.#fd = undefined;
-    }
-  }
-}
