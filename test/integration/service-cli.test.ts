@@ -212,6 +212,40 @@ describe('botlink serve', () => {
     expect((await first.exit).code).toBe(0);
   });
 
+  it('a --host other than loopback without --seed is a usage error naming --seed: the built-in account stays off the LAN', async () => {
+    for (const host of ['0.0.0.0', '::', '192.0.2.1', 'device.example']) {
+      const run = start(['--host', host, '--port', '0']);
+      const outcome = await Promise.race([
+        run.exit,
+        listening(run).then(
+          () => 'listening' as const,
+          () => run.exit,
+        ),
+      ]);
+      if (outcome === 'listening') run.child.kill('SIGKILL');
+      expect(outcome, host).toEqual({ code: 64, signal: null });
+      expect(run.stderr()).toContain(`--host ${host} is not a loopback address`);
+      expect(run.stderr()).toContain('give --seed FILE');
+      expect(run.stdout()).toBe('');
+    }
+    // Loopback needs no seed; any address does with one.
+    const seed = join(dir, 'lan-seed.json');
+    writeFileSync(
+      seed,
+      JSON.stringify({ accounts: [{ accessKeyId: 'AKL', secretKey: 'SL', vendors: [{ vendorId: 'VL', bots: ['bl'] }] }] }),
+    );
+    for (const args of [
+      ['--host', '127.0.0.2'],
+      ['--host', 'localhost'],
+      ['--host', '0.0.0.0', '--seed', seed],
+    ]) {
+      const run = start([...args, '--port', '0']);
+      await listening(run);
+      run.child.kill('SIGTERM');
+      expect((await run.exit).code, args.join(' ')).toBe(0);
+    }
+  });
+
   it('--help prints the options and exits 0', async () => {
     const run = start(['--help']);
     expect((await run.exit).code).toBe(0);

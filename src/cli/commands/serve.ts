@@ -1,3 +1,4 @@
+import { BlockList, isIP } from 'node:net';
 import {
   createReferenceService,
   DISPLACEMENT_MARKERS,
@@ -9,6 +10,7 @@ import { DEFAULT_SEED, loadSeedFile } from '../../service/seed.js';
 import { defineCommand } from '../frame/command.js';
 import { Failure, UsageError } from '../frame/exit.js';
 import { stoppingOn, untilSignal } from '../frame/signals.js';
+import { printable } from '../printable.js';
 
 const USAGE = `usage: botlink serve [--host H] [--port P] [--db FILE] [--seed FILE] [--access-ttl S] [--refresh-ttl S]
                     [--displacement-marker event|code400] [--round-delay-ms MS] [--vad-silence-ms MS]
@@ -16,7 +18,8 @@ const USAGE = `usage: botlink serve [--host H] [--port P] [--db FILE] [--seed FI
   --host H         address to listen on (default ${SERVICE_DEFAULTS.host})
   --port P         port, 0 picks a free one (default ${SERVICE_DEFAULTS.port})
   --db FILE        SQLite file that keeps tokens across restarts, created 0600 (default: in memory)
-  --seed FILE      accounts, vendors and bots as JSON (default: AK/SK, vendor V1, bot bot-1)
+  --seed FILE      accounts, vendors and bots as JSON (default: AK/SK, vendor V1, bot bot-1, served on
+                   loopback only: a --host other than loopback needs --seed)
   --access-ttl S   access token lifetime in seconds (default ${SERVICE_DEFAULTS.accessTtlS})
   --refresh-ttl S  refresh token lifetime in seconds (default ${SERVICE_DEFAULTS.refreshTtlS})
   --displacement-marker event|code400
@@ -37,7 +40,18 @@ function marker(raw: string | undefined): DisplacementMarker | undefined {
 }
 
 function note(line: string): void {
-  process.stderr.write(`botlink serve: ${line}\n`);
+  process.stderr.write(`botlink serve: ${printable(line)}\n`);
+}
+
+/** 127.0.0.0/8 and ::1 (in any spelling, ::ffff:127.x.y.z too): addresses no other machine reaches. */
+const LOOPBACK = new BlockList();
+LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
+LOOPBACK.addAddress('::1', 'ipv6');
+
+function isLoopback(host: string): boolean {
+  const family = isIP(host);
+  if (family === 0) return host.toLowerCase() === 'localhost';
+  return LOOPBACK.check(host, family === 4 ? 'ipv4' : 'ipv6');
 }
 
 /** `botlink serve`: the reference token service in the foreground until SIGTERM or SIGINT. */
@@ -56,6 +70,11 @@ export const serve = defineCommand({
   },
   async run({ flags }) {
     if (flags.host === '') throw new UsageError('--host must not be empty');
+    // The built-in account's secret is in this very usage text: on the LAN anyone could sign with it.
+    if (flags.host !== undefined && flags.seed === undefined && !isLoopback(flags.host))
+      throw new UsageError(
+        `--host ${flags.host} is not a loopback address: the built-in account (AK/SK) is served on loopback only; give --seed FILE with accounts of your own`,
+      );
     const displacementMarker = marker(flags['displacement-marker']);
     if (flags.seed === undefined) note('no --seed: serving accessKeyId AK (secretKey SK), vendor V1, bot bot-1');
     // A seed file that will not do is a SeedError: exit 65, its message naming the spot.
