@@ -74,6 +74,13 @@ module.exports = {
       to: { path: '^src/service/testing\\.ts$' },
     },
     {
+      name: 'cli-roles',
+      comment: "src/cli's app-side client, command frame and loader serve the commands: they never import one.",
+      severity: 'error',
+      from: { path: '^src/cli/(app|frame|loader)/' },
+      to: { path: '^src/cli/commands/' },
+    },
+    {
       name: 'src-not-tests-or-scripts',
       comment: 'Shipped code never depends on tests or build and bench scripts.',
       severity: 'error',
