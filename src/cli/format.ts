@@ -1,5 +1,6 @@
 import { isNetworkFailure } from '../cloud/network.js';
 import { BotlinkError, fixOf, messageOf } from '../protocol/errors.js';
+import { printable } from './printable.js';
 
 const SECOND = 1000;
 const MINUTE = 60 * SECOND;
@@ -96,9 +97,12 @@ export function explainFailure(err: unknown, ctx: FailureContext): { cause: stri
   return { cause, fix: fixOf(err) };
 }
 
-/** `<prefix>: <cause>`, then `  fix: <fix>` on a line of its own when there is one: what a command prints on stderr. */
+/**
+ * `<prefix>: <cause>`, then `  fix: <fix>` on a line of its own when there is one: what a command
+ * prints on stderr. Cause and fix are printable, one line each: they may quote the cloud or a peer.
+ */
 export function failureLines(prefix: string, cause: string, fix: string | undefined): string {
-  return `${prefix}: ${cause}\n${fix ? `  fix: ${fix}\n` : ''}`;
+  return `${prefix}: ${printable(cause)}\n${fix ? `  fix: ${printable(fix)}\n` : ''}`;
 }
 
 /** failureLines for anything thrown, with the fix it carries. */

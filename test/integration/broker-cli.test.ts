@@ -8,6 +8,7 @@ import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
 import { TestDevice } from '../helpers/broker-device.js';
 import { exec, type CliRun } from '../helpers/exec.js';
 import { listening, startListener, type ServeRun } from '../helpers/serve-proc.js';
+import { terminalHazards } from '../helpers/terminal.js';
 import { requireTool } from '../helpers/tools.js';
 
 const CLIENT = fileURLToPath(new URL('../clients/broker_client.py', import.meta.url));
@@ -127,6 +128,27 @@ describe('botlink broker (the process)', () => {
       run.child.kill('SIGTERM');
       expect((await run.exit).code).toBe(0);
     }
+  });
+
+  it('devices shows a deviceId as a device sent it over the network, escaped: no ESC, C1 or bidi control reaches the terminal', async () => {
+    // The broker refuses C0 and DEL in a deviceId; a C1 CSI and bidi controls pass (U+009B is ESC [ to a terminal).
+    const hostile = 'SN\u009b2J\u009b0;PWNED\u202e9\u2066';
+    const code = await newCode();
+    const { run, url } = await running();
+    try {
+      const enrolled = await new TestDevice().enroll(url, { code, deviceId: hostile });
+      expect(enrolled.status, JSON.stringify(enrolled.json)).toBe(200);
+    } finally {
+      run.child.kill('SIGTERM');
+      expect((await run.exit).code).toBe(0);
+    }
+    const words = await cli(['devices', '--config', configFile]);
+    expect(words.code, words.stderr).toBe(0);
+    expect(words.stdout).toContain('\tSN\\x9b2J\\x9b0;PWNED\\u202e9\\u2066\t');
+    const json = await cli(['devices', '--config', configFile, '--json']);
+    expect(json.code, json.stderr).toBe(0);
+    expect((JSON.parse(json.stdout) as { deviceId: string }[]).map((d) => d.deviceId)).toContain(hostile);
+    for (const r of [words, json]) expect(terminalHazards(r.stdout + r.stderr)).toEqual([]);
   });
 
   it('kill -9 during an enrollment spends no use of the code and leaves no device half-enrolled', async () => {

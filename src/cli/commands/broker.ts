@@ -25,6 +25,7 @@ import { defineCommand } from '../frame/command.js';
 import { Failure, UsageError } from '../frame/exit.js';
 import { stoppingOn, untilSignal } from '../frame/signals.js';
 import { formatTime } from '../format.js';
+import { printable, printableJson } from '../printable.js';
 
 const USAGE = `usage: botlink broker [--config FILE]
        botlink broker code    [--config FILE] --vendor-id V [--device-id SN] [--uses N] [--ttl S] [--adopt | --replace] [--json]
@@ -85,9 +86,11 @@ ${DEFAULT_CODE_TTL_S / 3600} h. --adopt (a signing device keeps its botId) and -
       kind,
     };
     const issued = await withStore(config, (store) => createCode(store, keys, request, systemClock.wallNow()));
-    if (flags.json) process.stdout.write(`${JSON.stringify(issued)}\n`);
+    if (flags.json) process.stdout.write(`${printableJson(issued)}\n`);
     else {
-      process.stderr.write(`${kind} code for vendor ${vendorId}: ${issued.uses} use(s), expires ${formatTime(issued.expiresAt)}\n`);
+      process.stderr.write(
+        `${printable(`${kind} code for vendor ${vendorId}`)}: ${issued.uses} use(s), expires ${formatTime(issued.expiresAt)}\n`,
+      );
       process.stdout.write(`${issued.code}\n`);
     }
   },
@@ -100,14 +103,14 @@ const devices = defineCommand({
   async run({ flags }) {
     const list = await withStore(brokerConfig(flags.config), listDevices);
     if (flags.json) {
-      process.stdout.write(`${JSON.stringify(list)}\n`);
+      process.stdout.write(`${printableJson(list)}\n`);
       return;
     }
     process.stdout.write('botId\tdeviceId\tkeyId\tstate\tlastSeen\n');
+    // A deviceId is what a device sent over the network: every field printable, a tab in one escaped.
     for (const d of list) {
-      process.stdout.write(
-        `${d.botId}\t${d.deviceId}\t${d.keyId}\t${d.state}\t${d.lastSeenAt === null ? '-' : formatTime(d.lastSeenAt)}\n`,
-      );
+      const fields = [String(d.botId), d.deviceId, d.keyId, d.state, d.lastSeenAt === null ? '-' : formatTime(d.lastSeenAt)];
+      process.stdout.write(`${fields.map((f) => printable(f)).join('\t')}\n`);
     }
   },
 });
@@ -120,7 +123,7 @@ const revokeBot = defineCommand({
   async run({ flags, args }) {
     const { botId } = args;
     const n = await withStore(brokerConfig(flags.config), (store) => revoke(store, botId, systemClock.wallNow()));
-    process.stdout.write(`revoked ${n} key(s) of ${botId}; a token it already holds lives until it expires (2–8 h)\n`);
+    process.stdout.write(`${printable(`revoked ${n} key(s) of ${botId}`)}; a token it already holds lives until it expires (2–8 h)\n`);
   },
 });
 
@@ -140,7 +143,7 @@ const preauth = defineCommand({
       throw new OperatorInputError(`cannot read ${args.file} (${messageOf(err)})`);
     }
     const added = await withStore(config, (store) => preauthorize(store, parsePreauth(text, vendorId, systemClock.wallNow())));
-    process.stdout.write(`pre-authorised ${added} device(s) for vendor ${vendorId}\n`);
+    process.stdout.write(`${printable(`pre-authorised ${added} device(s) for vendor ${vendorId}`)}\n`);
   },
 });
 

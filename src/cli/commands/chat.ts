@@ -11,6 +11,7 @@ import { readWav, voiceInputProblem, wavFile } from '../app/wav.js';
 import { defineCommand } from '../frame/command.js';
 import { Failure, UsageError } from '../frame/exit.js';
 import { formatDuration } from '../format.js';
+import { printable, printableJson } from '../printable.js';
 import { localSocketFor } from './agent-config.js';
 
 /** A technician waiting longer than this wants to know something is wrong. */
@@ -91,7 +92,7 @@ export const chat = defineCommand({
     try {
       const result = await Promise.race([conversing, timedOut]);
       saved = saveTo === undefined ? undefined : saveReply(saveTo, tts, result.outputRate ?? 16000);
-      process.stdout.write(json ? `${JSON.stringify({ ...out.summary(result), ...(saved && { saved }) })}\n` : '\n');
+      process.stdout.write(json ? `${printableJson({ ...out.summary(result), ...(saved && { saved }) })}\n` : '\n');
     } catch (err) {
       process.stdout.write(out.cut());
       throw inChatWords(err, client?.closed !== undefined, audioFile);
@@ -122,13 +123,16 @@ const CHECK_FIX = 'botlink status tells how the cloud link stands; then run botl
 
 /** Waits for the link, telling the link's states on stderr as they change. */
 async function untilConnected(client: RelayClient): Promise<void> {
-  const say = (s: LinkStateData): void => void process.stderr.write(`botlink chat: link ${describeState(s)}\n`);
+  const say = (s: LinkStateData): void => void process.stderr.write(`botlink chat: link ${printable(describeState(s))}\n`);
   if (client.state) say(client.state);
   client.on('state', say);
   await client.untilConnected();
 }
 
-/** The reply on stdout as it streams (what was heard first, with --audio); --json prints it whole at the end. */
+/**
+ * The reply on stdout as it streams (what was heard first, with --audio); --json prints it whole at
+ * the end. The cloud's text is printable: a reply keeps its lines, the rest escaped.
+ */
 class ReplyPrinter {
   /** What the command waits for, for a timeout's message. */
   stage = 'the reply';
@@ -140,14 +144,14 @@ class ReplyPrinter {
   ) {}
 
   heard = (text: string): void => {
-    if (!this.json) process.stdout.write(`heard: ${text}\n`);
+    if (!this.json) process.stdout.write(`heard: ${printable(text)}\n`);
   };
 
   piece = (text: string): void => {
     if (this.json) return;
     if (!this.#started && this.voice) process.stdout.write('reply: ');
     this.#started = true;
-    process.stdout.write(text);
+    process.stdout.write(printable(text, { lines: true }));
   };
 
   /** What ends a failed turn's output: the reply line's end, if one began. */

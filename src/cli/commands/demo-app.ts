@@ -4,6 +4,7 @@ import { RoundEnded, RoundLost } from '../app/relay-errors.js';
 import { defineCommand } from '../frame/command.js';
 import { Exit, UsageError } from '../frame/exit.js';
 import { formatDuration } from '../format.js';
+import { printable } from '../printable.js';
 
 const USAGE = 'usage: botlink demo-app --socket PATH [--every S]   (the app `botlink demo` runs; default every 3 s)';
 
@@ -20,7 +21,7 @@ export const demoApp = defineCommand({
     if (flags.socket === undefined) throw new UsageError('--socket is required');
     const everyS = flags.every ?? 3;
     const client = await RelayClient.connect(flags.socket);
-    const say = (line: string): void => void process.stdout.write(`app: ${line}\n`);
+    const say = (line: string): void => void process.stdout.write(`app: ${printable(line)}\n`);
     say(`attached to ${flags.socket}`);
     const sayState = (s: LinkStateData): void =>
       say(

@@ -1,6 +1,7 @@
 import { CHECK_NAMES, DEFAULT_CHECK_TIMEOUT_MS, runDoctor, type CheckResult } from '../../doctor/doctor.js';
 import { defineCommand } from '../frame/command.js';
 import { Exit } from '../frame/exit.js';
+import { printable } from '../printable.js';
 
 const USAGE = 'usage: botlink doctor [--config FILE]';
 const HELP = `Field diagnostics. Runs these checks in order, each within ${DEFAULT_CHECK_TIMEOUT_MS / 1000} s, one line each:
@@ -58,7 +59,8 @@ export const doctor = defineCommand({
     const report = await runDoctor({
       ...(flags.config !== undefined && { configFile: flags.config }),
       env: process.env,
-      onResult: (r) => process.stdout.write(`${formatResult(r)}\n`),
+      // A check's detail may quote the cloud, the broker or the config: printable.
+      onResult: (r) => process.stdout.write(`${printable(formatResult(r))}\n`),
     });
     const { line, code } = doctorSummary(report.results, report.configUsable);
     process.stdout.write(`${line}\n`);

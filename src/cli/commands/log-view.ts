@@ -5,6 +5,7 @@
 
 import { basename } from 'node:path';
 import { readableLine } from '../../log.js';
+import { printable, printableJsonText } from '../printable.js';
 
 /** pino's levels, lowest first: `--level warn` keeps warn, error and fatal. */
 export const LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
@@ -49,6 +50,7 @@ export function isLevel(text: string): text is Level {
  * What one line of the log prints as: the readable form, the line itself for `--json`, or nothing
  * when the filter leaves it out. A line that is not a log entry (torn by a crash or a full disk) is
  * shown for what it is in the readable form and left out of `--json`, whose readers expect JSON.
+ * Printable either way: a log line holds what the cloud and apps sent.
  */
 export function viewLine(raw: string, filter: LogFilter, json: boolean): string | undefined {
   if (raw.trim() === '') return undefined;
@@ -58,7 +60,7 @@ export function viewLine(raw: string, filter: LogFilter, json: boolean): string 
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('not an entry');
     entry = parsed as Record<string, unknown>;
   } catch {
-    return json ? undefined : `(not a log entry) ${raw.length > 200 ? `${raw.slice(0, 200)}…` : raw}\n`;
+    return json ? undefined : `(not a log entry) ${printable(raw.length > 200 ? `${raw.slice(0, 200)}…` : raw)}\n`;
   }
   const level = typeof entry.level === 'string' && isLevel(entry.level) ? LEVELS.indexOf(entry.level) : LEVELS.indexOf('info');
   if (level < LEVELS.indexOf(filter.level)) return undefined;
@@ -66,7 +68,9 @@ export function viewLine(raw: string, filter: LogFilter, json: boolean): string 
     const t = Date.parse(String(entry.time));
     if (!Number.isNaN(t) && t < filter.since) return undefined;
   }
-  return json ? `${raw}\n` : readableLine(entry, { withDate: true, byPart: true });
+  if (json) return `${printableJsonText(raw.trim())}\n`;
+  // readableLine ends in its newline: what comes before it is one line, whatever the entry held.
+  return `${printable(readableLine(entry, { withDate: true, byPart: true }).slice(0, -1))}\n`;
 }
 
 /** Splits what was read into whole lines and the unfinished rest (a line still being written, or torn). */

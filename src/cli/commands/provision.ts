@@ -8,6 +8,7 @@ import { describeError, fixOf, messageOf } from '../../protocol/errors.js';
 import { DEVICE_TYPES, type DeviceType } from '../../protocol/wire.js';
 import { defineCommand } from '../frame/command.js';
 import { UsageError } from '../frame/exit.js';
+import { printable } from '../printable.js';
 import { agentConfig } from './agent-config.js';
 import { explained, openCommandLog, withDeadline } from './agent-command.js';
 import { provisionWithBroker } from './provision-broker.js';
@@ -32,6 +33,9 @@ device. A signing device keeps its botId (the vendor gives it an --adopt code).
   --broker URL     the vendor's broker (https, or http on loopback)
   --code CODE      the enrollment code from \`botlink broker code\`
   --config FILE    agent configuration (default: $BOTLINK_CONFIG, else ${DEFAULT_CONFIG_FILE})`;
+
+/** One line on stdout, printable: the cloud's and the broker's answers (a botId, a detail) are in it. */
+const say = (line: string): void => void process.stdout.write(`${printable(line)}\n`);
 
 /** Vendor token plus one registration; generous, but a field command must end. */
 const DEADLINE_MS = 60_000;
@@ -67,10 +71,10 @@ export const provision = defineCommand({
           name: flags.name,
           configFlag: flags.config,
         },
-        (line) => process.stdout.write(`${line}\n`),
+        say,
       );
-      for (const note of done.notes) process.stdout.write(`note: ${note}\n`);
-      process.stdout.write(`botId: ${done.botId}\n`);
+      for (const note of done.notes) say(`note: ${note}`);
+      say(`botId: ${done.botId}`);
       return;
     }
     const vendorId = requiredId('vendor-id', flags['vendor-id']);
@@ -90,15 +94,15 @@ export const provision = defineCommand({
         ...(flags['app-id'] !== undefined && { appId: flags['app-id'] }),
         ...(flags.name !== undefined && { name: flags.name }),
         onStep: (step, detail) => {
-          process.stdout.write(`${STEP_LABELS[step]}: ${detail}\n`);
+          say(`${STEP_LABELS[step]}: ${detail}`);
           logging.logger.info({ step }, detail);
         },
       };
-      process.stdout.write(`provisioning deviceId ${deviceId} under vendorId ${vendorId} at ${config.baseUrl}\n`);
+      say(`provisioning deviceId ${deviceId} under vendorId ${vendorId} at ${config.baseUrl}`);
       const { botId, already } = await withDeadline(rt, DEADLINE_MS, 'botId', (r, signal) => register(r, { ...req, signal }));
-      if (already) process.stdout.write(`already provisioned: deviceId ${deviceId} under vendorId ${vendorId} (--force registers again)\n`);
-      for (const note of await notesAfter(rt, botId, vendorId, deviceId, injected)) process.stdout.write(`note: ${note}\n`);
-      process.stdout.write(`botId: ${botId}\n`);
+      if (already) say(`already provisioned: deviceId ${deviceId} under vendorId ${vendorId} (--force registers again)`);
+      for (const note of await notesAfter(rt, botId, vendorId, deviceId, injected)) say(`note: ${note}`);
+      say(`botId: ${botId}`);
     } catch (err) {
       logging.logger.error({ vendorId, deviceId, fix: fixOf(err) }, `provisioning failed: ${messageOf(err)}`);
       throw explained(err, config, { kind: 'vendor', id: vendorId });

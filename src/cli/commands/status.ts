@@ -16,6 +16,7 @@ import { withFix } from '../../protocol/errors.js';
 import { BUILD_TIME_MS } from '../../version.js';
 import { defineCommand } from '../frame/command.js';
 import { formatAgo, formatDuration, formatLeft, formatOffset, formatTime } from '../format.js';
+import { printable, printableJson } from '../printable.js';
 import { agentConfig } from './agent-config.js';
 
 const USAGE = `usage: botlink status [--config FILE] [--json]
@@ -55,7 +56,7 @@ export const status = defineCommand({
   flags: { config: { type: 'string' }, json: { type: 'boolean' } },
   async run({ flags }) {
     const report = await gather(agentConfig(flags.config));
-    process.stdout.write(flags.json === true ? `${JSON.stringify(report)}\n` : summary(report, Date.now()));
+    process.stdout.write(flags.json === true ? `${printableJson(report)}\n` : summary(report, Date.now()));
   },
 });
 
@@ -181,7 +182,8 @@ function summary(r: StatusReport, wallNow: number): string {
       `not persisted: ${r.store.lastError ?? 'unknown error'} (the daemon keeps its token in memory and saves it once the disk takes it)`,
     ]);
   }
-  return rows.map(([k, v]) => `${`${k}:`.padEnd(12)}${v}\n`).join('');
+  // The daemon's status.json quotes the cloud (lastError, close reasons): each row printable.
+  return rows.map(([k, v]) => `${`${k}:`.padEnd(12)}${printable(v)}\n`).join('');
 }
 
 function identityNote(r: StatusReport): string {

@@ -6,6 +6,7 @@ import { BotlinkError, fixOf, messageOf } from '../../protocol/errors.js';
 import type { Identity } from '../../protocol/wire.js';
 import { defineCommand } from '../frame/command.js';
 import { Failure } from '../frame/exit.js';
+import { printable, printableJson } from '../printable.js';
 import { agentConfig } from './agent-config.js';
 import { explained, openCommandLog, withDeadline } from './agent-command.js';
 
@@ -50,7 +51,8 @@ export const token = defineCommand({
         r.tokensFor(bot).current({ failFast: true, minLeftMs: MIN_LEFT_MS, signal }),
       );
       if (flags.json !== true) {
-        process.stdout.write(`${access}\n`);
+        // The token is the service's: a real one is printable as it is, a forged one shows escaped.
+        process.stdout.write(`${printable(access)}\n`);
         return;
       }
       // The store holds the pair the manager just vouched for (or a newer one the daemon saved since).
@@ -62,7 +64,7 @@ export const token = defineCommand({
         });
       // Never the refresh token: it mints access tokens for days, and a script needs only this one.
       const { accessToken, accessExpiresAt, refreshExpiresAt } = stored.pair;
-      process.stdout.write(`${JSON.stringify({ accessToken, accessExpiresAt, refreshExpiresAt })}\n`);
+      process.stdout.write(`${printableJson({ accessToken, accessExpiresAt, refreshExpiresAt })}\n`);
     } catch (err) {
       if (err instanceof Failure) throw err;
       logging.logger.error(

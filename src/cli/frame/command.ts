@@ -2,6 +2,7 @@ import { parseArgs } from 'node:util';
 import { messageOf } from '../../protocol/errors.js';
 import { Exit, UsageError } from './exit.js';
 import { exitOf, failureText } from './failures.js';
+import { printable } from '../printable.js';
 import { type FlagSpecs, type FlagValues, parseOptions, readFlags } from './flags.js';
 
 /** A positional argument: one word (`BOTID`), or every word left (`TEXT…`, variadic, last). */
@@ -70,7 +71,7 @@ export async function runCommand(name: string, command: Command, argv: readonly 
   } catch (err) {
     process.stderr.write(
       err instanceof UsageError
-        ? `botlink ${name}: ${err.message}\n${command.usage}\n`
+        ? `botlink ${name}: ${printable(err.message)}\n${command.usage}\n`
         : failureText(err, command.label ?? `botlink ${name}`),
     );
     code = exitOf(err);
