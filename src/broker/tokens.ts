@@ -49,11 +49,11 @@ export class TokenIssuer {
   async issue(botId: string, minValidityS: number, read?: { token: TokenRow | undefined }): Promise<IssuedToken> {
     const cached = this.#served(read ? read.token : await this.#d.store.readToken(botId), minValidityS);
     if (cached) return cached;
-    return this.#d.store.withBotLock(botId, async () => (await this.#fromCache(botId, minValidityS)) ?? this.#renew(botId));
-  }
-
-  async #fromCache(botId: string, minValidityS: number): Promise<IssuedToken | undefined> {
-    return this.#served(await this.#d.store.readToken(botId), minValidityS);
+    // Read again under the lock: whoever held it before may have just renewed this very token.
+    return this.#d.store.withBotLock(botId, async () => {
+      const row = await this.#d.store.readToken(botId);
+      return this.#served(row, minValidityS) ?? this.#renew(botId, row);
+    });
   }
 
   #served(row: TokenRow | undefined, minValidityS: number): IssuedToken | undefined {
@@ -67,9 +67,8 @@ export class TokenIssuer {
     };
   }
 
-  async #renew(botId: string): Promise<IssuedToken> {
+  async #renew(botId: string, row: TokenRow | undefined): Promise<IssuedToken> {
     const { store, keys, cloud, gate, clock } = this.#d;
-    const row = await store.readToken(botId);
     const identity = { kind: 'bot', id: botId } as const;
     if (row?.refreshSealed && row.refreshExpiresAt !== null && row.refreshExpiresAt - clock.wallNow() > REFRESH_MARGIN_MS) {
       try {

@@ -22,8 +22,8 @@ export interface WriteOptions<T> {
 /**
  * Group commit for the broker's SQLite store: the writes of one event-loop turn run, in the order they
  * were asked for, in one BEGIN IMMEDIATE transaction at the end of the turn, and one COMMIT makes them
- * durable together — with synchronous=FULL when any is a decision (a code spent, a key bound, a token
- * saved), else NORMAL. Under load a turn holds many requests' nonces and counters, so the WAL is written
+ * durable together — with synchronous=FULL when any is a decision (a code spent, a key bound or
+ * revoked), else NORMAL. Under load a turn holds many requests' nonces and counters, so the WAL is written
  * and, for decisions, synced once for all of them instead of once each. Each write's promise settles
  * after that commit: nothing is answered before it is stored.
  */

@@ -67,9 +67,9 @@ function migrate(db: Database.Database, path: string): void {
  * broker's user) the broker's database, in WAL so that readers never wait for the writer.
  * synchronous=NORMAL is the connection's default: in WAL it survives a crash of the process (kill -9)
  * whole and loses, on a power cut, only the last commits — acceptable for the writes of every request
- * (nonces, rate hits, last seen), which would otherwise pay an fsync each. The commits whose loss would
- * undo a decision — a code spent, a key bound, rotated or revoked, a token saved — run with FULL
- * (see `durably` in sqlite.ts).
+ * (nonces, rate hits, last seen) and for saved tokens (the broker signs again), which would otherwise pay
+ * an fsync each. The commits whose loss would undo a decision — a code spent, a key bound, rotated or
+ * revoked — run with FULL (see `durably` in sqlite.ts).
  */
 export function openSqliteDatabase(path: string): Database.Database {
   let db: Database.Database | undefined;

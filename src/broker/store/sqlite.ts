@@ -201,21 +201,28 @@ class SqliteStore implements BrokerStore {
     return this.#get(`SELECT ${TOKEN_COLUMNS} FROM tokens WHERE bot_id = ?`, botId) as TokenRow | undefined;
   }
 
+  /**
+   * Not a decision: a token lost to a power cut costs one more getToken (the next request signs again) and
+   * breaks no rule, so tokens commit like nonces, unsynced — a synced commit per token stalled the event
+   * loop once per cloud call, the whole cost of a fleet's first tokens.
+   */
   async writeToken(row: TokenRow): Promise<void> {
-    await this.#durably(() =>
-      this.#run(
-        'INSERT INTO tokens (bot_id, access_sealed, access_expires_at, access_lifetime_s, refresh_sealed, refresh_expires_at, updated_at) ' +
-          'VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (bot_id) DO UPDATE SET access_sealed = excluded.access_sealed, ' +
-          'access_expires_at = excluded.access_expires_at, access_lifetime_s = excluded.access_lifetime_s, ' +
-          'refresh_sealed = excluded.refresh_sealed, refresh_expires_at = excluded.refresh_expires_at, updated_at = excluded.updated_at',
-        row.botId,
-        row.accessSealed,
-        row.accessExpiresAt,
-        row.accessLifetimeS,
-        row.refreshSealed,
-        row.refreshExpiresAt,
-        row.updatedAt,
-      ),
+    await this.#batch.write(
+      () =>
+        this.#run(
+          'INSERT INTO tokens (bot_id, access_sealed, access_expires_at, access_lifetime_s, refresh_sealed, refresh_expires_at, updated_at) ' +
+            'VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (bot_id) DO UPDATE SET access_sealed = excluded.access_sealed, ' +
+            'access_expires_at = excluded.access_expires_at, access_lifetime_s = excluded.access_lifetime_s, ' +
+            'refresh_sealed = excluded.refresh_sealed, refresh_expires_at = excluded.refresh_expires_at, updated_at = excluded.updated_at',
+          row.botId,
+          row.accessSealed,
+          row.accessExpiresAt,
+          row.accessLifetimeS,
+          row.refreshSealed,
+          row.refreshExpiresAt,
+          row.updatedAt,
+        ),
+      { durable: false },
     );
   }
 
