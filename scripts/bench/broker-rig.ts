@@ -1,0 +1,231 @@
+// The broker bench's processes: a forked child with the cloud (the reference service) and the floor
+// server, each broker as a process of its own started from the product's bundle as its unit starts it,
+// and devices written into a broker's store ahead of the run.
+import { fork, type ChildProcess } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { type BrokerConfig, loadBrokerConfig } from '../../src/broker/config.js';
+import { brokerKeys, readTokenKey } from '../../src/broker/keys.js';
+import { createCode } from '../../src/broker/operator.js';
+import { normaliseCode } from '../../src/broker/codes.js';
+import { openStore } from '../../src/broker/store/open.js';
+import { systemClock } from '../../src/clock.js';
+import { parseDeviceAuthorization, publicKeyFromWire, verifyRequest } from '../../src/protocol/device-sig.js';
+import { createReferenceService } from '../../src/service/server.js';
+import { cleanEnv } from '../../test/helpers/env.js';
+import { environmentOf, execStartOf } from '../../test/helpers/exec-start.js';
+import { ACCESS_KEY_ID, type BenchDevice, SECRET, VENDOR } from './broker-load.js';
+import { Child } from './child.js';
+import { ROOT } from './root.js';
+
+/** The product's bundle, built as scripts/build.mjs builds dist/, into `dir`: tests rebuilding dist/ cannot race us. */
+export async function buildProduct(dir: string): Promise<string> {
+  const build = (await import(pathToFileURL(join(ROOT, 'scripts', 'build.mjs')).href)) as typeof import('../build.mjs');
+  return build.buildBundle(join(dir, 'botlink.mjs'));
+}
+
+const unitText = readFileSync(join(ROOT, 'systemd', 'botlink-broker.service'), 'utf8');
+/** The broker unit's node flags and Environment=: every broker here runs with them. */
+export const NODE_FLAGS = execStartOf(unitText).nodeFlags;
+const UNIT_ENV = environmentOf(unitText);
+
+/** What the child is asked to serve: the cloud's bots, and the keys the floor server verifies with. */
+interface ChildSetup {
+  bots: string[];
+  floorKeys: string[];
+}
+
+/**
+ * Child: the cloud (the reference service in memory, one vendor, every bench bot seeded) and the floor:
+ * node:http doing the broker's Ed25519 verification of a request — the Authorization header parsed, the
+ * signature checked over the same seven lines — and nothing else. Both live until the parent goes away.
+ */
+export async function serveCloudAndFloor(): Promise<void> {
+  const setup = await new Promise<ChildSetup>((resolve) => process.once('message', (m) => resolve(m as ChildSetup)));
+  const seed = { accounts: [{ accessKeyId: ACCESS_KEY_ID, secretKey: SECRET, vendors: [{ vendorId: VENDOR, bots: setup.bots }] }] };
+  const cloud = await createReferenceService({ seed });
+  const keys = new Map(setup.floorKeys.map((text) => [publicKeyFromWire(text).keyId, publicKeyFromWire(text).key]));
+  const floor = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      let ok: boolean;
+      try {
+        const auth = parseDeviceAuthorization(req.headers.authorization);
+        const key = keys.get(auth.keyId);
+        ok = key !== undefined && verifyRequest(key, auth, req.method ?? '', req.url ?? '', Buffer.concat(chunks));
+      } catch {
+        ok = false;
+      }
+      const body = ok ? '{"ok":true}' : '{"code":"bad-signature"}';
+      res.writeHead(ok ? 200 : 401, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) });
+      res.end(body);
+    });
+  });
+  await new Promise<void>((resolve) => floor.listen(0, '127.0.0.1', resolve));
+  process.send!({ cloud: cloud.url, floor: `http://127.0.0.1:${(floor.address() as AddressInfo).port}` });
+  process.on('message', () => process.send!(process.cpuUsage()));
+  process.once('disconnect', () => {
+    floor.close();
+    floor.closeAllConnections();
+    void cloud.close();
+  });
+}
+
+export interface CloudAndFloor {
+  cloud: string;
+  floor: string;
+  /** The child's CPU time so far (user + system), in ms. */
+  cpuMs(): Promise<number>;
+  close(): Promise<void>;
+}
+
+export async function startCloudAndFloor(setup: ChildSetup, execArgv: string[]): Promise<CloudAndFloor> {
+  const child: ChildProcess = fork(process.argv[1]!, ['--child'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv });
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.send(setup);
+  const urls = await new Promise<{ cloud: string; floor: string }>((resolve, reject) => {
+    child.once('message', (m) => resolve(m as { cloud: string; floor: string }));
+    child.once('exit', (code) => reject(new Error(`the cloud and floor child exited ${code}`)));
+  });
+  return {
+    ...urls,
+    cpuMs: () =>
+      new Promise((resolve) => {
+        child.once('message', (m) => resolve(((m as NodeJS.CpuUsage).user + (m as NodeJS.CpuUsage).system) / 1000));
+        child.send('cpu');
+      }),
+    async close() {
+      child.disconnect();
+      await exited;
+    },
+  };
+}
+
+export interface BrokerSettings {
+  name: string;
+  cloud: string;
+  store: string;
+  deviceTokensPerHour?: number;
+  cloudConcurrency?: number;
+}
+
+/** A `botlink broker` process: its URL, pid, and its /metrics read as numbers. */
+export interface BrokerProcess {
+  url: string;
+  /** The config as the broker reads it (its defaults filled in). */
+  config: BrokerConfig;
+  pid: number;
+  metric(name: string, labels?: string): Promise<number>;
+  stop(): Promise<void>;
+}
+
+/** The bench's scratch folder: the account secret and token key files, broker configs and logs. */
+export class BrokerRig {
+  readonly secretKeyFile: string;
+  readonly tokenKeyFile: string;
+
+  constructor(
+    readonly dir: string,
+    readonly bundle: string,
+    /** Node flags replacing the unit's (profiling, or a flag tried before it goes into the unit); undefined runs as the unit does. */
+    readonly nodeFlags: readonly string[] | undefined,
+  ) {
+    this.secretKeyFile = join(dir, 'secret-key');
+    this.tokenKeyFile = join(dir, 'token-key');
+    writeFileSync(this.secretKeyFile, `${SECRET}\n`, { mode: 0o600 });
+    writeFileSync(this.tokenKeyFile, Buffer.alloc(32, 0x5a).toString('hex'), { mode: 0o600 });
+  }
+
+  /** `botlink broker --config FILE` from the bundle; resolves once it prints its listening line. */
+  async broker(s: BrokerSettings): Promise<BrokerProcess> {
+    const configFile = join(this.dir, `${s.name}.json`);
+    const config = {
+      listen: '127.0.0.1:0',
+      baseUrl: s.cloud,
+      accessKeyId: ACCESS_KEY_ID,
+      secretKeyFile: this.secretKeyFile,
+      tokenKeyFile: this.tokenKeyFile,
+      store: s.store,
+      logFile: join(this.dir, `${s.name}.log`),
+      ...(s.deviceTokensPerHour !== undefined && { deviceTokensPerHour: s.deviceTokensPerHour }),
+      ...(s.cloudConcurrency !== undefined && { cloudConcurrency: s.cloudConcurrency }),
+    };
+    writeFileSync(configFile, JSON.stringify(config));
+    const child = new Child([...(this.nodeFlags ?? NODE_FLAGS), this.bundle, 'broker', '--config', configFile], cleanEnv(UNIT_ENV));
+    const url = await new Promise<string>((resolve, reject) => {
+      let out = '';
+      child.proc.stdout?.on('data', (d: Buffer) => {
+        out += d.toString();
+        const m = /listening on (http:\/\/\S+)/.exec(out);
+        if (m) resolve(m[1]!);
+      });
+      void child.exited.then((code) => reject(new Error(`broker ${s.name} exited ${code}: ${child.out}`)));
+    });
+    return {
+      url,
+      config: loadBrokerConfig(configFile, {}),
+      pid: child.pid,
+      async metric(name, labels = '') {
+        const text = await (await fetch(`${url}/metrics`)).text();
+        const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
+        return line === undefined ? Number.NaN : Number(line.slice(line.lastIndexOf(' ') + 1));
+      },
+      stop: () => child.stop('SIGTERM', 20_000),
+    };
+  }
+
+  /**
+   * Writes `devices` into the store as enrolled, through the store's own API (BrokerStore.enroll admitted by
+   * one code of as many uses, `lanes` enrollments at a time), with no broker running: the ms it took.
+   * HTTP enrollment would register each device with the cloud and is rate-limited per code.
+   */
+  async preload(store: string, devices: readonly BenchDevice[], lanes = PRELOAD_LANES): Promise<number> {
+    const started = performance.now();
+    const s = await openStore(store, { clock: systemClock });
+    try {
+      const keys = brokerKeys(readTokenKey(this.tokenKeyFile));
+      const now = Date.now();
+      const { code } = await createCode(
+        s,
+        keys,
+        { vendorId: VENDOR, deviceId: undefined, uses: devices.length, ttlS: 3600, kind: 'plain' },
+        now,
+      );
+      const admission = { by: 'code', hmac: keys.codeHmac(normaliseCode(code)!) } as const;
+      let next = 0;
+      const lane = async (): Promise<void> => {
+        for (let i = next++; i < devices.length; i = next++) {
+          const d = devices[i]!;
+          const outcome = await s.enroll({
+            admission,
+            key: { keyId: d.keyId, publicKey: d.publicKey },
+            botId: d.botId,
+            deviceId: d.deviceId,
+            vendorId: VENDOR,
+            replace: false,
+            now,
+          });
+          if (outcome !== 'ok') throw new Error(`preloading ${d.deviceId} into ${store.replace(/:\/\/.*/, '://…')}: ${outcome}`);
+        }
+      };
+      await Promise.all(Array.from({ length: lanes }, lane));
+    } finally {
+      await s.close();
+    }
+    return performance.now() - started;
+  }
+}
+
+/** Enrollments in flight while preloading: SQLite commits each turn's together, PostgreSQL spreads them over its pool. */
+const PRELOAD_LANES = 64;
+
+/** VmRSS and VmHWM (its peak) of a live process, in MiB. */
+export function memoryMiB(pid: number): { rss: number; peak: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kib = (field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+)\\s+kB`, 'm').exec(status)?.[1] ?? Number.NaN);
+  return { rss: kib('VmRSS') / 1024, peak: kib('VmHWM') / 1024 };
+}

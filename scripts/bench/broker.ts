@@ -1,0 +1,233 @@
+// The broker's benchmarks (DESIGN §3.7, issue 25 item 8), each figure against a baseline in the same run:
+//   1. tokens answered from the broker's cache, c=64, on SQLite and on PostgreSQL, vs a node:http floor doing
+//      the same Ed25519 verification and nothing else (alternating rounds, medians);
+//   2. a fleet's first tokens: N enrolled devices each asking once, vs signed getToken sent straight to the
+//      same cloud; errors, the cloud calls in flight against their cap, the broker's RSS at the end.
+// Brokers run as processes of their own from the product's bundle; the cloud and the floor in a forked child.
+//   npm run bench:broker [-- --only cache|fleet --devices N --cache-devices N --rounds N --cell-ms MS
+//                           --warm-ms MS --concurrency C --cloud-concurrency C --fleet-store sqlite|postgres
+//                           --node-flags "FLAGS" --cpu-prof DIR]
+// --node-flags replaces the broker unit's node flags (systemd/botlink-broker.service) for every broker: a flag
+// tried before it goes into the unit. --cpu-prof writes the brokers' and the child's CPU profiles into DIR.
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { median } from '../../test/helpers/stats.js';
+import { type PostgresServer, startPostgresIn } from '../../test/helpers/postgres-server.js';
+import { CACHE_GOALS, type CacheMeasured, type CellResult, measureCache, VARIANTS } from './broker-cache.js';
+import { FLEET_RATE_GOAL, FLEET_RSS_GOAL_MIB, type FleetMeasured, measureFleet } from './broker-fleet.js';
+import { makeDevices } from './broker-load.js';
+import { BrokerRig, buildProduct, NODE_FLAGS, serveCloudAndFloor, startCloudAndFloor } from './broker-rig.js';
+import { capacityModel } from './broker-capacity.js';
+import { machineLine, printTable, times, verdict } from './report.js';
+import { isMain, scratchDir } from './root.js';
+import { spread } from './sample.js';
+
+const progress = (what: string): void => void process.stderr.write(`… ${what}\n`);
+const rate = (x: number): string => (Number.isFinite(x) ? `${Math.round(x).toLocaleString('en-US')}/s` : 'n/a');
+const msOf = (x: number): string => (Number.isFinite(x) ? x.toFixed(1) : 'n/a');
+const pick = (rs: readonly CellResult[], k: 'rps' | 'p50' | 'p99' | 'cpuUs'): number[] => rs.map((r) => r[k]);
+const lat = (rs: readonly CellResult[]): string => `p50 ${msOf(median(pick(rs, 'p50')))} · p99 ${msOf(median(pick(rs, 'p99')))} ms`;
+
+function cacheRows(m: CacheMeasured, concurrency: number): string[][] {
+  const floor = m.results.floor;
+  return (['sqlite', 'postgres'] as const).map((v) => {
+    const rs = m.results[v];
+    const r = median(pick(rs, 'rps')) / median(pick(floor, 'rps'));
+    return [
+      `token from the broker's cache, c=${concurrency}, ${v === 'sqlite' ? 'SQLite' : 'PostgreSQL'}, vs node:http + Ed25519 verify`,
+      `${rate(median(pick(rs, 'rps')))} (${lat(rs)})`,
+      `${rate(median(pick(floor, 'rps')))} (${lat(floor)})`,
+      times(r),
+      `≥ ${CACHE_GOALS[v]}×`,
+      verdict(r >= CACHE_GOALS[v]),
+      `${spread(pick(rs, 'rps')).toFixed(2)} · ${spread(pick(floor, 'rps')).toFixed(2)}`,
+    ];
+  });
+}
+
+function fleetRows(f: FleetMeasured, concurrency: number): string[][] {
+  const r = f.broker.rps / f.direct.rps;
+  const n = f.devices.toLocaleString('en-US');
+  return [
+    [
+      `first tokens, ${n} devices once each, c=${concurrency}, ${f.storeKind}, vs getToken straight to the cloud`,
+      `${rate(f.broker.rps)} (p50 ${msOf(f.broker.p50)} · p99 ${msOf(f.broker.p99)} ms)`,
+      `${rate(f.direct.rps)} (p50 ${msOf(f.direct.p50)} · p99 ${msOf(f.direct.p99)} ms)`,
+      times(r),
+      `≥ ${FLEET_RATE_GOAL}×`,
+      verdict(r >= FLEET_RATE_GOAL),
+      '',
+    ],
+    [
+      `the same: errors (broker · straight)`,
+      String(f.broker.errors),
+      String(f.direct.errors),
+      '—',
+      '0',
+      verdict(f.broker.errors === 0),
+      '',
+    ],
+    [
+      'the same: cloud calls in flight at most (its cap)',
+      String(f.peakInFlight),
+      `cap ${f.cap}`,
+      '—',
+      '≤ cap',
+      verdict(f.peakInFlight <= f.cap && f.signed === f.devices),
+      '',
+    ],
+    [
+      'the same: broker RSS at the end (its peak)',
+      `${f.rssMiB.toFixed(1)} MiB`,
+      `peak ${f.peakRssMiB.toFixed(1)} MiB`,
+      '—',
+      `≤ ${FLEET_RSS_GOAL_MIB} MiB`,
+      verdict(f.rssMiB <= FLEET_RSS_GOAL_MIB),
+      '',
+    ],
+  ];
+}
+
+function printCacheDetails(m: CacheMeasured, rounds: number, cellMs: number, warmMs: number): void {
+  console.log(
+    `\nRow 1: POST /v1/token answered from the cache; ${rounds} alternating rounds of ${cellMs} ms cells after ${warmMs} ms warm-up;` +
+      ` requests signed ahead (${m.signedInline} signed while sending). Devices written into the stores in` +
+      ` ${(m.preloadMs.sqlite / 1000).toFixed(1)} s (SQLite) and ${(m.preloadMs.postgres / 1000).toFixed(1)} s (PostgreSQL);` +
+      ` their first tokens through the cloud at ${rate(m.primeRps.sqlite)} and ${rate(m.primeRps.postgres)}.`,
+  );
+  printTable(
+    ['server', 'req/s', 'IQR/median', 'p50 ms', 'p99 ms', 'server CPU µs/req', 'errors'],
+    VARIANTS.map((v) => {
+      const rs = m.results[v];
+      return [
+        v,
+        rate(median(pick(rs, 'rps'))),
+        spread(pick(rs, 'rps')).toFixed(2),
+        msOf(median(pick(rs, 'p50'))),
+        msOf(median(pick(rs, 'p99'))),
+        median(pick(rs, 'cpuUs')).toFixed(0),
+        String(rs.reduce((a, r) => a + r.errors, 0)),
+      ];
+    }),
+  );
+  const firstError = VARIANTS.map((v) => m.results[v].find((r) => r.firstError)?.firstError).find((e) => e !== undefined);
+  if (firstError !== undefined) console.log(`first error: ${firstError}`);
+}
+
+function printFleetDetails(f: FleetMeasured): void {
+  console.log(
+    `\nRow 2: ${f.devices.toLocaleString('en-US')} devices written into the ${f.storeKind} store in ${(f.preloadMs / 1000).toFixed(1)} s` +
+      ` (BrokerStore.enroll, admitted by one code of as many uses); ${f.signed} tokens signed at the cloud by the broker.`,
+  );
+  const us = (x: number): string => (x > 0 ? x.toFixed(0) : '—');
+  printTable(
+    ['path', 'answers', 'rate', 'p50 ms', 'p99 ms', 'CPU µs/answer: cloud', 'broker', 'load generator'],
+    [
+      ['straight to the cloud', f.direct],
+      ['through the broker', f.broker],
+    ].map(([name, p]) => {
+      const r = p as FleetMeasured['broker'];
+      return [
+        name as string,
+        String(r.answered),
+        rate(r.rps),
+        msOf(r.p50),
+        msOf(r.p99),
+        us(r.cpuUs.cloud),
+        us(r.cpuUs.broker),
+        us(r.cpuUs.load),
+      ];
+    }),
+  );
+  if (f.broker.firstError) console.log(`first broker error: ${f.broker.firstError}`);
+  if (f.direct.firstError) console.log(`first error straight: ${f.direct.firstError}`);
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    args: process.argv.slice(2),
+    options: {
+      only: { type: 'string' },
+      devices: { type: 'string', default: '100000' },
+      'cache-devices': { type: 'string', default: '1000' },
+      rounds: { type: 'string', default: '10' },
+      'cell-ms': { type: 'string', default: '1000' },
+      'warm-ms': { type: 'string', default: '300' },
+      concurrency: { type: 'string', default: '64' },
+      'cloud-concurrency': { type: 'string' },
+      'fleet-store': { type: 'string', default: 'sqlite' },
+      'node-flags': { type: 'string' },
+      'cpu-prof': { type: 'string' },
+    },
+  });
+  const only = values.only;
+  if (only !== undefined && only !== 'cache' && only !== 'fleet') throw new Error('--only takes cache or fleet');
+  if (values['fleet-store'] !== 'sqlite' && values['fleet-store'] !== 'postgres') throw new Error('--fleet-store takes sqlite or postgres');
+  const concurrency = Number(values.concurrency);
+  const profileFlags = values['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-interval', '100', '--cpu-prof-dir', values['cpu-prof']] : [];
+  const nodeFlags =
+    values['node-flags'] === undefined && profileFlags.length === 0
+      ? undefined
+      : [...(values['node-flags'] ?? '').split(/\s+/).filter((f) => f !== ''), ...profileFlags];
+  const wantCache = only !== 'fleet';
+  const wantFleet = only !== 'cache';
+  const needPostgres = wantCache || (wantFleet && values['fleet-store'] === 'postgres');
+
+  console.log(machineLine());
+  console.log(
+    nodeFlags === undefined
+      ? `brokers run as systemd/botlink-broker.service runs them (node flags: ${NODE_FLAGS.join(' ') || 'none'})`
+      : `brokers run with node flags ${nodeFlags.join(' ')}, not the unit's`,
+  );
+  const dir = scratchDir('bench-broker');
+  const rig = new BrokerRig(dir, await buildProduct(dir), nodeFlags);
+  // A folder PostgreSQL's own user (nobody) may enter, as test/global-setup.ts makes for the tests.
+  const otherUsers = mkdtempSync(join(tmpdir(), 'botlink-bench-pg-'));
+  chmodSync(otherUsers, 0o755);
+  let pg: PostgresServer | undefined;
+  let closeChild = async (): Promise<void> => undefined;
+  try {
+    if (needPostgres) {
+      progress('starting a throwaway PostgreSQL');
+      pg = await startPostgresIn(otherUsers);
+    }
+    const made = performance.now();
+    const cacheDevices = wantCache ? makeDevices(Number(values['cache-devices']), 'cache') : [];
+    const fleetDevices = wantFleet ? makeDevices(Number(values.devices), 'fleet') : [];
+    console.log(
+      `${(cacheDevices.length + fleetDevices.length).toLocaleString('en-US')} Ed25519 device keys made in ${((performance.now() - made) / 1000).toFixed(1)} s`,
+    );
+    const cf = await startCloudAndFloor(
+      { bots: [...cacheDevices, ...fleetDevices].map((d) => d.botId), floorKeys: cacheDevices.map((d) => d.publicKey) },
+      profileFlags,
+    );
+    closeChild = () => cf.close();
+    const rows: string[][] = [];
+    if (wantCache) {
+      const o = { rounds: Number(values.rounds), cellMs: Number(values['cell-ms']), warmMs: Number(values['warm-ms']), concurrency };
+      progress(`tokens from the cache: ${cacheDevices.length} devices, ${o.rounds} rounds of floor, SQLite and PostgreSQL`);
+      const m = await measureCache(rig, cf, cacheDevices, await pg!.freshDatabase(), o);
+      printCacheDetails(m, o.rounds, o.cellMs, o.warmMs);
+      rows.push(...cacheRows(m, concurrency));
+    }
+    if (wantFleet) {
+      const store = values['fleet-store'] === 'sqlite' ? 'sqlite' : await pg!.freshDatabase();
+      const cloudConcurrency = values['cloud-concurrency'] === undefined ? undefined : Number(values['cloud-concurrency']);
+      const f = await measureFleet(rig, cf, fleetDevices, { concurrency, cloudConcurrency, store }, progress);
+      printFleetDetails(f);
+      rows.push(...fleetRows(f, concurrency));
+      console.log(`\n${capacityModel(f)}`);
+    }
+    console.log('');
+    printTable(['figure', 'botlink', 'baseline', 'ratio', 'goal', 'result', 'IQR/median'], rows);
+  } finally {
+    await closeChild();
+    await pg?.stop();
+    rmSync(otherUsers, { recursive: true, force: true });
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+if (isMain('broker')) await (process.argv[2] === '--child' ? serveCloudAndFloor() : main());
