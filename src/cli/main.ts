@@ -1,6 +1,7 @@
 import { type Command, runCommand } from './frame/command.js';
 import { Exit } from './frame/exit.js';
 import { VERSION } from '../version.js';
+import { printable } from './printable.js';
 
 /** Each command lives in its own module, loaded only when it runs. */
 const COMMANDS: Readonly<Record<string, () => Promise<Command>>> = {
@@ -48,7 +49,7 @@ export async function main(argv: string[]): Promise<number> {
   }
   const load = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
   if (!load) {
-    process.stderr.write(`botlink: unknown command '${name}'\n${USAGE}\n`);
+    process.stderr.write(`botlink: unknown command '${printable(name)}'\n${USAGE}\n`);
     return Exit.USAGE;
   }
   return runCommand(name, await load(), rest);

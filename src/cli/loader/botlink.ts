@@ -1,4 +1,5 @@
 import { VERSION } from '../../version.js';
+import { printable } from '../printable.js';
 import { type AppBundle, loadApp } from './app-loader.js';
 
 // The entry of dist/: a small module that answers `--version` by itself and loads the application
@@ -10,8 +11,9 @@ declare const __BOTLINK_APP__: { file: string; id: string };
 /** A process that lives this long (the daemon, serve, demo) saves the code cache its start could not use. */
 const SAVE_AFTER_MS = 5000;
 
+/** An error no command foresaw: its message may quote a peer, so printable, its stack's lines kept. */
 function fail(err: unknown): void {
-  process.stderr.write(`botlink: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.stderr.write(`botlink: ${printable(err instanceof Error ? (err.stack ?? err.message) : String(err), { lines: true })}\n`);
   process.exitCode = 1;
 }
 
