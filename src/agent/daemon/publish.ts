@@ -35,6 +35,8 @@ export class Publisher {
   #ready = false;
   /** A change was published: only then does stop() write the last status (a daemon refused at start never does). */
   #published = false;
+  /** The last status is out: a renewal that settles while the runtime closes changes nothing any more. */
+  #stopped = false;
 
   constructor(o: PublisherOptions) {
     this.#o = o;
@@ -44,6 +46,7 @@ export class Publisher {
 
   /** The one path of every status change: systemd hears it now, status.json at the pace of STATUS_PACE. */
   changed(): void {
+    if (this.#stopped) return;
     this.#tellSystemd();
     this.#published = true;
     this.#statusFile.request();
@@ -70,6 +73,7 @@ export class Publisher {
 
   /** The last status (once the link stopped), the last metricsFile, and sd_notify closed. */
   stop(): void {
+    this.#stopped = true;
     if (this.#published) {
       this.#tellSystemd();
       this.#statusFile.flush();
