@@ -1,3 +1,5 @@
+import { messageOf } from '../../protocol/errors.js';
+
 /** sysexits.h codes used by every command (DESIGN §3.1). */
 export const Exit = {
   OK: 0,
@@ -35,6 +37,6 @@ export class Failure extends Error {
  */
 export class DaemonNotStarted extends Error {
   constructor(cause: unknown) {
-    super(cause instanceof Error ? cause.message : String(cause), { cause });
+    super(messageOf(cause), { cause });
   }
 }
