@@ -15,7 +15,7 @@ import {
 } from '../protocol/wire.js';
 import type { Clock } from '../clock.js';
 import { CloudError, closedError, codeError, networkError, parseOr, statusError } from './errors.js';
-import { createPool, type HttpPool } from './http.js';
+import { createPool, type HttpPool, type ParserTier } from './http.js';
 
 export interface CloudClientOptions {
   baseUrl: string;
@@ -34,6 +34,8 @@ export interface CloudClientOptions {
   maxResponseBytes?: number;
   /** Resolves the service host; default the system resolver (tests inject failures and recovery). */
   lookup?: LookupFunction;
+  /** Default 'baseline' (a device); the broker, which parses answers all day, takes 'optimizing'. */
+  parserTier?: ParserTier;
 }
 
 export const DEFAULT_TIMEOUT_MS = 10_000;
@@ -168,14 +170,18 @@ export class CloudClient {
 
   #getPool(): Promise<HttpPool> {
     const { lookup } = this.#opts;
-    this.#pool ??= createPool(this.#origin, {
-      connections: POOL_CONNECTIONS,
-      connectTimeout: this.#s.connectTimeoutMs,
-      headersTimeout: this.#s.headersTimeoutMs,
-      bodyTimeout: this.#s.bodyTimeoutMs,
-      maxResponseSize: this.#s.maxResponseBytes,
-      ...(lookup && { connect: { lookup } }),
-    });
+    this.#pool ??= createPool(
+      this.#origin,
+      {
+        connections: POOL_CONNECTIONS,
+        connectTimeout: this.#s.connectTimeoutMs,
+        headersTimeout: this.#s.headersTimeoutMs,
+        bodyTimeout: this.#s.bodyTimeoutMs,
+        maxResponseSize: this.#s.maxResponseBytes,
+        ...(lookup && { connect: { lookup } }),
+      },
+      this.#opts.parserTier,
+    );
     return this.#pool;
   }
 

@@ -32,11 +32,19 @@ export function undiciParts(): Promise<UndiciParts> {
 }
 
 /** A Pool for `origin` whose `request` works without undici's index having been loaded. */
-export async function createPool(origin: string, options: Pool.Options): Promise<HttpPool> {
+/**
+ * Where undici's WebAssembly parser runs: 'baseline' keeps it in V8's baseline tier (parser-tier.ts: a
+ * device parses a few answers an hour); 'optimizing' leaves V8 free to recompile it (a busy server, or
+ * an operator who turns the measure off with the agent's httpParserTier).
+ */
+export type ParserTier = 'baseline' | 'optimizing';
+export const PARSER_TIERS: readonly ParserTier[] = ['baseline', 'optimizing'];
+
+export async function createPool(origin: string, options: Pool.Options, tier: ParserTier = 'baseline'): Promise<HttpPool> {
   const { Pool: PoolClass, request } = await undiciParts();
   const pool = new PoolClass(origin, options);
   return {
-    request: (opts) => withBaselineParser(() => request.call(pool, opts)),
+    request: tier === 'baseline' ? (opts) => withBaselineParser(() => request.call(pool, opts)) : (opts) => request.call(pool, opts),
     destroy: async () => {
       if (!pool.destroyed) await pool.destroy();
     },

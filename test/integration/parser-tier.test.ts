@@ -27,8 +27,8 @@ await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
 const origin = 'http://127.0.0.1:' + server.address().port;
 const tag = cachedDataVersionTag();
 let send;
-if (how === 'cloud-client') {
-  const pool = await createPool(origin, { connections: 1 });
+if (how === 'cloud-client' || how === 'cloud-client-optimizing') {
+  const pool = await createPool(origin, { connections: 1 }, how === 'cloud-client' ? 'baseline' : 'optimizing');
   send = (opts) => pool.request(opts);
 } else {
   const { Pool, request } = await undiciParts();
@@ -60,7 +60,7 @@ interface Outcome {
   tagKept: boolean;
 }
 
-function run(how: 'cloud-client' | 'undici', count: number, waitMs: number): Outcome {
+function run(how: 'cloud-client' | 'cloud-client-optimizing' | 'undici', count: number, waitMs: number): Outcome {
   const r = spawnSync(process.execPath, [child.file, how, String(count), String(waitMs)], {
     env: cleanEnv(),
     encoding: 'utf8',
@@ -80,6 +80,12 @@ describe("undici's HTTP parser (llhttp, WebAssembly) in the daemon", () => {
     const outcome = run('cloud-client', 20, V8_SYNC ? 0 : 3000);
     expect(outcome.peakMiB, JSON.stringify(outcome)).toBeLessThan(8);
     // V8 keys code caches to its flags: one left changed would make every later built-in compile from source.
+    expect(outcome.tagKept).toBe(true);
+  });
+
+  it("is left to V8 when the pool is made with the 'optimizing' tier (the broker, or httpParserTier turning the measure off)", () => {
+    const outcome = run('cloud-client-optimizing', 20, 30_000);
+    expect(outcome.peakMiB, JSON.stringify(outcome)).toBeGreaterThan(12);
     expect(outcome.tagKept).toBe(true);
   });
 });

@@ -163,6 +163,8 @@ describe('loadConfig: bad values name the key', () => {
     ['logFile', ''],
     ['logLevel', 'verbose'],
     ['logLevel', 'INFO'],
+    ['httpParserTier', 'turbofan'],
+    ['httpParserTier', ''],
     ...Object.keys(TUNABLE_DEFAULTS).flatMap((k): [string, unknown][] => [
       [k, 0],
       [k, -5],
@@ -372,6 +374,12 @@ describe('the loaded config', () => {
     expect(Object.isFrozen(c.secretKey)).toBe(true);
   });
 
+  it("httpParserTier: 'baseline' unless the config or BOTLINK_HTTP_PARSER_TIER turns the measure off", () => {
+    expect(load(base()).httpParserTier).toBe('baseline');
+    expect(load({ ...base(), httpParserTier: 'optimizing' }).httpParserTier).toBe('optimizing');
+    expect(load(base(), { BOTLINK_HTTP_PARSER_TIER: 'optimizing' }).httpParserTier).toBe('optimizing');
+  });
+
   it('never serialises the secret, whichever way it is printed', () => {
     const c = signing(load(base(), { BOTLINK_LOG_LEVEL: 'debug' }));
     const renderings = [
@@ -460,6 +468,7 @@ describe('settingsFrom: what each part takes from the config, in ms', () => {
       connectTimeoutMs: DEFAULT_TIMEOUT_MS,
       headersTimeoutMs: DEFAULT_TIMEOUT_MS,
       bodyTimeoutMs: DEFAULT_TIMEOUT_MS,
+      parserTier: 'baseline',
     });
     expect(s.local).toEqual({ maxConnections: 64 });
   });

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { LookupFunction } from 'node:net';
 import type { Dispatcher } from 'undici';
 import { resolveCloudSettings, type CloudSettings } from '../../cloud/client.js';
-import { createPool, type HttpPool } from '../../cloud/http.js';
+import { createPool, type HttpPool, type ParserTier } from '../../cloud/http.js';
 import type { Clock } from '../../clock.js';
 import type { DeviceKey } from '../config/device-key.js';
 import {
@@ -31,6 +31,8 @@ export interface BrokerClientOptions {
   deadlineMs?: number;
   maxResponseBytes?: number;
   lookup?: LookupFunction;
+  /** Default 'baseline': see src/cloud/http.ts. */
+  parserTier?: ParserTier;
 }
 
 /** A device asks for one token at a time, and enrolls once: two connections are plenty. */
@@ -133,14 +135,18 @@ export class BrokerClient {
 
   #getPool(): Promise<HttpPool> {
     const { ca, lookup } = this.#opts;
-    this.#pool ??= createPool(this.#origin, {
-      connections: POOL_CONNECTIONS,
-      connectTimeout: this.#s.connectTimeoutMs,
-      headersTimeout: this.#s.headersTimeoutMs,
-      bodyTimeout: this.#s.bodyTimeoutMs,
-      maxResponseSize: this.#s.maxResponseBytes,
-      connect: { ...(ca !== null && { ca }), ...(lookup && { lookup }) },
-    });
+    this.#pool ??= createPool(
+      this.#origin,
+      {
+        connections: POOL_CONNECTIONS,
+        connectTimeout: this.#s.connectTimeoutMs,
+        headersTimeout: this.#s.headersTimeoutMs,
+        bodyTimeout: this.#s.bodyTimeoutMs,
+        maxResponseSize: this.#s.maxResponseBytes,
+        connect: { ...(ca !== null && { ca }), ...(lookup && { lookup }) },
+      },
+      this.#opts.parserTier,
+    );
     return this.#pool;
   }
 

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import type { ParserTier } from '../../cloud/http.js';
 import { VOICE_CHAT_PATH } from '../../protocol/conversation.js';
 import { DEFAULT_CONFIG_FILE, DEFAULTS, type LogLevel, type TunableKey } from './defaults.js';
 import { ConfigError } from './error.js';
@@ -30,6 +31,8 @@ interface CommonValues extends Readonly<Record<TunableKey, number>> {
   readonly runtimeDir: string;
   readonly logFile: string;
   readonly logLevel: LogLevel;
+  /** Where undici's HTTP parser runs (src/cloud/parser-tier.ts): 'baseline' (default) saves a device ~11 MiB of RSS. */
+  readonly httpParserTier: ParserTier;
   /** The local API's Unix socket; null when turned off (`""`). */
   readonly localSocket: string | null;
   /** The gid the socket is given; null: the daemon's own group. */
@@ -178,6 +181,7 @@ function readValues(opts: LoadOptions): { values: ConfigValues; file: string | n
     runtimeDir,
     logFile: text('logFile') ?? DEFAULTS.logFile,
     logLevel: (text('logLevel') ?? DEFAULTS.logLevel) as LogLevel,
+    httpParserTier: (text('httpParserTier') ?? DEFAULTS.httpParserTier) as ParserTier,
     ...localValues(raw, runtimeDir),
     ...tunables,
   });

@@ -1,3 +1,4 @@
+import type { ParserTier } from '../../cloud/http.js';
 import { DEFAULT_TIMEOUT_MS } from '../../cloud/client.js';
 import { LINK_DEFAULTS } from '../link/options.js';
 import { TOKEN_BACKOFF } from '../token/backoff.js';
@@ -34,5 +35,6 @@ export const DEFAULTS = Object.freeze({
   runtimeDir: '/run/botlink',
   logFile: '/var/log/botlink/botlink.log',
   logLevel: 'info' as LogLevel,
+  httpParserTier: 'baseline' as ParserTier,
   ...TUNABLE_DEFAULTS,
 });

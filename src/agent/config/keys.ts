@@ -15,6 +15,7 @@ export const TEXT_KEYS = [
   'brokerUrl',
   'brokerCaFile',
   'deviceKeyFile',
+  'httpParserTier',
 ] as const;
 export type TextKey = (typeof TEXT_KEYS)[number];
 /** The local API's keys and metricsFile (DESIGN §3.2, §3.5): read by local.ts, each with a value of its own shape. */

@@ -2,6 +2,7 @@ import { resolve } from 'node:path';
 import { LOG_LEVELS, TUNABLE_DEFAULTS, type TunableKey } from './defaults.js';
 import { ConfigError } from './error.js';
 import { type ConfigKey, type TextKey, TUNABLE_KEYS } from './keys.js';
+import { PARSER_TIERS } from '../../cloud/http.js';
 
 /** One setting as given, with what a message needs to name it and its fix. */
 export interface Raw {
@@ -62,6 +63,10 @@ const CHECKS: Record<TextKey, (key: TextKey, value: string, r: Raw) => string> =
   logLevel: (key, v, r) => {
     if ((LOG_LEVELS as readonly string[]).includes(v)) return v;
     throw bad(key, r, `must be one of ${LOG_LEVELS.join(', ')}; got ${JSON.stringify(v)}`);
+  },
+  httpParserTier: (key, v, r) => {
+    if ((PARSER_TIERS as readonly string[]).includes(v)) return v;
+    throw bad(key, r, `must be one of ${PARSER_TIERS.join(', ')}; got ${JSON.stringify(v)}`);
   },
 };
 
