@@ -176,12 +176,28 @@ describe('watchLine', () => {
     [{ type: 'link', state: 'backoff', retryInMs: 2500, sessionId: 's1' }, '03:04:05.067 link backoff, retry in 2.5 s (session s1)'],
     [{ type: 'reply', roundId: 'r1', text: 'you said: hi' }, '03:04:05.067 reply [r1]: you said: hi'],
     [{ type: 'event', eventType: 'CALL_SKILL_EVENT', roundId: '', eventData: { a: 1 } }, '03:04:05.067 event CALL_SKILL_EVENT {"a":1}'],
+    // What the cloud or an app sent, escaped: a title and a clear, a C1 CSI, a right-to-left override, a forged line.
+    [
+      { type: 'link', state: 'connected', sessionId: 'x\x1b]0;PWNED\x07\x1b[2J' },
+      '03:04:05.067 link connected (session x\\x1b]0;PWNED\\x07\\x1b[2J)',
+    ],
+    [
+      { type: 'input', roundId: 'r\u009b2J', text: 'abc\u202etxt\n03:04:05.068 link stopped' },
+      '03:04:05.067 input [r\\x9b2J]: abc\\u202etxt\\x0a03:04:05.068 link stopped',
+    ],
+    [{ type: 'error', code: 500, msg: '\x1b]52;c;ZWNobw==\x07' }, '03:04:05.067 error 500: \\x1b]52;c;ZWNobw==\\x07'],
   ];
   it.each(table)('%j in words', (event, line) => expect(watchLine(event, at, false)).toBe(line));
 
   it('--json: the event with its time, one line that parses', () => {
     const line = watchLine({ type: 'heard', text: 'hello' }, at, true);
     expect(JSON.parse(line)).toEqual({ at: new Date(at).toISOString(), type: 'heard', text: 'hello' });
+  });
+
+  it('--json: C1 and bidi controls as \\u escapes, the text the same once parsed', () => {
+    const line = watchLine({ type: 'reply', roundId: 'r1', text: '\u009b2J\u202e' }, at, true);
+    expect(line).toContain('"text":"\\u009b2J\\u202e"');
+    expect(JSON.parse(line)).toMatchObject({ text: '\u009b2J\u202e' });
   });
 });
 
