@@ -2,9 +2,11 @@
  * The operator's actions on the broker's store (DESIGN §3.7 `broker code | devices | revoke | preauth`),
  * apart from the command line that parses their flags and prints their results.
  */
+import type { Logger } from 'pino';
 import { publicKeyFromWire } from '../protocol/device-sig.js';
 import { BotlinkError, messageOf } from '../protocol/errors.js';
 import { newCode, normaliseCode } from './codes.js';
+import { hasUnprintable } from './signed.js';
 import type { BrokerKeys } from './keys.js';
 import type { BrokerStore, CodeKind, DeviceListing, PreauthRow } from './store/types.js';
 
@@ -55,10 +57,18 @@ export function listDevices(store: BrokerStore): Promise<DeviceListing[]> {
 }
 
 /** Revokes the botId's key; an unknown botId is an input error, not a silent success. */
-export async function revoke(store: BrokerStore, botId: string, now: number): Promise<number> {
+/**
+ * Revokes the botId's key; an unknown botId is an input error, not a silent success. The audit line
+ * (DESIGN §3.7) names the botId and the key, never the key itself.
+ */
+export async function revoke(store: BrokerStore, botId: string, now: number, audit?: Logger): Promise<number> {
+  const device = await store.findDeviceByBotId(botId);
   const revoked = await store.revoke(botId, now);
-  if (revoked === 0 && !(await store.findDeviceByBotId(botId)))
-    throw new OperatorInputError(`no device with botId ${botId} is known to this broker`);
+  if (revoked === 0 && !device) throw new OperatorInputError(`no device with botId ${botId} is known to this broker`);
+  audit?.info(
+    { audit: 'revoke', botId, keyId: device?.keyId ?? null, source: 'operator', outcome: revoked > 0 ? 'revoked' : 'none-active' },
+    'revocation',
+  );
   return revoked;
 }
 
@@ -72,6 +82,7 @@ export function parsePreauth(text: string, vendorId: string, now: number): Preau
     const m = /^([^,\s]{1,128}),([A-Za-z0-9_-]{43})$/.exec(trimmed);
     if (!m) throw new OperatorInputError(`line ${i + 1}: expected deviceId,publicKey (base64url of 32 bytes)`);
     const [, deviceId = '', publicKey = ''] = m;
+    if (hasUnprintable(deviceId)) throw new OperatorInputError(`line ${i + 1}: the deviceId holds control or format characters`);
     let keyId: string;
     try {
       ({ keyId } = publicKeyFromWire(publicKey));

@@ -67,7 +67,7 @@ export async function verifyThenSpendNonce(store: BrokerStore, key: KeyObject, i
 export function optionalString(body: Record<string, unknown>, field: string, max = 128): string | undefined {
   const value = body[field];
   if (value === undefined) return undefined;
-  if (typeof value !== 'string' || value.length === 0 || value.length > max || hasControl(value)) {
+  if (typeof value !== 'string' || value.length === 0 || value.length > max || hasUnprintable(value)) {
     throw new Refusal('bad-request', `${field} must be a string of 1 to ${max} printable characters`);
   }
   return value;
@@ -79,11 +79,9 @@ export function requiredString(body: Record<string, unknown>, field: string, max
   return value;
 }
 
-/** C0 controls and DEL: a field holding one is not a name a person or a log should see. */
-function hasControl(value: string): boolean {
-  for (let i = 0; i < value.length; i++) {
-    const c = value.charCodeAt(i);
-    if (c < 0x20 || c === 0x7f) return true;
-  }
-  return false;
+/** Controls (C0, DEL, C1), format characters (bidi, zero-width) and lone surrogates: nothing a name needs, and what a terminal or a log would misread. */
+const UNPRINTABLE = /[\p{Cc}\p{Cf}\p{Cs}]/u;
+
+export function hasUnprintable(value: string): boolean {
+  return UNPRINTABLE.test(value);
 }

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openSqliteStore } from '../../src/broker/store/sqlite.js';
 import { createTestService, type TestService } from '../../src/service/testing.js';
 import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
 import { TestDevice } from '../helpers/broker-device.js';
@@ -123,6 +124,13 @@ describe('botlink broker (the process)', () => {
       expect((await device.token(url)).json['code']).toBe('revoked');
       expect((await cli(['revoke', '--config', configFile, 'no-such-bot'])).code).toBe(65);
       const log = readFileSync(join(dir, 'broker.log'), 'utf8');
+      const audits = log
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(audits).toContainEqual(
+        expect.objectContaining({ audit: 'revoke', botId, keyId: device.keyId, source: 'operator', outcome: 'revoked' }),
+      );
       for (const secret of [SECRET, code, token.json['accessToken'] as string]) expect(log).not.toContain(secret);
     } finally {
       run.child.kill('SIGTERM');
@@ -130,17 +138,43 @@ describe('botlink broker (the process)', () => {
     }
   });
 
-  it('devices shows a deviceId as a device sent it over the network, escaped: no ESC, C1 or bidi control reaches the terminal', async () => {
-    // The broker refuses C0 and DEL in a deviceId; a C1 CSI and bidi controls pass (U+009B is ESC [ to a terminal).
+  it('refuses a deviceId holding C1, bidi or format controls; devices escapes one a store holds anyway', async () => {
     const hostile = 'SN\u009b2J\u009b0;PWNED\u202e9\u2066';
     const code = await newCode();
     const { run, url } = await running();
     try {
-      const enrolled = await new TestDevice().enroll(url, { code, deviceId: hostile });
-      expect(enrolled.status, JSON.stringify(enrolled.json)).toBe(200);
+      const refused = await new TestDevice().enroll(url, { code, deviceId: hostile });
+      expect(refused.status, JSON.stringify(refused.json)).toBe(400);
+      expect(refused.json).toMatchObject({ code: 'bad-request', msg: expect.stringContaining('deviceId') });
     } finally {
       run.child.kill('SIGTERM');
       expect((await run.exit).code).toBe(0);
+    }
+    // As a broker before this rule could have stored it: the operator's terminal still sees it escaped.
+    const store = openSqliteStore(join(dir, 'broker.db'), { wallNow: () => Date.now() });
+    try {
+      const device = new TestDevice();
+      await store.addCode({
+        hmac: 'f'.repeat(64),
+        vendorId: 'V1',
+        kind: 'plain',
+        deviceId: null,
+        usesLeft: 1,
+        expiresAt: Date.now() + 60_000,
+        createdAt: Date.now(),
+      });
+      const outcome = await store.enroll({
+        admission: { by: 'code', hmac: 'f'.repeat(64) },
+        key: { keyId: device.keyId, publicKey: device.publicKey },
+        botId: 'bot-hostile-name',
+        deviceId: hostile,
+        vendorId: 'V1',
+        replace: false,
+        now: Date.now(),
+      });
+      expect(outcome).toBe('ok');
+    } finally {
+      await store.close();
     }
     const words = await cli(['devices', '--config', configFile]);
     expect(words.code, words.stderr).toBe(0);

@@ -122,7 +122,16 @@ const revokeBot = defineCommand({
   positionals: [{ name: 'botId', required: true }],
   async run({ flags, args }) {
     const { botId } = args;
-    const n = await withStore(brokerConfig(flags.config), (store) => revoke(store, botId, systemClock.wallNow()));
+    const config = brokerConfig(flags.config);
+    // The revocation is audited in the broker's own log, beside its enrollments and tokens.
+    const logging = createLogger({ file: config.logFile, level: config.logLevel, name: 'botlink-broker' });
+    let n: number;
+    try {
+      n = await withStore(config, (store) => revoke(store, botId, systemClock.wallNow(), logging.logger));
+    } finally {
+      await logging.flush();
+      logging.close();
+    }
     process.stdout.write(`${printable(`revoked ${n} key(s) of ${botId}`)}; a token it already holds lives until it expires (2–8 h)\n`);
   },
 });
