@@ -135,6 +135,22 @@ describe('botlink run in broker mode, against botlink serve and botlink broker',
     expect(audit).toContain(key.keyId);
     expect(audit).not.toContain(SECRET);
     expect(audit).not.toContain(cached!.pair.accessToken);
+
+    // status and token find the broker's pair under the key the daemon saved it with (accessKeyId '').
+    const saved = TokenStore.open(d.stateDir, { readOnly: true });
+    const stopped = saved.peekPair()!.pair;
+    saved.close();
+    const st = await runCli(['status', '--config', d.configFile, '--json']);
+    expect(st.code, st.stderr).toBe(0);
+    expect(JSON.parse(st.stdout)).toMatchObject({
+      source: 'database',
+      token: { accessExpiresAt: stopped.accessExpiresAt, refreshExpiresAt: null },
+    });
+    const tk = await runCli(['token', '--config', d.configFile, '--json']);
+    expect(tk.code, tk.stderr).toBe(0);
+    const after = TokenStore.open(d.stateDir, { readOnly: true });
+    expect(JSON.parse(tk.stdout)).toMatchObject({ accessToken: after.peekPair()!.pair.accessToken });
+    after.close();
   });
 
   it('a revoke on the broker turns into the fix that names re-enrollment; the link keeps its socket meanwhile', async () => {

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MIGRATIONS, migrate, StoreError } from '../../src/agent/store/store-file.js';
-import { TokenStore, type StoreIdentity, type TokenPair } from '../../src/agent/store/token-store.js';
+import { storeIdentity, TokenStore, type StoreIdentity, type TokenPair } from '../../src/agent/store/token-store.js';
 
 const bot: StoreIdentity = { baseUrl: 'https://cloud.example', accessKeyId: 'AK', kind: 'bot', id: 'bot-1' };
 const pair: TokenPair = {
@@ -95,6 +95,28 @@ describe('TokenStore data', () => {
     expect(store.peekPair()?.identity).toEqual(bot);
     expect(store.loadPair({ ...bot, id: 'bot-2' })).toBeUndefined();
     expect(store.peekPair()?.identity).toEqual(vendor);
+  });
+
+  it.each([
+    ['botId', { ...bot, id: 'bot-2' }],
+    ['kind', { ...bot, kind: 'vendor' as const }],
+    ['accessKeyId', { ...bot, accessKeyId: 'AK2' }],
+    ["broker mode's empty accessKeyId", { ...bot, accessKeyId: '' }],
+    ['baseUrl', { ...bot, baseUrl: 'https://other.example' }],
+  ])('pairFor hands out no pair cached for another %s, and discards nothing', (_what, other) => {
+    const store = open();
+    store.savePair(bot, pair);
+    expect(store.pairFor(other)).toBeUndefined();
+    expect(store.pairFor(bot)).toEqual(pair);
+  });
+
+  it("keys a broker's pair by accessKeyId '': the same device signing is another identity", () => {
+    const store = open();
+    const brokered = storeIdentity({ baseUrl: bot.baseUrl, accessKeyId: '' }, { kind: 'bot', id: bot.id });
+    store.savePair(brokered, { ...pair, refreshToken: '' });
+    expect(store.pairFor(brokered)?.refreshToken).toBe('');
+    expect(store.pairFor(storeIdentity({ baseUrl: bot.baseUrl, accessKeyId: 'AK' }, brokered))).toBeUndefined();
+    expect(store.loadPair(brokered)?.accessToken).toBe(pair.accessToken);
   });
 
   it('peekPair reports the identity without discarding', () => {

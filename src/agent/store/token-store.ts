@@ -75,8 +75,17 @@ function identityArgs(i: StoreIdentity): [string, string, string, string] {
   return [i.baseUrl, i.accessKeyId, i.kind, i.id];
 }
 
+/** The one test of whether a cached pair is `b`'s: same service, same access key ('' for the broker's), same identity. */
 function sameIdentity(a: StoreIdentity, b: StoreIdentity): boolean {
   return a.baseUrl === b.baseUrl && a.accessKeyId === b.accessKeyId && a.kind === b.kind && a.id === b.id;
+}
+
+/** The key a pair is cached under: the account it was issued through (accessKeyId '' in broker mode) and the identity. */
+export function storeIdentity(
+  account: { baseUrl: string; accessKeyId: string },
+  identity: Pick<StoreIdentity, 'kind' | 'id'>,
+): StoreIdentity {
+  return { baseUrl: account.baseUrl, accessKeyId: account.accessKeyId, kind: identity.kind, id: identity.id };
 }
 
 function prepareStatements(db: Database.Database) {
@@ -181,6 +190,12 @@ export class TokenStore {
     return { identity: { baseUrl, accessKeyId, kind, id }, pair };
   }
 
+  /** The pair cached for exactly `identity`, without discarding anything (for status and token). */
+  pairFor(identity: StoreIdentity): TokenPair | undefined {
+    const found = this.peekPair(identity.kind);
+    return found && sameIdentity(found.identity, identity) ? found.pair : undefined;
+  }
+
   /**
    * The pair issued for `identity`; a pair of the same kind issued for any other identity is deleted
    * when the disk allows (it is never handed out either way). Reads first: a full disk still loads.
@@ -194,8 +209,7 @@ export class TokenStore {
     } catch {
       // Not deletable now (full or read-only disk): the next save for this identity replaces it.
     }
-    const again = this.peekPair(identity.kind);
-    return again && sameIdentity(again.identity, identity) ? again.pair : undefined;
+    return this.pairFor(identity);
   }
 
   /** Replaces the pair in one statement, hence one transaction: a crash leaves the old pair or the new. */

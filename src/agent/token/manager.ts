@@ -9,7 +9,7 @@ import type { HeldToken, TokenManagerOptions, TokenSnapshot } from './manager-ty
 import type { RenewContext, Renewed, TokenSource } from './source.js';
 import { Waiters } from './waiters.js';
 import { accessUsableFor, decideNextAction, DEFAULT_POLICY, renewalThresholdMs, type PolicySettings, type TokenFacts } from './policy.js';
-import type { StoreIdentity, TokenPair } from '../store/token-store.js';
+import { type StoreIdentity, storeIdentity, type TokenPair } from '../store/token-store.js';
 import { TrustedTime } from '../time/trusted-time.js';
 
 /** How long a background server time sample waits (see #sampleSoon). */
@@ -53,7 +53,7 @@ export class TokenManager {
     this.#random = opts.random;
     this.#store = opts.store;
     this.#policy = opts.policy ?? DEFAULT_POLICY;
-    this.#storeIdentity = { baseUrl: opts.baseUrl, accessKeyId: opts.accessKeyId, kind: opts.identity.kind, id: opts.identity.id };
+    this.#storeIdentity = storeIdentity(opts, opts.identity);
     this.#saver = new PairSaver({
       store: opts.store,
       identity: this.#storeIdentity,

@@ -8,7 +8,7 @@ import type { LinkState } from '../../agent/link/supervisor.js';
 import { resolveIdentity } from '../../agent/daemon/provisioning.js';
 import { openRuntime } from '../../agent/daemon/runtime.js';
 import { readStatusFile, type StatusDoc } from '../../agent/daemon/status.js';
-import { DB_FILE } from '../../agent/store/token-store.js';
+import { DB_FILE, storeIdentity } from '../../agent/store/token-store.js';
 import { checkTimeSync, type TimeSyncResult } from '../../agent/time/timesync.js';
 import type { TokenPair } from '../../agent/store/token-store.js';
 import { refreshExpiresAt } from '../../agent/token/pairs.js';
@@ -86,15 +86,7 @@ async function gather(config: AgentConfig): Promise<StatusReport> {
     } catch {
       // No deviceId and no board serial: the config's identity is all there is to show.
     }
-    const cached = rt.store.peekPair();
-    const pair =
-      cached &&
-      cached.identity.kind === identity.kind &&
-      cached.identity.id === identity.id &&
-      cached.identity.baseUrl === config.baseUrl &&
-      cached.identity.accessKeyId === config.accessKeyId
-        ? cached.pair
-        : undefined;
+    const pair = rt.store.pairFor(storeIdentity(config, identity));
     return fromDatabase(identity, await rt.checkTimeSync(), pair, daemon?.pid, daemon ? undefined : doc);
   } finally {
     await rt.close();

@@ -1,6 +1,7 @@
 import { DEFAULT_CONFIG_FILE } from '../../agent/config/config.js';
 import { resolveIdentity } from '../../agent/daemon/provisioning.js';
 import { openRuntime, type AgentRuntime } from '../../agent/daemon/runtime.js';
+import { storeIdentity } from '../../agent/store/token-store.js';
 import { systemClock, systemRandom } from '../../clock.js';
 import { BotlinkError, fixOf, messageOf } from '../../protocol/errors.js';
 import type { Identity } from '../../protocol/wire.js';
@@ -56,14 +57,13 @@ export const token = defineCommand({
         return;
       }
       // The store holds the pair the manager just vouched for (or a newer one the daemon saved since).
-      const stored = rt.store.peekPair();
-      const same = stored && stored.identity.kind === 'bot' && stored.identity.id === bot.id && stored.identity.baseUrl === config.baseUrl;
-      if (!same)
+      const stored = rt.store.pairFor(storeIdentity(config, bot));
+      if (!stored)
         throw new BotlinkError('ERR_STORE_CHANGED', 'the cached token changed identity while it was read', 'retry-soon', {
           fix: 'run botlink token again',
         });
       // Never the refresh token: it mints access tokens for days, and a script needs only this one.
-      const { accessToken, accessExpiresAt, refreshExpiresAt } = stored.pair;
+      const { accessToken, accessExpiresAt, refreshExpiresAt } = stored;
       process.stdout.write(`${printableJson({ accessToken, accessExpiresAt, refreshExpiresAt })}\n`);
     } catch (err) {
       if (err instanceof Failure) throw err;
