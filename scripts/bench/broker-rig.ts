@@ -6,7 +6,6 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { type BrokerConfig, loadBrokerConfig } from '../../src/broker/config.js';
 import { brokerKeys, readTokenKey } from '../../src/broker/keys.js';
 import { createCode } from '../../src/broker/operator.js';
@@ -20,12 +19,6 @@ import { environmentOf, execStartOf } from '../../test/helpers/exec-start.js';
 import { ACCESS_KEY_ID, type BenchDevice, SECRET, VENDOR } from './broker-load.js';
 import { Child } from './child.js';
 import { ROOT } from './root.js';
-
-/** The product's bundle, built as scripts/build.mjs builds dist/, into `dir`: tests rebuilding dist/ cannot race us. */
-export async function buildProduct(dir: string): Promise<string> {
-  const build = (await import(pathToFileURL(join(ROOT, 'scripts', 'build.mjs')).href)) as typeof import('../build.mjs');
-  return build.buildBundle(join(dir, 'botlink.mjs'));
-}
 
 const unitText = readFileSync(join(ROOT, 'systemd', 'botlink-broker.service'), 'utf8');
 /** The broker unit's node flags and Environment=: every broker here runs with them. */
@@ -109,6 +102,8 @@ export interface BrokerSettings {
   name: string;
   cloud: string;
   store: string;
+  /** The account secret's file; default the rig's. */
+  secretKeyFile?: string;
   deviceTokensPerHour?: number;
   cloudConcurrency?: number;
 }
@@ -116,6 +111,8 @@ export interface BrokerSettings {
 /** A `botlink broker` process: its URL, pid, and its /metrics read as numbers. */
 export interface BrokerProcess {
   url: string;
+  /** Its config file, for the operator's commands. */
+  configFile: string;
   /** The config as the broker reads it (its defaults filled in). */
   config: BrokerConfig;
   pid: number;
@@ -147,7 +144,7 @@ export class BrokerRig {
       listen: '127.0.0.1:0',
       baseUrl: s.cloud,
       accessKeyId: ACCESS_KEY_ID,
-      secretKeyFile: this.secretKeyFile,
+      secretKeyFile: s.secretKeyFile ?? this.secretKeyFile,
       tokenKeyFile: this.tokenKeyFile,
       store: s.store,
       logFile: join(this.dir, `${s.name}.log`),
@@ -167,6 +164,7 @@ export class BrokerRig {
     });
     return {
       url,
+      configFile,
       config: loadBrokerConfig(configFile, {}),
       pid: child.pid,
       async metric(name, labels = '') {

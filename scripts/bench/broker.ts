@@ -18,11 +18,13 @@ import { type PostgresServer, startPostgresIn } from '../../test/helpers/postgre
 import { CACHE_GOALS, type CacheMeasured, type CellResult, measureCache, VARIANTS } from './broker-cache.js';
 import { FLEET_RATE_GOAL, FLEET_RSS_GOAL_MIB, type FleetMeasured, measureFleet } from './broker-fleet.js';
 import { makeDevices } from './broker-load.js';
-import { BrokerRig, buildProduct, NODE_FLAGS, serveCloudAndFloor, startCloudAndFloor } from './broker-rig.js';
+import { DEVICE_GOAL, type DeviceMeasured, measureDevice } from './broker-device.js';
+import { BrokerRig, NODE_FLAGS, serveCloudAndFloor, startCloudAndFloor } from './broker-rig.js';
 import { capacityModel } from './broker-capacity.js';
-import { machineLine, printTable, times, verdict } from './report.js';
-import { isMain, scratchDir } from './root.js';
+import { machineLine, ms, printTable, ratioRow, times, verdict } from './report.js';
+import { isMain } from './root.js';
 import { spread } from './sample.js';
+import { Workspace } from './workspace.js';
 
 const progress = (what: string): void => void process.stderr.write(`… ${what}\n`);
 const rate = (x: number): string => (Number.isFinite(x) ? `${Math.round(x).toLocaleString('en-US')}/s` : 'n/a');
@@ -145,11 +147,71 @@ function printFleetDetails(f: FleetMeasured): void {
   if (f.direct.firstError) console.log(`first error straight: ${f.direct.firstError}`);
 }
 
+function printDeviceDetails(d: DeviceMeasured): void {
+  const list = (xs: number[]): string => xs.map((x) => x.toFixed(0)).join(' ');
+  console.log(
+    `\nRow 3: agent boots (node <bundle> run, the unit's flags and environment), ms: broker mode ${list(d.broker)} | signing mode ${list(d.signing)}`,
+  );
+  for (const mode of ['broker', 'signing'] as const) {
+    const p = d.phases[mode];
+    console.log(
+      `  ${mode} mode, medians from its log: spawn → 'botlink starting' ${ms(p.load)} · → 'link connecting' ${ms(p.setUp)} · → socket open ${ms(p.connect)}`,
+    );
+  }
+}
+
+interface LoadOptions {
+  cache: { devices: number; rounds: number; cellMs: number; warmMs: number } | undefined;
+  fleet: { devices: number; store: 'sqlite' | 'postgres'; cloudConcurrency: number | undefined } | undefined;
+  concurrency: number;
+  profileFlags: string[];
+}
+
+/** Rows 1 and 2: devices' keys made ahead, the cloud and the floor in a forked child, the brokers as processes. */
+async function loadRows(rig: BrokerRig, pg: PostgresServer | undefined, o: LoadOptions): Promise<string[][]> {
+  const made = performance.now();
+  const cacheDevices = makeDevices(o.cache?.devices ?? 0, 'cache');
+  const fleetDevices = makeDevices(o.fleet?.devices ?? 0, 'fleet');
+  const keysS = (performance.now() - made) / 1000;
+  console.log(`${(cacheDevices.length + fleetDevices.length).toLocaleString('en-US')} Ed25519 device keys made in ${keysS.toFixed(1)} s`);
+  const cf = await startCloudAndFloor(
+    { bots: [...cacheDevices, ...fleetDevices].map((d) => d.botId), floorKeys: cacheDevices.map((d) => d.publicKey) },
+    o.profileFlags,
+  );
+  const rows: string[][] = [];
+  try {
+    if (o.cache) {
+      const c = { ...o.cache, concurrency: o.concurrency };
+      progress(`tokens from the cache: ${cacheDevices.length} devices, ${c.rounds} rounds of floor, SQLite and PostgreSQL`);
+      const m = await measureCache(rig, cf, cacheDevices, await pg!.freshDatabase(), c);
+      printCacheDetails(m, c.rounds, c.cellMs, c.warmMs);
+      rows.push(...cacheRows(m, o.concurrency));
+    }
+    if (o.fleet) {
+      const store = o.fleet.store === 'sqlite' ? 'sqlite' : await pg!.freshDatabase();
+      const f = await measureFleet(
+        rig,
+        cf,
+        fleetDevices,
+        { concurrency: o.concurrency, cloudConcurrency: o.fleet.cloudConcurrency, store },
+        progress,
+      );
+      printFleetDetails(f);
+      rows.push(...fleetRows(f, o.concurrency));
+      console.log(`\n${capacityModel(f)}`);
+    }
+  } finally {
+    await cf.close();
+  }
+  return rows;
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     args: process.argv.slice(2),
     options: {
       only: { type: 'string' },
+      'device-runs': { type: 'string', default: '10' },
       devices: { type: 'string', default: '100000' },
       'cache-devices': { type: 'string', default: '1000' },
       rounds: { type: 'string', default: '10' },
@@ -163,17 +225,34 @@ async function main(): Promise<void> {
     },
   });
   const only = values.only;
-  if (only !== undefined && only !== 'cache' && only !== 'fleet') throw new Error('--only takes cache or fleet');
-  if (values['fleet-store'] !== 'sqlite' && values['fleet-store'] !== 'postgres') throw new Error('--fleet-store takes sqlite or postgres');
-  const concurrency = Number(values.concurrency);
+  if (only !== undefined && !['cache', 'fleet', 'device'].includes(only)) throw new Error('--only takes cache, fleet or device');
+  const fleetStore = values['fleet-store'];
+  if (fleetStore !== 'sqlite' && fleetStore !== 'postgres') throw new Error('--fleet-store takes sqlite or postgres');
   const profileFlags = values['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-interval', '100', '--cpu-prof-dir', values['cpu-prof']] : [];
   const nodeFlags =
     values['node-flags'] === undefined && profileFlags.length === 0
       ? undefined
       : [...(values['node-flags'] ?? '').split(/\s+/).filter((f) => f !== ''), ...profileFlags];
-  const wantCache = only !== 'fleet';
-  const wantFleet = only !== 'cache';
-  const needPostgres = wantCache || (wantFleet && values['fleet-store'] === 'postgres');
+  const want = (row: string): boolean => only === undefined || only === row;
+  const o: LoadOptions = {
+    cache: want('cache')
+      ? {
+          devices: Number(values['cache-devices']),
+          rounds: Number(values.rounds),
+          cellMs: Number(values['cell-ms']),
+          warmMs: Number(values['warm-ms']),
+        }
+      : undefined,
+    fleet: want('fleet')
+      ? {
+          devices: Number(values.devices),
+          store: fleetStore,
+          cloudConcurrency: values['cloud-concurrency'] === undefined ? undefined : Number(values['cloud-concurrency']),
+        }
+      : undefined,
+    concurrency: Number(values.concurrency),
+    profileFlags,
+  };
 
   console.log(machineLine());
   console.log(
@@ -181,52 +260,33 @@ async function main(): Promise<void> {
       ? `brokers run as systemd/botlink-broker.service runs them (node flags: ${NODE_FLAGS.join(' ') || 'none'})`
       : `brokers run with node flags ${nodeFlags.join(' ')}, not the unit's`,
   );
-  const dir = scratchDir('bench-broker');
-  const rig = new BrokerRig(dir, await buildProduct(dir), nodeFlags);
+  const ws = await Workspace.create('broker');
+  const rig = new BrokerRig(ws.dir, ws.bundle, nodeFlags);
   // A folder PostgreSQL's own user (nobody) may enter, as test/global-setup.ts makes for the tests.
   const otherUsers = mkdtempSync(join(tmpdir(), 'botlink-bench-pg-'));
   chmodSync(otherUsers, 0o755);
   let pg: PostgresServer | undefined;
-  let closeChild = async (): Promise<void> => undefined;
   try {
-    if (needPostgres) {
+    const rows: string[][] = [];
+    // First, on a machine not yet warm from the load rows: boots are what a busy machine disturbs most.
+    if (want('device')) {
+      const runs = Number(values['device-runs']);
+      progress(`boot → connected with a cached token, broker mode vs signing mode: ${runs} runs each`);
+      const d = await measureDevice(ws, rig, runs);
+      printDeviceDetails(d);
+      rows.push(ratioRow('device: boot → connected, cached token, broker mode vs signing mode', d.broker, d.signing, DEVICE_GOAL));
+    }
+    if (o.cache || o.fleet?.store === 'postgres') {
       progress('starting a throwaway PostgreSQL');
       pg = await startPostgresIn(otherUsers);
     }
-    const made = performance.now();
-    const cacheDevices = wantCache ? makeDevices(Number(values['cache-devices']), 'cache') : [];
-    const fleetDevices = wantFleet ? makeDevices(Number(values.devices), 'fleet') : [];
-    console.log(
-      `${(cacheDevices.length + fleetDevices.length).toLocaleString('en-US')} Ed25519 device keys made in ${((performance.now() - made) / 1000).toFixed(1)} s`,
-    );
-    const cf = await startCloudAndFloor(
-      { bots: [...cacheDevices, ...fleetDevices].map((d) => d.botId), floorKeys: cacheDevices.map((d) => d.publicKey) },
-      profileFlags,
-    );
-    closeChild = () => cf.close();
-    const rows: string[][] = [];
-    if (wantCache) {
-      const o = { rounds: Number(values.rounds), cellMs: Number(values['cell-ms']), warmMs: Number(values['warm-ms']), concurrency };
-      progress(`tokens from the cache: ${cacheDevices.length} devices, ${o.rounds} rounds of floor, SQLite and PostgreSQL`);
-      const m = await measureCache(rig, cf, cacheDevices, await pg!.freshDatabase(), o);
-      printCacheDetails(m, o.rounds, o.cellMs, o.warmMs);
-      rows.push(...cacheRows(m, concurrency));
-    }
-    if (wantFleet) {
-      const store = values['fleet-store'] === 'sqlite' ? 'sqlite' : await pg!.freshDatabase();
-      const cloudConcurrency = values['cloud-concurrency'] === undefined ? undefined : Number(values['cloud-concurrency']);
-      const f = await measureFleet(rig, cf, fleetDevices, { concurrency, cloudConcurrency, store }, progress);
-      printFleetDetails(f);
-      rows.push(...fleetRows(f, concurrency));
-      console.log(`\n${capacityModel(f)}`);
-    }
+    if (o.cache || o.fleet) rows.push(...(await loadRows(rig, pg, o)));
     console.log('');
     printTable(['figure', 'botlink', 'baseline', 'ratio', 'goal', 'result', 'IQR/median'], rows);
   } finally {
-    await closeChild();
     await pg?.stop();
     rmSync(otherUsers, { recursive: true, force: true });
-    rmSync(dir, { recursive: true, force: true });
+    ws.remove();
   }
 }
 

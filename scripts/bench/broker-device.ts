@@ -1,0 +1,131 @@
+// Row 3 of the broker bench: the device. Boot → connected with a cached token, an agent in broker mode
+// against the same agent in signing mode, alternating (as bench:link times a boot: spawn until the service
+// accepts the WebSocket). Both devices are made as a technician makes them: the broker-mode one by
+// `botlink provision --broker URL --code CODE`, with a code from `botlink broker code`.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { ReferenceService } from '../../src/service/server.js';
+import { cleanEnv } from '../../test/helpers/env.js';
+import { exec } from '../../test/helpers/exec.js';
+import { fileAppears } from '../../test/helpers/file-appears.js';
+import type { BrokerRig } from './broker-rig.js';
+import type { Device } from './fixture.js';
+import { disconnect, startService, timeToConnected } from './fixture.js';
+import { median } from '../../test/helpers/stats.js';
+import { alternate } from './sample.js';
+import type { Workspace } from './workspace.js';
+
+export const DEVICE_GOAL = 1.05;
+const SIGNING_BOT = 'bot-1';
+
+type Mode = 'broker' | 'signing';
+
+/** Medians from an agent's log (ms): spawn → 'botlink starting' → 'link connecting' → the socket open at the service. */
+export interface Phases {
+  load: number;
+  setUp: number;
+  connect: number;
+}
+
+export interface DeviceMeasured {
+  broker: number[];
+  signing: number[];
+  phases: Record<Mode, Phases>;
+}
+
+/** The first time each message was logged by process `pid`, wall-clock ms. */
+function logTimes(log: string, pid: number): Map<string, number> {
+  const at = new Map<string, number>();
+  for (const line of log.split('\n')) {
+    if (!line.startsWith('{')) continue;
+    const entry = JSON.parse(line) as { time: string; msg: string; pid: number };
+    if (entry.pid === pid && !at.has(entry.msg)) at.set(entry.msg, Date.parse(entry.time));
+  }
+  return at;
+}
+
+/** Runs `botlink ARGS` from the bundle; its stdout, or an error with its output. */
+async function botlink(ws: Workspace, args: string[]): Promise<string> {
+  const run = await exec(process.execPath, [ws.bundle, ...args], { env: cleanEnv(), timeoutMs: 60_000 });
+  if (run.code !== 0) throw new Error(`botlink ${args[0]} exited ${run.code}: ${run.stderr}${run.stdout}`);
+  return run.stdout;
+}
+
+/** A device turned to broker mode: its config without the account's keys, then provisioned with a code. */
+async function brokerDevice(
+  ws: Workspace,
+  svc: ReferenceService,
+  brokerUrl: string,
+  brokerConfig: string,
+): Promise<{ device: Device; botId: string }> {
+  const device = ws.device('bot-2', svc);
+  const {
+    accessKeyId: _a,
+    secretKeyFile: _s,
+    botId: _b,
+    ...rest
+  } = JSON.parse(readFileSync(device.configFile, 'utf8')) as Record<string, unknown>;
+  writeFileSync(device.configFile, JSON.stringify(rest, null, 2));
+  const code = (await botlink(ws, ['broker', 'code', '--config', brokerConfig, '--vendor-id', 'V1'])).trim().split('\n').pop()!;
+  await botlink(ws, ['provision', '--broker', brokerUrl, '--code', code, '--device-id', 'SN-bench-device', '--config', device.configFile]);
+  const botId = (JSON.parse(readFileSync(device.configFile, 'utf8')) as { botId: string }).botId;
+  return { device, botId };
+}
+
+/**
+ * A reference service on a SQLite file, a broker on it holding the signing device's account secret, one
+ * device of each mode; each boots once (caching its token, and the bundle's code cache), then `n`
+ * alternating boots each.
+ */
+export async function measureDevice(ws: Workspace, rig: BrokerRig, n: number): Promise<DeviceMeasured> {
+  const svc = await startService(join(ws.dir, 'device-service.db'));
+  try {
+    const signing = ws.device(SIGNING_BOT, svc);
+    const broker = await rig.broker({
+      name: 'device',
+      cloud: svc.url,
+      store: `sqlite:${join(ws.dir, 'device-broker.db')}`,
+      secretKeyFile: join(signing.dir, 'secret-key'),
+    });
+    try {
+      const { device, botId } = await brokerDevice(ws, svc, broker.url, broker.configFile);
+      const first = async (d: Device, bot: string, until?: Promise<unknown>): Promise<void> => {
+        const { child } = await timeToConnected(svc, bot, () => ws.agent(d));
+        await until;
+        await disconnect(svc, bot, child);
+      };
+      // The agent writes its code cache 5 s after its start: every measured boot starts from it.
+      await first(signing, SIGNING_BOT, fileAppears(ws.cacheDir, '.v8cache'));
+      await first(device, botId);
+      type Samples = Record<keyof Phases, number[]>;
+      const phasesOf: Record<Mode, Samples> = {
+        broker: { load: [], setUp: [], connect: [] },
+        signing: { load: [], setUp: [], connect: [] },
+      };
+      const boot = (d: Device, bot: string, mode: Mode) => async (): Promise<number> => {
+        const spawnedAt = Date.now();
+        const { ms, child } = await timeToConnected(svc, bot, () => ws.agent(d));
+        await disconnect(svc, bot, child);
+        const at = logTimes(d.log(), child.pid);
+        const starting = at.get('botlink starting') ?? Number.NaN;
+        const connecting = at.get('link connecting') ?? Number.NaN;
+        phasesOf[mode].load.push(starting - spawnedAt);
+        phasesOf[mode].setUp.push(connecting - starting);
+        phasesOf[mode].connect.push(spawnedAt + ms - connecting);
+        return ms;
+      };
+      const [viaBroker = [], signed = []] = await alternate(n, [boot(device, botId, 'broker'), boot(signing, SIGNING_BOT, 'signing')]);
+      // alternate() discards its warm-up round: so do the phases.
+      const medians = (p: Samples): Phases => ({
+        load: median(p.load.slice(1)),
+        setUp: median(p.setUp.slice(1)),
+        connect: median(p.connect.slice(1)),
+      });
+      return { broker: viaBroker, signing: signed, phases: { broker: medians(phasesOf.broker), signing: medians(phasesOf.signing) } };
+    } finally {
+      await broker.stop();
+    }
+  } finally {
+    await svc.close();
+  }
+}
