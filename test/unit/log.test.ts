@@ -253,9 +253,10 @@ describe('createLogger', () => {
     ]);
   });
 
-  it('pretty mode prints one short human line per entry on stdout', () => {
+  it('pretty mode prints one short human line per entry on stdout, as the reader it is given renders it', () => {
     const run = runScript(`
-      const log = createLogger({ file: '-', level: 'info', name: 'link', pretty: true });
+      import { readableLine } from ${JSON.stringify(join(process.cwd(), 'src/cli/log-lines.ts'))};
+      const log = createLogger({ file: '-', level: 'info', name: 'link', pretty: (entry) => readableLine(entry) });
       const logger = log.logger;
       logger.info({ reconnects: 0, url: 'ws://127.0.0.1:1/x y' }, 'connected');
       logger.error({ err: new Error('Unauthorized'), accessToken: ${JSON.stringify(TOKEN)} }, 'handshake failed');

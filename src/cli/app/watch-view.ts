@@ -4,7 +4,7 @@
  * and said whole when the round ends. No I/O: frames in, events out.
  */
 
-import { localClock } from '../../log.js';
+import { localClock } from '../log-lines.js';
 import type { LinkStateData } from '../../protocol/conversation.js';
 import { obj, readDownFrame } from '../../protocol/round-reader.js';
 import { printable, printableJson } from '../printable.js';

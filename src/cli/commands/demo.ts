@@ -12,6 +12,8 @@ import { createReferenceService } from '../../service/server.js';
 import { defineCommand } from '../frame/command.js';
 import { Failure } from '../frame/exit.js';
 import { untilSignal } from '../frame/signals.js';
+import { readableLine } from '../log-lines.js';
+import { printable } from '../printable.js';
 import { type BrokerDevice, brokerDevice, type DemoAccount } from './demo-broker.js';
 
 const USAGE = `usage: botlink demo [--sign] [--duration S]   (default: until Ctrl-C)
@@ -46,7 +48,8 @@ export const demo = defineCommand({
     // (code null) with its folder left behind. One that comes before the try below ends the demo there.
     const stop = untilSignal();
     const dir = mkdtempSync(join(tmpdir(), 'botlink-demo-'));
-    const logging = createLogger({ file: '-', level: 'info', pretty: true });
+    // The demo's stdout is read by a person: each line rendered, peers' bytes escaped (issue 27).
+    const logging = createLogger({ file: '-', level: 'info', pretty: (entry) => `${printable(readableLine(entry).slice(0, -1))}\n` });
     let timer: NodeJS.Timeout | undefined;
     const finished = new Promise<void>((resolve) => {
       void stop.received.then(() => resolve());

@@ -4,7 +4,7 @@
  */
 
 import { basename } from 'node:path';
-import { readableLine } from '../../log.js';
+import { readableLine } from '../log-lines.js';
 import { printable, printableJsonText } from '../printable.js';
 
 /** pino's levels, lowest first: `--level warn` keeps warn, error and fatal. */
