@@ -7,7 +7,7 @@ import type { LinkStateData } from '../../protocol/conversation.js';
 import type { ConnParams, LinkStateChange, LinkSupervisor, OpenedWith } from '../link/supervisor.js';
 import type { Clock } from '../../clock.js';
 import { appParams } from './app-params.js';
-import { AttachTally } from './attach-tally.js';
+import { MinuteTally } from './minute-tally.js';
 import { CloudKeepalive } from './keepalive.js';
 import { Observers, wantsAudio } from './observers.js';
 import { LocalPeer, type PeerKind } from './peer.js';
@@ -79,7 +79,7 @@ export class Relay implements RelayPort {
   readonly #counters: Omit<RelayCounters, 'observers'> = { attached: false, framesUp: 0, framesDown: 0, dropped: 0 };
   readonly #keepalive: CloudKeepalive;
   readonly #traffic: Omit<RelayTraffic, 'observers'> = { attaches: 0, bytesUp: 0, bytesDown: 0 };
-  readonly #tally: AttachTally;
+  readonly #tally: MinuteTally;
   readonly #observers: Observers;
   #app: AttachedApp | undefined;
   /** The link's current (or last) socket, from the 'opening' that announced it. */
@@ -132,7 +132,10 @@ export class Relay implements RelayPort {
       send: (text) => this.#link.send(text, false),
       ...(opts.keepaliveIntervalMs !== undefined && { intervalMs: opts.keepaliveIntervalMs }),
     });
-    this.#tally = new AttachTally(opts.clock, opts.log);
+    // The first attach of a quiet minute is told at once; the rest of the minute in one line at its end.
+    this.#tally = new MinuteTally(opts.clock, (count, first) =>
+      first ? opts.log.info('an app attached') : opts.log.info({ attaches: count }, `apps attached ${count} more times in the last minute`),
+    );
     this.#observers = new Observers(opts.clock, opts.log, this.#onChange);
     this.#link.on('state', this.#onState);
     this.#link.on('opening', this.#onOpening);
@@ -202,7 +205,7 @@ export class Relay implements RelayPort {
     this.#keepalive.appAttached();
     this.#traffic.attaches++;
     // Per connection at debug: an app in a loop must not fill the disk (the tally says it at info).
-    this.#tally.attached();
+    this.#tally.add();
     this.#log.debug({ use, outcome }, 'app attached');
     app.peer.sendState(this.#stateNow(), true);
     const greeting = taken ? this.#socket?.greeting : undefined;

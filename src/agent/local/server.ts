@@ -3,8 +3,9 @@ import { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { messageOf } from '../../protocol/errors.js';
-import type { Cancel, Clock } from '../../clock.js';
+import type { Clock } from '../../clock.js';
 import { AnswerTurns } from './answer-turns.js';
+import { MinuteTally } from './minute-tally.js';
 import type { RelayPort } from './relay-port.js';
 import { refuseUpgrade } from './refuse-upgrade.js';
 import { RequestGate } from './request-gate.js';
@@ -41,8 +42,6 @@ export const LOCAL_LIMITS = Object.freeze({
   httpLifetimeMs: 60_000,
 });
 
-const REFUSED_LINE_MS = 60_000;
-
 /** Node's HTTP server, handed each connection through a RequestGate: its parser sees one request at a time (issue 27). */
 class GatedServer extends Server {
   // Node documents 'connection' as the way to hand its HTTP server any Duplex; the listening socket's own go through here too.
@@ -70,7 +69,6 @@ export class LocalApi {
   readonly #path: string;
   readonly #gid: number | null;
   readonly #relay: RelayPort;
-  readonly #clock: Clock;
   readonly #log: Logger;
   /** Holds the connection cap too (maxConnections): the server enforces it, and the refusal line reads it there. */
   readonly #server: Server;
@@ -84,15 +82,18 @@ export class LocalApi {
   #refused = 0;
   /** `path status` → count: paths are the routes and "other", statuses the few the API answers. */
   readonly #requests = new Map<string, number>();
-  #refusedUntold = 0;
-  #cancelRefusedLine: Cancel | undefined;
+  /** One line a minute at most, however many are refused: a flood must not fill the disk. */
+  readonly #refusedLine: MinuteTally;
   #bound: BoundSocket | undefined;
 
   constructor(opts: LocalApiOptions) {
     this.#path = opts.path;
     this.#gid = opts.gid;
     this.#relay = opts.relay;
-    this.#clock = opts.clock;
+    this.#refusedLine = new MinuteTally(opts.clock, (count) => {
+      const max = this.#server.maxConnections;
+      this.#log.warn({ refused: count, max }, `local API: ${count} connections refused at the cap of ${max}`);
+    });
     this.#log = opts.log;
     this.#server = new GatedServer({
       maxHeaderSize: LOCAL_LIMITS.maxHeaderSize,
@@ -154,20 +155,9 @@ export class LocalApi {
     this.#log.debug({ unread }, 'local API: cut a connection that left its answer unread');
   }
 
-  /** One line a minute at most, however many are refused: a flood must not fill the disk. */
   #onRefused(): void {
     this.#refused++;
-    this.#refusedUntold++;
-    if (this.#cancelRefusedLine) return;
-    const tell = (): void => {
-      this.#cancelRefusedLine = undefined;
-      if (this.#refusedUntold === 0) return;
-      const max = this.#server.maxConnections;
-      this.#log.warn({ refused: this.#refusedUntold, max }, `local API: ${this.#refusedUntold} connections refused at the cap of ${max}`);
-      this.#refusedUntold = 0;
-      this.#cancelRefusedLine = this.#clock.setTimer(REFUSED_LINE_MS, tell);
-    };
-    tell();
+    this.#refusedLine.add();
   }
 
   /** Binds the socket; a dead one left by a crash is replaced, a live one or any other file is an error. */
@@ -187,7 +177,7 @@ export class LocalApi {
     this.#server.closeAllConnections();
     // An upgraded connection the relay let go of but its app never closed would hold close() open.
     for (const socket of this.#sockets) socket.destroy();
-    this.#cancelRefusedLine?.();
+    this.#refusedLine.stop();
     await closed;
     unlinkBound(bound);
   }
