@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { refuseUpgrade } from './refuse-upgrade.js';
+import { refuseUpgrade, STOPPING_REFUSAL } from './refuse-upgrade.js';
 import type { RelayCounters, RelayPort, RelayTraffic } from './relay-port.js';
 
 /**
@@ -27,7 +27,7 @@ export class PendingRelay implements RelayPort {
   }
 
   #refuse(socket: Duplex): void {
-    const why = this.#stopped ? 'botlink is stopping: connect again once it runs' : 'no botId yet: botlink is provisioning this device';
+    const why = this.#stopped ? STOPPING_REFUSAL : 'no botId yet: botlink is provisioning this device';
     refuseUpgrade(socket, 503, why);
   }
 

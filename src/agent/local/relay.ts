@@ -11,7 +11,7 @@ import { MinuteTally } from './minute-tally.js';
 import { CloudKeepalive } from './keepalive.js';
 import { Observers, wantsAudio } from './observers.js';
 import { LocalPeer, type PeerKind } from './peer.js';
-import { refuseUpgrade } from './refuse-upgrade.js';
+import { refuseUpgrade, STOPPING_REFUSAL } from './refuse-upgrade.js';
 import { isSmallEvent, MAX_APP_BACKLOG_BYTES, MAX_APP_FRAME_BYTES, type SocketSeen, socketUse, stateData } from './relay-decide.js';
 import type { RelayCounters, RelayPort, RelayTraffic } from './relay-port.js';
 
@@ -152,7 +152,7 @@ export class Relay implements RelayPort {
   }
 
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
-    if (this.#stopped) return refuseUpgrade(socket, 503, 'botlink is stopping: connect again once it runs');
+    if (this.#stopped) return refuseUpgrade(socket, 503, STOPPING_REFUSAL);
     // An app whose close is under way has left: a quick reconnect of the same app must not get a 409.
     if (this.#app?.peer.open) return refuseUpgrade(socket, 409, 'another app is attached: botlink relays one conversation at a time');
     this.#app?.peer.leave();
@@ -161,7 +161,7 @@ export class Relay implements RelayPort {
   }
 
   handleObserve(req: IncomingMessage, socket: Duplex, head: Buffer): void {
-    if (this.#stopped) return refuseUpgrade(socket, 503, 'botlink is stopping: connect again once it runs');
+    if (this.#stopped) return refuseUpgrade(socket, 503, STOPPING_REFUSAL);
     // 429, not 503: the limit is the clients' own doing and clears when one of them leaves.
     if (!this.#observers.admit())
       return refuseUpgrade(socket, 429, `${this.#observers.count} observers are attached, the most botlink serves: close one first`);
