@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import { D } from './time.js';
 import { requireTool } from './tools.js';
 
 /** A wrong wall clock at boot: a name for reports and the FAKETIME spec that makes it. */
@@ -10,12 +11,10 @@ export interface WrongClock {
   approxOffsetMs: (realNowMs: number) => number;
 }
 
-const DAY_MS = 86_400_000;
-
 export const WRONG_CLOCKS: readonly WrongClock[] = [
   { name: '1970', spec: '@1970-01-01 00:00:00', approxOffsetMs: (real) => -real },
-  { name: '-2d', spec: '-2d', approxOffsetMs: () => -2 * DAY_MS },
-  { name: '+2d', spec: '+2d', approxOffsetMs: () => 2 * DAY_MS },
+  { name: '-2d', spec: '-2d', approxOffsetMs: () => -2 * D },
+  { name: '+2d', spec: '+2d', approxOffsetMs: () => 2 * D },
 ];
 
 /** Environment variables that give a child process `spec` as its wall clock and leave CLOCK_MONOTONIC real; fails naming the fix without libfaketime. */

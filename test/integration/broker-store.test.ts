@@ -13,6 +13,7 @@ import { bundleChild } from '../helpers/bundle.js';
 import { closed, exec } from '../helpers/exec.js';
 import { useHarness } from '../helpers/harness.js';
 import { type PostgresServer, startPostgres } from '../helpers/postgres.js';
+import { H } from '../helpers/time.js';
 
 const clock = { wallNow: () => Date.now() };
 const { tempDir, cleanups } = useHarness();
@@ -89,7 +90,6 @@ const postgres: Backend = {
   },
 };
 
-const HOUR = 3_600_000;
 const hex = (bytes: number): string => randomBytes(bytes).toString('hex');
 const newKey = (): { keyId: string; publicKey: string } => {
   const keyId = hex(16);
@@ -101,7 +101,7 @@ const newCode = (over: Partial<CodeRow> = {}): CodeRow => ({
   kind: 'plain',
   deviceId: null,
   usesLeft: 1,
-  expiresAt: Date.now() + HOUR,
+  expiresAt: Date.now() + H,
   createdAt: Date.now(),
   ...over,
 });
@@ -122,10 +122,10 @@ const preauthRow = (deviceId: string, key = newKey()): PreauthRow => ({ ...key, 
 const token = (botId: string, over: Partial<TokenRow> = {}): TokenRow => ({
   botId,
   accessSealed: randomBytes(48),
-  accessExpiresAt: Date.now() + 2 * HOUR,
+  accessExpiresAt: Date.now() + 2 * H,
   accessLifetimeS: 7200,
   refreshSealed: randomBytes(48),
-  refreshExpiresAt: Date.now() + 24 * HOUR,
+  refreshExpiresAt: Date.now() + 24 * H,
   updatedAt: Date.now(),
   ...over,
 });

@@ -13,24 +13,20 @@ import {
   type FailureContext,
 } from '../../src/cli/format.js';
 import { BotlinkError } from '../../src/protocol/errors.js';
-
-const S = 1000;
-const M = 60 * S;
-const H = 60 * M;
-const D = 24 * H;
+import { S, MIN, H, D } from '../helpers/time.js';
 
 describe('formatDuration', () => {
   it.each([
     [0, '0s'],
     [999, '0s'],
     [45 * S, '45s'],
-    [4 * M + 10 * S + 900, '4m 10s'],
-    [5 * M, '5m'],
-    [H + 59 * M + 59 * S, '1h 59m'],
+    [4 * MIN + 10 * S + 900, '4m 10s'],
+    [5 * MIN, '5m'],
+    [H + 59 * MIN + 59 * S, '1h 59m'],
     [2 * H, '2h'],
-    [6 * D + 23 * H + 59 * M, '6d 23h'],
+    [6 * D + 23 * H + 59 * MIN, '6d 23h'],
     [7 * D, '7d'],
-    [-(3 * M + 10 * S), '3m 10s'],
+    [-(3 * MIN + 10 * S), '3m 10s'],
   ])('%i ms → %s', (ms, text) => {
     expect(formatDuration(ms)).toBe(text);
   });
@@ -38,10 +34,10 @@ describe('formatDuration', () => {
 
 describe('relative times', () => {
   it('says ago, left and expired', () => {
-    expect(formatAgo(3 * M)).toBe('3m ago');
+    expect(formatAgo(3 * MIN)).toBe('3m ago');
     expect(formatAgo(400)).toBe('just now');
-    expect(formatLeft(1_000_000 + H + 59 * M, 1_000_000)).toBe('1h 59m left');
-    expect(formatLeft(1_000_000, 1_000_000 + 3 * M)).toBe('expired 3m ago');
+    expect(formatLeft(1_000_000 + H + 59 * MIN, 1_000_000)).toBe('1h 59m left');
+    expect(formatLeft(1_000_000, 1_000_000 + 3 * MIN)).toBe('expired 3m ago');
     expect(formatLeft(1_000_000, 1_000_000)).toBe('expired just now');
   });
 

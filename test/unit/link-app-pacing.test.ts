@@ -6,8 +6,8 @@ import {
   withdrawAppReconnect,
   type AppPacingMemory,
 } from '../../src/agent/link/app-pacing.js';
+import { S } from '../helpers/time.js';
 
-const SEC = 1_000;
 const T = 9_000_000;
 /** Each delay drawn at its window's ceiling − 1, so the windows tell apart. */
 const HIGH = 1 - Number.EPSILON;
@@ -17,7 +17,7 @@ const PACING = { backoff: { baseMs: 100, capMs: 1_600 }, appReconnectsPerMinute:
 /** The replacements made at `made`, on backoff attempt `attempt`; frozen: the pacing never writes into it. */
 const memory = (made: number[], attempt = 0): AppPacingMemory => Object.freeze({ backoff: { attempt }, appReconnects: made });
 /** Six replacements made between 49 and 44 s ago. */
-const SIX = [1, 2, 3, 4, 5, 6].map((i) => T - 50 * SEC + i * SEC);
+const SIX = [1, 2, 3, 4, 5, 6].map((i) => T - 50 * S + i * S);
 const PACED = (n: number) =>
   `an app asked for other connection parameters: reconnects apps cause are paced (${n} in the last minute, at most 6)`;
 
@@ -29,17 +29,17 @@ describe('paceAppReconnect: when a replacement an app causes is made (DESIGN §3
   });
 
   it('then on the link schedule', () => {
-    const p = paceAppReconnect('app-reattach', memory([T - SEC]), T, PACING, HIGH);
+    const p = paceAppReconnect('app-reattach', memory([T - S]), T, PACING, HIGH);
     expect(p.delayMs).toBe(99);
     expect(p.reason).toBe('an app needs a session of its own: reconnects apps cause are paced (1 in the last minute, at most 6)');
     // Not made yet: only when the shell makes it, at the end of the wait.
-    expect(p.memory).toEqual(memory([T - SEC], 1));
+    expect(p.memory).toEqual(memory([T - S], 1));
   });
 
   it('never lets more than the cap happen in any minute, whatever the schedule draws', () => {
     const p = paceAppReconnect('app-params', memory(SIX), T, PACING, 0);
     // The oldest of the six leaves the window at T + 11 s.
-    expect(p.delayMs).toBe(11 * SEC);
+    expect(p.delayMs).toBe(11 * S);
     expect(p.reason).toBe(PACED(6));
     expect(p.memory.appReconnects).toEqual(SIX);
   });
@@ -56,7 +56,7 @@ describe('paceAppReconnect: when a replacement an app causes is made (DESIGN §3
   });
 
   it('a paced reconnect withdrawn (the app left first) leaves no trace', () => {
-    const before = memory([T - SEC], 2);
+    const before = memory([T - S], 2);
     const p = paceAppReconnect('app-params', before, T, PACING, HIGH);
     expect(withdrawAppReconnect(p.memory, before.backoff)).toEqual(before);
   });
@@ -65,26 +65,26 @@ describe('paceAppReconnect: when a replacement an app causes is made (DESIGN §3
     // CI's storm: the waiting one once took the oldest's place in the memory; withdrawn, it left five, and a seventh went.
     const before = memory(SIX, 3);
     const capped = paceAppReconnect('app-params', before, T, PACING, 0);
-    expect(capped.delayMs).toBe(11 * SEC);
+    expect(capped.delayMs).toBe(11 * S);
     const withdrawn = withdrawAppReconnect(capped.memory, before.backoff);
     expect(withdrawn.appReconnects).toEqual(SIX);
-    expect(paceAppReconnect('app-params', withdrawn, T + SEC, PACING, 0).delayMs).toBe(10 * SEC);
+    expect(paceAppReconnect('app-params', withdrawn, T + S, PACING, 0).delayMs).toBe(10 * S);
   });
 
   it('keeps the rest of the memory it is given as it was', () => {
-    const link = { ...memory([T - SEC]), displacements: [T - 2 * SEC] };
+    const link = { ...memory([T - S]), displacements: [T - 2 * S] };
     const p = paceAppReconnect('app-params', link, T, PACING, HIGH);
-    expect(appReconnectMade(withdrawAppReconnect(p.memory, link.backoff), T, PACING).displacements).toEqual([T - 2 * SEC]);
+    expect(appReconnectMade(withdrawAppReconnect(p.memory, link.backoff), T, PACING).displacements).toEqual([T - 2 * S]);
   });
 });
 
 describe('appReconnectMade: the replacements the cap counts', () => {
   it.each([
     { made: [], want: [T], why: 'the first' },
-    { made: [T - SEC], want: [T - SEC, T], why: 'beside one of the minute' },
-    { made: [T - APP_RECONNECT_WINDOW_MS, T - SEC], want: [T - SEC, T], why: 'one a minute old has left the window' },
+    { made: [T - S], want: [T - S, T], why: 'beside one of the minute' },
+    { made: [T - APP_RECONNECT_WINDOW_MS, T - S], want: [T - S, T], why: 'one a minute old has left the window' },
     { made: [T - APP_RECONNECT_WINDOW_MS + 1], want: [T - APP_RECONNECT_WINDOW_MS + 1, T], why: 'a millisecond younger has not' },
-    { made: [6, 5, 4, 3, 2, 1].map((i) => T - i * SEC), want: [5, 4, 3, 2, 1, 0].map((i) => T - i * SEC), why: 'the last six only' },
+    { made: [6, 5, 4, 3, 2, 1].map((i) => T - i * S), want: [5, 4, 3, 2, 1, 0].map((i) => T - i * S), why: 'the last six only' },
   ])('$why', ({ made, want }) => {
     expect(appReconnectMade(memory(made), T, PACING).appReconnects).toEqual(want);
   });

@@ -17,9 +17,8 @@ import { LINK_DEFAULTS, MAX_CLOUD_MESSAGE_BYTES, resolveLinkSettings, type LinkS
 import { LINK_BACKOFF } from '../../src/agent/link/options.js';
 import { WS_FAILURE_FIXES, WsMessage } from '../../src/protocol/codes.js';
 import { wsFailureBody } from '../../src/protocol/wire.js';
+import { S, MIN } from '../helpers/time.js';
 
-const S = 1_000;
-const MIN = 60 * S;
 const NOW = 5_000_000;
 /** Just below 1: every delay is its window's ceiling − 1, which tells the windows apart. */
 const TOP = 1 - Number.EPSILON;

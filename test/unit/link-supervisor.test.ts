@@ -17,6 +17,7 @@ import { AgentKit } from '../helpers/agent-kit.js';
 import { useHarness } from '../helpers/harness.js';
 import { ManualClock } from '../helpers/manual-clock.js';
 import { pongFrame, rawWsServer, tricklingRefusal } from '../helpers/ws-peers.js';
+import { S, MIN, H } from '../helpers/time.js';
 
 /**
  * The link's shell on a ManualClock: the sockets are real (ws servers and the reference service on
@@ -25,9 +26,6 @@ import { pongFrame, rawWsServer, tricklingRefusal } from '../helpers/ws-peers.js
 
 const { cleanups, service, tempDir } = useHarness();
 
-const S = 1_000;
-const MIN = 60 * S;
-const H = 60 * MIN;
 /** Just below 1: each delay is its window's ceiling − 1. */
 const TOP = 1 - Number.EPSILON;
 const FAST = { baseMs: 100, capMs: 1_600 };

@@ -12,11 +12,8 @@ import {
 } from '../../src/agent/token/policy.js';
 import { brokeredPair, holdsRefresh, pairFacts, refreshExpiresAt } from '../../src/agent/token/pairs.js';
 import { prng } from '../helpers/fuzz.js';
+import { S, MIN, H, D } from '../helpers/time.js';
 
-const S = 1_000;
-const MIN = 60 * S;
-const H = 60 * MIN;
-const D = 24 * H;
 /** The server's wall clock in every row: 2025-11-21T00:00:00Z. */
 const T = 1_763_683_200_000;
 const ACCESS_LIFE = 2 * H;

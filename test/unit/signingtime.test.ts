@@ -11,9 +11,9 @@ import {
 } from '../../src/agent/time/signingtime.js';
 import type { TimeSyncResult, Verdict } from '../../src/agent/time/timesync.js';
 import { BotlinkError } from '../../src/protocol/errors.js';
+import { MIN } from '../helpers/time.js';
 
 const WALL = Date.parse('2026-12-01T12:00:00.250Z');
-const MIN = 60_000;
 
 const verdicts: Record<Verdict, TimeSyncResult> = {
   synced: { verdict: 'synced', source: 'chrony', detail: 'chronyc: Normal, offset 0.0003 s' },

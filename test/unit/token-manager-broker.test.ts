@@ -15,6 +15,7 @@ import { Changes } from '../helpers/changes.js';
 import { useHarness } from '../helpers/harness.js';
 import { ManualClock } from '../helpers/manual-clock.js';
 import { json, startScriptedServer } from '../helpers/scripted-server.js';
+import { S, MIN, H } from '../helpers/time.js';
 
 /**
  * The token manager in broker mode (DESIGN §3.7) on a ManualClock, against a broker played by a real
@@ -22,9 +23,6 @@ import { json, startScriptedServer } from '../helpers/scripted-server.js';
  * The manager's policy and backoff are signing mode's: only where tokens come from differs.
  */
 
-const S = 1_000;
-const MIN = 60 * S;
-const H = 60 * MIN;
 const ENROLL = 'botlink provision --broker URL --code CODE --device-id SN';
 const { cleanups, tempDir } = useHarness();
 

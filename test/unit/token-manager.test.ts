@@ -11,6 +11,7 @@ import { Changes } from '../helpers/changes.js';
 import { useHarness } from '../helpers/harness.js';
 import { ManualClock } from '../helpers/manual-clock.js';
 import { fillUp, mountTmpfs } from '../helpers/tmpfs.js';
+import { S, MIN, H } from '../helpers/time.js';
 
 /**
  * The token manager's timed behaviour on a ManualClock, against the real reference service on
@@ -21,9 +22,6 @@ import { fillUp, mountTmpfs } from '../helpers/tmpfs.js';
 
 const SECRET = 'manual-clock-s3cret';
 const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: SECRET, vendors: [{ vendorId: 'V1', bots: ['bot-1'] }] }] };
-const S = 1_000;
-const MIN = 60 * S;
-const H = 60 * MIN;
 
 const { cleanups, service, tempDir } = useHarness();
 

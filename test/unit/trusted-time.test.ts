@@ -4,8 +4,8 @@ import { ServerTime } from '../../src/agent/time/servertime.js';
 import type { TimeSyncResult, Verdict } from '../../src/agent/time/timesync.js';
 import { SAMPLE_RETRY_MS, TrustedTime, VERDICT_TTL_MS } from '../../src/agent/time/trusted-time.js';
 import { ManualClock } from '../helpers/manual-clock.js';
+import { MIN } from '../helpers/time.js';
 
-const MIN = 60_000;
 /** The server's clock runs this far ahead of the local wall clock in every test. */
 const AHEAD_MS = 10 * MIN;
 
