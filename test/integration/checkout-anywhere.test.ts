@@ -34,7 +34,7 @@ describe('the tests from a checkout below a 0700 folder', () => {
     const run = await new Promise<{ code: number | null; out: string }>((resolve, reject) => {
       const child = spawn(
         process.execPath,
-        [vitest, 'run', 'test/unit/secret.test.ts', '--reporter=json', '--outputFile.json=report.json'],
+        [vitest, 'run', 'test/integration/secret.test.ts', '--reporter=json', '--outputFile.json=report.json'],
         {
           cwd: copy,
           env,

@@ -10,7 +10,7 @@ import { pongFrame } from '../helpers/ws-peers.js';
 
 /**
  * The link against the reference service on real time: what the service really sends is recognised.
- * Schedules, heartbeat and the edge cases of hostile peers are in test/unit/link-supervisor.test.ts,
+ * Schedules, heartbeat and the edge cases of hostile peers are in test/integration/link-supervisor.test.ts,
  * on a ManualClock; every ending kind is in the decision table, test/unit/link-decide.test.ts.
  */
 

@@ -41,7 +41,7 @@ describe('TokenManager against the reference service', () => {
     expect(svc.stats.refreshToken.total).toBe(0);
   });
 
-  // The schedule to the millisecond is test/unit/token-manager.test.ts's, on a manual clock; this is the same on real time.
+  // The schedule to the millisecond is test/integration/token-manager.test.ts's, on a manual clock; this is the same on real time.
   it('refreshes (not signs) when the access token nears expiry, and signs again when the refresh token runs out', async () => {
     const svc = await service(SEED, { accessTtlS: 2, refreshTtlS: 7 });
     const changes = new Changes();
