@@ -5,7 +5,9 @@
 //   src/agent, src/service, src/broker
 //                           the three products: each may use the layers below, never each other
 //   src/doctor, src/cli     applications on top: nothing below imports them
-// Nothing in src imports test/ or scripts/.
+// Nothing in src imports test/ or scripts/. Tests may use scripts (the build, scripts/lib); scripts never use
+// tests: what the benchmarks and the tests share lives in scripts/lib, which imports nothing else of ours but src.
+// test/unit does no I/O: no process, socket or server of its own, no temp folder.
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
   forbidden: [
@@ -86,6 +88,36 @@ module.exports = {
       severity: 'error',
       from: { path: '^src/' },
       to: { path: '^(test|scripts)/' },
+    },
+    {
+      name: 'scripts-not-tests',
+      comment:
+        'The build and the benchmarks never import tests: what they share with them (process stats, median and quantile, running a command, a throwaway PostgreSQL) lives in scripts/lib.',
+      severity: 'error',
+      from: { path: '^scripts/' },
+      to: { path: '^test/' },
+    },
+    {
+      name: 'scripts-lib-is-shared',
+      comment: 'scripts/lib serves tests and benchmarks alike: it imports only itself and src, never a benchmark, the build or a test.',
+      severity: 'error',
+      from: { path: '^scripts/lib/' },
+      to: { path: '^(test|scripts)/', pathNot: '^scripts/lib/' },
+    },
+    {
+      name: 'unit-tests-do-no-io',
+      comment:
+        'test/unit holds pure parts on manual clocks: a test that starts a process, a socket or a server, or makes a temp folder, belongs in test/integration (swc sees type-only imports too: name a type through the module under test).',
+      severity: 'error',
+      from: { path: '^test/unit/' },
+      to: {
+        path: [
+          '^(node:)?(child_process|cluster|dgram|http|http2|https|net|tls|worker_threads)$',
+          '^node_modules/(better-sqlite3|pg|ws)/',
+          '^test/helpers/(agent-kit|app-child|daemon-proc|harness|postgres|relay-rig|scripted-server|serve-proc|tmpfs|ws-peers)\\.ts$',
+          '^scripts/lib/(exec|postgres-server|procfs|file-appears)\\.ts$',
+        ],
+      },
     },
   ],
   options: {

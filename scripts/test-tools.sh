@@ -3,7 +3,7 @@
 # python3's sd_notify listener, openssl, setpriv, flock, libfaketime, sox for a saved reply's WAV,
 # Prometheus's Python parser, PostgreSQL for the broker's store) through apt-get: as root, else
 # through sudo. Prints what it installs; does nothing when every tool is present.
-# test/helpers/tools.ts holds the same list.
+# scripts/lib/tools.ts holds the same list.
 set -euo pipefail
 
 usage() {

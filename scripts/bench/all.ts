@@ -1,8 +1,8 @@
 // `npm run bench`: every performance goal of the project in one run and one table, each figure
 // against a baseline measured in the same run, back to back, on the same machine.
 import { BOOT_GOAL, bootCached, LinkFixture, RECONNECT_GOAL_MS, restartReconnect } from './link.js';
-import { CLOCK_TICKS_PER_S } from '../../test/helpers/procfs.js';
-import { median } from '../../test/helpers/stats.js';
+import { CLOCK_TICKS_PER_S } from '../lib/procfs.js';
+import { median } from '../lib/stats.js';
 import type { Child } from './child.js';
 import { IDLE_MS, idle, idleRows, PAIRS } from './idle.js';
 import { BOTS, disconnect, timeToConnected } from './fixture.js';

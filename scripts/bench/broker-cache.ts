@@ -1,7 +1,7 @@
 // Row 1 of the broker bench: token requests answered from the broker's cache, on SQLite and on PostgreSQL,
 // beside the floor (node:http doing the same Ed25519 verification and nothing else), in alternating rounds.
 import { join } from 'node:path';
-import { cpuMs } from '../../test/helpers/procfs.js';
+import { cpuMs } from '../lib/procfs.js';
 import { type BenchDevice, load, type LoadResult, type Prepared, signedTokenRequest, tokenOk } from './broker-load.js';
 import type { BrokerProcess, BrokerRig, CloudAndFloor } from './broker-rig.js';
 import { alternate } from './sample.js';

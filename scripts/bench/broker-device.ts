@@ -5,13 +5,13 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ReferenceService } from '../../src/service/server.js';
-import { cleanEnv } from '../../test/helpers/env.js';
-import { exec } from '../../test/helpers/exec.js';
-import { fileAppears } from '../../test/helpers/file-appears.js';
+import { cleanEnv } from '../lib/env.js';
+import { exec } from '../lib/exec.js';
+import { fileAppears } from '../lib/file-appears.js';
 import type { BrokerRig } from './broker-rig.js';
 import type { Device } from './fixture.js';
 import { disconnect, startService, timeToConnected } from './fixture.js';
-import { median } from '../../test/helpers/stats.js';
+import { median } from '../lib/stats.js';
 import { alternate } from './sample.js';
 import type { Workspace } from './workspace.js';
 

@@ -2,8 +2,9 @@
 // request costs a getToken at the cloud; beside it, the same getToken signed and sent straight to the same
 // cloud (half before the broker's run and half after, so neither side alone meets a fuller cloud store).
 import { join } from 'node:path';
-import { cpuMs } from '../../test/helpers/procfs.js';
-import { type BenchDevice, getTokenOk, load, type Prepared, quantile, signedGetToken, signedTokenRequest, tokenOk } from './broker-load.js';
+import { cpuMs } from '../lib/procfs.js';
+import { quantile } from '../lib/stats.js';
+import { type BenchDevice, getTokenOk, load, type Prepared, signedGetToken, signedTokenRequest, tokenOk } from './broker-load.js';
 import { type BrokerRig, type CloudAndFloor, memoryMiB } from './broker-rig.js';
 
 export const FLEET_RATE_GOAL = 0.5;

@@ -5,6 +5,7 @@ import { generateKeyPairSync, type KeyObject, randomBytes } from 'node:crypto';
 import { Pool } from 'undici';
 import { keyIdOf, rawPublicKeyOf, signRequest } from '../../src/protocol/device-sig.js';
 import { signV2 } from '../../src/protocol/sign.js';
+import { quantile } from '../lib/stats.js';
 
 export const VENDOR = 'V1';
 export const ACCESS_KEY_ID = 'AK';
@@ -166,8 +167,3 @@ export const tokenOk = (status: number, json: unknown): boolean =>
 /** The cloud's getToken answer: code 0. */
 export const getTokenOk = (status: number, json: unknown): boolean =>
   status === 200 && (json as { code?: unknown } | undefined)?.code === 0;
-
-/** The q-quantile of sorted values (NaN for none). */
-export function quantile(sorted: readonly number[], q: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
-}

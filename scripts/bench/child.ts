@@ -1,6 +1,6 @@
 // The child processes a benchmark starts: output kept for errors, exit as a promise, spawn-to-exit timing.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { cleanEnv } from '../../test/helpers/env.js';
+import { cleanEnv } from '../lib/env.js';
 import { ROOT } from './root.js';
 
 /** A child we started, with its output kept for error messages and its exit as a promise. */

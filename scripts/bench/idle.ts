@@ -4,8 +4,8 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { LINK_DEFAULTS } from '../../src/agent/link/options.js';
-import { cpuMs, cpuTicks, rssKiB } from '../../test/helpers/procfs.js';
-import { median } from '../../test/helpers/stats.js';
+import { cpuMs, cpuTicks, rssKiB } from '../lib/procfs.js';
+import { median } from '../lib/stats.js';
 import type { Child } from './child.js';
 import { BOTS, fetchToken, timeToConnected, type Device } from './fixture.js';
 import { NODE_FLAGS, UNIT_ENV } from './unit.js';

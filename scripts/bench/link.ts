@@ -2,8 +2,8 @@
 // minimal ws client given the same token, and how fast it comes back after a service restart.
 import { join } from 'node:path';
 import type { ReferenceService } from '../../src/service/server.js';
-import { fileAppears } from '../../test/helpers/file-appears.js';
-import { median } from '../../test/helpers/stats.js';
+import { fileAppears } from '../lib/file-appears.js';
+import { median } from '../lib/stats.js';
 import { disconnect, nextWsEvent, startService, timeToConnected, type Device } from './fixture.js';
 import { ceilingRow, machineLine, ms, printTable, ratioRow } from './report.js';
 import { isMain } from './root.js';

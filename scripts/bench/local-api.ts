@@ -3,8 +3,8 @@
 // connection kept open, alternating; requests/s and the daemon's CPU per request, one client and four.
 import { Agent, request } from 'node:http';
 import { join } from 'node:path';
-import { cpuMs } from '../../test/helpers/procfs.js';
-import { median } from '../../test/helpers/stats.js';
+import { cpuMs } from '../lib/procfs.js';
+import { median } from '../lib/stats.js';
 import { startService, timeToConnected } from './fixture.js';
 import { machineLine, printTable } from './report.js';
 import { alternate, sleep, spread } from './sample.js';

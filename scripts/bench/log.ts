@@ -5,7 +5,7 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { createLogger } from '../../src/log.js';
-import { median } from '../../test/helpers/stats.js';
+import { median } from '../lib/stats.js';
 import { scratchDir } from './root.js';
 
 const CALLS = Number(process.argv[2] ?? 100_000);

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { build } from 'esbuild';
-import { median } from '../../test/helpers/stats.js';
+import { median } from '../lib/stats.js';
 import { ROOT } from './root.js';
 
 const RUNS = 7;

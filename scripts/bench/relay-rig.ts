@@ -5,7 +5,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { VOICE_CHAT_PATH } from '../../src/protocol/conversation.js';
-import { cleanEnv } from '../../test/helpers/env.js';
+import { cleanEnv } from '../lib/env.js';
 import { Child } from './child.js';
 import { fetchToken, startService, timeToConnected } from './fixture.js';
 import { App } from './relay-app.js';

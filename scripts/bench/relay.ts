@@ -3,8 +3,8 @@
 // kind of socket, with the direct path (app → service) for scale: round trips, throughput, and the
 // CPU and memory of a real-time audio stream.
 import type { TestService } from '../../src/service/testing.js';
-import { cpuMs, rssKiB } from '../../test/helpers/procfs.js';
-import { median } from '../../test/helpers/stats.js';
+import { cpuMs, rssKiB } from '../lib/procfs.js';
+import { median, quantile } from '../lib/stats.js';
 import { type App, DOWN_EVERY_MS, DOWN_FRAME_BYTES, UP_EVERY_MS, UP_FRAME_BYTES } from './relay-app.js';
 import { BOTS, type Path, type PerPath, type Relays, type RelaySide, relayRig } from './relay-rig.js';
 import { machineLine, printTable, ratioRow, spreads, times, verdict } from './report.js';
@@ -52,11 +52,6 @@ function settings(o: RelayBenchOptions): Required<Omit<RelayBenchOptions, 'profi
     ...(profileDir && { profileDir }),
   };
 }
-
-const quantile = (xs: readonly number[], q: number): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor(q * s.length))] ?? NaN;
-};
 
 interface Trips {
   p50: PerPath<number[]>;

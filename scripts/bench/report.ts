@@ -1,7 +1,7 @@
 // How results are printed: units, verdicts, aligned tables and the machine they were measured on.
 import { readFileSync } from 'node:fs';
 import { availableParallelism, cpus } from 'node:os';
-import { median } from '../../test/helpers/stats.js';
+import { median } from '../lib/stats.js';
 import { spread } from './sample.js';
 
 export const ms = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(x < 10 ? 1 : 0)} ms` : 'n/a');

@@ -1,12 +1,10 @@
 // Taking samples on a shared machine and summing them up: alternating runs, the noise figure, idle waits.
-import { median } from '../../test/helpers/stats.js';
+import { median, quantile } from '../lib/stats.js';
 
 /** Interquartile range over the median: a one-number noise figure for a sample. */
 export function spread(xs: readonly number[]): number {
   if (xs.length < 4) return NaN;
-  const s = [...xs].sort((a, b) => a - b);
-  const q = (p: number): number => s[Math.min(s.length - 1, Math.floor(p * s.length))]!;
-  return (q(0.75) - q(0.25)) / median(xs);
+  return (quantile(xs, 0.75) - quantile(xs, 0.25)) / median(xs);
 }
 
 /**

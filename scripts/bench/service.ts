@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
-import { median } from '../../test/helpers/stats.js';
+import { median, quantile } from '../lib/stats.js';
 import { signV2 } from '../../src/protocol/sign.js';
 import { createReferenceService } from '../../src/service/server.js';
 import { printTable, times, verdict } from './report.js';
@@ -119,9 +119,8 @@ async function load(
   await Promise.all([warm, ...Array.from({ length: CONCURRENCY }, caller)]);
   const cpuUs = (await serverCpu(child)) - cpuStart;
   await pool.close();
-  latencies.sort((a, b) => a - b);
-  const at = (q: number): number => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? NaN;
-  return { rps: latencies.length / (cellMs / 1000), p50: at(0.5), p99: at(0.99), errors, cpuUs: cpuUs / answered };
+  const rps = latencies.length / (cellMs / 1000);
+  return { rps, p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99), errors, cpuUs: cpuUs / answered };
 }
 
 export interface ServiceOptions {

@@ -3,9 +3,9 @@
 import { mkdirSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { median } from '../../test/helpers/stats.js';
-import { cleanEnv } from '../../test/helpers/env.js';
-import { fileAppears } from '../../test/helpers/file-appears.js';
+import { median } from '../lib/stats.js';
+import { cleanEnv } from '../lib/env.js';
+import { fileAppears } from '../lib/file-appears.js';
 import { Child, timeRun } from './child.js';
 import { machineLine, ms, printTable, ratioRow, times, verdict } from './report.js';
 import { isMain, ROOT } from './root.js';

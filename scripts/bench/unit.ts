@@ -2,7 +2,7 @@
 // benchmark starts (agent and baseline alike) gets them, so the unit and the bench cannot drift apart.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { environmentOf, execStartOf } from '../../test/helpers/exec-start.js';
+import { environmentOf, execStartOf } from '../lib/exec-start.js';
 import { ROOT } from './root.js';
 
 export const UNIT_FILE = join(ROOT, 'systemd', 'botlink.service');

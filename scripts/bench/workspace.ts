@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { ReferenceService } from '../../src/service/server.js';
 import { LINK_DEFAULTS } from '../../src/agent/link/options.js';
-import { cleanEnv } from '../../test/helpers/env.js';
+import { cleanEnv } from '../lib/env.js';
 import { Child } from './child.js';
 import { Device } from './fixture.js';
 import { NODE_FLAGS, UNIT_ENV } from './unit.js';

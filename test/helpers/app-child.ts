@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { cleanEnv } from './env.js';
-import { closed } from './exec.js';
+import { cleanEnv } from '../../scripts/lib/env.js';
+import { closed } from '../../scripts/lib/exec.js';
 
 /** The repository root: the child imports `ws` from its node_modules. */
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));

@@ -16,7 +16,7 @@ import { dirname, join } from 'node:path';
 import { inject } from 'vitest';
 import { fileURLToPath } from 'node:url';
 import { appFileOf, BUNDLE, buildBundle, scriptOptions } from '../../scripts/build.mjs';
-import { requireTool } from './tools.js';
+import { requireTool } from '../../scripts/lib/tools.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 

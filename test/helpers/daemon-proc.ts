@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BUNDLE } from '../../scripts/build.mjs';
 import type { StatusDoc } from '../../src/agent/daemon/status.js';
-import { cleanEnv } from './env.js';
-import { type CliRun, closed, type ExecOptions, exec } from './exec.js';
+import { cleanEnv } from '../../scripts/lib/env.js';
+import { type CliRun, closed, type ExecOptions, exec } from '../../scripts/lib/exec.js';
 import { waitFor } from './wait-for.js';
 
 export const DAEMON_SECRET = 'daemon-test-secret-4b1d';

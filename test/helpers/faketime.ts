@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { D } from './time.js';
-import { requireTool } from './tools.js';
+import { requireTool } from '../../scripts/lib/tools.js';
 
 /** A wrong wall clock at boot: a name for reports and the FAKETIME spec that makes it. */
 export interface WrongClock {

@@ -1,8 +1,8 @@
 // A throwaway PostgreSQL for a test file, in the run's folder for other uids (test/global-setup.ts).
 import { inject } from 'vitest';
-import { type PostgresServer, startPostgresIn } from './postgres-server.js';
+import { type PostgresServer, startPostgresIn } from '../../scripts/lib/postgres-server.js';
 
-export { POSTGRES_MISSING, type PostgresServer } from './postgres-server.js';
+export { POSTGRES_MISSING, type PostgresServer } from '../../scripts/lib/postgres-server.js';
 
 /**
  * Runs `initdb` as nobody in a folder below the tests' folder for other uids, then `postgres` on

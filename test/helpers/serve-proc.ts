@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closed } from './exec.js';
+import { closed } from '../../scripts/lib/exec.js';
 
 /** A `botlink serve` child process and what it printed so far. */
 export interface ServeRun {

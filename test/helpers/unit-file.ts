@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { requireTool } from './tools.js';
+import { requireTool } from '../../scripts/lib/tools.js';
 
 /** Section → key → every assignment, in order (systemd's list settings accumulate). */
 export type Unit = Map<string, Map<string, string[]>>;

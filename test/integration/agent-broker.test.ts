@@ -7,7 +7,7 @@ import { TokenStore } from '../../src/agent/store/token-store.js';
 import { systemClock } from '../../src/clock.js';
 import { BUNDLE } from '../../scripts/build.mjs';
 import { type DeviceDir, runCli } from '../helpers/daemon-proc.js';
-import { cleanEnv } from '../helpers/env.js';
+import { cleanEnv } from '../../scripts/lib/env.js';
 import { useHarness } from '../helpers/harness.js';
 import { listening, type ServeRun, startListener } from '../helpers/serve-proc.js';
 import { waitFor } from '../helpers/wait-for.js';

@@ -7,10 +7,10 @@ import { openSqliteStore } from '../../src/broker/store/sqlite.js';
 import { createTestService, type TestService } from '../../src/service/testing.js';
 import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
 import { TestDevice } from '../helpers/broker-device.js';
-import { exec, type CliRun } from '../helpers/exec.js';
+import { exec, type CliRun } from '../../scripts/lib/exec.js';
 import { listening, startListener, type ServeRun } from '../helpers/serve-proc.js';
 import { terminalHazards } from '../helpers/terminal.js';
-import { requireTool } from '../helpers/tools.js';
+import { requireTool } from '../../scripts/lib/tools.js';
 
 const CLIENT = fileURLToPath(new URL('../clients/broker_client.py', import.meta.url));
 

@@ -12,7 +12,7 @@ import { systemClock } from '../../src/clock.js';
 import { parseDeviceAuthorization, publicKeyFromWire, verifyRequest } from '../../src/protocol/device-sig.js';
 import { useHarness } from '../helpers/harness.js';
 import { json, type Script, startScriptedServer } from '../helpers/scripted-server.js';
-import { requireTool } from '../helpers/tools.js';
+import { requireTool } from '../../scripts/lib/tools.js';
 
 /**
  * The broker client against real HTTP servers on 127.0.0.1 that play the broker's side of DESIGN §3.7:

@@ -6,9 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
 import { TestDevice } from '../helpers/broker-device.js';
 import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
-import { exec } from '../helpers/exec.js';
+import { exec } from '../../scripts/lib/exec.js';
 import { CONTENT_TYPES, chance, fuzzSeed, int, pick, prng, type Rng } from '../helpers/fuzz.js';
-import { rssKiB } from '../helpers/procfs.js';
+import { rssKiB } from '../../scripts/lib/procfs.js';
 import { listening, startListener, type ServeRun } from '../helpers/serve-proc.js';
 
 // A hostile network in front of the broker (issue 25): whatever arrives, the broker answers a 4xx with

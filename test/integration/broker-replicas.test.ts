@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestService, type TestService } from '../../src/service/testing.js';
 import { TestDevice } from '../helpers/broker-device.js';
 import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
-import { exec } from '../helpers/exec.js';
+import { exec } from '../../scripts/lib/exec.js';
 import { startPostgres, type PostgresServer } from '../helpers/postgres.js';
 import { listening, startListener, type ServeRun } from '../helpers/serve-proc.js';
 

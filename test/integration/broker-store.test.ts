@@ -10,7 +10,7 @@ import { openDatabase } from '../../src/native.js';
 import { openStore } from '../../src/broker/store/open.js';
 import type { BrokerStore, CodeRow, EnrollCommit, PreauthRow, StoreKind, TokenRow } from '../../src/broker/store/types.js';
 import { bundleChild } from '../helpers/bundle.js';
-import { closed, exec } from '../helpers/exec.js';
+import { closed, exec } from '../../scripts/lib/exec.js';
 import { useHarness } from '../helpers/harness.js';
 import { type PostgresServer, startPostgres } from '../helpers/postgres.js';
 import { H } from '../helpers/time.js';

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { appFileOf, buildBundle } from '../../scripts/build.mjs';
-import { cleanEnv } from '../helpers/env.js';
+import { cleanEnv } from '../../scripts/lib/env.js';
 import { useHarness } from '../helpers/harness.js';
 
 const { tempDir } = useHarness();

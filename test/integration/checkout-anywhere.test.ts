@@ -3,9 +3,9 @@ import { chmodSync, cpSync, readFileSync, statSync, symlinkSync } from 'node:fs'
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { cleanEnv } from '../helpers/env.js';
+import { cleanEnv } from '../../scripts/lib/env.js';
 import { useHarness } from '../helpers/harness.js';
-import { requireRoot, requireTool } from '../helpers/tools.js';
+import { requireRoot, requireTool } from '../../scripts/lib/tools.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const { tempDir } = useHarness();

@@ -8,11 +8,11 @@ import { BUNDLE } from '../../scripts/build.mjs';
 import { wavFile } from '../../src/cli/app/wav.js';
 import { botlinkAs } from '../helpers/bundle.js';
 import { DAEMON_SECRET, type DaemonProc, type DeviceDir, runCli } from '../helpers/daemon-proc.js';
-import { type CliRun, closed, exec } from '../helpers/exec.js';
-import { cleanEnv } from '../helpers/env.js';
+import { type CliRun, closed, exec } from '../../scripts/lib/exec.js';
+import { cleanEnv } from '../../scripts/lib/env.js';
 import { tone } from '../helpers/guide-cloud.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
-import { requireTool } from '../helpers/tools.js';
+import { requireTool } from '../../scripts/lib/tools.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 const { cleanups, service, device, daemon, tempDir } = useHarness();

@@ -5,8 +5,8 @@ import { describe, expect, it } from 'vitest';
 import { TokenStore } from '../../src/agent/store/token-store.js';
 import { WS_FAILURE_FIXES, WsMessage } from '../../src/protocol/codes.js';
 import { DAEMON_SECRET, runCli, type DeviceDir } from '../helpers/daemon-proc.js';
-import type { CliRun } from '../helpers/exec.js';
-import { cleanEnv } from '../helpers/env.js';
+import type { CliRun } from '../../scripts/lib/exec.js';
+import { cleanEnv } from '../../scripts/lib/env.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 import { waitFor } from '../helpers/wait-for.js';
 

@@ -6,8 +6,8 @@ import { describe, expect, it } from 'vitest';
 import { BUNDLE } from '../../scripts/build.mjs';
 import { botlinkAs } from '../helpers/bundle.js';
 import { DeviceDir, runCli } from '../helpers/daemon-proc.js';
-import { exec } from '../helpers/exec.js';
-import { cleanEnv } from '../helpers/env.js';
+import { exec } from '../../scripts/lib/exec.js';
+import { cleanEnv } from '../../scripts/lib/env.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 import { waitFor } from '../helpers/wait-for.js';
 

@@ -5,8 +5,8 @@ import { describe, expect, it } from 'vitest';
 import { BUNDLE } from '../../scripts/build.mjs';
 import { ConversationClient, isEvent } from '../helpers/conversation-client.js';
 import { type DeviceDir, runCli } from '../helpers/daemon-proc.js';
-import { cleanEnv } from '../helpers/env.js';
-import { closed } from '../helpers/exec.js';
+import { cleanEnv } from '../../scripts/lib/env.js';
+import { closed } from '../../scripts/lib/exec.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 import { terminalHazards, terminalHazardsInBytes } from '../helpers/terminal.js';
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
 import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
-import { exec, type CliRun } from '../helpers/exec.js';
+import { exec, type CliRun } from '../../scripts/lib/exec.js';
 import { listening, startListener, type ServeRun } from '../helpers/serve-proc.js';
 
 // `botlink provision --broker` (DESIGN §3.1, §3.7): the device's own key, enrolled with a code, and a

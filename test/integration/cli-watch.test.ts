@@ -3,8 +3,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { BUNDLE } from '../../scripts/build.mjs';
 import { runCli } from '../helpers/daemon-proc.js';
-import { cleanEnv } from '../helpers/env.js';
-import { closed } from '../helpers/exec.js';
+import { cleanEnv } from '../../scripts/lib/env.js';
+import { closed } from '../../scripts/lib/exec.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 import { signalAtLine } from '../helpers/signal-probe.js';
 

@@ -8,8 +8,8 @@ import { appFileOf } from '../../scripts/build.mjs';
 import { type AppBundle, appHeader } from '../../src/cli/loader/app-loader.js';
 import { cacheFileFor, writeCodeCache } from '../../src/cli/loader/code-cache.js';
 import { type Bundle, bundleChild, privateDaemonBundle } from '../helpers/bundle.js';
-import { cleanEnv } from '../helpers/env.js';
-import { fileAppears } from '../helpers/file-appears.js';
+import { cleanEnv } from '../../scripts/lib/env.js';
+import { fileAppears } from '../../scripts/lib/file-appears.js';
 import { useHarness } from '../helpers/harness.js';
 
 const { tempDir } = useHarness();

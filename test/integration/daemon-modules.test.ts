@@ -3,8 +3,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { cleanEnv } from '../helpers/env.js';
-import { fileAppears } from '../helpers/file-appears.js';
+import { cleanEnv } from '../../scripts/lib/env.js';
+import { fileAppears } from '../../scripts/lib/file-appears.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 
 const { service, device, daemon, tempDir } = useHarness();

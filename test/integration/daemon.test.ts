@@ -4,9 +4,9 @@ import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DAEMON_SECRET } from '../helpers/daemon-proc.js';
-import { cleanEnv } from '../helpers/env.js';
+import { cleanEnv } from '../../scripts/lib/env.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
-import { requireTool } from '../helpers/tools.js';
+import { requireTool } from '../../scripts/lib/tools.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 const { cleanups, service, device, daemon, tempDir } = useHarness();

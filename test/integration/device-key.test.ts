@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { createDeviceKey, DeviceKeyError, ensureDeviceKey, loadDeviceKey } from '../../src/agent/config/device-key.js';
 import { parseDeviceAuthorization, publicKeyFromWire, verifyRequest } from '../../src/protocol/device-sig.js';
 import { useHarness } from '../helpers/harness.js';
-import { requireRoot } from '../helpers/tools.js';
+import { requireRoot } from '../../scripts/lib/tools.js';
 
 const { tempDir } = useHarness();
 

@@ -8,7 +8,7 @@ import { systemClock } from '../../src/clock.js';
 import { type CheckResult, runDoctor } from '../../src/doctor/doctor.js';
 import { parseDeviceAuthorization, publicKeyFromWire, verifyRequest } from '../../src/protocol/device-sig.js';
 import type { ReferenceService } from '../../src/service/server.js';
-import { cleanEnv } from '../helpers/env.js';
+import { cleanEnv } from '../../scripts/lib/env.js';
 import { useHarness } from '../helpers/harness.js';
 import { json, startScriptedServer } from '../helpers/scripted-server.js';
 

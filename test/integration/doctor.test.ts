@@ -14,9 +14,9 @@ import { Secret } from '../../src/agent/config/secret.js';
 import { WsMessage } from '../../src/protocol/codes.js';
 import { BotlinkError } from '../../src/protocol/errors.js';
 import type { ReferenceService } from '../../src/service/server.js';
-import { cleanEnv } from '../helpers/env.js';
+import { cleanEnv } from '../../scripts/lib/env.js';
 import { useHarness } from '../helpers/harness.js';
-import { requireTool } from '../helpers/tools.js';
+import { requireTool } from '../../scripts/lib/tools.js';
 
 const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: 'SK', vendors: [{ vendorId: 'V1', bots: ['bot-1'] }] }] };
 const { cleanups, service, device, tempDir } = useHarness();

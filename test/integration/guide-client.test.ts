@@ -4,7 +4,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
 import { listening, startServe } from '../helpers/serve-proc.js';
-import { requireTool } from '../helpers/tools.js';
+import { requireTool } from '../../scripts/lib/tools.js';
 
 /**
  * An independent client: test/clients/guide_client.py, Python's standard library only, written from the

@@ -8,7 +8,7 @@ import { RelayClient } from '../../src/cli/app/relay-client.js';
 import { RoundEnded } from '../../src/cli/app/relay-errors.js';
 import { readWav, wavFile } from '../../src/cli/app/wav.js';
 import { runCli } from '../helpers/daemon-proc.js';
-import { cleanEnv } from '../helpers/env.js';
+import { cleanEnv } from '../../scripts/lib/env.js';
 import { type Answer, guideCloud, HEARD, REPLY, ROUND, tone } from '../helpers/guide-cloud.js';
 import { shapeDifferences, UP } from '../helpers/guide-frames.js';
 import { relayRig } from '../helpers/relay-rig.js';

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -14,7 +14,7 @@ interface Violation {
   rule: { name: string };
 }
 
-/** Writes a tree of modules (path → the paths it imports) into a temp dir. */
+/** Writes a tree of modules (path → the paths it imports, or `node:` modules) into a temp dir. */
 function writeTree(tree: Record<string, string[]>): string {
   const dir = tempDir('botlink-import-rules-');
   for (const [file, imports] of Object.entries(tree)) {
@@ -23,7 +23,7 @@ function writeTree(tree: Record<string, string[]>): string {
     const lines = imports.map((to, i) => {
       // './x.js' for x.ts, as the sources write it; `type:` marks a type-only import.
       const target = to.replace(/^type:/, '');
-      const spec = `./${join(dirname(file).replace(/[^/]+/g, '..'), target).replace(/\.ts$/, '.js')}`;
+      const spec = target.startsWith('node:') ? target : `./${join(dirname(file).replace(/[^/]+/g, '..'), target).replace(/\.ts$/, '.js')}`;
       return to.startsWith('type:') ? `import type { T as T${i} } from '${spec}';` : `import { v as v${i} } from '${spec}';`;
     });
     writeFileSync(path, `${lines.join('\n')}\nexport type T = number;\nexport const v = 1;\n`);
@@ -31,10 +31,11 @@ function writeTree(tree: Record<string, string[]>): string {
   return dir;
 }
 
-/** `npm run depcruise`'s command, run in `dir`. */
+/** `npm run depcruise`'s command, run in `dir` over the folders of src, test and scripts it holds. */
 function depcruise(dir: string, ...args: string[]): { status: number | null; stdout: string; stderr: string } {
   const bin = join(ROOT, 'node_modules', 'dependency-cruiser', 'bin', 'dependency-cruise.mjs');
-  return spawnSync(process.execPath, [bin, 'src', '--config', join(ROOT, '.dependency-cruiser.cjs'), ...args], {
+  const roots = ['src', 'test', 'scripts'].filter((root) => existsSync(join(dir, root)));
+  return spawnSync(process.execPath, [bin, ...roots, '--config', join(ROOT, '.dependency-cruiser.cjs'), ...args], {
     cwd: dir,
     encoding: 'utf8',
   });
@@ -120,5 +121,35 @@ describe('.dependency-cruiser.cjs (npm run depcruise)', () => {
     const r = depcruise(dir);
     expect(r.status).not.toBe(0);
     expect(r.stdout).toContain('error agent-not-service: src/agent/link/link.ts → src/service/store.ts');
+  });
+
+  it('keeps the benchmarks off the tests, scripts/lib shared by both, and test/unit free of I/O', () => {
+    const dir = writeTree({
+      'src/clock.ts': [],
+      'scripts/lib/stats.ts': [],
+      'scripts/lib/exec.ts': ['src/clock.ts', 'scripts/bench/relay.ts'],
+      'scripts/bench/relay.ts': ['scripts/lib/stats.ts', 'src/clock.ts', 'test/helpers/wait-for.ts'],
+      'test/helpers/wait-for.ts': [],
+      'test/helpers/harness.ts': [],
+      'test/helpers/manual-clock.ts': ['src/clock.ts'],
+      'test/integration/relay.test.ts': ['test/helpers/harness.ts', 'scripts/lib/exec.ts', 'scripts/bench/relay.ts', 'node:net'],
+      'test/unit/relay-decide.test.ts': [
+        'test/helpers/manual-clock.ts',
+        'scripts/lib/stats.ts',
+        'node:path',
+        'test/helpers/harness.ts',
+        'scripts/lib/exec.ts',
+        'node:net',
+        'node:child_process',
+      ],
+    });
+    expect(violations(dir)).toEqual([
+      'scripts-lib-is-shared: scripts/lib/exec.ts -> scripts/bench/relay.ts',
+      'scripts-not-tests: scripts/bench/relay.ts -> test/helpers/wait-for.ts',
+      'unit-tests-do-no-io: test/unit/relay-decide.test.ts -> child_process',
+      'unit-tests-do-no-io: test/unit/relay-decide.test.ts -> net',
+      'unit-tests-do-no-io: test/unit/relay-decide.test.ts -> scripts/lib/exec.ts',
+      'unit-tests-do-no-io: test/unit/relay-decide.test.ts -> test/helpers/harness.ts',
+    ]);
   });
 });

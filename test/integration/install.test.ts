@@ -15,7 +15,7 @@ import { delimiter, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { appFileOf, BUNDLE } from '../../scripts/build.mjs';
-import { closed } from '../helpers/exec.js';
+import { closed } from '../../scripts/lib/exec.js';
 import { useHarness } from '../helpers/harness.js';
 import { waitFor } from '../helpers/wait-for.js';
 

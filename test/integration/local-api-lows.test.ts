@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { Exit } from '../../src/cli/frame/exit.js';
 import { botlinkAs } from '../helpers/bundle.js';
 import { DaemonProc, type DeviceDir } from '../helpers/daemon-proc.js';
-import { cleanEnv } from '../helpers/env.js';
+import { cleanEnv } from '../../scripts/lib/env.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 import { waitFor } from '../helpers/wait-for.js';
 

@@ -10,7 +10,7 @@ import type { StatusDoc } from '../../src/agent/daemon/status.js';
 import { Exit } from '../../src/cli/frame/exit.js';
 import { nodeForOtherUsers } from '../helpers/bundle.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
-import { requireTool } from '../helpers/tools.js';
+import { requireTool } from '../../scripts/lib/tools.js';
 import { waitFor } from '../helpers/wait-for.js';
 import type { DeviceDir } from '../helpers/daemon-proc.js';
 

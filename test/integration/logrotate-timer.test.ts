@@ -3,9 +3,9 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, truncateSync, writeF
 import { delimiter, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { closed } from '../helpers/exec.js';
+import { closed } from '../../scripts/lib/exec.js';
 import { useHarness } from '../helpers/harness.js';
-import { requireTool } from '../helpers/tools.js';
+import { requireTool } from '../../scripts/lib/tools.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));

@@ -8,7 +8,7 @@ import { metricFamilies } from '../../src/agent/daemon/metrics.js';
 import { renderMetrics } from '../../src/exposition.js';
 import { ConversationClient, isEvent } from '../helpers/conversation-client.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
-import { requireTool } from '../helpers/tools.js';
+import { requireTool } from '../../scripts/lib/tools.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 /**

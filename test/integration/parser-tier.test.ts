@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Bundle, bundleChild } from '../helpers/bundle.js';
-import { cleanEnv } from '../helpers/env.js';
+import { cleanEnv } from '../../scripts/lib/env.js';
 
 /**
  * Requests through the cloud client's pool (src/cloud/http.ts), or through undici's own Pool for

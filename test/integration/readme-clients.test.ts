@@ -2,12 +2,12 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { type CliRun, exec } from '../helpers/exec.js';
-import { cleanEnv } from '../helpers/env.js';
+import { type CliRun, exec } from '../../scripts/lib/exec.js';
+import { cleanEnv } from '../../scripts/lib/env.js';
 import { type Answer, guideCloud, REPLY } from '../helpers/guide-cloud.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 import { relayRig } from '../helpers/relay-rig.js';
-import { requireTool } from '../helpers/tools.js';
+import { requireTool } from '../../scripts/lib/tools.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const { cleanups, service, device, daemon, tempDir } = useHarness();

@@ -14,7 +14,7 @@ import { AppChild } from '../helpers/app-child.js';
 import { contentOf, ConversationClient, type Frame, isContent, isEvent } from '../helpers/conversation-client.js';
 import type { DaemonProc, DeviceDir } from '../helpers/daemon-proc.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
-import { rssKiB } from '../helpers/procfs.js';
+import { rssKiB } from '../../scripts/lib/procfs.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 /**

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { botlinkAs } from '../helpers/bundle.js';
 import { DaemonProc, runCli, type DeviceDir } from '../helpers/daemon-proc.js';
-import { cleanEnv } from '../helpers/env.js';
+import { cleanEnv } from '../../scripts/lib/env.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 import { waitFor } from '../helpers/wait-for.js';
 

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readSecretFile, SecretFileError } from '../../src/agent/config/secret.js';
 import { type Bundle, bundleChild, nodeForOtherUsers } from '../helpers/bundle.js';
 import { useHarness } from '../helpers/harness.js';
-import { requireRoot, requireTool } from '../helpers/tools.js';
+import { requireRoot, requireTool } from '../../scripts/lib/tools.js';
 
 const SECRET = 'owner-test-secret-51c2';
 const OTHER_UID = 4242;

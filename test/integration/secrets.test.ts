@@ -6,7 +6,7 @@ import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { WsMessage } from '../../src/protocol/codes.js';
 import type { DaemonProc } from '../helpers/daemon-proc.js';
-import { cleanEnv } from '../helpers/env.js';
+import { cleanEnv } from '../../scripts/lib/env.js';
 import { useHarness } from '../helpers/harness.js';
 import { waitFor } from '../helpers/wait-for.js';
 

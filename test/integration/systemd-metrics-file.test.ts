@@ -5,9 +5,9 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { botlinkAs } from '../helpers/bundle.js';
 import { DaemonProc, type DeviceDir } from '../helpers/daemon-proc.js';
-import { cleanEnv } from '../helpers/env.js';
+import { cleanEnv } from '../../scripts/lib/env.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
-import { requireTool } from '../helpers/tools.js';
+import { requireTool } from '../../scripts/lib/tools.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 // metricsFile under the shipped unit (issue 27 item 4): the drop-in opens the collector's folder, and

@@ -9,10 +9,10 @@ import { watchdogIntervalMs } from '../../src/agent/daemon/notify.js';
 import { Exit } from '../../src/cli/frame/exit.js';
 import type { ReferenceService } from '../../src/service/server.js';
 import { useHarness } from '../helpers/harness.js';
-import { cleanEnv } from '../helpers/env.js';
-import { parseExecStart } from '../helpers/exec-start.js';
-import { closed } from '../helpers/exec.js';
-import { requireTool } from '../helpers/tools.js';
+import { cleanEnv } from '../../scripts/lib/env.js';
+import { parseExecStart } from '../../scripts/lib/exec-start.js';
+import { closed } from '../../scripts/lib/exec.js';
+import { requireTool } from '../../scripts/lib/tools.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));

@@ -4,7 +4,7 @@ import { delimiter, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { useHarness } from '../helpers/harness.js';
-import { missingToolMessage, requireTool, TEST_TOOLS, type TestTool } from '../helpers/tools.js';
+import { missingToolMessage, requireTool, TEST_TOOLS, type TestTool } from '../../scripts/lib/tools.js';
 
 const SCRIPT = fileURLToPath(new URL('../../scripts/test-tools.sh', import.meta.url));
 const { tempDir } = useHarness();
@@ -14,7 +14,7 @@ function script(args: string[], env: NodeJS.ProcessEnv = process.env) {
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-describe('scripts/test-tools.sh and test/helpers/tools.ts', () => {
+describe('scripts/test-tools.sh and scripts/lib/tools.ts', () => {
   it('name the same tools and packages', () => {
     const r = script(['--list']);
     expect(r.status, r.stderr).toBe(0);

@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { NODE_FLAGS, UNIT_ENV, UNIT_FILE } from '../../scripts/bench/unit.js';
-import { environmentOf, execStartOf, parseExecStart } from '../helpers/exec-start.js';
+import { environmentOf, execStartOf, parseExecStart } from '../../scripts/lib/exec-start.js';
 
 const unitText = readFileSync(UNIT_FILE, 'utf8');
 

@@ -4,7 +4,7 @@ import { TokenStore } from '../../src/agent/store/token-store.js';
 import type { ReferenceService } from '../../src/service/server.js';
 import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
 import { DAEMON_SECRET, type DaemonProc, type DeviceDir } from '../helpers/daemon-proc.js';
-import { cleanEnv } from '../helpers/env.js';
+import { cleanEnv } from '../../scripts/lib/env.js';
 import { faketimeEnv, probeNodeClocks, WRONG_CLOCKS, type WrongClock } from '../helpers/faketime.js';
 import { useHarness } from '../helpers/harness.js';
 

@@ -8,7 +8,8 @@ import { tokenHash } from '../../src/service/credentials.js';
 import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
 import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
 import { DAEMON_SECRET, DeviceDir, startDaemon, type DaemonProc } from '../helpers/daemon-proc.js';
-import { cleanEnv } from '../helpers/env.js';
+import { cleanEnv } from '../../scripts/lib/env.js';
+import { median, quantile } from '../../scripts/lib/stats.js';
 import { prng } from '../helpers/fuzz.js';
 
 /**
@@ -221,17 +222,14 @@ function checkPair(row: PairRow | undefined, previous: PairRow | undefined, star
   return access!.seq;
 }
 
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
-}
-
 function recoveryLine(list: Cycle[]): string {
   const ms = list
     .map((c) => c.connectedMs)
     .filter((x): x is number => x !== undefined)
     .sort((a, b) => a - b);
   const f = (x: number) => x.toFixed(0);
-  return `${ms.length} restarts, median ${f(percentile(ms, 50))} ms, p95 ${f(percentile(ms, 95))} ms, max ${f(ms.at(-1) ?? NaN)} ms`;
+  if (ms.length === 0) return `${list.length} restarts, none connected`;
+  return `${ms.length} restarts, median ${f(median(ms))} ms, p95 ${f(quantile(ms, 0.95))} ms, max ${f(ms.at(-1)!)} ms`;
 }
 
 it(`keeps a sound database with one whole pair and reconnects after each of ${CYCLES} SIGKILLs`, async () => {

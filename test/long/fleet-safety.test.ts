@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { LINK_DEFAULTS } from '../../src/agent/link/options.js';
 import { contentOf, ConversationClient, type Frame, isContent, isEvent } from '../helpers/conversation-client.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
-import { rssKiB } from '../helpers/procfs.js';
+import { rssKiB } from '../../scripts/lib/procfs.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 /**

@@ -8,7 +8,7 @@ import { backoffCeiling, shouldReset } from '../../src/agent/token/backoff.js';
 import { DROPPED_FIRST_ATTEMPT } from '../../src/agent/link/supervisor.js';
 import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
 import { busiestWindow, fdBreakdown, FleetAgent, sleep, type FdBreakdown } from '../helpers/fleet.js';
-import { median } from '../helpers/stats.js';
+import { median } from '../../scripts/lib/stats.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 const AGENTS = 200;

@@ -2,10 +2,10 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { UNIT_ENV, UNIT_FILE } from '../../scripts/bench/unit.js';
-import { cleanEnv } from '../helpers/env.js';
+import { cleanEnv } from '../../scripts/lib/env.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
 import { ask, askAsFastAsAnswered, Flood } from '../helpers/pipelining.js';
-import { rssKiB } from '../helpers/procfs.js';
+import { rssKiB } from '../../scripts/lib/procfs.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 const { service, device, daemon } = useHarness();

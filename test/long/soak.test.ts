@@ -3,8 +3,8 @@ import { DAEMON_SECRET } from '../helpers/daemon-proc.js';
 import { POOL_CONNECTIONS } from '../../src/cloud/client.js';
 import { fdTargets, SocketTimeline, sleep, splitByRemotePort } from '../helpers/fleet.js';
 import { useHarness } from '../helpers/harness.js';
-import { rssKiB } from '../helpers/procfs.js';
-import { median } from '../helpers/stats.js';
+import { rssKiB } from '../../scripts/lib/procfs.js';
+import { median } from '../../scripts/lib/stats.js';
 
 const BOT = 'bot-1';
 const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: DAEMON_SECRET, vendors: [{ vendorId: 'V1', bots: [BOT] }] }] };

@@ -5,11 +5,11 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProc } from '../helpers/daemon-proc.js';
-import { cleanEnv } from '../helpers/env.js';
+import { cleanEnv } from '../../scripts/lib/env.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
-import { requireTool } from '../helpers/tools.js';
+import { requireTool } from '../../scripts/lib/tools.js';
 import { elfMachine, extract, NODE_RUNTIME_SCRIPT, NODE_VERSION, VERSION } from './deb.js';
-import { exec } from '../helpers/exec.js';
+import { exec } from '../../scripts/lib/exec.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 // arm64 code runs natively on an arm64 machine, elsewhere under QEMU's user-mode emulator; a machine

@@ -13,7 +13,7 @@ import {
 } from 'node:fs';
 import { basename, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { exec } from '../helpers/exec.js';
+import { exec } from '../../scripts/lib/exec.js';
 import { useHarness } from '../helpers/harness.js';
 import { NODE_RUNTIME_SCRIPT, ROOT, RUNTIME_VERSION } from './deb.js';
 

@@ -24,7 +24,7 @@ import {
   VERSION,
   type Arch,
 } from './deb.js';
-import { exec } from '../helpers/exec.js';
+import { exec } from '../../scripts/lib/exec.js';
 
 const { cleanups, service, tempDir } = useHarness();
 const extracted = new Map<Arch, string>();

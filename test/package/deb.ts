@@ -3,7 +3,7 @@ import { closeSync, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, rea
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { type CliRun, exec } from '../helpers/exec.js';
+import { type CliRun, exec } from '../../scripts/lib/exec.js';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 /** Prints the folder of the lock's Node.js for an architecture, fetched and checked once. */

@@ -6,7 +6,7 @@ import { createReferenceService } from '../../src/service/server.js';
 import { DAEMON_SECRET } from '../helpers/daemon-proc.js';
 import { DAEMON_SEED } from '../helpers/harness.js';
 import { type Arch, debFile, deviceConfig, HEADERS_VERSION, NODE_VERSION, ROOT, RUNTIME_NODE, ScratchRoot, VERSION } from './deb.js';
-import { exec } from '../helpers/exec.js';
+import { exec } from '../../scripts/lib/exec.js';
 
 // The install matrix (DESIGN §3.6): the built packages installed with apt into fresh Debian roots
 // (scripts/package/test-root.sh: mmdebstrap, cached per suite, architecture and day), each root under

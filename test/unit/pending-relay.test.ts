@@ -1,4 +1,3 @@
-import type { IncomingMessage } from 'node:http';
 import { Duplex } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { PendingRelay } from '../../src/agent/local/pending-relay.js';
@@ -25,7 +24,7 @@ function socket(): { duplex: Duplex; answer: Promise<string> } {
 
 async function refusal(relay: PendingRelay, path: 'handleUpgrade' | 'handleObserve'): Promise<{ head: string; body: unknown }> {
   const s = socket();
-  relay[path]({} as IncomingMessage, s.duplex, Buffer.alloc(0));
+  relay[path]({} as Parameters<PendingRelay[typeof path]>[0], s.duplex, Buffer.alloc(0));
   const [head = '', body = ''] = (await s.answer).split('\r\n\r\n');
   return { head, body: JSON.parse(body) };
 }
