@@ -2,19 +2,20 @@
 //   1. tokens answered from the broker's cache, c=64, on SQLite and on PostgreSQL, vs a node:http floor doing
 //      the same Ed25519 verification and nothing else (alternating rounds, medians);
 //   2. a fleet's first tokens: N enrolled devices each asking once, vs signed getToken sent straight to the
-//      same cloud; errors, the cloud calls in flight against their cap, the broker's RSS at the end.
+//      same cloud; errors, the cloud calls in flight against their cap, the broker's RSS at the end;
+//   3. the device: boot → connected with a cached token, broker mode vs signing mode.
 // Brokers run as processes of their own from the product's bundle; the cloud and the floor in a forked child.
-//   npm run bench:broker [-- --only cache|fleet --devices N --cache-devices N --rounds N --cell-ms MS
-//                           --warm-ms MS --concurrency C --cloud-concurrency C --fleet-store sqlite|postgres
-//                           --node-flags "FLAGS" --cpu-prof DIR]
+//   npm run bench:broker [-- --only device|cache|fleet --device-runs N --devices N --cache-devices N
+//                           --rounds N --cell-ms MS --warm-ms MS --concurrency C --cloud-concurrency C
+//                           --fleet-store sqlite|postgres --node-flags="FLAGS" --cpu-prof DIR]
 // --node-flags replaces the broker unit's node flags (systemd/botlink-broker.service) for every broker: a flag
 // tried before it goes into the unit. --cpu-prof writes the brokers' and the child's CPU profiles into DIR.
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { median } from '../../test/helpers/stats.js';
-import { type PostgresServer, startPostgresIn } from '../../test/helpers/postgres-server.js';
+import { median } from '../lib/stats.js';
+import { type PostgresServer, startPostgresIn } from '../lib/postgres-server.js';
 import { CACHE_GOALS, type CacheMeasured, type CellResult, measureCache, VARIANTS } from './broker-cache.js';
 import { FLEET_RATE_GOAL, FLEET_RSS_GOAL_MIB, type FleetMeasured, measureFleet } from './broker-fleet.js';
 import { makeDevices } from './broker-load.js';
