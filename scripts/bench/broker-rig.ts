@@ -105,7 +105,7 @@ export interface BrokerSettings {
   /** The account secret's file; default the rig's. */
   secretKeyFile?: string;
   deviceTokensPerHour?: number;
-  cloudConcurrency?: number;
+  cloudConcurrency?: number | undefined;
 }
 
 /** A `botlink broker` process: its URL, pid, and its /metrics read as numbers. */

@@ -107,7 +107,8 @@ export function downFrame(f: {
 }
 
 export function upFrame(contentType: ContentType, content: Obj, mid?: string): string {
-  return JSON.stringify({ ...(mid !== undefined && { mid }), contentType, content });
+  // JSON.stringify leaves out a mid that is undefined: no spread needed for that.
+  return JSON.stringify({ mid, contentType, content });
 }
 
 /** An EVENT's content: `{eventType, eventData}` plus extra fields such as `roundId`, which go first as in the guide's frames. */
