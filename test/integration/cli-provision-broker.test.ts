@@ -85,7 +85,8 @@ describe('botlink provision --broker', () => {
     const botId = /^botId: (\S+)$/m.exec(r.stdout)?.[1];
     expect(r.stdout.trim().split('\n').at(-1)).toBe(`botId: ${botId}`);
     const written = JSON.parse(readFileSync(config, 'utf8')) as Record<string, unknown>;
-    expect(written).toMatchObject({ brokerUrl, botId, baseUrl: cloud.url });
+    // Named, so a daemon under the unit (which has a $CREDENTIALS_DIRECTORY) finds it where provisioning put it.
+    expect(written).toMatchObject({ brokerUrl, botId, baseUrl: cloud.url, deviceKeyFile: join(root, 'state', 'device-key.pem') });
     expect(written).not.toHaveProperty('accessKeyId');
     expect(statSync(config).mode & 0o777).toBe(0o600);
     expect(statSync(join(root, 'state', 'device-key.pem')).mode & 0o777).toBe(0o600);

@@ -71,7 +71,11 @@ export async function provisionWithBroker(req: BrokerProvisionRequest, say: (lin
   const enrolled = await enrollDevice({ brokerUrl: req.brokerUrl, ca, key, clock: systemClock, request, timeoutMs: CALL_TIMEOUT_MS });
   say(`enroll: botId ${enrolled.botId} under vendorId ${enrolled.vendorId}`);
 
-  writeConfig(path, { ...candidate, botId: enrolled.botId });
+  // Named in the config when only this run's defaults chose the place: a daemon under the unit has a
+  // $CREDENTIALS_DIRECTORY, which would otherwise send it to look for the key there.
+  const keyNamed =
+    raw['deviceKeyFile'] !== undefined || process.env.BOTLINK_DEVICE_KEY_FILE !== undefined || Boolean(process.env.CREDENTIALS_DIRECTORY);
+  writeConfig(path, { ...candidate, botId: enrolled.botId, ...(keyNamed ? {} : { deviceKeyFile: values.deviceKeyFile }) });
   say(`stored: brokerUrl and botId in ${path}${signing === undefined ? '' : ` (accessKeyId and secretKeyFile removed)`}`);
   const notes: string[] = [];
   if (signing !== undefined) {
