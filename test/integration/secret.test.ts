@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { chmodSync, chownSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readSecretFile, SecretFileError } from '../../src/agent/config/secret.js';
+import { NO_SECRET_STAND_IN, readSecretFile, SecretFileError } from '../../src/agent/config/secret.js';
 import { type Bundle, bundleChild, nodeForOtherUsers } from '../helpers/bundle.js';
 import { useHarness } from '../helpers/harness.js';
 import { requireRoot, requireTool } from '../../scripts/lib/tools.js';
@@ -98,5 +98,17 @@ describe('readSecretFile as a non-root agent user (setpriv)', () => {
       `refused secret key file ${path} is owned by uid ${OTHER_UID}, which is neither this user (uid ${AGENT_UID}) nor root; ` +
         `refusing to use it | fix: run \`sudo chown ${AGENT_UID} ${path}\``,
     );
+  });
+});
+
+describe("readSecretFile: the unit's stand-in for a missing /etc/botlink/secret-key", () => {
+  it('is refused by name, pointing at the file to store or at broker mode', () => {
+    const dir = tempDir('botlink-secret-standin-');
+    const path = join(dir, 'secret-key');
+    writeFileSync(path, NO_SECRET_STAND_IN, { mode: 0o400 });
+    const err = refusal(path);
+    expect(err.message).toContain('no secret key file');
+    expect(err.fix).toContain('/etc/botlink/secret-key');
+    expect(err.fix).toContain('provision --broker');
   });
 });

@@ -1,4 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { NO_SECRET_STAND_IN } from '../../src/agent/config/secret.js';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { delimiter, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -92,6 +93,8 @@ describe('systemd/botlink.service: what the daemon needs from it', () => {
       'config.json:/etc/botlink/config.json',
       'secret-key:/etc/botlink/secret-key',
     ]);
+    // A device in broker mode has no secret file: the unit must still start (a missing source fails it).
+    expect(unit.get('Service')!.get('SetCredential')).toEqual([`secret-key:${NO_SECRET_STAND_IN}`]);
     expect(required('Service', 'ExecReload')).toBe('/bin/kill -HUP $MAINPID');
   });
 

@@ -50,6 +50,13 @@ const SECRET_RULES: PrivateFileRules = {
 };
 
 /**
+ * What botlink.service passes as the secret-key credential when /etc/botlink/secret-key does not exist
+ * (its SetCredential= default): a device in broker mode has none, and a missing LoadCredential= source
+ * would fail the unit. Read in signing mode, it says plainly that the secret is missing.
+ */
+export const NO_SECRET_STAND_IN = 'botlink:no-secret-key-file';
+
+/**
  * Reads the SecretKey from `path`: a private file (readPrivateFile), non-empty; trailing newlines are
  * trimmed.
  */
@@ -59,6 +66,11 @@ export function readSecretFile(path: string): Secret {
     throw new SecretFileError(path, `secret key file ${path} is too big for a SecretKey`, { fix: SECRET_RULES.createHint(path) });
   }
   const value = bytes.toString('utf8').replace(/[\r\n]+$/, '');
+  if (value === NO_SECRET_STAND_IN) {
+    throw new SecretFileError(path, `no secret key file: the unit found no /etc/botlink/secret-key and passed its stand-in (${path})`, {
+      fix: 'store the SecretKey in /etc/botlink/secret-key (0600) and restart, or move this device to broker mode (botlink provision --broker)',
+    });
+  }
   if (value === '') {
     throw new SecretFileError(path, `secret key file ${path} is empty`, { fix: 'write the SecretKey into it (one line)' });
   }
