@@ -212,7 +212,7 @@ async function main(): Promise<void> {
     args: process.argv.slice(2),
     options: {
       only: { type: 'string' },
-      'device-runs': { type: 'string', default: '10' },
+      'device-runs': { type: 'string', default: '20' },
       devices: { type: 'string', default: '100000' },
       'cache-devices': { type: 'string', default: '1000' },
       rounds: { type: 'string', default: '10' },
