@@ -13,7 +13,7 @@ import { normaliseCode } from '../../src/broker/codes.js';
 import { openStore } from '../../src/broker/store/open.js';
 import { systemClock } from '../../src/clock.js';
 import { parseDeviceAuthorization, publicKeyFromWire, verifyRequest } from '../../src/protocol/device-sig.js';
-import { createReferenceService } from '../../src/service/server.js';
+import { createTestService } from '../../src/service/testing.js';
 import { cleanEnv } from '../lib/env.js';
 import { environmentOf, execStartOf } from '../lib/exec-start.js';
 import { ACCESS_KEY_ID, type BenchDevice, SECRET, VENDOR } from './broker-load.js';
@@ -28,6 +28,8 @@ const UNIT_ENV = environmentOf(unitText);
 /** What the child is asked to serve: the cloud's bots, and the keys the floor server verifies with. */
 interface ChildSetup {
   bots: string[];
+  /** Every cloud answer is held this long: a cloud across the internet, not on loopback. */
+  cloudLatencyMs: number;
   floorKeys: string[];
 }
 
@@ -39,7 +41,8 @@ interface ChildSetup {
 export async function serveCloudAndFloor(): Promise<void> {
   const setup = await new Promise<ChildSetup>((resolve) => process.once('message', (m) => resolve(m as ChildSetup)));
   const seed = { accounts: [{ accessKeyId: ACCESS_KEY_ID, secretKey: SECRET, vendors: [{ vendorId: VENDOR, bots: setup.bots }] }] };
-  const cloud = await createReferenceService({ seed });
+  const cloud = await createTestService({ seed });
+  cloud.faults.setLatencyMs(setup.cloudLatencyMs);
   const keys = new Map(setup.floorKeys.map((text) => [publicKeyFromWire(text).keyId, publicKeyFromWire(text).key]));
   const floor = createServer((req, res) => {
     const chunks: Buffer[] = [];

@@ -7,9 +7,10 @@
 // Brokers run as processes of their own from the product's bundle; the cloud and the floor in a forked child.
 //   npm run bench:broker [-- --only device|cache|fleet --device-runs N --devices N --cache-devices N
 //                           --rounds N --cell-ms MS --warm-ms MS --concurrency C --cloud-concurrency C
-//                           --fleet-store sqlite|postgres --node-flags="FLAGS" --cpu-prof DIR]
+//                           --cloud-latency-ms MS --fleet-store sqlite|postgres --node-flags="FLAGS" --cpu-prof DIR]
 // --node-flags replaces the broker unit's node flags (systemd/botlink-broker.service) for every broker: a flag
-// tried before it goes into the unit. --cpu-prof writes the brokers' and the child's CPU profiles into DIR.
+// tried before it goes into the unit. --cloud-latency-ms holds every cloud answer that long (a cloud across
+// the internet rather than on loopback). --cpu-prof writes the brokers' and the child's CPU profiles into DIR.
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -165,6 +166,7 @@ interface LoadOptions {
   cache: { devices: number; rounds: number; cellMs: number; warmMs: number } | undefined;
   fleet: { devices: number; store: 'sqlite' | 'postgres'; cloudConcurrency: number | undefined } | undefined;
   concurrency: number;
+  cloudLatencyMs: number;
   profileFlags: string[];
 }
 
@@ -176,9 +178,14 @@ async function loadRows(rig: BrokerRig, pg: PostgresServer | undefined, o: LoadO
   const keysS = (performance.now() - made) / 1000;
   console.log(`${(cacheDevices.length + fleetDevices.length).toLocaleString('en-US')} Ed25519 device keys made in ${keysS.toFixed(1)} s`);
   const cf = await startCloudAndFloor(
-    { bots: [...cacheDevices, ...fleetDevices].map((d) => d.botId), floorKeys: cacheDevices.map((d) => d.publicKey) },
+    {
+      bots: [...cacheDevices, ...fleetDevices].map((d) => d.botId),
+      floorKeys: cacheDevices.map((d) => d.publicKey),
+      cloudLatencyMs: o.cloudLatencyMs,
+    },
     o.profileFlags,
   );
+  if (o.cloudLatencyMs > 0) console.log(`every cloud answer held ${o.cloudLatencyMs} ms (--cloud-latency-ms)`);
   const rows: string[][] = [];
   try {
     if (o.cache) {
@@ -220,6 +227,7 @@ async function main(): Promise<void> {
       'warm-ms': { type: 'string', default: '300' },
       concurrency: { type: 'string', default: '64' },
       'cloud-concurrency': { type: 'string' },
+      'cloud-latency-ms': { type: 'string', default: '0' },
       'fleet-store': { type: 'string', default: 'sqlite' },
       'node-flags': { type: 'string' },
       'cpu-prof': { type: 'string' },
@@ -252,6 +260,7 @@ async function main(): Promise<void> {
         }
       : undefined,
     concurrency: Number(values.concurrency),
+    cloudLatencyMs: Number(values['cloud-latency-ms']),
     profileFlags,
   };
 
