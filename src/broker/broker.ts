@@ -54,6 +54,8 @@ export async function startBroker({ config, clock, log }: BrokerDeps): Promise<R
     secretKey: { reveal: () => secret },
     clock,
     parserTier: 'optimizing',
+    // As many connections as cloud calls may be in flight: a smaller pool would be the real cap.
+    connections: config.limits.cloudConcurrency,
   });
   const gate = new CloudGate(config.limits.cloudConcurrency, MAX_QUEUED_CLOUD_CALLS);
   const ctx: BrokerContext = {

@@ -36,6 +36,8 @@ export interface CloudClientOptions {
   lookup?: LookupFunction;
   /** Default 'baseline' (a device); the broker, which parses answers all day, takes 'optimizing'. */
   parserTier?: ParserTier;
+  /** Connections to the service at once; default POOL_CONNECTIONS (a device makes one call at a time). */
+  connections?: number;
 }
 
 export const DEFAULT_TIMEOUT_MS = 10_000;
@@ -173,7 +175,7 @@ export class CloudClient {
     this.#pool ??= createPool(
       this.#origin,
       {
-        connections: POOL_CONNECTIONS,
+        connections: this.#opts.connections ?? POOL_CONNECTIONS,
         connectTimeout: this.#s.connectTimeoutMs,
         headersTimeout: this.#s.headersTimeoutMs,
         bodyTimeout: this.#s.bodyTimeoutMs,

@@ -21,7 +21,8 @@ export function canonicalStringV2(params: SignedParams): string {
 
 /** Steps 4–5: lower-case hex HMAC-MD5 of the canonical string, keyed by the SecretKey (both UTF-8). */
 export function signV2(params: SignedParams, secretKey: string): string {
-  return createHmac('md5', Buffer.from(secretKey, 'utf8'))
+  // A string key is the same UTF-8 bytes, without a Buffer to allocate and wrap per signature.
+  return createHmac('md5', secretKey)
     .update(Buffer.from(canonicalStringV2(params), 'utf8'))
     .digest('hex');
 }

@@ -26,7 +26,9 @@ describe('systemd/botlink-broker.service', () => {
   it('runs the bundle on node with its config as a credential, and hands it the secret and the token key only as credentials', () => {
     expect(service('Type')).toBe('exec');
     // biome-ignore lint/suspicious/noTemplateCurlyInString: systemd's own ${} specifier, not a template.
-    expect(service('ExecStart')).toBe('/usr/bin/node /opt/botlink/dist/botlink.mjs broker --config ${CREDENTIALS_DIRECTORY}/config.json');
+    expect(service('ExecStart')).toBe(
+      '/usr/bin/node --max-semi-space-size=8 /opt/botlink/dist/botlink.mjs broker --config ${CREDENTIALS_DIRECTORY}/config.json',
+    );
     const configDir = dirname(DEFAULT_CONFIG_FILE);
     expect(unit.get('Service')!.get('LoadCredential')).toEqual([
       `config.json:${DEFAULT_CONFIG_FILE}`,
@@ -99,7 +101,7 @@ describe('systemd/botlink-broker.service', () => {
       // biome-ignore lint/suspicious/noTemplateCurlyInString: systemd's own ${} specifier, not a template.
       service('ExecStart').replaceAll('${CREDENTIALS_DIRECTORY}', credentials),
     );
-    expect([program, script, nodeFlags]).toEqual(['/usr/bin/node', '/opt/botlink/dist/botlink.mjs', []]);
+    expect([program, script, nodeFlags]).toEqual(['/usr/bin/node', '/opt/botlink/dist/botlink.mjs', ['--max-semi-space-size=8']]);
     // The example's settings, pointed at this test's cloud, a free port and its own folders.
     const env = cleanEnv({
       CREDENTIALS_DIRECTORY: credentials,
