@@ -25,8 +25,8 @@ const { cleanups, service: cloudService, tempDir } = useHarness();
 describe('systemd/botlink-broker.service', () => {
   it('runs the bundle on node with its config as a credential, and hands it the secret and the token key only as credentials', () => {
     expect(service('Type')).toBe('exec');
-    // biome-ignore lint/suspicious/noTemplateCurlyInString: systemd's own ${} specifier, not a template.
     expect(service('ExecStart')).toBe(
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: systemd's own ${} specifier, not a template.
       '/usr/bin/node --max-semi-space-size=8 /opt/botlink/dist/botlink.mjs broker --config ${CREDENTIALS_DIRECTORY}/config.json',
     );
     const configDir = dirname(DEFAULT_CONFIG_FILE);
