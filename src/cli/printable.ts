@@ -33,7 +33,7 @@ export function printable(text: string, opts: { lines?: boolean } = {}): string 
 
 /**
  * Valid JSON text with C1, DEL, format characters and separators inside its strings written as
- * `\uXXXX` escapes, and whitespace between tokens as spaces: it parses to the same value.
+ * `\u` escapes (four hex digits), and whitespace between tokens as spaces: it parses to the same value.
  * JSON.stringify escapes only C0 (and lone surrogates); C0 appear in valid JSON text only as
  * whitespace between tokens.
  */

@@ -1,15 +1,16 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { NO_SECRET_STAND_IN } from '../../src/agent/config/secret.js';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { delimiter, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { BUNDLE } from '../../scripts/build.mjs';
 import { DEFAULTS, loadConfig } from '../../src/agent/config/config.js';
+import { NO_SECRET_STAND_IN } from '../../src/agent/config/secret.js';
 import { watchdogIntervalMs } from '../../src/agent/daemon/notify.js';
 import { Exit } from '../../src/cli/frame/exit.js';
 import type { ReferenceService } from '../../src/service/server.js';
 import { useHarness } from '../helpers/harness.js';
+import { parseUnit } from '../helpers/unit-file.js';
 import { cleanEnv } from '../../scripts/lib/env.js';
 import { parseExecStart } from '../../scripts/lib/exec-start.js';
 import { closed } from '../../scripts/lib/exec.js';
@@ -22,29 +23,6 @@ const LOGROTATE_FILE = join(ROOT, 'systemd', 'botlink.logrotate');
 const CONFIG_TEMPLATE = join(ROOT, 'systemd', 'config.example.json');
 const SECRET = 'unit-test-secret-7f3a';
 const SEED = { accounts: [{ accessKeyId: 'AK', secretKey: SECRET, vendors: [{ vendorId: 'V1', bots: ['bot-1'] }] }] };
-
-type Unit = Map<string, Map<string, string[]>>;
-
-/** The unit file as section → key → every assignment, in order (systemd's list settings accumulate). */
-function parseUnit(text: string): Unit {
-  const unit: Unit = new Map();
-  let section: Map<string, string[]> | undefined;
-  for (const raw of text.split('\n')) {
-    const line = raw.trim();
-    if (line === '' || line.startsWith('#') || line.startsWith(';')) continue;
-    const header = /^\[(.+)\]$/.exec(line);
-    if (header) {
-      section = new Map();
-      unit.set(header[1]!, section);
-      continue;
-    }
-    const eq = line.indexOf('=');
-    if (!section || eq < 0) throw new Error(`unparsable unit line: ${line}`);
-    const key = line.slice(0, eq);
-    section.set(key, [...(section.get(key) ?? []), line.slice(eq + 1)]);
-  }
-  return unit;
-}
 
 const unit = parseUnit(readFileSync(UNIT_FILE, 'utf8'));
 /** The last assignment of a key (what systemd uses for scalar settings). */
