@@ -9,6 +9,16 @@ import { signalAtLine } from '../helpers/signal-probe.js';
 
 const { tempDir } = useHarness();
 
+/** Where each step of `order` first appears in `out`, each after the one before; -1 from the first missing one on. */
+function stepPositions(order: readonly string[], out: string): number[] {
+  let at = 0;
+  return order.map((step) => {
+    const found = at < 0 ? -1 : out.indexOf(step, at);
+    at = found < 0 ? -1 : found + step.length;
+    return found;
+  });
+}
+
 describe('botlink demo', () => {
   it('--sign shows provision → sign → connect → refresh → re-sign → reconnect after a forced drop, the app conversing across it, then stops on SIGTERM', async () => {
     const order = [
@@ -21,15 +31,7 @@ describe('botlink demo', () => {
       'link connected',
       'token signed',
     ];
-    /** Where each step of `order` first appears, each after the one before; -1 from the first missing one on. */
-    const positions = (out: string): number[] => {
-      let at = 0;
-      return order.map((step) => {
-        const found = at < 0 ? -1 : out.indexOf(step, at);
-        at = found < 0 ? -1 : found + step.length;
-        return found;
-      });
-    };
+    const positions = (out: string): number[] => stepPositions(order, out);
     const replyLine = /app: ← "you said: hello from the demo app, round \d+"/;
     const replyAfterReturn = (out: string): boolean => {
       const back = out.indexOf('app: LINK_STATE connected', out.indexOf('drops every WebSocket'));
@@ -84,14 +86,7 @@ describe('botlink demo', () => {
       'drops every WebSocket',
       'link connected',
     ];
-    const positions = (out: string): number[] => {
-      let at = 0;
-      return order.map((step) => {
-        const found = at < 0 ? -1 : out.indexOf(step, at);
-        at = found < 0 ? -1 : found + step.length;
-        return found;
-      });
-    };
+    const positions = (out: string): number[] => stepPositions(order, out);
     const run = await runCli(['demo'], { until: (out) => !positions(out).includes(-1) && /app: ← "you said/.test(out), timeoutMs: 90_000 });
     expect(run.code, run.stderr).toBe(0);
     const out = run.stdout;
