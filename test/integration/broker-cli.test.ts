@@ -7,6 +7,7 @@ import { openSqliteStore } from '../../src/broker/store/sqlite.js';
 import { createTestService, type TestService } from '../../src/service/testing.js';
 import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
 import { TestDevice } from '../helpers/broker-device.js';
+import { writeBrokerConfig } from '../helpers/broker-files.js';
 import { exec, type CliRun } from '../../scripts/lib/exec.js';
 import { listening, startListener, type ServeRun } from '../helpers/serve-proc.js';
 import { terminalHazards } from '../helpers/terminal.js';
@@ -26,8 +27,6 @@ beforeAll(async () => {
   cloud = await createTestService({
     seed: { accounts: [{ accessKeyId: 'AK', secretKey: SECRET, vendors: [{ vendorId: 'V1', bots: [] }] }] },
   });
-  writeFileSync(join(dir, 'secret-key'), SECRET, { mode: 0o600 });
-  writeFileSync(join(dir, 'token-key'), Buffer.alloc(32, 3), { mode: 0o600 });
   configFile = writeConfig('config.json', {});
 });
 afterAll(async () => {
@@ -37,19 +36,7 @@ afterAll(async () => {
 });
 
 function writeConfig(name: string, extra: Record<string, unknown>): string {
-  const file = join(dir, name);
-  const config = {
-    listen: '127.0.0.1:0',
-    baseUrl: cloud.url,
-    accessKeyId: 'AK',
-    secretKeyFile: join(dir, 'secret-key'),
-    tokenKeyFile: join(dir, 'token-key'),
-    store: `sqlite:${join(dir, 'broker.db')}`,
-    logFile: join(dir, 'broker.log'),
-    ...extra,
-  };
-  writeFileSync(file, JSON.stringify(config));
-  return file;
+  return writeBrokerConfig(dir, { cloudUrl: cloud.url, secret: SECRET, tokenKey: Buffer.alloc(32, 3), extra }, name);
 }
 
 const cli = (args: string[], env: NodeJS.ProcessEnv = process.env): Promise<CliRun> =>

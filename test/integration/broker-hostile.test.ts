@@ -1,10 +1,11 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
 import { TestDevice } from '../helpers/broker-device.js';
+import { writeBrokerConfig } from '../helpers/broker-files.js';
 import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
 import { exec } from '../../scripts/lib/exec.js';
 import { CONTENT_TYPES, chance, fuzzSeed, int, pick, prng, type Rng } from '../helpers/fuzz.js';
@@ -28,21 +29,7 @@ beforeAll(async () => {
   cloud = await createReferenceService({
     seed: { accounts: [{ accessKeyId: 'AK', secretKey: SECRET, vendors: [{ vendorId: 'V1', bots: [] }] }] },
   });
-  writeFileSync(join(dir, 'secret-key'), SECRET, { mode: 0o600 });
-  writeFileSync(join(dir, 'token-key'), Buffer.alloc(32, 9), { mode: 0o600 });
-  const configFile = join(dir, 'config.json');
-  writeFileSync(
-    configFile,
-    JSON.stringify({
-      listen: '127.0.0.1:0',
-      baseUrl: cloud.url,
-      accessKeyId: 'AK',
-      secretKeyFile: join(dir, 'secret-key'),
-      tokenKeyFile: join(dir, 'token-key'),
-      store: `sqlite:${join(dir, 'broker.db')}`,
-      logFile: join(dir, 'broker.log'),
-    }),
-  );
+  const configFile = writeBrokerConfig(dir, { cloudUrl: cloud.url, secret: SECRET, tokenKey: Buffer.alloc(32, 9) });
   const code = await exec(process.execPath, [bundle.file, 'broker', 'code', '--config', configFile, '--vendor-id', 'V1', '--json']);
   broker = startListener(bundle.file, ['broker', '--config', configFile]);
   url = await listening(broker);

@@ -1,9 +1,10 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestService, type TestService } from '../../src/service/testing.js';
 import { TestDevice } from '../helpers/broker-device.js';
+import { writeBrokerConfig } from '../helpers/broker-files.js';
 import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
 import { exec } from '../../scripts/lib/exec.js';
 import { startPostgres, type PostgresServer } from '../helpers/postgres.js';
@@ -26,21 +27,13 @@ beforeAll(async () => {
   cloud = await createTestService({
     seed: { accounts: [{ accessKeyId: 'AK', secretKey: SECRET, vendors: [{ vendorId: 'V1', bots: [] }] }] },
   });
-  writeFileSync(join(dir, 'secret-key'), SECRET, { mode: 0o600 });
-  writeFileSync(join(dir, 'token-key'), Buffer.alloc(32, 5), { mode: 0o600 });
-  configFile = join(dir, 'config.json');
-  const config = {
-    listen: '127.0.0.1:0',
-    baseUrl: cloud.url,
-    accessKeyId: 'AK',
-    secretKeyFile: join(dir, 'secret-key'),
-    tokenKeyFile: join(dir, 'token-key'),
+  configFile = writeBrokerConfig(dir, {
+    cloudUrl: cloud.url,
+    secret: SECRET,
+    tokenKey: Buffer.alloc(32, 5),
     store: await pg.freshDatabase(),
-    logFile: join(dir, 'broker.log'),
-    deviceTokensPerHour: 4,
-    enrollPerMinute: 100,
-  };
-  writeFileSync(configFile, JSON.stringify(config));
+    extra: { deviceTokensPerHour: 4, enrollPerMinute: 100 },
+  });
   // Started together: the schema is made once, under the store's own lock.
   const runs = [0, 1].map(() => startListener(bundle.file, ['broker', '--config', configFile]));
   for (const run of runs) replicas.push({ run, url: await listening(run) });

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -11,6 +11,7 @@ import type { CodeKind } from '../../src/broker/store/types.js';
 import { systemClock } from '../../src/clock.js';
 import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
 import { TestDevice } from '../helpers/broker-device.js';
+import { brokerSettings } from '../helpers/broker-files.js';
 
 const SECRET = 'SK-broker-test-secret';
 const seed = {
@@ -36,21 +37,15 @@ let dir: string;
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'botlink-broker-'));
   cloud = await createReferenceService({ seed, accessTtlS: 3600 });
-  writeFileSync(join(dir, 'secret-key'), `${SECRET}\n`, { mode: 0o600 });
-  writeFileSync(join(dir, 'token-key'), Buffer.alloc(32, 7).toString('hex'), { mode: 0o600 });
   logFile = join(dir, 'broker.log');
-  const config = parseBrokerConfig(
-    {
-      listen: '127.0.0.1:0',
-      baseUrl: cloud.url,
-      accessKeyId: 'AK',
-      secretKeyFile: join(dir, 'secret-key'),
-      tokenKeyFile: join(dir, 'token-key'),
-      store: `sqlite:${join(dir, 'broker.db')}`,
-      deviceTokensPerHour: 6,
-    },
-    {},
-  );
+  // A secret with its trailing newline and the token key as hex: both forms a file may take.
+  const settings = brokerSettings(dir, {
+    cloudUrl: cloud.url,
+    secret: `${SECRET}\n`,
+    tokenKey: Buffer.alloc(32, 7).toString('hex'),
+    extra: { deviceTokensPerHour: 6 },
+  });
+  const config = parseBrokerConfig(settings, {});
   keys = brokerKeys(readTokenKey(config.tokenKeyFile));
   broker = await startBroker({ config, clock: systemClock, log: pino({ level: 'info' }, pino.destination({ dest: logFile, sync: true })) });
 });

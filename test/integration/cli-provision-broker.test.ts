@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createReferenceService, type ReferenceService } from '../../src/service/server.js';
 import { privateDaemonBundle, type Bundle } from '../helpers/bundle.js';
+import { writeBrokerConfig } from '../helpers/broker-files.js';
 import { exec, type CliRun } from '../../scripts/lib/exec.js';
 import { listening, startListener, type ServeRun } from '../helpers/serve-proc.js';
 
@@ -24,21 +25,7 @@ beforeAll(async () => {
     seed: { accounts: [{ accessKeyId: 'AK', secretKey: SECRET, vendors: [{ vendorId: 'V1', bots: [] }] }] },
   });
   mkdirSync(join(dir, 'vendor'));
-  writeFileSync(join(dir, 'vendor', 'secret-key'), SECRET, { mode: 0o600 });
-  writeFileSync(join(dir, 'vendor', 'token-key'), Buffer.alloc(32, 1), { mode: 0o600 });
-  brokerConfig = join(dir, 'vendor', 'config.json');
-  writeFileSync(
-    brokerConfig,
-    JSON.stringify({
-      listen: '127.0.0.1:0',
-      baseUrl: cloud.url,
-      accessKeyId: 'AK',
-      secretKeyFile: join(dir, 'vendor', 'secret-key'),
-      tokenKeyFile: join(dir, 'vendor', 'token-key'),
-      store: `sqlite:${join(dir, 'vendor', 'broker.db')}`,
-      logFile: join(dir, 'vendor', 'broker.log'),
-    }),
-  );
+  brokerConfig = writeBrokerConfig(join(dir, 'vendor'), { cloudUrl: cloud.url, secret: SECRET, tokenKey: Buffer.alloc(32, 1) });
   broker = startListener(bundle.file, ['broker', '--config', brokerConfig]);
   brokerUrl = await listening(broker);
 }, 60_000);
