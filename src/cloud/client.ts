@@ -17,11 +17,8 @@ import type { Clock } from '../clock.js';
 import { CloudError, closedError, codeError, networkError, parseOr, statusError } from './errors.js';
 import { createPool, type HttpPool, type ParserTier } from './http.js';
 
-export interface CloudClientOptions {
-  baseUrl: string;
-  accessKeyId: string;
-  /** Only `reveal()` is used, at signing time; the secret is never kept elsewhere. */
-  secretKey: { reveal(): string };
+/** How an HTTP client of ours calls its server: timeouts, limits, resolver, parser tier, time samples. */
+export interface HttpCallOptions {
   clock: Clock;
   /** Every response's Date header with the monotonic instants that bracket the request (a server time sample). */
   onDateSample?: (date: string | undefined, monoSent: number, monoReceived: number) => void;
@@ -36,6 +33,13 @@ export interface CloudClientOptions {
   lookup?: LookupFunction;
   /** Default 'baseline' (a device); the broker, which parses answers all day, takes 'optimizing'. */
   parserTier?: ParserTier;
+}
+
+export interface CloudClientOptions extends HttpCallOptions {
+  baseUrl: string;
+  accessKeyId: string;
+  /** Only `reveal()` is used, at signing time; the secret is never kept elsewhere. */
+  secretKey: { reveal(): string };
   /** Connections to the service at once; default POOL_CONNECTIONS (a device makes one call at a time). */
   connections?: number;
 }

@@ -1,9 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import type { LookupFunction } from 'node:net';
 import type { Dispatcher } from 'undici';
-import { resolveCloudSettings, type CloudSettings } from '../../cloud/client.js';
-import { createPool, type HttpPool, type ParserTier } from '../../cloud/http.js';
-import type { Clock } from '../../clock.js';
+import { type HttpCallOptions, resolveCloudSettings, type CloudSettings } from '../../cloud/client.js';
+import { createPool, type HttpPool } from '../../cloud/http.js';
 import type { DeviceKey } from '../config/device-key.js';
 import {
   parseEnrolled,
@@ -16,23 +14,11 @@ import {
 } from './answers.js';
 import { BrokerError, brokerNetworkError, refusalError } from './errors.js';
 
-export interface BrokerClientOptions {
+export interface BrokerClientOptions extends HttpCallOptions {
   brokerUrl: string;
   /** PEM of the private CA the broker's certificate must chain to; null: the system CAs. */
   ca: string | null;
   key: DeviceKey;
-  clock: Clock;
-  /** Every answer's Date header with the monotonic instants that bracket the request (a server time sample). */
-  onDateSample?: (date: string | undefined, monoSent: number, monoReceived: number) => void;
-  connectTimeoutMs?: number;
-  headersTimeoutMs?: number;
-  bodyTimeoutMs?: number;
-  /** Total time one call may take, connect to last byte. */
-  deadlineMs?: number;
-  maxResponseBytes?: number;
-  lookup?: LookupFunction;
-  /** Default 'baseline': see src/cloud/http.ts. */
-  parserTier?: ParserTier;
 }
 
 /** A device asks for one token at a time, and enrolls once: two connections are plenty. */
