@@ -3,7 +3,7 @@ import { chmodSync, chownSync, mkdirSync, readdirSync, readFileSync, statSync, w
 import { join } from 'node:path';
 import { inspect } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { createDeviceKey, DeviceKeyError, ensureDeviceKey, loadDeviceKey } from '../../src/agent/config/device-key.js';
+import { createDeviceKey, DeviceKey, DeviceKeyError, ensureDeviceKey, loadDeviceKey } from '../../src/agent/config/device-key.js';
 import { parseDeviceAuthorization, publicKeyFromWire, verifyRequest } from '../../src/protocol/device-sig.js';
 import { useHarness } from '../helpers/harness.js';
 import { requireRoot } from '../../scripts/lib/tools.js';
@@ -73,6 +73,33 @@ describe('createDeviceKey', () => {
     const e = refusal(() => createDeviceKey(path));
     expect(e.message).toMatch(/^cannot write the device key file .* \((ENOTDIR|EEXIST)\)$/);
     expect(e.fix).toContain(join(dir, 'file'));
+  });
+});
+
+describe('loadDeviceKey: checked at load, imported into OpenSSL at first use', () => {
+  it('a key read lazily has the keyId, public key and signatures of the same key imported at once', () => {
+    const dir = tempDir('botlink-key-');
+    const { privateKey } = generateKeyPairSync('ed25519');
+    const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+    const lf = join(dir, 'lf.pem');
+    const crlf = join(dir, 'crlf.pem');
+    writeFileSync(lf, pem, { mode: 0o600 });
+    // CRLF is not the one shape read without OpenSSL: this copy is imported at load, as every other shape is.
+    writeFileSync(crlf, pem.replaceAll('\n', '\r\n'), { mode: 0o600 });
+    const now = new DeviceKey(privateKey);
+    const req = { method: 'POST', path: '/v1/token', ts: '1764000000000', nonce: 'AAAAAAAAAAAAAAAAAAAAAA', body: Buffer.from('{}') };
+    for (const key of [loadDeviceKey(lf), loadDeviceKey(crlf)]) {
+      // Ed25519 signatures are deterministic: one key, one message, one signature.
+      expect(key.authorize(req)).toBe(now.authorize(req));
+      expect([key.keyId, key.publicKey]).toEqual([now.keyId, now.publicKey]);
+    }
+    expect(loadDeviceKey(lf).keyId).toBe(now.keyId);
+  });
+
+  it('an X25519 key, the same length as an Ed25519 one, is refused at load by name', () => {
+    const path = join(tempDir('botlink-key-'), 'x25519.pem');
+    writeFileSync(path, generateKeyPairSync('x25519').privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 });
+    expect(refusal(() => loadDeviceKey(path)).message).toBe(`device key file ${path} holds an x25519 key, not Ed25519`);
   });
 });
 

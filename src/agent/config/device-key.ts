@@ -10,24 +10,36 @@ import { type PrivateFileRules, readPrivateFile } from './private-file.js';
 /** A PKCS#8 PEM of an Ed25519 key is 119 bytes; anything far bigger is the wrong file. */
 const MAX_KEY_BYTES = 4096;
 
-/** The device's Ed25519 key (DESIGN §3.7); printed or serialised it shows only its keyId. */
+/**
+ * The device's Ed25519 key (DESIGN §3.7); printed or serialised it shows only its keyId.
+ *
+ * Given as checked PKCS#8 bytes, it becomes an OpenSSL key only when first used: a boot with a cached
+ * token never asks the broker, and OpenSSL's first key import costs a fresh process 1–4 ms.
+ */
 export class DeviceKey {
-  readonly #key: KeyObject;
-  /** Lower-case hex of the first 16 bytes of SHA-256 over the raw public key. */
-  readonly keyId: string;
-  /** base64url (no padding) of the 32 raw public-key bytes, as /v1/enroll takes it. */
-  readonly publicKey: string;
+  #key: KeyObject | undefined;
+  /** RFC 8410 PKCS#8 of the key (checked by `ed25519Pkcs8`), until the first use imports it and wipes it. */
+  #pkcs8: Buffer | undefined;
+  #ids: { keyId: string; publicKey: string } | undefined;
 
-  constructor(privateKey: KeyObject) {
-    const raw = rawPublicKeyOf(privateKey);
-    this.#key = privateKey;
-    this.keyId = keyIdOf(raw);
-    this.publicKey = base64url(raw);
+  constructor(key: KeyObject | Buffer) {
+    if (Buffer.isBuffer(key)) this.#pkcs8 = key;
+    else this.#key = key;
+  }
+
+  /** Lower-case hex of the first 16 bytes of SHA-256 over the raw public key. */
+  get keyId(): string {
+    return this.#publicIds().keyId;
+  }
+
+  /** base64url (no padding) of the 32 raw public-key bytes, as /v1/enroll takes it. */
+  get publicKey(): string {
+    return this.#publicIds().publicKey;
   }
 
   /** The Authorization header of one request to the broker. */
   authorize(req: Omit<SignedRequestParts, 'keyId'>): string {
-    return signRequest(this.#key, { ...req, keyId: this.keyId });
+    return signRequest(this.#object(), { ...req, keyId: this.keyId });
   }
 
   toString(): string {
@@ -40,6 +52,24 @@ export class DeviceKey {
 
   [inspect.custom](): string {
     return this.toString();
+  }
+
+  #publicIds(): { keyId: string; publicKey: string } {
+    if (this.#ids === undefined) {
+      const raw = rawPublicKeyOf(this.#object());
+      this.#ids = { keyId: keyIdOf(raw), publicKey: base64url(raw) };
+    }
+    return this.#ids;
+  }
+
+  #object(): KeyObject {
+    if (this.#key === undefined) {
+      const der = this.#pkcs8 as Buffer;
+      this.#key = createPrivateKey({ key: der, format: 'der', type: 'pkcs8' });
+      der.fill(0);
+      this.#pkcs8 = undefined;
+    }
+    return this.#key;
   }
 }
 
@@ -72,6 +102,9 @@ export function loadDeviceKey(path: string): DeviceKey {
   const bytes = readPrivateFile(path, KEY_RULES, MAX_KEY_BYTES);
   try {
     if (bytes.length > MAX_KEY_BYTES) throw notAKey(path, 'is too big for an Ed25519 key');
+    // The shape every Ed25519 key written by botlink or OpenSSL has: checked here, imported at first use.
+    const pkcs8 = ed25519Pkcs8(bytes);
+    if (pkcs8 !== null) return new DeviceKey(pkcs8);
     let key: KeyObject;
     try {
       key = createPrivateKey({ key: bytes, format: 'pem' });
@@ -84,6 +117,43 @@ export function loadDeviceKey(path: string): DeviceKey {
   } finally {
     bytes.fill(0);
   }
+}
+
+/** RFC 8410's PKCS#8 (version 1) of an Ed25519 key is these 16 bytes, then the 32-byte private key. */
+const ED25519_PKCS8_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex');
+const PEM_HEAD = Buffer.from('-----BEGIN PRIVATE KEY-----\n');
+const PEM_TAIL = Buffer.from('\n-----END PRIVATE KEY-----\n');
+/** 48 bytes of PKCS#8 are one line of 64 base64 characters, without padding. */
+const PKCS8_B64_CHARS = 64;
+const B64_VALUES = new Int8Array(128).fill(-1);
+for (const [i, c] of [...'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'].entries()) B64_VALUES[c.charCodeAt(0)] = i;
+
+/**
+ * The PKCS#8 bytes when `pem` is exactly one PRIVATE KEY block of an Ed25519 key in RFC 8410's
+ * version-1 form (any 32 bytes are a valid Ed25519 private key, so this shape is the whole check);
+ * otherwise null, and OpenSSL judges the file. Decoded without making a string of the key.
+ */
+export function ed25519Pkcs8(pem: Buffer): Buffer | null {
+  if (pem.length !== PEM_HEAD.length + PKCS8_B64_CHARS + PEM_TAIL.length) return null;
+  if (!pem.subarray(0, PEM_HEAD.length).equals(PEM_HEAD) || !pem.subarray(pem.length - PEM_TAIL.length).equals(PEM_TAIL)) return null;
+  const der = Buffer.alloc((PKCS8_B64_CHARS / 4) * 3);
+  for (let i = 0; i < PKCS8_B64_CHARS; i += 4) {
+    let quad = 0;
+    for (let j = 0; j < 4; j++) {
+      const value = B64_VALUES[pem[PEM_HEAD.length + i + j] as number] ?? -1;
+      if (value < 0) {
+        der.fill(0);
+        return null;
+      }
+      quad = (quad << 6) | value;
+    }
+    der.writeUIntBE(quad, (i / 4) * 3, 3);
+  }
+  if (!der.subarray(0, ED25519_PKCS8_PREFIX.length).equals(ED25519_PKCS8_PREFIX)) {
+    der.fill(0);
+    return null;
+  }
+  return der;
 }
 
 function notAKey(path: string, problem: string, cause?: unknown): DeviceKeyError {
