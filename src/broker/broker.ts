@@ -14,6 +14,7 @@ import { CloudGate } from './cloud-gate.js';
 import { BrokerConfigError, type BrokerConfig } from './config.js';
 import type { BrokerContext } from './context.js';
 import { brokerKeys, readAccountSecret, readTokenKey } from './keys.js';
+import { KeyCache } from './key-cache.js';
 import { BrokerMetrics } from './metrics.js';
 import { answerClientError, createListener } from './server.js';
 import { openStore } from './store/open.js';
@@ -61,6 +62,7 @@ export async function startBroker({ config, clock, log }: BrokerDeps): Promise<R
   const ctx: BrokerContext = {
     store,
     keys,
+    keyCache: new KeyCache(),
     cloud,
     gate,
     issuer: new TokenIssuer({ store, keys, cloud, gate, clock }),

@@ -4,6 +4,7 @@ import type { CloudClient } from '../cloud/client.js';
 import type { Clock } from '../clock.js';
 import type { CloudGate } from './cloud-gate.js';
 import type { BrokerLimits } from './config.js';
+import type { KeyCache } from './key-cache.js';
 import type { BrokerKeys } from './keys.js';
 import type { BrokerMetrics } from './metrics.js';
 import type { TokenIssuer } from './tokens.js';
@@ -13,6 +14,8 @@ import type { VendorTokens } from './vendor-tokens.js';
 export interface BrokerContext {
   store: BrokerStore;
   keys: BrokerKeys;
+  /** Public keys of the devices that asked lately (a read saved, never a decision). */
+  keyCache: KeyCache;
   cloud: CloudClient;
   gate: CloudGate;
   issuer: TokenIssuer;

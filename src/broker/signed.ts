@@ -49,8 +49,11 @@ export function checkWindow(auth: DeviceAuthorization, now: number): void {
 }
 
 export function verifySignature(key: KeyObject, input: SignedInput): void {
-  if (!verifyRequest(key, input.auth, input.method, input.path, input.raw))
-    throw new Refusal('bad-signature', 'the signature does not match the request');
+  if (!signatureMatches(key, input)) throw new Refusal('bad-signature', 'the signature does not match the request');
+}
+
+export function signatureMatches(key: KeyObject, input: SignedInput): boolean {
+  return verifyRequest(key, input.auth, input.method, input.path, input.raw);
 }
 
 export function replayed(): Refusal {

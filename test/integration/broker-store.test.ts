@@ -118,6 +118,11 @@ const byCode = (code: CodeRow, over: Partial<EnrollCommit> = {}): EnrollCommit =
     ...over,
   };
 };
+/** A verified token request by `key` at `now`, as the token route spends it: what records last seen. */
+async function seen(store: BrokerStore, key: { keyId: string; publicKey: string }, now: number): Promise<void> {
+  const spend = { ...key, nonce: hex(16), keepUntil: Date.now() + 60_000, bucket: `key:${key.keyId}`, windowStart: 0, limit: 100, now };
+  expect(await store.spendVerified(spend)).toMatchObject({ spent: { replayed: false } });
+}
 const preauthRow = (deviceId: string, key = newKey()): PreauthRow => ({ ...key, deviceId, vendorId: 'V1', createdAt: Date.now() });
 const token = (botId: string, over: Partial<TokenRow> = {}): TokenRow => ({
   botId,
@@ -431,10 +436,10 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     const rotated = byCode(code, { deviceId: 'SN-2', botId: 'bot-2' });
     const revoked = byCode(code, { deviceId: 'SN-3', botId: 'bot-3' });
     for (const c of [active, rotated, revoked]) expect(await store.enroll(c)).toBe('ok');
-    await store.touch(rotated.key.keyId, 500);
+    await seen(store, rotated.key, 500);
     const next = newKey();
     expect(await store.rotate(rotated.key.keyId, next, Date.now())).toBe('ok');
-    await store.touch(next.keyId, 400);
+    await seen(store, next, 400);
     await store.revoke('bot-3', Date.now());
     const pending = preauthRow('SN-4');
     await store.addPreauth([pending]);
@@ -444,20 +449,6 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
       { botId: 'bot-3', deviceId: 'SN-3', vendorId: 'V1', keyId: revoked.key.keyId, state: 'revoked', lastSeenAt: null },
       { botId: null, deviceId: 'SN-4', vendorId: 'V1', keyId: pending.keyId, state: 'preauthorized', lastSeenAt: null },
     ]);
-  });
-
-  it('touch records the latest time a key was seen, and never fails', async () => {
-    const [store] = await two();
-    const code = newCode();
-    await store.addCode(code);
-    const c = byCode(code);
-    expect(await store.enroll(c)).toBe('ok');
-    await store.touch(c.key.keyId, 2000);
-    await store.touch(c.key.keyId, 1000);
-    expect(await store.findKey(c.key.keyId)).toMatchObject({ lastSeenAt: 2000 });
-    await store.touch(hex(16), 3000);
-    await store.close();
-    await expect(store.touch(c.key.keyId, 4000)).resolves.toBeUndefined();
   });
 
   it('keeps sealed tokens as bytes, replacing a botId’s row whole', async () => {

@@ -178,6 +178,9 @@ describe('signed requests: the order of checks and every failure code', () => {
   it('bad-signature, unknown-key, bad-request and too-large', async () => {
     const { device } = await enrolled();
     expect((await device.token(url(), {}, { signedPath: '/v1/rotate' })).json['code']).toBe('bad-signature');
+    // Once the key has asked, the broker verifies with it before reading the store: the same answers.
+    expect((await device.token(url())).status).toBe(200);
+    expect((await device.token(url(), {}, { signedPath: '/v1/rotate' })).json['code']).toBe('bad-signature');
     expect((await new TestDevice().token(url())).json['code']).toBe('unknown-key');
     expect((await device.token(url(), {}, { authorization: 'Bearer x' })).json['code']).toBe('bad-request');
     expect((await device.token(url(), {}, { contentType: 'text/plain' })).json['code']).toBe('bad-request');
@@ -222,6 +225,8 @@ describe('token (DESIGN §3.7)', () => {
     expect((await device.token(url())).status).toBe(200);
     expect(await revoke(broker.store, botId, Date.now())).toBe(1);
     expect((await device.token(url())).json['code']).toBe('revoked');
+    // The key is checked before the signature (§3.7), also for a key the broker verified with lately.
+    expect((await device.token(url(), {}, { signedPath: '/v1/rotate' })).json['code']).toBe('revoked');
     expect((await device.rotate(url(), new TestDevice())).json['code']).toBe('revoked');
     expect((await device.enroll(url(), { code: await code(), deviceId })).json['code']).toBe('revoked');
   });

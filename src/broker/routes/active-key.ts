@@ -1,24 +1,22 @@
 import { createPublicKey, type KeyObject } from 'node:crypto';
 import type { BrokerContext } from '../context.js';
 import { Refusal } from '../refusal.js';
-import type { KeyRow, TokenRow } from '../store/types.js';
+import type { KeyRow } from '../store/types.js';
 
 /** The DER header of an Ed25519 SubjectPublicKeyInfo (RFC 8410); the 32 raw bytes of the key follow it. */
 const SPKI_HEADER = Buffer.from('302a300506032b6570032100', 'hex');
 
-/**
- * The key a request names, read from the store on every request so a revocation holds at once, with its
- * botId's cached token read in the same step (a token request answers from it).
- */
-export async function activeKey(
-  ctx: Pick<BrokerContext, 'store'>,
-  keyId: string,
-): Promise<{ row: KeyRow; key: KeyObject; token: TokenRow | undefined }> {
-  const found = await ctx.store.findKeyWithToken(keyId);
-  if (!found) throw new Refusal('unknown-key', 'no device is enrolled with this key');
-  const row = found.key;
+/** The key a request names, read from the store, so a revocation holds at once: unknown and revoked keys are refused. */
+export async function activeKey(ctx: Pick<BrokerContext, 'store'>, keyId: string): Promise<{ row: KeyRow; key: KeyObject }> {
+  const row = await ctx.store.findKey(keyId);
+  refuseInactive(row);
+  return { row, key: storedKey(row.publicKey) };
+}
+
+/** The refusals of §3.7's key step: no such key, or a key no longer active. */
+export function refuseInactive(row: KeyRow | undefined): asserts row is KeyRow {
+  if (row === undefined) throw new Refusal('unknown-key', 'no device is enrolled with this key');
   if (row.state !== 'active') throw new Refusal('revoked', 'this key was revoked, replaced or rotated away');
-  return { row, key: storedKey(row.publicKey), token: found.token };
 }
 
 /**

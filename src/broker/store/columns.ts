@@ -18,10 +18,13 @@ export const TOKEN_COLUMNS =
   'bot_id AS "botId", access_sealed AS "accessSealed", access_expires_at AS "accessExpiresAt", access_lifetime_s AS "accessLifetimeS", ' +
   'refresh_sealed AS "refreshSealed", refresh_expires_at AS "refreshExpiresAt", updated_at AS "updatedAt"';
 
-/** A key with its botId's cached token (LEFT JOIN USING bot_id, so bot_id is one column); `?` / `$1` is the keyId. */
-export function keyWithTokenQuery(param: string): string {
+/**
+ * A key with its botId's cached token (LEFT JOIN USING bot_id, so bot_id is one column); `?` / `$1` is the
+ * keyId; `more` adds columns.
+ */
+export function keyWithTokenQuery(param: string, more = ''): string {
   return (
-    `SELECT ${KEY_COLUMNS}, access_sealed AS "accessSealed", access_expires_at AS "accessExpiresAt", ` +
+    `SELECT ${KEY_COLUMNS}${more}, access_sealed AS "accessSealed", access_expires_at AS "accessExpiresAt", ` +
     'access_lifetime_s AS "accessLifetimeS", refresh_sealed AS "refreshSealed", refresh_expires_at AS "refreshExpiresAt", ' +
     `updated_at AS "tokenUpdatedAt" FROM keys LEFT JOIN tokens USING (bot_id) WHERE key_id = ${param}`
   );

@@ -26,9 +26,10 @@ import type {
   PreauthRow,
   RequestSpend,
   RotateOutcome,
-  SpendOutcome,
   TokenRow,
+  VerifiedSpend,
 } from './types.js';
+import { LAST_SEEN_STEP_MS } from './types.js';
 
 export interface PostgresStoreOptions {
   /** Connections for queries and transactions (default 10). */
@@ -39,24 +40,32 @@ export interface PostgresStoreOptions {
 
 /** What token requests read, prepared once per connection. */
 const FIND_KEY = { name: 'broker-find-key', text: `SELECT ${KEY_COLUMNS} FROM keys WHERE key_id = $1` };
-const KEY_WITH_TOKEN = { name: 'broker-key-with-token', text: keyWithTokenQuery('$1') };
 const READ_TOKEN = { name: 'broker-read-token', text: `SELECT ${TOKEN_COLUMNS} FROM tokens WHERE bot_id = $1` };
 
 /**
- * BrokerStore.spend in one statement: the nonce, then the hit only when a nonce row was inserted, then
- * last-seen only when that count is within the limit (data-modifying CTEs, each gated on the one before).
+ * BrokerStore.spendVerified in one statement: the key is read; the nonce is inserted only while that key is
+ * active with the public key the signature was verified with; the hit only when a nonce row was
+ * inserted; last-seen only when that count is within the limit and a step has passed (data-modifying CTEs, each gated on the
+ * one before). Every part sees one snapshot, so the key and token returned are as they were before it.
  */
-const SPEND = `
-  WITH n AS (INSERT INTO nonces (key_id, nonce, keep_until) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING 1),
+const SPEND_VERIFIED = {
+  name: 'broker-spend-verified',
+  text: `
+  WITH k AS (SELECT 1 FROM keys WHERE key_id = $1 AND state = 'active' AND public_key = $8),
+  n AS (
+    INSERT INTO nonces (key_id, nonce, keep_until) SELECT $1::text, $2::text, $3::bigint FROM k
+    ON CONFLICT DO NOTHING RETURNING 1
+  ),
   h AS (
     INSERT INTO rate_windows (bucket, window_start, count) SELECT $4::text, $5::bigint, 1 FROM n
     ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_windows.count + 1 RETURNING count
   ),
   t AS (
-    UPDATE keys SET last_seen_at = $6 WHERE key_id = $1 AND (last_seen_at IS NULL OR last_seen_at < $6)
+    UPDATE keys SET last_seen_at = $6 WHERE key_id = $1 AND (last_seen_at IS NULL OR last_seen_at <= $6::bigint - ${LAST_SEEN_STEP_MS})
     AND (SELECT count FROM h) <= $7::bigint RETURNING 1
   )
-  SELECT (SELECT count FROM h) AS count`;
+  ${keyWithTokenQuery('$1', ', (SELECT count FROM h) AS "spendCount"')}`,
+};
 
 /** The database's clock in ms: replicas with skewed clocks agree on a nonce's expiry. */
 const NOW_MS = 'floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint';
@@ -161,10 +170,6 @@ class PostgresStore implements BrokerStore {
     return one(this.#pool, FIND_KEY, [keyId]);
   }
 
-  async findKeyWithToken(keyId: string): Promise<KeyWithToken | undefined> {
-    return splitKeyWithToken(await one(this.#pool, KEY_WITH_TOKEN, [keyId]));
-  }
-
   findPreauth(keyId: string): Promise<PreauthRow | undefined> {
     return one(this.#pool, `SELECT ${PREAUTH_COLUMNS} FROM preauth WHERE key_id = $1`, [keyId]);
   }
@@ -197,8 +202,8 @@ class PostgresStore implements BrokerStore {
     return r.rowCount === 1;
   }
 
-  async spend(r: RequestSpend): Promise<SpendOutcome> {
-    const row = await one<{ count: number | null }>(this.#pool, { name: 'broker-spend', text: SPEND }, [
+  async spendVerified(r: RequestSpend): Promise<VerifiedSpend> {
+    const row = await one<Record<string, unknown>>(this.#pool, SPEND_VERIFIED, [
       r.keyId,
       r.nonce,
       r.keepUntil,
@@ -206,8 +211,13 @@ class PostgresStore implements BrokerStore {
       r.windowStart,
       r.now,
       r.limit,
+      r.publicKey,
     ]);
-    return row?.count == null ? { replayed: true } : { replayed: false, count: row.count };
+    if (row === undefined) return { key: undefined };
+    const { spendCount, ...rest } = row;
+    const found = splitKeyWithToken(rest) as KeyWithToken;
+    if (found.key.state !== 'active' || found.key.publicKey !== r.publicKey) return { ...found, spent: undefined };
+    return { ...found, spent: spendCount === null ? { replayed: true } : { replayed: false, count: spendCount as number } };
   }
 
   enroll(commit: EnrollCommit): Promise<EnrollOutcome> {
@@ -236,17 +246,6 @@ class PostgresStore implements BrokerStore {
       await c.query('DELETE FROM tokens WHERE bot_id = $1', [botId]);
       return revoked.rowCount ?? 0;
     });
-  }
-
-  async touch(keyId: string, now: number): Promise<void> {
-    try {
-      await this.#pool.query('UPDATE keys SET last_seen_at = $1 WHERE key_id = $2 AND (last_seen_at IS NULL OR last_seen_at < $1)', [
-        now,
-        keyId,
-      ]);
-    } catch {
-      // Best effort by contract: a lost connection must not fail the request that was seen.
-    }
   }
 
   async listDevices(): Promise<DeviceListing[]> {

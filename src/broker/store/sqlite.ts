@@ -23,20 +23,21 @@ import type {
   EnrollCommit,
   EnrollOutcome,
   KeyRow,
-  KeyWithToken,
   PreauthRow,
   RequestSpend,
   RotateOutcome,
   SpendOutcome,
   TokenRow,
+  VerifiedSpend,
 } from './types.js';
+import { LAST_SEEN_STEP_MS } from './types.js';
 
 const USE_NONCE = 'INSERT INTO nonces (key_id, nonce, keep_until) VALUES (?, ?, ?) ON CONFLICT DO NOTHING';
 const HIT =
   'INSERT INTO rate_windows (bucket, window_start, count) VALUES (?, ?, 1) ' +
   'ON CONFLICT (bucket, window_start) DO UPDATE SET count = count + 1 RETURNING count';
 const KEY_WITH_TOKEN = keyWithTokenQuery('?');
-const TOUCH = 'UPDATE keys SET last_seen_at = ? WHERE key_id = ? AND (last_seen_at IS NULL OR last_seen_at < ?)';
+const TOUCH = 'UPDATE keys SET last_seen_at = ? WHERE key_id = ? AND (last_seen_at IS NULL OR last_seen_at <= ?)';
 
 /**
  * The broker's store on one host: a SQLite file that one broker process owns. Writes are group-committed
@@ -103,10 +104,6 @@ class SqliteStore implements BrokerStore {
     return this.#get(`SELECT ${KEY_COLUMNS} FROM keys WHERE key_id = ?`, keyId) as KeyRow | undefined;
   }
 
-  async findKeyWithToken(keyId: string): Promise<KeyWithToken | undefined> {
-    return splitKeyWithToken(this.#get(KEY_WITH_TOKEN, keyId));
-  }
-
   async findPreauth(keyId: string): Promise<PreauthRow | undefined> {
     return this.#get(`SELECT ${PREAUTH_COLUMNS} FROM preauth WHERE key_id = ?`, keyId) as PreauthRow | undefined;
   }
@@ -134,16 +131,23 @@ class SqliteStore implements BrokerStore {
     return this.#batch.write(() => this.#run(USE_NONCE, keyId, nonce, keepUntil).changes === 1, { durable: false });
   }
 
-  spend(r: RequestSpend): Promise<SpendOutcome> {
+  spendVerified(r: RequestSpend): Promise<VerifiedSpend> {
     return this.#batch.write(
-      (): SpendOutcome => {
-        if (this.#run(USE_NONCE, r.keyId, r.nonce, r.keepUntil).changes !== 1) return { replayed: true };
-        const count = (this.#get(HIT, r.bucket, r.windowStart) as { count: number }).count;
-        if (count <= r.limit) this.#touch(r.keyId, r.now);
-        return { replayed: false, count };
+      (): VerifiedSpend => {
+        const found = splitKeyWithToken(this.#get(KEY_WITH_TOKEN, r.keyId));
+        if (found === undefined) return { key: undefined };
+        if (found.key.state !== 'active' || found.key.publicKey !== r.publicKey) return { ...found, spent: undefined };
+        return { ...found, spent: this.#spend(r) };
       },
       { durable: false },
     );
+  }
+
+  #spend(r: RequestSpend): SpendOutcome {
+    if (this.#run(USE_NONCE, r.keyId, r.nonce, r.keepUntil).changes !== 1) return { replayed: true };
+    const count = (this.#get(HIT, r.bucket, r.windowStart) as { count: number }).count;
+    if (count <= r.limit) this.#touch(r.keyId, r.now);
+    return { replayed: false, count };
   }
 
   async enroll(commit: EnrollCommit): Promise<EnrollOutcome> {
@@ -176,14 +180,9 @@ class SqliteStore implements BrokerStore {
     );
   }
 
-  async touch(keyId: string, now: number): Promise<void> {
-    // A batch lost as a whole (a full disk) must not fail the request that was seen either.
-    await this.#batch.write(() => this.#touch(keyId, now), { durable: false }).catch(() => undefined);
-  }
-
   #touch(keyId: string, now: number): void {
     try {
-      this.#run(TOUCH, now, keyId, now);
+      this.#run(TOUCH, now, keyId, now - LAST_SEEN_STEP_MS);
     } catch {
       // Best effort by contract: a busy or full disk must not fail the request that was seen.
     }

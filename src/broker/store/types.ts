@@ -112,9 +112,17 @@ export interface DeviceListing {
   lastSeenAt: number | null;
 }
 
-/** What a verified request writes (BrokerStore.spend). */
+/**
+ * Last seen is kept to the minute: `broker devices` needs no finer, and writing the key row on every
+ * request cost PostgreSQL a new row version and an entry in each of the keys table's indexes per request.
+ */
+export const LAST_SEEN_STEP_MS = 60_000;
+
+/** What a verified request writes (BrokerStore.spendVerified). */
 export interface RequestSpend {
   keyId: string;
+  /** The public key (base64url) the request's signature was verified with: nothing is written unless it is the key's. */
+  publicKey: string;
   nonce: string;
   /** The nonce is kept until then, by the store's clock. */
   keepUntil: number;
@@ -123,11 +131,19 @@ export interface RequestSpend {
   windowStart: number;
   /** The key's last-seen time is recorded only while the count stays within this. */
   limit: number;
+  /** The request's time: last seen moves to it when it is at least LAST_SEEN_STEP_MS past the one recorded. */
   now: number;
 }
 
 /** replayed: any replica saw the nonce before, and nothing was written; else the bucket's count after this hit. */
 export type SpendOutcome = { replayed: true } | { replayed: false; count: number };
+
+/**
+ * What spendVerified found and did. No key: nothing written. A key that is not active, or whose stored
+ * public key is not the one verified: `spent` is undefined, nothing written. Else the spend, with the key
+ * (as read before this request's last-seen) and its botId's cached token.
+ */
+export type VerifiedSpend = { key: undefined } | { key: KeyRow; token: TokenRow | undefined; spent: SpendOutcome | undefined };
 
 export interface BrokerStore {
   readonly kind: StoreKind;
@@ -138,8 +154,6 @@ export interface BrokerStore {
   findCode(hmac: string): Promise<CodeRow | undefined>;
 
   findKey(keyId: string): Promise<KeyRow | undefined>;
-  /** findKey and readToken of its botId, read together (one round trip): what a token request needs first. */
-  findKeyWithToken(keyId: string): Promise<KeyWithToken | undefined>;
   findPreauth(keyId: string): Promise<PreauthRow | undefined>;
   /**
    * Rows for deviceIds already bound (an active key) or preauthorised, or whose keyId is known in any state,
@@ -154,10 +168,12 @@ export interface BrokerStore {
   /** Inserts (keyId, nonce), kept until `keepUntil` by the store's clock; false when any replica saw it before. */
   useNonce(keyId: string, nonce: string, keepUntil: number): Promise<boolean>;
   /**
-   * useNonce, then — only for a new nonce — hit, then — only within the limit — touch, as one step (one
-   * round trip): what every token request writes, each rule as decided by those three.
+   * For a request whose signature was verified with `r.publicKey`, one step (one round trip): the key and
+   * its botId's cached token are read, and — only while the key is active with that public key — useNonce,
+   * then, only for a new nonce, hit, then, only within the limit, touch. What every token request does,
+   * each rule as those decide it; revocation is read in the same step as the write it stops.
    */
-  spend(r: RequestSpend): Promise<SpendOutcome>;
+  spendVerified(r: RequestSpend): Promise<VerifiedSpend>;
 
   /** One transaction: re-check and spend the admission, check bindings, bind the key (and revoke the old on replace). */
   enroll(commit: EnrollCommit): Promise<EnrollOutcome>;
@@ -165,8 +181,6 @@ export interface BrokerStore {
   rotate(oldKeyId: string, newKey: { keyId: string; publicKey: string }, now: number): Promise<RotateOutcome>;
   /** Revokes the botId's active key, drops its preauth rows and its cached tokens; the number of keys revoked. */
   revoke(botId: string, now: number): Promise<number>;
-  /** Records a verified request's time for `broker devices` (best effort: never fails a request). */
-  touch(keyId: string, now: number): Promise<void>;
   listDevices(): Promise<DeviceListing[]>;
 
   /**
