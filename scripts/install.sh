@@ -11,7 +11,7 @@ usage: scripts/install.sh [--prefix DIR] [--dry-run]
 
 Installs botlink from this checkout (run `npm ci` first; the bundle is built when missing):
   /opt/botlink/                    bundle, production node_modules, config.example.json,
-                                   broker-config.example.json
+                                   broker-config.example.json, metrics-file.conf (a drop-in)
   /usr/local/bin/botlink           the botlink command (-> /opt/botlink/bin/botlink)
   /etc/systemd/system/botlink.service
   /etc/logrotate.d/botlink
@@ -119,6 +119,7 @@ act install -m 0644 "${BUNDLE%.mjs}.cjs" "$STAGE/dist/botlink.cjs"
 act install -m 0644 "$SRC/package.json" "$STAGE/package.json"
 act install -m 0644 "$SRC/systemd/config.example.json" "$STAGE/config.example.json"
 act install -m 0644 "$SRC/systemd/broker-config.example.json" "$STAGE/broker-config.example.json"
+act install -m 0644 "$SRC/systemd/botlink.service.d/metrics-file.conf" "$STAGE/metrics-file.conf"
 shopt -s dotglob nullglob
 for pkg in "${top_level[@]}"; do
   from=$SRC/node_modules/$pkg

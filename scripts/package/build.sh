@@ -113,6 +113,7 @@ assemble() {
   install -m 0644 "$root/package.json" "$app/package.json"
   install -m 0644 "$root/systemd/config.example.json" "$app/config.example.json"
   install -m 0644 "$root/systemd/broker-config.example.json" "$app/broker-config.example.json"
+  install -m 0644 "$root/systemd/botlink.service.d/metrics-file.conf" "$app/metrics-file.conf"
   install -m 0755 "$here/botlink.sh" "$app/bin/botlink"
   ln -s ../lib/botlink/bin/botlink "$pkg/usr/bin/botlink"
   # install.sh's copy of each module, less what only its developers use: an addon keeps its compiled

@@ -96,6 +96,10 @@ describe.each(ARCHES)('the %s package', (arch) => {
     expect(readFileSync(join(dir, 'usr/lib/botlink/broker-config.example.json'), 'utf8')).toBe(
       readFileSync(join(ROOT, 'systemd/broker-config.example.json'), 'utf8'),
     );
+    // The metricsFile drop-in its own comments tell a technician to install from here.
+    const dropIn = readFileSync(join(dir, 'usr/lib/botlink/metrics-file.conf'), 'utf8');
+    expect(dropIn).toBe(readFileSync(join(ROOT, 'systemd/botlink.service.d/metrics-file.conf'), 'utf8'));
+    expect(dropIn).toContain('sudo install -D -m 0644 /usr/lib/botlink/metrics-file.conf /etc/systemd/system/botlink.service.d/');
     expect(readlinkSync(join(dir, 'usr/bin/botlink'))).toBe('../lib/botlink/bin/botlink');
     expect(readFileSync(join(dir, 'usr/lib/botlink/bin/botlink'), 'utf8')).toContain(
       `exec ${RUNTIME_NODE} /usr/lib/botlink/dist/botlink.mjs "$@"`,
