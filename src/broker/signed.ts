@@ -49,7 +49,11 @@ export function checkWindow(auth: DeviceAuthorization, now: number): void {
 }
 
 export function verifySignature(key: KeyObject, input: SignedInput): void {
-  if (!signatureMatches(key, input)) throw new Refusal('bad-signature', 'the signature does not match the request');
+  if (!signatureMatches(key, input)) throw badSignature();
+}
+
+export function badSignature(): Refusal {
+  return new Refusal('bad-signature', 'the signature does not match the request');
 }
 
 export function signatureMatches(key: KeyObject, input: SignedInput): boolean {

@@ -2,7 +2,16 @@
 import type { BrokerContext, Route } from '../context.js';
 import { refuseOverLimit, windowOf } from '../limits.js';
 import { Refusal } from '../refusal.js';
-import { checkWindow, NONCE_KEEP_MS, readSigned, replayed, type SignedInput, signatureMatches, verifySignature } from '../signed.js';
+import {
+  badSignature,
+  checkWindow,
+  NONCE_KEEP_MS,
+  readSigned,
+  replayed,
+  type SignedInput,
+  signatureMatches,
+  verifySignature,
+} from '../signed.js';
 import { DEFAULT_MIN_VALIDITY_S } from '../tokens.js';
 import { activeKey, refuseInactive } from './active-key.js';
 
@@ -62,6 +71,8 @@ async function verifiedKey(ctx: BrokerContext, input: SignedInput): Promise<stri
   const cached = ctx.keyCache.get(input.auth.keyId);
   if (cached !== undefined && signatureMatches(cached.key, input)) return cached.publicKey;
   const { row, key } = await activeKey(ctx, input.auth.keyId);
+  // Failed with this very key already: a second verification would only double a forger's cost to us.
+  if (cached?.publicKey === row.publicKey) throw badSignature();
   verifySignature(key, input);
   ctx.keyCache.set(row.keyId, { key, publicKey: row.publicKey });
   return row.publicKey;
