@@ -11,6 +11,7 @@ import { fileAppears } from '../lib/file-appears.js';
 import type { BrokerRig } from './broker-rig.js';
 import type { Device } from './fixture.js';
 import { disconnect, startService, timeToConnected } from './fixture.js';
+import { type BootPhases, bootPhases, dropWarmUp, timedBoot } from './link.js';
 import { median } from '../lib/stats.js';
 import { alternate } from './sample.js';
 import type { Workspace } from './workspace.js';
@@ -31,17 +32,6 @@ export interface DeviceMeasured {
   broker: number[];
   signing: number[];
   phases: Record<Mode, Phases>;
-}
-
-/** The first time each message was logged by process `pid`, wall-clock ms. */
-function logTimes(log: string, pid: number): Map<string, number> {
-  const at = new Map<string, number>();
-  for (const line of log.split('\n')) {
-    if (!line.startsWith('{')) continue;
-    const entry = JSON.parse(line) as { time: string; msg: string; pid: number };
-    if (entry.pid === pid && !at.has(entry.msg)) at.set(entry.msg, Date.parse(entry.time));
-  }
-  return at;
 }
 
 /** Runs `botlink ARGS` from the bundle; its stdout, or an error with its output. */
@@ -97,30 +87,13 @@ export async function measureDevice(ws: Workspace, rig: BrokerRig, n: number): P
       // The agent writes its code cache 5 s after its start: every measured boot starts from it.
       await first(signing, SIGNING_BOT, fileAppears(ws.cacheDir, '.v8cache'));
       await first(device, botId);
-      type Samples = Record<keyof Phases, number[]>;
-      const phasesOf: Record<Mode, Samples> = {
-        broker: { load: [], setUp: [], connect: [] },
-        signing: { load: [], setUp: [], connect: [] },
-      };
-      const boot = (d: Device, bot: string, mode: Mode) => async (): Promise<number> => {
-        const spawnedAt = Date.now();
-        const { ms, child } = await timeToConnected(svc, bot, () => ws.agent(d));
-        await disconnect(svc, bot, child);
-        const at = logTimes(d.log(), child.pid);
-        const starting = at.get('botlink starting') ?? Number.NaN;
-        const connecting = at.get('link connecting') ?? Number.NaN;
-        phasesOf[mode].load.push(starting - spawnedAt);
-        phasesOf[mode].setUp.push(connecting - starting);
-        phasesOf[mode].connect.push(spawnedAt + ms - connecting);
-        return ms;
-      };
+      const phasesOf: Record<Mode, BootPhases> = { broker: bootPhases(), signing: bootPhases() };
+      const boot = (d: Device, bot: string, mode: Mode) => (): Promise<number> => timedBoot(svc, bot, d, phasesOf[mode], () => ws.agent(d));
       const [viaBroker = [], signed = []] = await alternate(n, [boot(device, botId, 'broker'), boot(signing, SIGNING_BOT, 'signing')]);
-      // alternate() discards its warm-up round: so do the phases.
-      const medians = (p: Samples): Phases => ({
-        load: median(p.load.slice(1)),
-        setUp: median(p.setUp.slice(1)),
-        connect: median(p.connect.slice(1)),
-      });
+      const medians = (p: BootPhases): Phases => {
+        dropWarmUp(p, viaBroker.length);
+        return { load: median(p.load), setUp: median(p.setUp), connect: median(p.connect) };
+      };
       return { broker: viaBroker, signing: signed, phases: { broker: medians(phasesOf.broker), signing: medians(phasesOf.signing) } };
     } finally {
       await broker.stop();

@@ -7,6 +7,7 @@ import { median } from '../lib/stats.js';
 import { disconnect, nextWsEvent, startService, timeToConnected, type Device } from './fixture.js';
 import { ceilingRow, machineLine, ms, printTable, ratioRow } from './report.js';
 import { isMain } from './root.js';
+import type { Child } from './child.js';
 import { alternate, sleep, spread } from './sample.js';
 import { Workspace } from './workspace.js';
 
@@ -59,29 +60,52 @@ export interface BootPhases {
   connect: number[];
 }
 
+/** An empty record of boot phases. */
+export function bootPhases(): BootPhases {
+  return { load: [], setUp: [], connect: [] };
+}
+
+/**
+ * One agent boot of `device`, spawn until the service accepts `botId`'s WebSocket, then stopped: its
+ * milliseconds, and its three phases, from its log, pushed onto `phases`.
+ */
+export async function timedBoot(
+  svc: ReferenceService,
+  botId: string,
+  device: Device,
+  phases: BootPhases,
+  start: () => Child,
+): Promise<number> {
+  const spawnedAt = Date.now();
+  const { ms: took, child } = await timeToConnected(svc, botId, start);
+  await disconnect(svc, botId, child);
+  const at = logTimes(device.log(), child.pid);
+  const starting = at.get('botlink starting') ?? NaN;
+  const connecting = at.get('link connecting') ?? NaN;
+  phases.load.push(starting - spawnedAt);
+  phases.setUp.push(connecting - starting);
+  phases.connect.push(spawnedAt + took - connecting);
+  return took;
+}
+
+/** Drops the phases of alternate()'s warm-up round, which it discards from the samples: `kept` remain. */
+export function dropWarmUp(phases: BootPhases, kept: number): void {
+  for (const xs of Object.values(phases)) xs.splice(0, xs.length - kept);
+}
+
 /** Boot → connected with a cached token: the agent and the minimal client, alternating. */
 export async function bootCached(fx: LinkFixture, n: number): Promise<{ agent: number[]; floor: number[]; phases: BootPhases }> {
-  const phases: BootPhases = { load: [], setUp: [], connect: [] };
-  const once = (start: () => ReturnType<Workspace['agent']>, agent: boolean) => async (): Promise<number> => {
-    const spawnedAt = Date.now();
-    const { ms: took, child } = await timeToConnected(fx.svc, BOT, start);
+  const phases = bootPhases();
+  const client = async (): Promise<number> => {
+    const { ms: took, child } = await timeToConnected(fx.svc, BOT, () => fx.ws.client(fx.svc, BOT, fx.token));
     await disconnect(fx.svc, BOT, child);
-    if (agent) {
-      const at = logTimes(fx.device.log(), child.pid);
-      const starting = at.get('botlink starting') ?? NaN;
-      const connecting = at.get('link connecting') ?? NaN;
-      phases.load.push(starting - spawnedAt);
-      phases.setUp.push(connecting - starting);
-      phases.connect.push(spawnedAt + took - connecting);
-    }
     return took;
   };
   const [agent = [], floor = []] = await alternate(n, [
-    once(() => fx.ws.agent(fx.device), true),
-    once(() => fx.ws.client(fx.svc, BOT, fx.token), false),
+    () => timedBoot(fx.svc, BOT, fx.device, phases, () => fx.ws.agent(fx.device)),
+    client,
   ]);
-  // alternate() discards its warm-up round; so do the phases.
-  for (const xs of Object.values(phases)) xs.splice(0, xs.length - agent.length);
+  dropWarmUp(phases, agent.length);
   return { agent, floor, phases };
 }
 
