@@ -1,4 +1,4 @@
-import type { KeyRow, KeyWithToken, TokenRow } from './types.js';
+import type { KeyRow, KeyWithToken, SpendOutcome, TokenRow, VerifiedSpend } from './types.js';
 
 /**
  * The columns each row type is read with, aliased to its field names: one list for both databases,
@@ -47,6 +47,16 @@ export function splitKeyWithToken(row: Record<string, unknown> | undefined): Key
           updatedAt: tokenUpdatedAt,
         } as TokenRow);
   return { key: key as unknown as KeyRow, token };
+}
+
+/**
+ * BrokerStore.spendVerified's answer from the key and token it read: `spend` (what the step wrote) only
+ * when the key may spend, active with the public key the signature was verified with.
+ */
+export function verifiedSpend(found: KeyWithToken | undefined, publicKey: string, spend: () => SpendOutcome): VerifiedSpend {
+  if (found === undefined) return { key: undefined };
+  if (found.key.state !== 'active' || found.key.publicKey !== publicKey) return { ...found, spent: undefined };
+  return { ...found, spent: spend() };
 }
 
 /** A device's row: its active key, else its latest; keyId only while active. `?` / `$1` filter on `where`. */

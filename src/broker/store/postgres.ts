@@ -9,6 +9,7 @@ import {
   PREAUTH_COLUMNS,
   splitKeyWithToken,
   TOKEN_COLUMNS,
+  verifiedSpend,
 } from './columns.js';
 import { BrokerStoreError } from './errors.js';
 import { KeyedChain } from './keyed-chain.js';
@@ -22,7 +23,6 @@ import type {
   EnrollCommit,
   EnrollOutcome,
   KeyRow,
-  KeyWithToken,
   PreauthRow,
   RequestSpend,
   RotateOutcome,
@@ -213,11 +213,11 @@ class PostgresStore implements BrokerStore {
       r.limit,
       r.publicKey,
     ]);
-    if (row === undefined) return { key: undefined };
-    const { spendCount, ...rest } = row;
-    const found = splitKeyWithToken(rest) as KeyWithToken;
-    if (found.key.state !== 'active' || found.key.publicKey !== r.publicKey) return { ...found, spent: undefined };
-    return { ...found, spent: spendCount === null ? { replayed: true } : { replayed: false, count: spendCount as number } };
+    const { spendCount, ...rest } = row ?? {};
+    // The statement wrote only for a key that may spend: its count is null then only for a nonce seen before.
+    return verifiedSpend(splitKeyWithToken(row && rest), r.publicKey, () =>
+      spendCount === null ? { replayed: true } : { replayed: false, count: spendCount as number },
+    );
   }
 
   enroll(commit: EnrollCommit): Promise<EnrollOutcome> {

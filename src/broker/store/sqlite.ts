@@ -10,6 +10,7 @@ import {
   PREAUTH_COLUMNS,
   splitKeyWithToken,
   TOKEN_COLUMNS,
+  verifiedSpend,
 } from './columns.js';
 import { KeyedChain } from './keyed-chain.js';
 import { addPreauthIn, enrollIn, rotateIn, type Sql } from './sqlite-bind.js';
@@ -133,12 +134,7 @@ class SqliteStore implements BrokerStore {
 
   spendVerified(r: RequestSpend): Promise<VerifiedSpend> {
     return this.#batch.write(
-      (): VerifiedSpend => {
-        const found = splitKeyWithToken(this.#get(KEY_WITH_TOKEN, r.keyId));
-        if (found === undefined) return { key: undefined };
-        if (found.key.state !== 'active' || found.key.publicKey !== r.publicKey) return { ...found, spent: undefined };
-        return { ...found, spent: this.#spend(r) };
-      },
+      () => verifiedSpend(splitKeyWithToken(this.#get(KEY_WITH_TOKEN, r.keyId)), r.publicKey, () => this.#spend(r)),
       { durable: false },
     );
   }
