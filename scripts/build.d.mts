@@ -6,3 +6,5 @@ export declare function bundleOptions(): BuildOptions;
 export declare function scriptOptions(): BuildOptions;
 export declare function buildBundle(outfile?: string): Promise<string>;
 export declare function appFileOf(entry: string): string;
+export declare function daemonFileOf(entry: string): string;
+export declare function appFilesOf(entry: string): string[];

@@ -93,7 +93,9 @@ if ! "$ROOT/usr/bin/node" -e 'const [a, b] = process.versions.node.split(".").ma
 fi
 
 BUNDLE=$SRC/dist/botlink.mjs
-if [ ! -f "$BUNDLE" ] || [ ! -f "${BUNDLE%.mjs}.cjs" ]; then
+# The application bundles the entry loads (scripts/build.mjs, APPS).
+APPS=(botlink.cjs botlink-daemon.cjs)
+if [ ! -f "$BUNDLE" ] || [ ! -f "$SRC/dist/${APPS[0]}" ] || [ ! -f "$SRC/dist/${APPS[1]}" ]; then
   act npm --prefix "$SRC" run build
 fi
 [ -d "$SRC/node_modules" ] || die "$SRC/node_modules is missing: run \`npm ci\` in $SRC first"
@@ -115,7 +117,7 @@ STAGE=$ROOT/opt/botlink.new
 [ ! -e "$STAGE" ] || act rm -rf -- "$STAGE"
 act install -d -m 0755 "$STAGE" "$STAGE/dist" "$STAGE/bin" "$STAGE/node_modules"
 act install -m 0755 "$BUNDLE" "$STAGE/dist/botlink.mjs"
-act install -m 0644 "${BUNDLE%.mjs}.cjs" "$STAGE/dist/botlink.cjs"
+for app in "${APPS[@]}"; do act install -m 0644 "$SRC/dist/$app" "$STAGE/dist/$app"; done
 act install -m 0644 "$SRC/package.json" "$STAGE/package.json"
 act install -m 0644 "$SRC/systemd/config.example.json" "$STAGE/config.example.json"
 act install -m 0644 "$SRC/systemd/broker-config.example.json" "$STAGE/broker-config.example.json"

@@ -109,7 +109,8 @@ assemble() {
   # which would ask for the distribution's nodejs (lintian: missing-dep-for-interpreter).
   sed '1{/^#!/d}' "$root/dist/botlink.mjs" >"$app/dist/botlink.mjs"
   chmod 0644 "$app/dist/botlink.mjs"
-  install -m 0644 "$root/dist/botlink.cjs" "$app/dist/botlink.cjs"
+  # The application bundles the entry loads (scripts/build.mjs, APPS).
+  install -m 0644 "$root/dist/botlink.cjs" "$root/dist/botlink-daemon.cjs" "$app/dist/"
   install -m 0644 "$root/package.json" "$app/package.json"
   install -m 0644 "$root/systemd/config.example.json" "$app/config.example.json"
   install -m 0644 "$root/systemd/broker-config.example.json" "$app/broker-config.example.json"
@@ -154,7 +155,7 @@ assemble() {
     printf 'botlink %s: device authentication agent for the conversation cloud.\n\n' "$version"
     printf 'Copyright: the botlink authors. License: UNLICENSED (package.json): no licence is granted to\n'
     printf 'copy, modify or redistribute botlink beyond the organisation that builds this package.\n\n'
-    printf 'Third-party code in this package, bundled into /usr/lib/botlink/dist/botlink.cjs or shipped in\n'
+    printf 'Third-party code in this package, bundled into /usr/lib/botlink/dist/*.cjs or shipped in\n'
     printf '/usr/lib/botlink/node_modules, under the licences below.\n\n'
     printf -- '--- SQLite (public domain), compiled into better_sqlite3.node ---\n\n'
     printf 'The author disclaims copyright to this source code. In place of a legal notice, here is a blessing:\n'

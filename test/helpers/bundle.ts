@@ -15,7 +15,7 @@ import {
 import { dirname, join } from 'node:path';
 import { inject } from 'vitest';
 import { fileURLToPath } from 'node:url';
-import { appFileOf, BUNDLE, buildBundle, scriptOptions } from '../../scripts/build.mjs';
+import { appFilesOf, BUNDLE, buildBundle, scriptOptions } from '../../scripts/build.mjs';
 import { requireTool } from '../../scripts/lib/tools.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -90,7 +90,7 @@ export function privateDaemonBundle(prefix: string): Promise<Bundle> {
 
 let daemonCopy: string | undefined;
 /**
- * dist/botlink.mjs and its application bundle (which the tests' global setup builds), copied once per
+ * dist/botlink.mjs and its application bundles (which the tests' global setup builds), copied once per
  * process where another uid can run them (otherUsersDir); the path of the copy's botlink.mjs.
  */
 export function daemonBundleForOtherUsers(): string {
@@ -99,9 +99,12 @@ export function daemonBundleForOtherUsers(): string {
   chmodSync(dir, 0o755);
   const file = join(dir, 'botlink.mjs');
   copyFileSync(BUNDLE, file);
-  copyFileSync(appFileOf(BUNDLE), appFileOf(file));
   chmodSync(file, 0o755);
-  chmodSync(appFileOf(file), 0o644);
+  const copies = appFilesOf(file);
+  appFilesOf(BUNDLE).forEach((app, i) => {
+    copyFileSync(app, copies[i]!);
+    chmodSync(copies[i]!, 0o644);
+  });
   daemonCopy = file;
   return file;
 }

@@ -6,7 +6,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appFileOf } from '../../scripts/build.mjs';
 import { type AppBundle, appHeader } from '../../src/cli/loader/app-loader.js';
-import { cacheFileFor, writeCodeCache } from '../../src/cli/loader/code-cache.js';
+import { cacheFileFor, cacheNames, writeCodeCache } from '../../src/cli/loader/code-cache.js';
 import { type Bundle, bundleChild, privateDaemonBundle } from '../helpers/bundle.js';
 import { cleanEnv } from '../../scripts/lib/env.js';
 import { fileAppears } from '../../scripts/lib/file-appears.js';
@@ -116,6 +116,15 @@ describe('the application bundle through V8 code cache', () => {
     appendFileSync(blocked, '');
     expect(writeCodeCache(join(blocked, 'botlink-x.v8cache'), Buffer.from('x'))).toBe(false);
     chmodSync(dir, 0o700);
+  });
+
+  it("writing keeps the caches of this build's other bundles (the daemon's and the CLI's share a folder)", () => {
+    const dir = cacheDir();
+    const sibling = 'fedcba9876543210';
+    const stale = '0123456789abcdef';
+    for (const id of [sibling, stale]) writeFileSync(cacheFileFor(dir, id)!, 'cache');
+    expect(writeCodeCache(cacheFileFor(dir, app.id)!, Buffer.from('x'), cacheNames([app.id, sibling]))).toBe(true);
+    expect(readdirSync(dir).sort()).toEqual(cacheNames([app.id, sibling]).sort());
   });
 
   it('a long-lived command (serve) with $CACHE_DIRECTORY writes the cache a few seconds after it started', async () => {

@@ -12,7 +12,7 @@ const PRELOAD = fileURLToPath(new URL('../helpers/module-probe.preload.cjs', imp
 
 /**
  * What the daemon has loaded once connected with a cached token: each module kept out of its start
- * (scripts/build.mjs's stubs, src/native.ts, the time-sync and clock modules) cost ~1–5 ms of every
+ * (scripts/build.mjs's stubs, zlib's among them, src/native.ts, the time-sync and clock modules) cost ~1–5 ms of every
  * boot on Node 24 and is needed by nothing on the way to connected.
  */
 describe('the daemon on its way to connected', () => {
@@ -37,7 +37,16 @@ describe('the daemon on its way to connected', () => {
     const bare = join(dir, 'bare.mjs');
     writeFileSync(bare, 'process.stdout.write(JSON.stringify(process.moduleLoadList));');
     const anyEntry = JSON.parse(spawnSync(process.execPath, [bare], { encoding: 'utf8', env: cleanEnv() }).stdout) as string[];
-    for (const unused of ['worker_threads', 'assert', 'internal/fs/promises', 'internal/readline/interface', 'perf_hooks', 'http2', 'v8']) {
+    for (const unused of [
+      'worker_threads',
+      'assert',
+      'zlib',
+      'internal/fs/promises',
+      'internal/readline/interface',
+      'perf_hooks',
+      'http2',
+      'v8',
+    ]) {
       if (!anyEntry.includes(`NativeModule ${unused}`)) expect(builtins, unused).not.toContain(unused);
     }
     expect(files.filter((f) => f.includes('better-sqlite3'))).toEqual([expect.stringMatching(/better_sqlite3\.node$/)]);

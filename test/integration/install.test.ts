@@ -14,7 +14,7 @@ import {
 import { delimiter, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { appFileOf, BUNDLE } from '../../scripts/build.mjs';
+import { appFileOf, BUNDLE, daemonFileOf } from '../../scripts/build.mjs';
 import { closed } from '../../scripts/lib/exec.js';
 import { useHarness } from '../helpers/harness.js';
 import { waitFor } from '../helpers/wait-for.js';
@@ -103,6 +103,7 @@ describe('scripts/install.sh', () => {
     for (const line of [
       `+ install -m 0755 ${BUNDLE} ${root}/opt/botlink.new/dist/botlink.mjs`,
       `+ install -m 0644 ${appFileOf(BUNDLE)} ${root}/opt/botlink.new/dist/botlink.cjs`,
+      `+ install -m 0644 ${daemonFileOf(BUNDLE)} ${root}/opt/botlink.new/dist/botlink-daemon.cjs`,
       `+ cp -a --no-preserve=ownership ${ROOT}node_modules/ws ${root}/opt/botlink.new/node_modules/ws`,
       `+ write ${root}/opt/botlink.new/bin/botlink (mode 0755)`,
       `+ mv -- ${root}/opt/botlink.new ${root}/opt/botlink`,
@@ -154,6 +155,7 @@ describe('scripts/install.sh', () => {
     expect(readFileSync(join(app, 'dist', 'botlink.mjs')).equals(readFileSync(BUNDLE))).toBe(true);
     expect(mode(join(app, 'dist', 'botlink.mjs'))).toBe('0755');
     expect(readFileSync(join(app, 'dist', 'botlink.cjs')).equals(readFileSync(appFileOf(BUNDLE)))).toBe(true);
+    expect(readFileSync(join(app, 'dist', 'botlink-daemon.cjs')).equals(readFileSync(daemonFileOf(BUNDLE)))).toBe(true);
     expect(mode(join(app, 'bin', 'botlink'))).toBe('0755');
     expect(readFileSync(join(root, 'etc/systemd/system/botlink.service'), 'utf8')).toBe(
       readFileSync(join(ROOT, 'systemd/botlink.service'), 'utf8'),

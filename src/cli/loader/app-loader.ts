@@ -1,4 +1,4 @@
-import { cacheFileFor, readCodeCache, writeCodeCache } from './code-cache.js';
+import { cacheFileFor, cacheNames, readCodeCache, writeCodeCache } from './code-cache.js';
 
 // Node's modules come through process.getBuiltinModule, not ES imports: dist/botlink.mjs is an ES
 // module, and an ES import of a built-in builds its namespace from every export, running the lazy
@@ -28,9 +28,10 @@ export interface LoadedApp {
 
 /**
  * Runs the CommonJS application bundle as Node's loader would (require, module, __filename), compiled
- * through V8's code cache in `cacheDir` when there is one (see code-cache.ts).
+ * through V8's code cache in `cacheDir` when there is one (see code-cache.ts). `buildIds` are the ids
+ * of every bundle of this build, whose caches saveCache() keeps (it removes other builds').
  */
-export function loadApp(app: AppBundle, cacheDir: string | undefined): LoadedApp {
+export function loadApp(app: AppBundle, cacheDir: string | undefined, buildIds: readonly string[] = [app.id]): LoadedApp {
   const { isAscii } = process.getBuiltinModule('node:buffer');
   const { createRequire } = process.getBuiltinModule('node:module');
   const { fileURLToPath } = process.getBuiltinModule('node:url');
@@ -54,6 +55,6 @@ export function loadApp(app: AppBundle, cacheDir: string | undefined): LoadedApp
   return {
     main: module.exports.main,
     cache,
-    saveCache: () => cacheFile !== undefined && writeCodeCache(cacheFile, script.createCachedData()),
+    saveCache: () => cacheFile !== undefined && writeCodeCache(cacheFile, script.createCachedData(), cacheNames(buildIds)),
   };
 }

@@ -2,11 +2,12 @@ import { VERSION } from '../../version.js';
 import { printable } from '../printable.js';
 import { type AppBundle, loadApp } from './app-loader.js';
 
-// The entry of dist/: a small module that answers `--version` by itself and loads the application
-// bundle beside it (botlink.cjs), through V8's code cache when the service has a cache directory.
+// The entry of dist/: a small module that answers `--version` by itself and loads an application
+// bundle beside it, through V8's code cache when the service has a cache directory: the daemon's
+// (botlink-daemon.cjs) for `botlink run`, the whole CLI's (botlink.cjs) for every other command.
 
-/** Written by scripts/build.mjs: the application bundle's file beside this one, and its content id. */
-declare const __BOTLINK_APP__: { file: string; id: string };
+/** Written by scripts/build.mjs: each application bundle's file beside this one, and its content id. */
+declare const __BOTLINK_APPS__: Readonly<Record<'cli' | 'daemon', { file: string; id: string }>>;
 
 /** A process that lives this long (the daemon, serve, demo) saves the code cache its start could not use. */
 const SAVE_AFTER_MS = 5000;
@@ -18,9 +19,11 @@ function fail(err: unknown): void {
 }
 
 function run(argv: string[]): void {
-  const bundle: AppBundle = { ...__BOTLINK_APP__, url: new URL(__BOTLINK_APP__.file, import.meta.url) };
+  const { cli, daemon } = __BOTLINK_APPS__;
+  const chosen = argv[0] === 'run' ? daemon : cli;
+  const bundle: AppBundle = { ...chosen, url: new URL(chosen.file, import.meta.url) };
   // systemd sets CACHE_DIRECTORY for the unit's CacheDirectory=; commands run by hand have none.
-  const app = loadApp(bundle, process.env.CACHE_DIRECTORY);
+  const app = loadApp(bundle, process.env.CACHE_DIRECTORY, [cli.id, daemon.id]);
   if (app.cache === 'missing' || app.cache === 'rejected') setTimeout(app.saveCache, SAVE_AFTER_MS).unref();
   app.main(argv).then((code) => {
     process.exitCode = code;

@@ -4,20 +4,27 @@ const { constants, closeSync, fstatSync, openSync, readdirSync, readFileSync, re
 const { basename, dirname, join } = process.getBuiltinModule('node:path');
 
 /**
- * V8's code cache of the application bundle, kept in the service's cache directory ($CACHE_DIRECTORY,
+ * V8's code cache of an application bundle, kept in the service's cache directory ($CACHE_DIRECTORY,
  * set by systemd's CacheDirectory=). Compiling the 1 MB bundle from source took 12–15 ms of a 110 ms
  * boot; from the cache V8 deserializes the bytecode instead, including every function the boot ran.
- * V8 checks version, flags and source length itself; the build id in the file name ties a cache to
- * one bundle, since two bundles of the same length would otherwise pass V8's check.
+ * V8 checks version, flags and source length itself; the bundle's content id in the file name ties a
+ * cache to one bundle, since two bundles of the same length would otherwise pass V8's check.
  */
 
 const PREFIX = 'botlink-';
 const SUFFIX = '.v8cache';
 
-/** The cache file of build `buildId` in `dir`, or undefined when there is no cache directory. */
-export function cacheFileFor(dir: string | undefined, buildId: string): string | undefined {
-  if (!dir || !/^[0-9a-f]{8,64}$/.test(buildId)) return undefined;
-  return join(dir, `${PREFIX}${process.arch}-${buildId}${SUFFIX}`);
+const nameFor = (bundleId: string): string => `${PREFIX}${process.arch}-${bundleId}${SUFFIX}`;
+
+/** The cache file of the bundle with content id `bundleId` in `dir`, or undefined when there is no cache directory. */
+export function cacheFileFor(dir: string | undefined, bundleId: string): string | undefined {
+  if (!dir || !/^[0-9a-f]{8,64}$/.test(bundleId)) return undefined;
+  return join(dir, nameFor(bundleId));
+}
+
+/** The cache files' names of bundles `bundleIds` (one build's bundles). */
+export function cacheNames(bundleIds: readonly string[]): string[] {
+  return bundleIds.map(nameFor);
 }
 
 /**
@@ -45,10 +52,11 @@ function ownedAndPrivate(st: { uid: number; mode: number }): boolean {
 }
 
 /**
- * Writes the cache aside and renames it into place, then removes the caches of other builds. Any
- * failure (full or read-only disk) leaves things as they were: the cache only saves time.
+ * Writes the cache aside and renames it into place, then removes the caches of other builds: every
+ * cache but this one and those named in `keep` (the other bundles of this build). Any failure (full
+ * or read-only disk) leaves things as they were: the cache only saves time.
  */
-export function writeCodeCache(file: string, data: Buffer): boolean {
+export function writeCodeCache(file: string, data: Buffer, keep: readonly string[] = []): boolean {
   const tmp = `${file}.${process.pid}.tmp`;
   try {
     writeFileSync(tmp, data, { mode: 0o600 });
@@ -65,7 +73,8 @@ export function writeCodeCache(file: string, data: Buffer): boolean {
   const mine = basename(file);
   try {
     for (const name of readdirSync(dir)) {
-      if (name !== mine && name.startsWith(PREFIX) && name.endsWith(SUFFIX)) rmSync(join(dir, name), { force: true });
+      if (name !== mine && !keep.includes(name) && name.startsWith(PREFIX) && name.endsWith(SUFFIX))
+        rmSync(join(dir, name), { force: true });
     }
   } catch {
     // another build's stale cache costs disk space only
