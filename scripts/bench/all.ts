@@ -1,6 +1,6 @@
 // `npm run bench`: every performance goal of the project in one run and one table, each figure
 // against a baseline measured in the same run, back to back, on the same machine.
-import { BOOT_GOAL, bootCached, LinkFixture, RECONNECT_GOAL_MS, restartReconnect } from './link.js';
+import { BOOT_GOAL, BOOT_RUNS, bootCached, LinkFixture, RECONNECT_GOAL_MS, restartReconnect } from './link.js';
 import { CLOCK_TICKS_PER_S } from '../lib/procfs.js';
 import { median } from '../lib/stats.js';
 import type { Child } from './child.js';
@@ -43,10 +43,10 @@ async function agentFigures() {
   const ws = await Workspace.create('all');
   const fx = await LinkFixture.create(ws);
   try {
-    progress(`boot → connected, cached token: ${RUNS} runs each`);
-    const cached = await bootCached(fx, RUNS);
-    progress(`boot → connected, no cache: ${RUNS} runs each`);
-    const uncached = await bootUncached(fx, RUNS);
+    progress(`boot → connected, cached token: ${BOOT_RUNS} runs each`);
+    const cached = await bootCached(fx, BOOT_RUNS);
+    progress(`boot → connected, no cache: ${BOOT_RUNS} runs each`);
+    const uncached = await bootUncached(fx, BOOT_RUNS);
     progress(`${PAIRS} agents and ${PAIRS} minimal sign + fetch + ws clients connected and idle for ${(2 * IDLE_MS) / 1000} s`);
     const idling = await idle(fx);
     progress(`service restart → reconnected: ${RUNS} runs`);
@@ -81,7 +81,7 @@ async function main(): Promise<void> {
 
   console.log(`\nbotlink benchmarks — ${machine}`);
   console.log(
-    `loopback reference service; agent = node <bundle> run (logLevel info); boot figures are medians of ${RUNS} alternating runs,` +
+    `loopback reference service; agent = node <bundle> run (logLevel info); boot figures are medians of ${BOOT_RUNS} alternating runs,` +
       ` idle figures medians of ${PAIRS} agent/client pairs side by side\n`,
   );
   printTable(['figure', 'botlink', 'baseline', 'ratio', 'goal', 'result', 'IQR/median'], rows);
