@@ -11,10 +11,12 @@ import { fileURLToPath } from 'node:url';
 const root = fileURLToPath(new URL('..', import.meta.url));
 export const BUNDLE = join(root, 'dist', 'botlink.mjs');
 
+/** The file beside an entry whose name ends in `tail` instead of `.mjs`. */
+const beside = (entry, tail) => `${entry.replace(/\.mjs$/, '')}${tail}`;
 /** The application bundle beside an entry: dist/botlink.mjs → dist/botlink.cjs. */
-export const appFileOf = (entry) => `${entry.replace(/\.mjs$/, '')}.cjs`;
+export const appFileOf = (entry) => beside(entry, '.cjs');
 /** The daemon's bundle beside an entry: dist/botlink.mjs → dist/botlink-daemon.cjs. */
-export const daemonFileOf = (entry) => `${entry.replace(/\.mjs$/, '')}-daemon.cjs`;
+export const daemonFileOf = (entry) => beside(entry, '-daemon.cjs');
 
 /**
  * Each application bundle: its source entry, and its file beside the entry. The daemon has one of its

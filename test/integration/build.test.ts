@@ -1,17 +1,25 @@
 import { spawnSync } from 'node:child_process';
-import { readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appFileOf, appFilesOf, buildBundle, daemonFileOf } from '../../scripts/build.mjs';
 import { cleanEnv } from '../../scripts/lib/env.js';
-import { useHarness } from '../helpers/harness.js';
 
-const { tempDir } = useHarness();
+/** One build for the file's tests: into a folder that does not exist yet, as in a fresh clone, which has no dist/. */
+let dir: string;
+let entry: string;
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'botlink-build-'));
+  entry = join(dir, 'fresh', 'dist', 'botlink.mjs');
+  await buildBundle(entry);
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const botlink = (...args: string[]) => spawnSync(process.execPath, [entry, ...args], { encoding: 'utf8', env: cleanEnv() });
 
 describe('scripts/build.mjs', () => {
-  it('builds into a folder that does not exist yet (a fresh clone has no dist/), and the entry loads the app', async () => {
-    const entry = join(tempDir('botlink-build-'), 'fresh', 'dist', 'botlink.mjs');
-    await buildBundle(entry);
+  it('builds into a folder that does not exist yet (a fresh clone has no dist/), and the entry loads the app', () => {
     for (const file of appFilesOf(entry)) {
       const app = readFileSync(file);
       expect(app.toString('latin1')).toMatch(/^\/\/ botlink-app [0-9a-f]{16}\n/);
@@ -26,17 +34,15 @@ describe('scripts/build.mjs', () => {
       expect(app.toString('latin1')).not.toMatch(/[^\w$.]import\(/);
       expect(nonAscii, `non-ASCII at byte ${nonAscii}: ${app.subarray(Math.max(0, nonAscii - 60), nonAscii + 20).toString()}`).toBe(-1);
     }
-    const help = spawnSync(process.execPath, [entry, '--help'], { encoding: 'utf8', env: cleanEnv() });
+    const help = botlink('--help');
     expect(help.status, help.stderr).toBe(0);
     expect(help.stdout).toMatch(/^usage: botlink <command>/);
-    const runHelp = spawnSync(process.execPath, [entry, 'run', '--help'], { encoding: 'utf8', env: cleanEnv() });
+    const runHelp = botlink('run', '--help');
     expect(runHelp.status, runHelp.stderr).toBe(0);
     expect(runHelp.stdout).toMatch(/^usage: botlink run /);
   });
 
-  it("the daemon's bundle holds what `botlink run` reaches and none of the other commands, the service or the broker", async () => {
-    const entry = join(tempDir('botlink-build-'), 'dist', 'botlink.mjs');
-    await buildBundle(entry);
+  it("the daemon's bundle holds what `botlink run` reaches and none of the other commands, the service or the broker", () => {
     const daemon = readFileSync(daemonFileOf(entry), 'latin1');
     const cli = readFileSync(appFileOf(entry), 'latin1');
     // esbuild names each module's initializer by its path, minified or not.
@@ -48,10 +54,10 @@ describe('scripts/build.mjs', () => {
     expect(daemon.length).toBeLessThan(cli.length * 0.75);
     // The entry hands `run`, and only `run`, to it: without the file, `run` fails and the CLI does not.
     rmSync(daemonFileOf(entry));
-    const run = spawnSync(process.execPath, [entry, 'run', '--help'], { encoding: 'utf8', env: cleanEnv() });
+    const run = botlink('run', '--help');
     expect(run.status).toBe(1);
     expect(run.stderr).toContain('botlink-daemon.cjs');
-    const status = spawnSync(process.execPath, [entry, 'status', '--help'], { encoding: 'utf8', env: cleanEnv() });
+    const status = botlink('status', '--help');
     expect(status.status, status.stderr).toBe(0);
   });
 });

@@ -12,8 +12,8 @@ const PRELOAD = fileURLToPath(new URL('../helpers/module-probe.preload.cjs', imp
 
 /**
  * What the daemon has loaded once connected with a cached token: each module kept out of its start
- * (scripts/build.mjs's stubs, zlib's among them, src/native.ts, the time-sync and clock modules) cost ~1–5 ms of every
- * boot on Node 24 and is needed by nothing on the way to connected.
+ * (scripts/build.mjs's stubs, zlib's among them, src/native.ts, the time-sync and clock modules) cost
+ * ~1–5 ms of every boot on Node 24 and is needed by nothing on the way to connected.
  */
 describe('the daemon on its way to connected', () => {
   it("loads none of the Node modules it has no use for, and better-sqlite3's JavaScript from the bundle", async () => {

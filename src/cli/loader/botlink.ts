@@ -23,7 +23,11 @@ function run(argv: string[]): void {
   const chosen = argv[0] === 'run' ? daemon : cli;
   const bundle: AppBundle = { ...chosen, url: new URL(chosen.file, import.meta.url) };
   // systemd sets CACHE_DIRECTORY for the unit's CacheDirectory=; commands run by hand have none.
-  const app = loadApp(bundle, process.env.CACHE_DIRECTORY, [cli.id, daemon.id]);
+  const app = loadApp(
+    bundle,
+    process.env.CACHE_DIRECTORY,
+    Object.values(__BOTLINK_APPS__).map((b) => b.id),
+  );
   if (app.cache === 'missing' || app.cache === 'rejected') setTimeout(app.saveCache, SAVE_AFTER_MS).unref();
   app.main(argv).then((code) => {
     process.exitCode = code;
