@@ -3,7 +3,7 @@ import { delimiter, join } from 'node:path';
 
 /**
  * The system tools tests drive for real, each with the Debian package that provides it; scripts/test-tools.sh
- * installs the same list (`scripts/test-tools.sh --list`, compared by test/integration/test-tools.test.ts).
+ * installs the same list (`scripts/test-tools.sh --list`, compared by test/integration/project/test-tools.test.ts).
  */
 export const TEST_TOOLS = {
   logrotate: 'logrotate',

@@ -20,7 +20,7 @@ let loading: Promise<UndiciParts> | undefined;
  * and 60–100 ms of start-up (measured on a 2-core x86 VM). The agent needs only a Pool and the
  * `request` API, and neither while a synced clock and a valid cached token call for no request.
  * So both come from the two undici modules that define them, at the first request (the bundle
- * evaluates a dynamic import's module only then). test/unit/http.test.ts checks they are what
+ * evaluates a dynamic import's module only then). test/unit/cloud/http.test.ts checks they are what
  * undici's index exports, so an upgrade that moves them fails there and not on a device.
  */
 export function undiciParts(): Promise<UndiciParts> {

@@ -1,0 +1,194 @@
+import { readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { enrollDevice } from '../../../src/agent/broker/enroll.js';
+import { createDeviceKey, type DeviceKey } from '../../../src/agent/config/device-key.js';
+import { TokenStore } from '../../../src/agent/store/token-store.js';
+import { systemClock } from '../../../src/clock.js';
+import { BUNDLE } from '../../../scripts/build.mjs';
+import { type DeviceDir, runCli } from '../../helpers/daemon-proc.js';
+import { cleanEnv } from '../../../scripts/lib/env.js';
+import { useHarness } from '../../helpers/harness.js';
+import { listening, type ServeRun, startListener } from '../../helpers/serve-proc.js';
+import { waitFor } from '../../helpers/wait-for.js';
+
+/**
+ * A device in broker mode end to end (DESIGN §3.7), every part a real process: `botlink serve` as the
+ * cloud, `botlink broker` on SQLite, and `botlink run` holding only its own Ed25519 key, enrolled
+ * through the broker's /v1/enroll with the agent's own client.
+ */
+
+const SECRET = 'SK-agent-broker-account-9d2e';
+/** Short tokens, so the device asks the broker again within seconds (a quarter of the lifetime left). */
+const ACCESS_TTL_S = 12;
+const { cleanups, device, daemon, tempDir } = useHarness();
+
+function started(argv: string[]): ServeRun {
+  const run = startListener(BUNDLE, argv, { CREDENTIALS_DIRECTORY: '' });
+  cleanups.push(async () => {
+    if (run.child.exitCode === null && run.child.signalCode === null) run.child.kill('SIGKILL');
+    await run.exit;
+  });
+  return run;
+}
+
+interface Vendor {
+  cloudUrl: string;
+  brokerUrl: string;
+  brokerConfig: string;
+  brokerLog: string;
+  code(): Promise<string>;
+}
+
+/** The vendor's side: the cloud and its broker, which alone holds the account secret. */
+async function vendorSide(): Promise<Vendor> {
+  const dir = tempDir('botlink-agent-broker-vendor-');
+  const seed = join(dir, 'seed.json');
+  writeFileSync(seed, JSON.stringify({ accounts: [{ accessKeyId: 'AK', secretKey: SECRET, vendors: [{ vendorId: 'V1', bots: [] }] }] }));
+  const cloudUrl = await listening(started(['serve', '--seed', seed, '--access-ttl', String(ACCESS_TTL_S)]));
+  writeFileSync(join(dir, 'secret-key'), SECRET, { mode: 0o600 });
+  writeFileSync(join(dir, 'token-key'), Buffer.alloc(32, 7), { mode: 0o600 });
+  const brokerConfig = join(dir, 'broker.json');
+  const brokerLog = join(dir, 'broker.log');
+  writeFileSync(
+    brokerConfig,
+    JSON.stringify({
+      listen: '127.0.0.1:0',
+      baseUrl: cloudUrl,
+      accessKeyId: 'AK',
+      secretKeyFile: join(dir, 'secret-key'),
+      tokenKeyFile: join(dir, 'token-key'),
+      store: `sqlite:${join(dir, 'broker.db')}`,
+      logFile: brokerLog,
+      // A device renewing 12 s tokens asks every 9 s: more than the default 12 an hour.
+      deviceTokensPerHour: 1000,
+    }),
+  );
+  const brokerUrl = await listening(started(['broker', '--config', brokerConfig]));
+  return {
+    cloudUrl,
+    brokerUrl,
+    brokerConfig,
+    brokerLog,
+    async code() {
+      const r = await runCli(['broker', 'code', '--config', brokerConfig, '--vendor-id', 'V1', '--json'], {
+        env: cleanEnv({ CREDENTIALS_DIRECTORY: '' }),
+      });
+      expect(r.code, r.stderr).toBe(0);
+      return (JSON.parse(r.stdout) as { code: string }).code;
+    },
+  };
+}
+
+/** A device dir in broker mode: its key made and enrolled, its config naming brokerUrl and the botId, no secret file. */
+async function enrolledDevice(v: Vendor, deviceId: string): Promise<{ d: DeviceDir; key: DeviceKey; botId: string }> {
+  const d = device(v.cloudUrl, { botId: 'pending' });
+  // DeviceDir writes a signing-mode secret file by default: a device in broker mode has none.
+  rmSync(join(d.dir, 'secret-key'));
+  const key = createDeviceKey(join(d.stateDir, 'device-key.pem'));
+  const enrolled = await enrollDevice({
+    brokerUrl: v.brokerUrl,
+    ca: null,
+    key,
+    clock: systemClock,
+    request: { code: await v.code(), deviceId },
+  });
+  expect(enrolled).toEqual({ botId: expect.stringMatching(/\S/), vendorId: 'V1', keyId: key.keyId });
+  d.writeConfig({ baseUrl: v.cloudUrl, brokerUrl: v.brokerUrl, botId: enrolled.botId, accessKeyId: undefined, secretKeyFile: undefined });
+  return { d, key, botId: enrolled.botId };
+}
+
+/** Every file under `dir`, as text. */
+function filesUnder(dir: string): { path: string; text: string }[] {
+  return readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .map((name) => join(dir, name))
+    .filter((path) => statSync(path).isFile())
+    .map((path) => ({ path, text: readFileSync(path, 'latin1') }));
+}
+
+describe('botlink run in broker mode, against botlink serve and botlink broker', () => {
+  it('reaches connected with a token from the broker, keeps no refresh token, and no file of the device holds the account secret', async () => {
+    const v = await vendorSide();
+    const { d, key, botId } = await enrolledDevice(v, 'SN-BROKER-1');
+    const proc = daemon(d);
+    const status = await d.waitForLink('connected', 20_000);
+    expect(status.identity).toEqual({ kind: 'bot', id: botId, mode: 'broker' });
+    expect(status.token).toMatchObject({ accessExpiresAt: expect.any(Number), refreshExpiresAt: null, lastError: null });
+    expect(d.log()).toContain('"msg":"token issued by the broker"');
+
+    // The device renews through the broker, as signing mode would refresh: by the same policy.
+    await waitFor(() => (d.log().match(/token issued by the broker/g) ?? []).length >= 2, 20_000, 'a renewal through the broker');
+    expect(d.status()?.link.state).toBe('connected');
+
+    const store = TokenStore.open(d.stateDir, { readOnly: true });
+    const cached = store.peekPair();
+    store.close();
+    expect(cached).toMatchObject({ identity: { kind: 'bot', id: botId, accessKeyId: '' }, pair: { refreshToken: '' } });
+
+    await proc.stop();
+    const files = filesUnder(d.dir);
+    expect(files.map((f) => f.path)).toContain(join(d.stateDir, 'device-key.pem'));
+    for (const f of files) expect(f.text, f.path).not.toContain(SECRET);
+    expect(files.some((f) => f.path.endsWith('secret-key'))).toBe(false);
+    // The broker's audit names this key, never a token or the secret.
+    const audit = readFileSync(v.brokerLog, 'utf8');
+    expect(audit).toContain(key.keyId);
+    expect(audit).not.toContain(SECRET);
+    expect(audit).not.toContain(cached!.pair.accessToken);
+
+    // status and token find the broker's pair under the key the daemon saved it with (accessKeyId '').
+    const saved = TokenStore.open(d.stateDir, { readOnly: true });
+    const stopped = saved.peekPair()!.pair;
+    saved.close();
+    const st = await runCli(['status', '--config', d.configFile, '--json']);
+    expect(st.code, st.stderr).toBe(0);
+    expect(JSON.parse(st.stdout)).toMatchObject({
+      source: 'database',
+      token: { accessExpiresAt: stopped.accessExpiresAt, refreshExpiresAt: null },
+    });
+    const tk = await runCli(['token', '--config', d.configFile, '--json']);
+    expect(tk.code, tk.stderr).toBe(0);
+    const after = TokenStore.open(d.stateDir, { readOnly: true });
+    expect(JSON.parse(tk.stdout)).toMatchObject({ accessToken: after.peekPair()!.pair.accessToken });
+    after.close();
+  });
+
+  it('a revoke on the broker turns into the fix that names re-enrollment; the link keeps its socket meanwhile', async () => {
+    const v = await vendorSide();
+    const { d, botId } = await enrolledDevice(v, 'SN-BROKER-2');
+    daemon(d);
+    await d.waitForLink('connected', 20_000);
+    const r = await runCli(['broker', 'revoke', '--config', v.brokerConfig, botId], { env: cleanEnv({ CREDENTIALS_DIRECTORY: '' }) });
+    expect(r.code, r.stderr).toBe(0);
+    await waitFor(() => d.status()?.token.lastError?.includes('revoked') === true, 20_000, 'the revocation in status.json');
+    const status = d.status()!;
+    expect(status.token.fix).toBe(
+      'this device key was revoked or replaced: re-enroll with `botlink provision --broker URL --code CODE --device-id SN` and a new code from the vendor',
+    );
+    expect(status.link.state).toBe('connected');
+    expect(d.log()).toContain('"code":"ERR_BROKER_REVOKED"');
+  });
+
+  it('botlink doctor passes every check against the real broker, and says there is no account secret here', async () => {
+    const v = await vendorSide();
+    const { d, key } = await enrolledDevice(v, 'SN-BROKER-3');
+    const r = await runCli(['doctor', '--config', d.configFile]);
+    expect(r.code, r.stdout).toBe(0);
+    expect(r.stdout).toMatch(
+      new RegExp(`^ok {4}secret file: no account secret on this device \\(broker mode\\); device key .*keyId ${key.keyId}\\)$`, 'm'),
+    );
+    expect(r.stdout).toMatch(new RegExp(`^ok {4}broker: ${v.brokerUrl} answers \\(store sqlite\\) and knows this device key`, 'm'));
+    expect(r.stdout).toMatch(/^ok {4}getToken: bot \S+: token issued by the broker/m);
+    expect(r.stdout).toMatch(/^ok {4}websocket: .* accepted bot/m);
+  });
+
+  it('refuses a config that names the account key beside brokerUrl: exit 78, naming both', async () => {
+    const v = await vendorSide();
+    const { d } = await enrolledDevice(v, 'SN-BROKER-4');
+    const config = JSON.parse(readFileSync(d.configFile, 'utf8')) as Record<string, unknown>;
+    writeFileSync(d.configFile, JSON.stringify({ ...config, accessKeyId: 'AK' }));
+    const r = await runCli(['run', '--config', d.configFile]);
+    expect(r.code).toBe(78);
+    expect(r.stderr).toMatch(/"accessKeyId" in .* conflicts with brokerUrl/);
+  });
+});

@@ -1,0 +1,148 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestService, type TestService } from '../../../src/service/testing.js';
+import { TestDevice } from '../../helpers/broker-device.js';
+import { writeBrokerConfig } from '../../helpers/broker-files.js';
+import { privateDaemonBundle, type Bundle } from '../../helpers/bundle.js';
+import { exec } from '../../../scripts/lib/exec.js';
+import { startPostgres, type PostgresServer } from '../../helpers/postgres.js';
+import { listening, startListener, type ServeRun } from '../../helpers/serve-proc.js';
+
+// Two `botlink broker` processes on one PostgreSQL (DESIGN §3.7 "Scale"): every rule is decided by the
+// database, so what one replica did is what the other sees.
+const SECRET = 'SK-replicas-9c1e';
+let bundle: Bundle;
+let dir: string;
+let cloud: TestService;
+let pg: PostgresServer;
+let configFile: string;
+const replicas: { run: ServeRun; url: string }[] = [];
+
+beforeAll(async () => {
+  pg = await startPostgres();
+  bundle = await privateDaemonBundle('test-broker-replicas-');
+  dir = mkdtempSync(join(tmpdir(), 'botlink-replicas-'));
+  cloud = await createTestService({
+    seed: { accounts: [{ accessKeyId: 'AK', secretKey: SECRET, vendors: [{ vendorId: 'V1', bots: [] }] }] },
+  });
+  configFile = writeBrokerConfig(dir, {
+    cloudUrl: cloud.url,
+    secret: SECRET,
+    tokenKey: Buffer.alloc(32, 5),
+    store: await pg.freshDatabase(),
+    extra: { deviceTokensPerHour: 4, enrollPerMinute: 100 },
+  });
+  // Started together: the schema is made once, under the store's own lock.
+  const runs = [0, 1].map(() => startListener(bundle.file, ['broker', '--config', configFile]));
+  for (const run of runs) replicas.push({ run, url: await listening(run) });
+}, 120_000);
+
+afterAll(async () => {
+  for (const { run } of replicas) {
+    if (run.child.exitCode === null && run.child.signalCode === null) run.child.kill('SIGTERM');
+    await run.exit;
+  }
+  await cloud?.close();
+  await pg?.stop();
+  bundle?.dispose();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+const [a, b] = [() => replicas[0]!.url, () => replicas[1]!.url];
+
+async function newCode(uses = 1): Promise<string> {
+  const r = await exec(process.execPath, [
+    bundle.file,
+    'broker',
+    'code',
+    '--config',
+    configFile,
+    '--vendor-id',
+    'V1',
+    '--uses',
+    String(uses),
+    '--json',
+  ]);
+  expect(r.code, r.stderr).toBe(0);
+  return (JSON.parse(r.stdout) as { code: string }).code;
+}
+
+describe('two broker replicas on one PostgreSQL', () => {
+  it('health says postgres on both', async () => {
+    for (const url of [a(), b()]) expect(await (await fetch(`${url}/v1/health`)).json()).toEqual({ ok: true, store: 'postgres' });
+  });
+
+  it('a code of one use raced from both replicas enrolls exactly one device', async () => {
+    const code = await newCode();
+    const devices = Array.from({ length: 10 }, () => new TestDevice());
+    const replies = await Promise.all(devices.map((d, i) => d.enroll(i % 2 ? a() : b(), { code, deviceId: `SN-RACE-${i}` })));
+    const ok = replies.filter((r) => r.status === 200);
+    expect(ok).toHaveLength(1);
+    for (const r of replies.filter((x) => x.status !== 200)) expect(r.json['code']).toBe('bad-code');
+  });
+
+  it('a request replayed to the other replica is refused', async () => {
+    const device = new TestDevice();
+    expect((await device.enroll(a(), { code: await newCode(), deviceId: 'SN-REPLAY' })).status).toBe(200);
+    const nonce = 'replayed-across-replicas';
+    const ts = Date.now();
+    expect((await device.token(a(), {}, { nonce, ts })).status).toBe(200);
+    const replay = await device.token(b(), {}, { nonce, ts });
+    expect(replay.status).toBe(401);
+    expect(replay.json['code']).toBe('replayed');
+  });
+
+  it('revocation through one store holds on both replicas, and rate limits count across them', async () => {
+    const device = new TestDevice();
+    const enrolled = await device.enroll(b(), { code: await newCode(), deviceId: 'SN-LIMIT' });
+    const botId = enrolled.json['botId'] as string;
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) statuses.push((await device.token(i % 2 ? a() : b())).status);
+    expect(statuses).toEqual([200, 200, 200, 200, 429, 429]);
+    const revoked = await exec(process.execPath, [bundle.file, 'broker', 'revoke', '--config', configFile, botId]);
+    expect(revoked.code, revoked.stderr).toBe(0);
+    for (const url of [a(), b()]) expect((await device.token(url)).json['code']).toBe('revoked');
+  });
+
+  it('the first tokens of many devices at once: one cloud getToken per botId across both replicas', async () => {
+    const code = await newCode(20);
+    const devices = Array.from({ length: 20 }, () => new TestDevice());
+    for (const [i, d] of devices.entries()) expect((await d.enroll(a(), { code, deviceId: `SN-FLIGHT-${i}` })).status).toBe(200);
+    let getTokens = 0;
+    const count = (e: { path: string }): void => {
+      if (e.path === '/auth/getToken') getTokens++;
+    };
+    cloud.events.on('http-request', count);
+    try {
+      // Each device asks both replicas at once: the second ask waits on the first's cloud call.
+      const replies = await Promise.all(devices.flatMap((d) => [d.token(a()), d.token(b())]));
+      for (const r of replies) expect(r.status, JSON.stringify(r.json)).toBe(200);
+    } finally {
+      cloud.events.off('http-request', count);
+    }
+    expect(getTokens).toBe(20);
+  });
+
+  // Last: it kills the first replica.
+  it('kill -9 of a replica during a renewal: the other replica renews at once (the lock dies with its connection)', async () => {
+    const device = new TestDevice();
+    expect((await device.enroll(b(), { code: await newCode(), deviceId: 'SN-KILL-RENEW' })).status).toBe(200);
+    cloud.faults.setLatencyMs(3000);
+    const first = replicas[0]!.run;
+    try {
+      const asked = new Promise<void>((resolve) => cloud.events.once('http-request', () => resolve()));
+      const pending = device.token(a()).catch((err: unknown) => err);
+      await asked;
+      first.child.kill('SIGKILL');
+      expect((await first.exit).signal).toBe('SIGKILL');
+      expect(await pending).toBeInstanceOf(Error);
+      // A lock still held would hold this request until the test's timeout.
+      const reply = await device.token(b());
+      expect(reply.status, JSON.stringify(reply.json)).toBe(200);
+    } finally {
+      cloud.faults.setLatencyMs(0);
+    }
+  });
+});

@@ -1,0 +1,127 @@
+import { mkdirSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { Exit } from '../../../src/cli/frame/exit.js';
+import { runCli } from '../../helpers/daemon-proc.js';
+import { cleanEnv } from '../../../scripts/lib/env.js';
+import { useHarness } from '../../helpers/harness.js';
+import { signalAtLine } from '../../helpers/signal-probe.js';
+
+const { tempDir } = useHarness();
+
+/** Where each step of `order` first appears in `out`, each after the one before; -1 from the first missing one on. */
+function stepPositions(order: readonly string[], out: string): number[] {
+  let at = 0;
+  return order.map((step) => {
+    const found = at < 0 ? -1 : out.indexOf(step, at);
+    at = found < 0 ? -1 : found + step.length;
+    return found;
+  });
+}
+
+describe('botlink demo', () => {
+  it('--sign shows provision → sign → connect → refresh → re-sign → reconnect after a forced drop, the app conversing across it, then stops on SIGTERM', async () => {
+    const order = [
+      'reference token service listening',
+      'registered as bot-',
+      'link connected',
+      'token refreshed',
+      'drops every WebSocket',
+      'link backoff',
+      'link connected',
+      'token signed',
+    ];
+    const positions = (out: string): number[] => stepPositions(order, out);
+    const replyLine = /app: ← "you said: hello from the demo app, round \d+"/;
+    const replyAfterReturn = (out: string): boolean => {
+      const back = out.indexOf('app: LINK_STATE connected', out.indexOf('drops every WebSocket'));
+      return back >= 0 && replyLine.test(out.slice(back));
+    };
+    // Stopped once it has shown everything (a re-sign falls due ~26 s in, the first drop at 20 s), not after
+    // a fixed time a loaded machine could spend before the last step.
+    const run = await runCli(['demo', '--sign'], {
+      until: (out) => !positions(out).includes(-1) && replyAfterReturn(out),
+      timeoutMs: 90_000,
+    });
+    expect(run.code, run.stderr).toBe(0);
+    const out = run.stdout;
+    const at = positions(out);
+    for (const [i, step] of order.entries()) expect(at[i], `"${step}" after "${order[i - 1]}" in:\n${out}`).toBeGreaterThanOrEqual(0);
+    expect(out.indexOf('demo: summary'), out).toBeGreaterThan(at.at(-1)!);
+    // The app, a process of its own, converses before the drop, sees the link go and come back, and converses after it.
+    const drop = out.indexOf('drops every WebSocket');
+    const back = out.indexOf('app: LINK_STATE connected', drop);
+    const replies = [...out.matchAll(new RegExp(replyLine, 'g'))].map((m) => m.index);
+    expect(
+      replies.some((at) => at < drop),
+      `an app round before the drop in:\n${out}`,
+    ).toBe(true);
+    expect(out.indexOf('app: LINK_STATE backoff', drop), out).toBeGreaterThan(drop);
+    expect(back, out).toBeGreaterThan(drop);
+    expect(
+      replies.some((at) => at > back),
+      `an app round after the link came back in:\n${out}`,
+    ).toBe(true);
+    expect(out).toContain('app: relay closed (1001');
+
+    const summary = /registered=1 signed=(\d+) refreshed=(\d+) reconnects=(\d+) appRounds=(\d+)/.exec(out);
+    expect(summary).not.toBeNull();
+    expect(Number(summary![1])).toBeGreaterThanOrEqual(3);
+    expect(Number(summary![2])).toBeGreaterThanOrEqual(2);
+    expect(Number(summary![3])).toBeGreaterThanOrEqual(1);
+    expect(Number(summary![4])).toBe(replies.length);
+    expect(out).not.toContain('demo-secret-key');
+  }, 120_000);
+
+  it('by default runs the way a fleet should: the broker signs, the device enrolls its own key, holds no secret, and converses', async () => {
+    const order = [
+      'reference token service listening',
+      "the vendor's broker listening",
+      'one-use enrollment code',
+      'the device enrolled its own key',
+      'hold no account secret',
+      'link connected',
+      'token issued by the broker',
+      'token issued by the broker',
+      'drops every WebSocket',
+      'link connected',
+    ];
+    const positions = (out: string): number[] => stepPositions(order, out);
+    const run = await runCli(['demo'], { until: (out) => !positions(out).includes(-1) && /app: ← "you said/.test(out), timeoutMs: 90_000 });
+    expect(run.code, run.stderr).toBe(0);
+    const out = run.stdout;
+    for (const [i, at] of positions(out).entries())
+      expect(at, `"${order[i]}" after "${order[i - 1]}" in:\n${out}`).toBeGreaterThanOrEqual(0);
+    expect(out).toMatch(/demo: summary mode=broker deviceFilesHoldingTheSecret=0 registered=1 signed=\d+/);
+    expect(out).not.toContain('demo-secret-key');
+  }, 120_000);
+
+  it('handles a SIGTERM the instant its first line is out: its handler is in place, and it stops cleanly, exit 0', async () => {
+    const run = await runCli(['demo'], { env: cleanEnv(signalAtLine('reference token service listening')), timeoutMs: 30_000 });
+    expect(run, run.stderr).toMatchObject({ code: 0, signal: null });
+    expect(run.stdout).toContain('demo: summary');
+  }, 45_000);
+
+  it('stops by itself after --duration S, its folder gone, and refuses a duration that is not a positive number', async () => {
+    const tmp = tempDir('botlink-demo-tmp-');
+    const run = await runCli(['demo', '--duration', '2'], { env: cleanEnv({ TMPDIR: tmp }), timeoutMs: 30_000 });
+    expect(run, run.stderr).toMatchObject({ code: 0, signal: null });
+    expect(run.stdout).toContain('demo: running for 2 s');
+    expect(run.stdout).toContain('demo: summary');
+    expect(readdirSync(tmp)).toEqual([]);
+    const bad = await runCli(['demo', '--duration', '0']);
+    expect(bad.code).toBe(Exit.USAGE);
+    expect(bad.stderr).toContain('--duration must be a positive number of seconds');
+  }, 45_000);
+
+  it('a demo that cannot start (a temp folder too deep for its socket) says why and leaves no folder behind', async () => {
+    const tmp = join(tempDir('botlink-demo-tmp-'), 'd'.repeat(90));
+    mkdirSync(tmp);
+    const run = await runCli(['demo'], { env: cleanEnv({ TMPDIR: tmp }), timeoutMs: 30_000 });
+    expect(run.code, run.stdout).toBe(Exit.CONFIG);
+    expect(run.stderr).toMatch(/^botlink demo: cannot start: .*runtimeDir.* is over 107 bytes/);
+    expect(run.stderr).toContain('TMPDIR=/tmp botlink demo');
+    expect(run.stderr).not.toMatch(/^\s+at /m);
+    expect(readdirSync(tmp)).toEqual([]);
+  }, 45_000);
+});
