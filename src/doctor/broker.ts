@@ -3,14 +3,29 @@ import { withSkewRetry } from '../agent/broker/skew.js';
 import type { ResolvedIdentity } from '../agent/daemon/provisioning.js';
 import { chooseSigningTime } from '../agent/time/signingtime.js';
 import { NETWORK_FIX } from '../cloud/network.js';
+import type { RefusalCode } from '../protocol/broker.js';
 import { fixOf, messageOf } from '../protocol/errors.js';
 import { type Check, type DoctorContext, fail, failWith, ok, type Outcome, skip } from './check.js';
 
-/** The broker takes requests stamped within this of its clock (DESIGN §3.7). */
-export const BROKER_WINDOW_MS = 300_000;
-
-/** Refusals the broker gives only after it found the key (DESIGN §3.7's order of checks): each proves the key known. */
-const AFTER_THE_KEY: ReadonlySet<string> = new Set(['bad-signature', 'replayed', 'rate-limited', 'cloud-refused', 'cloud-unreachable']);
+/**
+ * Whether the broker gives each refusal only after it found the key active (DESIGN §3.7's order of
+ * checks): those prove the key known. Every code of the contract is named, so a new one must be judged here.
+ */
+const AFTER_THE_KEY: Readonly<Record<RefusalCode, boolean>> = {
+  'bad-request': false,
+  'bad-signature': true,
+  'unknown-key': false,
+  replayed: true,
+  'clock-skew': false,
+  revoked: false,
+  'bad-code': false,
+  'not-found': false,
+  'device-exists': false,
+  'too-large': false,
+  'rate-limited': true,
+  'cloud-refused': true,
+  'cloud-unreachable': true,
+};
 
 /**
  * Broker mode: the broker answers (`/v1/health`), and knows this device key — a signed `/v1/token`
@@ -41,7 +56,7 @@ export const brokerCheck: Check = {
     } catch (err) {
       ctx.broker.answer = { ok: false, error: err };
       const refusal = err instanceof BrokerError ? err.refusal : undefined;
-      if (refusal === undefined || !AFTER_THE_KEY.has(refusal)) {
+      if (refusal === undefined || !AFTER_THE_KEY[refusal]) {
         return failWith(err, "check brokerUrl and this device's clock");
       }
     }

@@ -10,7 +10,8 @@ import { resolveIdentity, type ResolvedIdentity } from '../agent/daemon/provisio
 import { chooseSigningTime, MAX_WALL_DISAGREEMENT_MS } from '../agent/time/signingtime.js';
 import { readStatusFile, STATUS_FILE, type StatusDoc } from '../agent/daemon/status.js';
 import type { AgentRuntime } from '../agent/daemon/runtime.js';
-import { BROKER_WINDOW_MS, brokerTokenOutcome } from './broker.js';
+import { BROKER_WINDOW_MS } from '../protocol/broker.js';
+import { brokerTokenOutcome } from './broker.js';
 
 const NO_TIME_FIX = 'enable NTP (timedatectl set-ntp true) or make the token service reachable: either gives the agent a time to sign with';
 

@@ -1,12 +1,13 @@
 /** What the broker's refusals (DESIGN §3.7) mean to the device: each a stable code, a retry class and a fix. */
 
 import { networkError } from '../../cloud/errors.js';
+import { isRefusalCode, REFUSAL_STATUS, type RefusalCode } from '../../protocol/broker.js';
 import { BotlinkError, type BotlinkErrorOptions, type ErrorCode, type RetryClass } from '../../protocol/errors.js';
 import { ENROLL_COMMAND } from '../config/device-key.js';
 
 export interface BrokerErrorOptions extends BotlinkErrorOptions {
   /** The broker's own code (`revoked`), when it answered one. */
-  refusal?: string;
+  refusal?: RefusalCode;
   status?: number;
   retryAfterMs?: number;
   serverTime?: ServerTimeSeen;
@@ -20,7 +21,7 @@ export interface ServerTimeSeen {
 
 /** A broker call that did not succeed. */
 export class BrokerError extends BotlinkError {
-  readonly refusal: string | undefined;
+  readonly refusal: RefusalCode | undefined;
   readonly status: number | undefined;
   /** The answer's Retry-After, in ms: no retry may come sooner (429, 503). */
   readonly retryAfterMs: number | undefined;
@@ -37,67 +38,59 @@ export class BrokerError extends BotlinkError {
 }
 
 interface Meaning {
-  /** The status the contract answers it with: a code at another status is not the broker's (a proxy's page, say). */
-  status: number;
   code: ErrorCode;
   retry: RetryClass;
   fix?: string;
 }
 
-/** Every refusal code of DESIGN §3.7, as the device reads it. */
-export const REFUSALS: Readonly<Record<string, Meaning>> = Object.freeze({
+/** Every refusal code of DESIGN §3.7, as the device reads it (the compiler holds it to the contract's list). */
+export const REFUSALS = Object.freeze<Record<RefusalCode, Meaning | 'by-status'>>({
   'bad-request': {
-    status: 400,
     code: 'ERR_BROKER_BAD_REQUEST',
     retry: 'needs-config',
     fix: "check that brokerUrl points at the vendor's botlink broker, and that this botlink is as new as the broker",
   },
   'bad-signature': {
-    status: 401,
     code: 'ERR_BROKER_BAD_SIGNATURE',
     retry: 'needs-config',
     fix: 'the broker knows this key but not this request: a proxy may rewrite its path or body; check brokerUrl',
   },
   'unknown-key': {
-    status: 401,
     code: 'ERR_BROKER_UNKNOWN_KEY',
     retry: 'needs-provisioning',
     fix: `the broker does not know this device key: enroll it with \`${ENROLL_COMMAND}\` and a code from the vendor`,
   },
-  replayed: { status: 401, code: 'ERR_BROKER_REPLAYED', retry: 'retry-soon' },
+  replayed: { code: 'ERR_BROKER_REPLAYED', retry: 'retry-soon' },
   'clock-skew': {
-    status: 401,
     code: 'ERR_BROKER_CLOCK_SKEW',
     retry: 'needs-clock',
     fix: "the device clock is more than 5 minutes off the broker's: check NTP (timedatectl status, chronyc tracking)",
   },
   revoked: {
-    status: 403,
     code: 'ERR_BROKER_REVOKED',
     retry: 'needs-provisioning',
     fix: `this device key was revoked or replaced: re-enroll with \`${ENROLL_COMMAND}\` and a new code from the vendor`,
   },
   'bad-code': {
-    status: 403,
     code: 'ERR_BROKER_BAD_CODE',
     retry: 'needs-provisioning',
     fix: 'the enrollment code is unknown, spent, expired, or bound to another device: ask the vendor for a new one',
   },
   'device-exists': {
-    status: 409,
     code: 'ERR_BROKER_DEVICE_EXISTS',
     retry: 'needs-provisioning',
     fix: 'this deviceId or its botId is bound to another key: ask the vendor for a --replace code (a swapped SD card) or an --adopt code',
   },
-  'too-large': { status: 413, code: 'ERR_BROKER_TOO_LARGE', retry: 'fatal' },
-  'rate-limited': { status: 429, code: 'ERR_BROKER_RATE_LIMITED', retry: 'retry-backoff' },
+  'too-large': { code: 'ERR_BROKER_TOO_LARGE', retry: 'fatal' },
+  'rate-limited': { code: 'ERR_BROKER_RATE_LIMITED', retry: 'retry-backoff' },
   'cloud-refused': {
-    status: 502,
     code: 'ERR_BROKER_CLOUD_REFUSED',
     retry: 'needs-config',
     fix: "the cloud refused the broker: tell the broker's operator; botlink asks again later",
   },
-  'cloud-unreachable': { status: 503, code: 'ERR_BROKER_CLOUD_UNREACHABLE', retry: 'retry-backoff' },
+  'cloud-unreachable': { code: 'ERR_BROKER_CLOUD_UNREACHABLE', retry: 'retry-backoff' },
+  // No such route: read like any 404, which says that no botlink broker is there.
+  'not-found': 'by-status',
 });
 
 /** The cloud's "system error": it fails now and may not later, so the device retries on its schedule. */
@@ -126,11 +119,12 @@ export interface FailedAnswer {
 /** The error for an answer other than 200: by the broker's code when it gave a known one at its status, else by the status. */
 export function refusalError(route: string, answer: FailedAnswer): BrokerError {
   const body = typeof answer.body === 'object' && answer.body !== null ? (answer.body as Record<string, unknown>) : {};
-  const refusal = typeof body.code === 'string' ? body.code : undefined;
+  const refusal = typeof body.code === 'string' && isRefusalCode(body.code) ? body.code : undefined;
   const retryAfterMs = parseRetryAfter(answer.retryAfter);
   const common = { status: answer.status, ...(retryAfterMs !== undefined && { retryAfterMs }) };
-  const meaning = refusal === undefined ? undefined : REFUSALS[refusal];
-  if (refusal === undefined || meaning?.status !== answer.status) return statusError(route, answer.status, common);
+  // A code at another status than the contract's is not the broker's (a proxy's page, say).
+  const meaning = refusal === undefined || REFUSAL_STATUS[refusal] !== answer.status ? 'by-status' : REFUSALS[refusal];
+  if (refusal === undefined || meaning === 'by-status') return statusError(route, answer.status, common);
   const said = shown(body.msg);
   const cloudCode = typeof body.cloudCode === 'number' ? body.cloudCode : undefined;
   const serverMs = typeof body.serverTime === 'number' && Number.isFinite(body.serverTime) ? body.serverTime : undefined;

@@ -39,9 +39,11 @@ describe('refusalError: every refusal of DESIGN §3.7 as the device reads it', (
     else expect(e.fix).toBeUndefined();
   });
 
-  it('covers exactly the codes of the contract', () => {
+  it('covers exactly the codes of the contract; not-found is read by its status, as any 404', () => {
+    expect(REFUSALS['not-found']).toBe('by-status');
     expect(Object.keys(REFUSALS).sort()).toEqual(
       [
+        'not-found',
         'bad-request',
         'bad-signature',
         'unknown-key',
