@@ -27,8 +27,8 @@ export interface BrokerContext {
   audit: Logger;
 }
 
-/** A request to a route once its body is read: who sent it, and from where (a trusted proxy's client). */
-export interface RouteRequest {
+/** A request to a signed route once its body is read: who sent it, and from where (a trusted proxy's client). */
+export interface SignedRequest {
   method: string;
   path: string;
   authorization: string | undefined;
@@ -40,5 +40,3 @@ export interface RouteAnswer {
   status: number;
   body: unknown;
 }
-
-export type Route = (ctx: BrokerContext, req: RouteRequest) => Promise<RouteAnswer>;

@@ -1,7 +1,8 @@
 /** GET /metrics of the broker (DESIGN §3.7): names botlink_broker_*, labels from closed sets only — no botId, key, code or token. */
 import { type Family, renderMetrics } from '../exposition.js';
 import type { GateStats } from './cloud-gate.js';
-import type { RefusalCode } from './refusal.js';
+import type { RefusalCode } from '../protocol/broker.js';
+import { LIMIT_KINDS, type LimitKind } from './auth/limits.js';
 import type { CodeKind } from './store/types.js';
 
 export const ROUTE_NAMES = ['enroll', 'token', 'rotate', 'health', 'metrics', 'other'] as const;
@@ -9,7 +10,6 @@ export type RouteName = (typeof ROUTE_NAMES)[number];
 type Outcome = 'ok' | RefusalCode | 'error';
 const SOURCES = ['cache', 'refresh', 'sign'] as const;
 const KINDS: readonly CodeKind[] = ['plain', 'adopt', 'replace'];
-const LIMITS = ['key', 'code', 'addr'] as const;
 
 export class BrokerMetrics {
   readonly #requests = new Map<string, number>();
@@ -30,8 +30,8 @@ export class BrokerMetrics {
     this.#enrolled.set(kind, (this.#enrolled.get(kind) ?? 0) + 1);
   }
 
-  rateLimited(limit: string): void {
-    if ((LIMITS as readonly string[]).includes(limit)) this.#limited.set(limit, (this.#limited.get(limit) ?? 0) + 1);
+  rateLimited(limit: LimitKind): void {
+    this.#limited.set(limit, (this.#limited.get(limit) ?? 0) + 1);
   }
 
   text(gate: GateStats, store: string): string {
@@ -61,7 +61,7 @@ export class BrokerMetrics {
         name: 'botlink_broker_rate_limited_total',
         type: 'counter',
         help: 'Requests refused by a rate limit, by limit (key: tokens per device, code: enroll per code, addr: unknown codes per address).',
-        samples: LIMITS.map((l) => [{ limit: l }, this.#limited.get(l) ?? 0] as const),
+        samples: LIMIT_KINDS.map((l) => [{ limit: l }, this.#limited.get(l) ?? 0] as const),
       },
       {
         name: 'botlink_broker_cloud_in_flight',

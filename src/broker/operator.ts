@@ -6,7 +6,7 @@ import type { Logger } from 'pino';
 import { publicKeyFromWire } from '../protocol/device-sig.js';
 import { BotlinkError, messageOf } from '../protocol/errors.js';
 import { newCode, normaliseCode } from './codes.js';
-import { hasUnprintable } from './signed.js';
+import { hasUnprintable } from './auth/form.js';
 import type { BrokerKeys } from './keys.js';
 import type { BrokerStore, CodeKind, DeviceListing, PreauthRow } from './store/types.js';
 

@@ -6,22 +6,23 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isIP } from 'node:net';
 import type { Logger } from 'pino';
 import { messageOf } from '../protocol/errors.js';
-import type { BrokerContext, Route, RouteRequest } from './context.js';
+import type { Duplex } from 'node:stream';
+import { METRICS_CONTENT_TYPE } from '../exposition.js';
+import { BROKER_BODY_LIMIT as BODY_LIMIT, BROKER_ROUTES } from '../protocol/broker.js';
+import { writeRawResponse } from '../raw-response.js';
+import type { SignedRoute } from './auth/authenticate.js';
+import type { BrokerContext, SignedRequest } from './context.js';
 import type { RouteName } from './metrics.js';
 import { Refusal } from './refusal.js';
 import { enroll } from './routes/enroll.js';
 import { rotate } from './routes/rotate.js';
 import { token } from './routes/token.js';
-import { METRICS_CONTENT_TYPE } from '../exposition.js';
-import { writeRawResponse } from '../raw-response.js';
-import type { Duplex } from 'node:stream';
 
-export const BODY_LIMIT = 16 * 1024;
-
-const SIGNED: ReadonlyMap<string, { name: RouteName; route: Route }> = new Map([
-  ['/v1/enroll', { name: 'enroll', route: enroll }],
-  ['/v1/token', { name: 'token', route: token }],
-  ['/v1/rotate', { name: 'rotate', route: rotate }],
+/** The signed routes by path: each served only through its authentication stages (auth/authenticate.ts). */
+const SIGNED: ReadonlyMap<string, SignedRoute> = new Map([
+  [BROKER_ROUTES.enroll, enroll],
+  [BROKER_ROUTES.token, token],
+  [BROKER_ROUTES.rotate, rotate],
 ]);
 
 export interface FrontDeps {
@@ -70,14 +71,14 @@ async function handle(deps: FrontDeps, req: IncomingMessage, res: ServerResponse
   const type = (req.headers['content-type'] ?? '').split(';', 1)[0]?.trim().toLowerCase();
   if (type !== 'application/json') throw new Refusal('bad-request', 'Content-Type must be application/json');
   const raw = await readBody(req);
-  const request: RouteRequest = {
+  const request: SignedRequest = {
     method: 'POST',
     path,
     authorization: req.headers.authorization,
     raw,
     source: sourceOf(req, deps.trustedProxies),
   };
-  const answer = await signed.route(deps.ctx, request);
+  const answer = await signed.handle(deps.ctx, request);
   send(deps, res, answer.status, answer.body);
   return 'ok';
 }

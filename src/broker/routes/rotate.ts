@@ -1,32 +1,37 @@
 /** POST /v1/rotate (DESIGN §3.7): the current key hands its device over to a new key that proves itself. */
 import { publicKeyFromWire, verifyRotateProof } from '../../protocol/device-sig.js';
 import { messageOf } from '../../protocol/errors.js';
-import type { Route } from '../context.js';
+import { keyRoute } from '../auth/authenticate.js';
+import { requiredString } from '../auth/form.js';
+import { revokedKey } from '../auth/keys.js';
 import { Refusal } from '../refusal.js';
-import { checkWindow, readSigned, requiredString, verifyThenSpendNonce } from '../signed.js';
-import { activeKey } from './active-key.js';
 
-export const rotate: Route = async (ctx, req) => {
-  const input = readSigned(req.method, req.path, req.authorization, req.raw);
-  const publicKey = requiredString(input.body, 'publicKey', 64);
-  const proof = requiredString(input.body, 'proof', 128);
-  let next: ReturnType<typeof publicKeyFromWire>;
-  try {
-    next = publicKeyFromWire(publicKey);
-  } catch (err) {
-    throw new Refusal('bad-request', messageOf(err));
-  }
-  checkWindow(input.auth, ctx.clock.wallNow());
-  const { row, key } = await activeKey(ctx, input.auth.keyId);
-  if (!verifyRotateProof(next.key, proof, row.keyId, input.auth.ts))
-    throw new Refusal('bad-signature', "proof is not the new key's signature");
-  await verifyThenSpendNonce(ctx.store, key, input);
-  const outcome = await ctx.store.rotate(row.keyId, { keyId: next.keyId, publicKey }, ctx.clock.wallNow());
-  ctx.audit.info(
-    { audit: 'rotate', botId: row.botId, keyId: row.keyId, newKeyId: next.keyId, source: req.source, outcome },
-    'key rotation',
-  );
-  if (outcome === 'revoked') throw new Refusal('revoked', 'this key was revoked, replaced or rotated away');
-  if (outcome === 'key-exists') throw new Refusal('device-exists', 'the new key was enrolled before');
-  return { status: 200, body: { keyId: next.keyId } };
-};
+export const rotate = keyRoute({
+  name: 'rotate',
+  form(body) {
+    const publicKey = requiredString(body, 'publicKey', 64);
+    const proof = requiredString(body, 'proof', 128);
+    try {
+      return { publicKey, proof, next: publicKeyFromWire(publicKey) };
+    } catch (err) {
+      throw new Refusal('bad-request', messageOf(err));
+    }
+  },
+  // The new key proves itself over the current keyId and this request's ts before anything is written.
+  async admit(_ctx, req) {
+    if (!verifyRotateProof(req.fields.next.key, req.fields.proof, req.auth.keyId, req.auth.ts))
+      throw new Refusal('bad-signature', "proof is not the new key's signature");
+    return { admitted: undefined };
+  },
+  async serve(ctx, req) {
+    const { key, fields } = req;
+    const outcome = await ctx.store.rotate(key.keyId, { keyId: fields.next.keyId, publicKey: fields.publicKey }, ctx.clock.wallNow());
+    ctx.audit.info(
+      { audit: 'rotate', botId: key.botId, keyId: key.keyId, newKeyId: fields.next.keyId, source: req.source, outcome },
+      'key rotation',
+    );
+    if (outcome === 'revoked') throw revokedKey();
+    if (outcome === 'key-exists') throw new Refusal('device-exists', 'the new key was enrolled before');
+    return { status: 200, body: { keyId: fields.next.keyId } };
+  },
+});

@@ -1,35 +1,14 @@
+import { createHash } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
 import { messageOf } from '../../protocol/errors.js';
-import {
-  CODE_COLUMNS,
-  deviceQuery,
-  KEY_COLUMNS,
-  keyWithTokenQuery,
-  LIST_DEVICES,
-  PREAUTH_COLUMNS,
-  splitKeyWithToken,
-  TOKEN_COLUMNS,
-  verifiedSpend,
-} from './columns.js';
+import { fusedStatement, type GatedChain } from './chain.js';
+import type { Driver } from './driver.js';
 import { BrokerStoreError } from './errors.js';
 import { KeyedChain } from './keyed-chain.js';
-import { addPreauthIn, enrollIn, lockKey, one, rotateIn } from './postgres-bind.js';
 import { migratePostgres } from './postgres-schema.js';
-import type {
-  BrokerStore,
-  CodeRow,
-  DeviceListing,
-  DeviceRow,
-  EnrollCommit,
-  EnrollOutcome,
-  KeyRow,
-  PreauthRow,
-  RequestSpend,
-  RotateOutcome,
-  TokenRow,
-  VerifiedSpend,
-} from './types.js';
-import { LAST_SEEN_STEP_MS } from './types.js';
+import { type Body, type ChainResult, type Op, type Row, UniqueViolation } from './sql.js';
+import { SqlStore } from './sql-store.js';
+import type { BrokerStore } from './types.js';
 
 export interface PostgresStoreOptions {
   /** Connections for queries and transactions (default 10). */
@@ -37,35 +16,6 @@ export interface PostgresStoreOptions {
   /** Connections that hold bot locks, apart so a holder's own queries never wait behind waiters (default 10). */
   lockPoolSize?: number;
 }
-
-/** What token requests read, prepared once per connection. */
-const FIND_KEY = { name: 'broker-find-key', text: `SELECT ${KEY_COLUMNS} FROM keys WHERE key_id = $1` };
-const READ_TOKEN = { name: 'broker-read-token', text: `SELECT ${TOKEN_COLUMNS} FROM tokens WHERE bot_id = $1` };
-
-/**
- * BrokerStore.spendVerified in one statement: the key is read; the nonce is inserted only while that key is
- * active with the public key the signature was verified with; the hit only when a nonce row was
- * inserted; last-seen only when that count is within the limit and a step has passed (data-modifying CTEs, each gated on the
- * one before). Every part sees one snapshot, so the key and token returned are as they were before it.
- */
-const SPEND_VERIFIED = {
-  name: 'broker-spend-verified',
-  text: `
-  WITH k AS (SELECT 1 FROM keys WHERE key_id = $1 AND state = 'active' AND public_key = $8),
-  n AS (
-    INSERT INTO nonces (key_id, nonce, keep_until) SELECT $1::text, $2::text, $3::bigint FROM k
-    ON CONFLICT DO NOTHING RETURNING 1
-  ),
-  h AS (
-    INSERT INTO rate_windows (bucket, window_start, count) SELECT $4::text, $5::bigint, 1 FROM n
-    ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_windows.count + 1 RETURNING count
-  ),
-  t AS (
-    UPDATE keys SET last_seen_at = $6 WHERE key_id = $1 AND (last_seen_at IS NULL OR last_seen_at <= $6::bigint - ${LAST_SEEN_STEP_MS})
-    AND (SELECT count FROM h) <= $7::bigint RETURNING 1
-  )
-  ${keyWithTokenQuery('$1', ', (SELECT count FROM h) AS "spendCount"')}`,
-};
 
 /** The database's clock in ms: replicas with skewed clocks agree on a nonce's expiry. */
 const NOW_MS = 'floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint';
@@ -117,7 +67,7 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
       fix: 'check the store URL, that the server is reachable from this host, and that its user may create tables in the database',
     });
   }
-  return new PostgresStore(pool, lockPool);
+  return new SqlStore(new PostgresDriver(pool, lockPool));
 }
 
 /**
@@ -138,12 +88,23 @@ async function checkout(pool: Pool): Promise<{ client: PoolClient; done(healthy:
   };
 }
 
-class PostgresStore implements BrokerStore {
+type Q = Pick<PoolClient, 'query'>;
+
+/** A 64-bit advisory lock key for `name` (single-key space; the schema lock uses the two-key one). */
+function lockKey(name: string): string {
+  return createHash('sha256').update(name).digest().readBigInt64BE(0).toString();
+}
+
+const UNIQUE_VIOLATION = '23505';
+
+class PostgresDriver implements Driver {
   readonly kind = 'postgres';
   readonly #pool: Pool;
   readonly #lockPool: Pool;
   /** One waiter per botId per replica: the lock pool holds one connection per botId, not one per request. */
   readonly #local = new KeyedChain();
+  /** Every statement under a name: PostgreSQL parses and plans it once per connection, not at every call. */
+  readonly #names = new Map<string, string>();
   #closed: Promise<void> | undefined;
 
   constructor(pool: Pool, lockPool: Pool) {
@@ -151,129 +112,13 @@ class PostgresStore implements BrokerStore {
     this.#lockPool = lockPool;
   }
 
-  async now(): Promise<number> {
-    return (await one<{ now: number }>(this.#pool, `SELECT ${NOW_MS} AS now`, []))!.now;
+  /** Each statement on whichever pooled connection is free: no transaction of its own. */
+  run<T>(body: Body<T>): Promise<T> {
+    return this.#drive(body, this.#pool);
   }
 
-  async addCode(row: CodeRow): Promise<void> {
-    await this.#pool.query(
-      'INSERT INTO codes (hmac, vendor_id, kind, device_id, uses_left, expires_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)',
-      [row.hmac, row.vendorId, row.kind, row.deviceId, row.usesLeft, row.expiresAt, row.createdAt],
-    );
-  }
-
-  findCode(hmac: string): Promise<CodeRow | undefined> {
-    return one(this.#pool, `SELECT ${CODE_COLUMNS} FROM codes WHERE hmac = $1`, [hmac]);
-  }
-
-  findKey(keyId: string): Promise<KeyRow | undefined> {
-    return one(this.#pool, FIND_KEY, [keyId]);
-  }
-
-  findPreauth(keyId: string): Promise<PreauthRow | undefined> {
-    return one(this.#pool, `SELECT ${PREAUTH_COLUMNS} FROM preauth WHERE key_id = $1`, [keyId]);
-  }
-
-  addPreauth(rows: readonly PreauthRow[]): Promise<{ added: number } | { conflict: string }> {
-    return this.#transact(
-      (c) => addPreauthIn(c, rows),
-      (result) => 'added' in result,
-    );
-  }
-
-  findDeviceByDeviceId(vendorId: string, deviceId: string): Promise<DeviceRow | undefined> {
-    return one(this.#pool, deviceQuery('vendor_id = $1 AND device_id = $2'), [vendorId, deviceId]);
-  }
-
-  findDeviceByBotId(botId: string): Promise<DeviceRow | undefined> {
-    return one(this.#pool, deviceQuery('bot_id = $1'), [botId]);
-  }
-
-  async isPreauthorized(vendorId: string, deviceId: string): Promise<boolean> {
-    return (await one(this.#pool, 'SELECT 1 FROM preauth WHERE vendor_id = $1 AND device_id = $2', [vendorId, deviceId])) !== undefined;
-  }
-
-  async useNonce(keyId: string, nonce: string, keepUntil: number): Promise<boolean> {
-    const r = await this.#pool.query('INSERT INTO nonces (key_id, nonce, keep_until) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [
-      keyId,
-      nonce,
-      keepUntil,
-    ]);
-    return r.rowCount === 1;
-  }
-
-  async spendVerified(r: RequestSpend): Promise<VerifiedSpend> {
-    const row = await one<Record<string, unknown>>(this.#pool, SPEND_VERIFIED, [
-      r.keyId,
-      r.nonce,
-      r.keepUntil,
-      r.bucket,
-      r.windowStart,
-      r.now,
-      r.limit,
-      r.publicKey,
-    ]);
-    const { spendCount, ...rest } = row ?? {};
-    // The statement wrote only for a key that may spend: its count is null then only for a nonce seen before.
-    return verifiedSpend(splitKeyWithToken(row && rest), r.publicKey, () =>
-      spendCount === null ? { replayed: true } : { replayed: false, count: spendCount as number },
-    );
-  }
-
-  enroll(commit: EnrollCommit): Promise<EnrollOutcome> {
-    return this.#transact(
-      (c) => enrollIn(c, commit),
-      (outcome) => outcome === 'ok',
-    );
-  }
-
-  rotate(oldKeyId: string, newKey: { keyId: string; publicKey: string }, now: number): Promise<RotateOutcome> {
-    return this.#transact(
-      (c) => rotateIn(c, oldKeyId, newKey, now),
-      (outcome) => outcome === 'ok',
-    );
-  }
-
-  revoke(botId: string, now: number): Promise<number> {
-    return this.#transact(async (c) => {
-      const revoked = await c.query(
-        "UPDATE keys SET state = 'revoked', reason = 'revoked', revoked_at = $1 WHERE bot_id = $2 AND state = 'active'",
-        [now, botId],
-      );
-      await c.query('DELETE FROM preauth WHERE (vendor_id, device_id) IN (SELECT vendor_id, device_id FROM keys WHERE bot_id = $1)', [
-        botId,
-      ]);
-      await c.query('DELETE FROM tokens WHERE bot_id = $1', [botId]);
-      return revoked.rowCount ?? 0;
-    });
-  }
-
-  async listDevices(): Promise<DeviceListing[]> {
-    return (await this.#pool.query(LIST_DEVICES)).rows as DeviceListing[];
-  }
-
-  async hit(bucket: string, windowStart: number): Promise<number> {
-    const row = await one<{ count: number }>(
-      this.#pool,
-      'INSERT INTO rate_windows (bucket, window_start, count) VALUES ($1, $2, 1) ' +
-        'ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_windows.count + 1 RETURNING count',
-      [bucket, windowStart],
-    );
-    return row!.count;
-  }
-
-  readToken(botId: string): Promise<TokenRow | undefined> {
-    return one(this.#pool, READ_TOKEN, [botId]);
-  }
-
-  async writeToken(row: TokenRow): Promise<void> {
-    await this.#pool.query(
-      'INSERT INTO tokens (bot_id, access_sealed, access_expires_at, access_lifetime_s, refresh_sealed, refresh_expires_at, updated_at) ' +
-        'VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (bot_id) DO UPDATE SET access_sealed = excluded.access_sealed, ' +
-        'access_expires_at = excluded.access_expires_at, access_lifetime_s = excluded.access_lifetime_s, ' +
-        'refresh_sealed = excluded.refresh_sealed, refresh_expires_at = excluded.refresh_expires_at, updated_at = excluded.updated_at',
-      [row.botId, row.accessSealed, row.accessExpiresAt, row.accessLifetimeS, row.refreshSealed, row.refreshExpiresAt, row.updatedAt],
-    );
+  decide<T>(body: Body<T>, keep: (value: T) => boolean): Promise<T> {
+    return this.#transact((c) => this.#drive(body, c), keep);
   }
 
   /**
@@ -302,19 +147,68 @@ class PostgresStore implements BrokerStore {
     });
   }
 
-  async sweep(windowsBefore: number): Promise<void> {
-    await this.#pool.query(`DELETE FROM nonces WHERE keep_until < ${NOW_MS}`);
-    await this.#pool.query('DELETE FROM rate_windows WHERE window_start < $1', [windowsBefore]);
-  }
-
   /** Ends both pools once; a second close resolves with the first. */
   close(): Promise<void> {
     this.#closed ??= Promise.all([this.#pool.end(), this.#lockPool.end()]).then(() => undefined);
     return this.#closed;
   }
 
+  async #drive<T>(body: Body<T>, q: Q): Promise<T> {
+    let next = body.next();
+    while (!next.done) {
+      let value: unknown;
+      let failure: { error: unknown } | undefined;
+      try {
+        value = await this.#do(next.value, q);
+      } catch (err) {
+        const e = err as { code?: string; constraint?: string };
+        failure = { error: e.code === UNIQUE_VIOLATION ? new UniqueViolation(e.constraint ?? 'unknown', { cause: err }) : err };
+      }
+      next = failure === undefined ? body.next(value) : body.throw(failure.error);
+    }
+    return next.value;
+  }
+
+  async #do(op: Op, q: Q): Promise<unknown> {
+    switch (op.kind) {
+      case 'get':
+        return (await this.#query(q, op.sql, op.params)).rows[0];
+      case 'all':
+        return (await this.#query(q, op.sql, op.params)).rows;
+      case 'run':
+        return (await this.#query(q, op.sql, op.params)).rowCount ?? 0;
+      case 'lock':
+        return void (await q.query('SELECT pg_advisory_xact_lock($1)', [lockKey(op.name)]));
+      case 'now':
+        return ((await q.query(`SELECT ${NOW_MS} AS now`)).rows[0] as { now: number }).now;
+      case 'chain':
+        return this.#chain(op.chain, op.params, q);
+    }
+  }
+
+  /** The chain as one statement (chain.ts): one round trip, one snapshot. */
+  async #chain(c: GatedChain, params: readonly unknown[], q: Q): Promise<ChainResult> {
+    const row = (await this.#query(q, fusedStatement(c), params, c.name)).rows[0] as Row;
+    const out: Record<string, unknown> = {};
+    const read: Row = {};
+    for (const [column, value] of Object.entries(row)) {
+      if (c.outputs.includes(column)) out[column] = value;
+      else read[column] = value;
+    }
+    return { read: c.read === undefined ? undefined : read, out };
+  }
+
+  #query(q: Q, text: string, values: readonly unknown[], name?: string): Promise<{ rows: unknown[]; rowCount: number | null }> {
+    let named = this.#names.get(text);
+    if (named === undefined) {
+      named = name ?? `broker-${createHash('sha256').update(text).digest('hex').slice(0, 16)}`;
+      this.#names.set(text, named);
+    }
+    return q.query({ name: named, text, values: [...values] });
+  }
+
   /** One transaction on one connection, committed, or rolled back whole when `keep` refuses its result. */
-  async #transact<T>(body: (c: PoolClient) => Promise<T>, keep: (value: T) => boolean = () => true): Promise<T> {
+  async #transact<T>(body: (c: PoolClient) => Promise<T>, keep: (value: T) => boolean): Promise<T> {
     const held = await checkout(this.#pool);
     let healthy = false;
     try {

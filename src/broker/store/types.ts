@@ -118,25 +118,33 @@ export interface DeviceListing {
  */
 export const LAST_SEEN_STEP_MS = 60_000;
 
-/** What a verified request writes (BrokerStore.spendVerified). */
+/** A rate limit's window as the store counts it: its bucket (`kind:id/windowMs`), its start, and the limit. */
+export interface RateWindow {
+  bucket: string;
+  start: number;
+  limit: number;
+}
+
+/** What a request whose signature verified writes: its nonce and, under a limit, one hit in the limit's window. */
 export interface RequestSpend {
   keyId: string;
-  /** The public key (base64url) the request's signature was verified with: nothing is written unless it is the key's. */
-  publicKey: string;
   nonce: string;
   /** The nonce is kept until then, by the store's clock. */
   keepUntil: number;
-  /** The rate bucket counted, and the start of its current window (as for hit). */
-  bucket: string;
-  windowStart: number;
-  /** The key's last-seen time is recorded only while the count stays within this. */
-  limit: number;
-  /** The request's time: last seen moves to it when it is at least LAST_SEEN_STEP_MS past the one recorded. */
+  /** Absent: the request is under no limit, and nothing is counted. */
+  window?: RateWindow;
+}
+
+/** A request signed by an enrolled key (BrokerStore.spendVerified). */
+export interface VerifiedRequestSpend extends RequestSpend {
+  /** The public key (base64url) the request's signature was verified with: nothing is written unless it is the key's. */
+  publicKey: string;
+  /** The request's time: last seen moves to it, within the limit, when at least LAST_SEEN_STEP_MS past the one recorded. */
   now: number;
 }
 
-/** replayed: any replica saw the nonce before, and nothing was written; else the bucket's count after this hit. */
-export type SpendOutcome = { replayed: true } | { replayed: false; count: number };
+/** replayed: any replica saw the nonce before, and nothing was written; else the window's count after this hit, if counted. */
+export type SpendOutcome = { replayed: true } | { replayed: false; count: number | undefined };
 
 /**
  * What spendVerified found and did. No key: nothing written. A key that is not active, or whose stored
@@ -145,15 +153,24 @@ export type SpendOutcome = { replayed: true } | { replayed: false; count: number
  */
 export type VerifiedSpend = { key: undefined } | { key: KeyRow; token: TokenRow | undefined; spent: SpendOutcome | undefined };
 
-export interface BrokerStore {
-  readonly kind: StoreKind;
-  /** The store's own clock (ms): nonces are kept by it, so replicas with skewed clocks agree. */
-  now(): Promise<number>;
+/** Per-request bookkeeping: the keys requests name, their nonces and their counts. */
+export interface RequestBook {
+  findKey(keyId: string): Promise<KeyRow | undefined>;
+  /** The nonce, atomically across replicas (refused when seen before), then the window's hit: one step. */
+  spend(r: RequestSpend): Promise<SpendOutcome>;
+  /**
+   * spend, for a request whose signature was verified with `r.publicKey`, in one step (one round trip):
+   * the key and its botId's cached token are read, and only while the key is active with that public key
+   * is anything written — the nonce, then (a new nonce) the hit, then (within the limit) last seen.
+   * Revocation is read in the same step as the write it stops.
+   */
+  spendVerified(r: VerifiedRequestSpend): Promise<VerifiedSpend>;
+}
 
+/** Codes, pre-authorisations, enrollment, rotation and revocation: the decisions, each one transaction. */
+export interface Enrollment {
   addCode(row: CodeRow): Promise<void>;
   findCode(hmac: string): Promise<CodeRow | undefined>;
-
-  findKey(keyId: string): Promise<KeyRow | undefined>;
   findPreauth(keyId: string): Promise<PreauthRow | undefined>;
   /**
    * Rows for deviceIds already bound (an active key) or preauthorised, or whose keyId is known in any state,
@@ -162,19 +179,8 @@ export interface BrokerStore {
   addPreauth(rows: readonly PreauthRow[]): Promise<{ added: number } | { conflict: string }>;
   findDeviceByDeviceId(vendorId: string, deviceId: string): Promise<DeviceRow | undefined>;
   findDeviceByBotId(botId: string): Promise<DeviceRow | undefined>;
-  /** Whether a preauth row names this botId's device (a plain code may not take a pre-authorised device). */
+  /** Whether a preauth row names this device (a plain code may not take a pre-authorised device). */
   isPreauthorized(vendorId: string, deviceId: string): Promise<boolean>;
-
-  /** Inserts (keyId, nonce), kept until `keepUntil` by the store's clock; false when any replica saw it before. */
-  useNonce(keyId: string, nonce: string, keepUntil: number): Promise<boolean>;
-  /**
-   * For a request whose signature was verified with `r.publicKey`, one step (one round trip): the key and
-   * its botId's cached token are read, and — only while the key is active with that public key — useNonce,
-   * then, only for a new nonce, hit, then, only within the limit, touch. What every token request does,
-   * each rule as those decide it; revocation is read in the same step as the write it stops.
-   */
-  spendVerified(r: RequestSpend): Promise<VerifiedSpend>;
-
   /** One transaction: re-check and spend the admission, check bindings, bind the key (and revoke the old on replace). */
   enroll(commit: EnrollCommit): Promise<EnrollOutcome>;
   /** One transaction: the old key must still be active; the new keyId must be new in every state. */
@@ -182,13 +188,10 @@ export interface BrokerStore {
   /** Revokes the botId's active key, drops its preauth rows and its cached tokens; the number of keys revoked. */
   revoke(botId: string, now: number): Promise<number>;
   listDevices(): Promise<DeviceListing[]>;
+}
 
-  /**
-   * Counts one hit in `bucket` for the fixed window starting at `windowStart` and returns the count after
-   * it, atomically across replicas (an upsert, not a read then a write).
-   */
-  hit(bucket: string, windowStart: number): Promise<number>;
-
+/** The botIds' sealed tokens, and the lock that makes one cloud call per botId at a time. */
+export interface TokenCache {
   readToken(botId: string): Promise<TokenRow | undefined>;
   writeToken(row: TokenRow): Promise<void>;
   /**
@@ -197,8 +200,16 @@ export interface BrokerStore {
    * or when the holder's connection dies (kill -9).
    */
   withBotLock<T>(botId: string, fn: () => Promise<T>): Promise<T>;
+}
 
+/** The store itself: which database, its clock, the sweep of what has expired, and closing. */
+export interface Housekeeping {
+  readonly kind: StoreKind;
+  /** The store's own clock (ms): nonces are kept by it, so replicas with skewed clocks agree. */
+  now(): Promise<number>;
   /** Deletes nonces past their keepUntil and rate windows older than `windowsBefore`. */
   sweep(windowsBefore: number): Promise<void>;
   close(): Promise<void>;
 }
+
+export interface BrokerStore extends RequestBook, Enrollment, TokenCache, Housekeeping {}

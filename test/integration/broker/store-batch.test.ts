@@ -3,7 +3,8 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore } from '../../../src/broker/store/open.js';
-import { type BrokerStore, type CodeRow, LAST_SEEN_STEP_MS, type RequestSpend } from '../../../src/broker/store/types.js';
+import { type BrokerStore, type CodeRow, LAST_SEEN_STEP_MS, type VerifiedRequestSpend } from '../../../src/broker/store/types.js';
+import { hitIn, takeNonce } from '../../helpers/broker-store.js';
 import { useHarness } from '../../helpers/harness.js';
 import { type PostgresServer, startPostgres } from '../../helpers/postgres.js';
 
@@ -50,14 +51,12 @@ async function enrolled(store: BrokerStore, n: number): Promise<string> {
 
 describe.each(['sqlite', 'postgres'] as const)('spendVerified on %s', (kind) => {
   const publicKey = 'x'.repeat(43);
-  const spendOf = (keyId: string, nonce: string, now: number, key = publicKey, limit = 2): RequestSpend => ({
+  const spendOf = (keyId: string, nonce: string, now: number, key = publicKey, limit = 2): VerifiedRequestSpend => ({
     keyId,
     publicKey: key,
     nonce,
     keepUntil: Date.now() + 360_000,
-    bucket: `key:${keyId}/3600000`,
-    windowStart: 0,
-    limit,
+    window: { bucket: `key:${keyId}/3600000`, start: 0, limit },
     now,
   });
 
@@ -74,9 +73,9 @@ describe.each(['sqlite', 'postgres'] as const)('spendVerified on %s', (kind) => 
     expect(await store.findKey(keyId)).toMatchObject({ lastSeenAt: 100 + minute });
     expect((await spend('nonce-3', 100 + 2 * minute)).spent).toEqual({ replayed: false, count: 3 });
     expect(await store.findKey(keyId)).toMatchObject({ lastSeenAt: 100 + minute });
-    // The nonce of a spend is the one useNonce sees, and the count the one hit continues.
-    expect(await store.useNonce(keyId, 'nonce-2', Date.now() + 360_000)).toBe(false);
-    expect(await store.hit(`key:${keyId}/3600000`, 0)).toBe(4);
+    // The nonce of a verified spend is the one a plain spend sees, and its count the one a plain spend continues.
+    expect(await takeNonce(store, keyId, 'nonce-2', Date.now() + 360_000)).toBe(false);
+    expect(await hitIn(store, `key:${keyId}/3600000`, 0)).toBe(4);
   });
 
   it('last seen moves forward only, and only a step at a time', async () => {
@@ -120,7 +119,7 @@ describe.each(['sqlite', 'postgres'] as const)('spendVerified on %s', (kind) => 
   it('writes nothing for an unknown key, a revoked one, or a public key that is not the stored one', async () => {
     const store = await stores[kind]();
     expect(await store.spendVerified(spendOf('f'.repeat(32), 'n-1', 100))).toEqual({ key: undefined });
-    expect(await store.useNonce('f'.repeat(32), 'n-1', Date.now() + 60_000)).toBe(true);
+    expect(await takeNonce(store, 'f'.repeat(32), 'n-1', Date.now() + 60_000)).toBe(true);
 
     const keyId = await enrolled(store, 3);
     const other = await store.spendVerified(spendOf(keyId, 'n-2', 100, 'y'.repeat(43)));
@@ -131,9 +130,9 @@ describe.each(['sqlite', 'postgres'] as const)('spendVerified on %s', (kind) => 
     expect(revoked).toMatchObject({ key: { keyId, state: 'revoked', lastSeenAt: null }, spent: undefined });
 
     // Neither refused spend took its nonce, counted, or marked the key seen.
-    expect(await store.useNonce(keyId, 'n-2', Date.now() + 60_000)).toBe(true);
-    expect(await store.useNonce(keyId, 'n-3', Date.now() + 60_000)).toBe(true);
-    expect(await store.hit(`key:${keyId}/3600000`, 0)).toBe(1);
+    expect(await takeNonce(store, keyId, 'n-2', Date.now() + 60_000)).toBe(true);
+    expect(await takeNonce(store, keyId, 'n-3', Date.now() + 60_000)).toBe(true);
+    expect(await hitIn(store, `key:${keyId}/3600000`, 0)).toBe(1);
     expect(await store.findKey(keyId)).toMatchObject({ lastSeenAt: null });
   });
 });
@@ -156,7 +155,7 @@ describe('SQLite group commit', () => {
       store.enroll(commit(1)),
       store.enroll(commit(2)),
       store.addCode(code('one-use', 1)),
-      store.useNonce('k'.repeat(32), 'n-1', Date.now() + 60_000),
+      takeNonce(store, 'k'.repeat(32), 'n-1', Date.now() + 60_000),
     ]);
     expect(first).toEqual({ status: 'fulfilled', value: 'ok' });
     expect(second).toEqual({ status: 'fulfilled', value: 'spent' });

@@ -14,6 +14,7 @@ import { closed, exec } from '../../../scripts/lib/exec.js';
 import { useHarness } from '../../helpers/harness.js';
 import { type PostgresServer, startPostgres } from '../../helpers/postgres.js';
 import { H } from '../../helpers/time.js';
+import { hitIn, takeNonce } from '../../helpers/broker-store.js';
 
 const clock = { wallNow: () => Date.now() };
 const { tempDir, cleanups } = useHarness();
@@ -120,7 +121,13 @@ const byCode = (code: CodeRow, over: Partial<EnrollCommit> = {}): EnrollCommit =
 };
 /** A verified token request by `key` at `now`, as the token route spends it: what records last seen. */
 async function seen(store: BrokerStore, key: { keyId: string; publicKey: string }, now: number): Promise<void> {
-  const spend = { ...key, nonce: hex(16), keepUntil: Date.now() + 60_000, bucket: `key:${key.keyId}`, windowStart: 0, limit: 100, now };
+  const spend = {
+    ...key,
+    nonce: hex(16),
+    keepUntil: Date.now() + 60_000,
+    window: { bucket: `key:${key.keyId}`, start: 0, limit: 100 },
+    now,
+  };
   expect(await store.spendVerified(spend)).toMatchObject({ spent: { replayed: false } });
 }
 const preauthRow = (deviceId: string, key = newKey()): PreauthRow => ({ ...key, deviceId, vendorId: 'V1', createdAt: Date.now() });
@@ -331,29 +338,29 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     const [a, b] = await two();
     const now = await a.now();
     const key = hex(16);
-    expect(await a.useNonce(key, 'nonce-0123456789ab', now + 60_000)).toBe(true);
-    expect(await b.useNonce(key, 'nonce-0123456789ab', now + 60_000)).toBe(false);
-    expect(await b.useNonce(hex(16), 'nonce-0123456789ab', now + 60_000)).toBe(true);
+    expect(await takeNonce(a, key, 'nonce-0123456789ab', now + 60_000)).toBe(true);
+    expect(await takeNonce(b, key, 'nonce-0123456789ab', now + 60_000)).toBe(false);
+    expect(await takeNonce(b, hex(16), 'nonce-0123456789ab', now + 60_000)).toBe(true);
     const raced = await Promise.all(
-      Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).useNonce(key, 'nonce-raced-000000', now + 60_000)),
+      Array.from({ length: 10 }, (_, i) => takeNonce(i % 2 ? a : b, key, 'nonce-raced-000000', now + 60_000)),
     );
     expect(raced.filter(Boolean)).toHaveLength(1);
 
-    expect(await a.useNonce(key, 'nonce-past-0000000', now - 1)).toBe(true);
+    expect(await takeNonce(a, key, 'nonce-past-0000000', now - 1)).toBe(true);
     await b.sweep(0);
-    expect(await a.useNonce(key, 'nonce-0123456789ab', now + 60_000)).toBe(false);
-    expect(await a.useNonce(key, 'nonce-past-0000000', now - 1)).toBe(true);
+    expect(await takeNonce(a, key, 'nonce-0123456789ab', now + 60_000)).toBe(false);
+    expect(await takeNonce(a, key, 'nonce-past-0000000', now - 1)).toBe(true);
   });
 
   it('counts 200 concurrent hits from two instances exactly, per bucket and window, and sweeps old windows', async () => {
     const [a, b] = await two();
-    const counts = await Promise.all(Array.from({ length: 200 }, (_, i) => (i % 2 ? a : b).hit('key:k1', 60_000)));
+    const counts = await Promise.all(Array.from({ length: 200 }, (_, i) => hitIn(i % 2 ? a : b, 'key:k1', 60_000)));
     expect([...counts].sort((x, y) => x - y)).toEqual(Array.from({ length: 200 }, (_, i) => i + 1));
-    expect(await a.hit('key:k1', 120_000)).toBe(1);
-    expect(await b.hit('key:k2', 60_000)).toBe(1);
+    expect(await hitIn(a, 'key:k1', 120_000)).toBe(1);
+    expect(await hitIn(b, 'key:k2', 60_000)).toBe(1);
     await a.sweep(120_000);
-    expect(await b.hit('key:k1', 60_000)).toBe(1);
-    expect(await b.hit('key:k1', 120_000)).toBe(2);
+    expect(await hitIn(b, 'key:k1', 60_000)).toBe(1);
+    expect(await hitIn(b, 'key:k1', 120_000)).toBe(2);
   });
 
   it('withBotLock runs one holder per botId across two instances, and lets go when fn rejects', async () => {
@@ -506,7 +513,7 @@ describe('the broker store on sqlite, one host', () => {
     const file = join(dir, 'state', 'broker.db');
     const store = await openStore(`sqlite:${file}`, { clock });
     cleanups.push(() => store.close());
-    await store.useNonce(hex(16), 'nonce-mode-0000000', Date.now());
+    await takeNonce(store, hex(16), 'nonce-mode-0000000', Date.now());
     expect(statSync(file).mode & 0o777).toBe(0o600);
     expect(statSync(`${file}-wal`).mode & 0o777).toBe(0o600);
     expect(statSync(join(dir, 'state')).mode & 0o777).toBe(0o700);

@@ -1,0 +1,109 @@
+/**
+ * The deciding transactions of the broker's store, written once for both databases (sql.ts): the
+ * driver runs each between BEGIN and COMMIT, and rolls it back whole for any outcome but success.
+ */
+import type { EnrollCommit, EnrollOutcome, KeyRow, PreauthRow, RotateOutcome } from '../types.js';
+import { type Body, get, KEY_ID_INDEX, lock, run, UniqueViolation } from '../sql.js';
+import {
+  ACTIVE_KEY_OF_BOT_OR_DEVICE,
+  ACTIVE_KEY_OF_DEVICE,
+  ADD_PREAUTH,
+  DROP_PREAUTH_OF_BOT,
+  DROP_PREAUTH_OF_DEVICE,
+  DROP_TOKENS,
+  INSERT_KEY,
+  KEY_KNOWN,
+  PREAUTH_OF_DEVICE,
+  PREAUTH_OF_DEVICE_OR_KEY,
+  REVOKE_BOT,
+  REVOKE_REPLACED,
+  ROTATE_AWAY,
+  SPEND_CODE_USE,
+  TAKE_PREAUTH,
+} from '../statements.js';
+
+type Device = Pick<KeyRow, 'botId' | 'deviceId' | 'vendorId'>;
+
+/** A device's lock: its enrollment and its pre-authorisation are decided one after the other. */
+function deviceLock(vendorId: string, deviceId: string): string {
+  return `device:${vendorId}\n${deviceId}`;
+}
+
+/** BrokerStore.enroll; a unique index broken means another replica bound the keyId, botId or device first. */
+export function* enrollTx(e: EnrollCommit): Body<EnrollOutcome> {
+  try {
+    return yield* enrollChecked(e);
+  } catch (err) {
+    if (err instanceof UniqueViolation) return err.index === KEY_ID_INDEX ? 'key-exists' : 'device-exists';
+    throw err;
+  }
+}
+
+function* enrollChecked(e: EnrollCommit): Body<EnrollOutcome> {
+  const { vendorId, deviceId, botId } = e;
+  yield* lock(deviceLock(vendorId, deviceId));
+  const admitted =
+    e.admission.by === 'code'
+      ? yield* get(SPEND_CODE_USE, e.admission.hmac, e.now, vendorId, deviceId)
+      : yield* get(TAKE_PREAUTH, e.admission.keyId, e.key.publicKey, vendorId, deviceId);
+  if (!admitted) return 'spent';
+  if (yield* get(KEY_KNOWN, e.key.keyId)) return 'key-exists';
+  if (e.replace) {
+    // The old key goes, and with it the tokens issued for it; a pending pre-authorisation of the device too.
+    yield* run(REVOKE_REPLACED, e.now, botId, vendorId, deviceId);
+    yield* run(DROP_TOKENS, botId);
+    yield* run(DROP_PREAUTH_OF_DEVICE, vendorId, deviceId);
+  } else if (e.admission.by === 'code' && (yield* get(PREAUTH_OF_DEVICE, vendorId, deviceId))) {
+    return 'device-exists';
+  }
+  // A bound botId or deviceId (replace: bound to another device) is a conflict.
+  if (yield* get(ACTIVE_KEY_OF_BOT_OR_DEVICE, botId, vendorId, deviceId)) return 'device-exists';
+  yield* insertKey(e.key, { botId, deviceId, vendorId }, e.now);
+  return 'ok';
+}
+
+/** BrokerStore.rotate. */
+export function* rotateTx(oldKeyId: string, newKey: { keyId: string; publicKey: string }, now: number): Body<RotateOutcome> {
+  const device = yield* get<Device>(ROTATE_AWAY, now, oldKeyId);
+  if (!device) return 'revoked';
+  if (yield* get(KEY_KNOWN, newKey.keyId)) return 'key-exists';
+  try {
+    yield* insertKey(newKey, device, now);
+  } catch (err) {
+    if (err instanceof UniqueViolation) return 'key-exists';
+    throw err;
+  }
+  return 'ok';
+}
+
+/** BrokerStore.addPreauth. */
+export function* addPreauthTx(rows: readonly PreauthRow[]): Body<{ added: number } | { conflict: string }> {
+  // The devices' locks, in one order: two batches naming the same devices never wait on each other in a cycle.
+  for (const name of [...new Set(rows.map((r) => deviceLock(r.vendorId, r.deviceId)))].sort()) yield* lock(name);
+  for (const row of rows) {
+    const taken =
+      (yield* get(ACTIVE_KEY_OF_DEVICE, row.vendorId, row.deviceId)) ??
+      (yield* get(PREAUTH_OF_DEVICE_OR_KEY, row.vendorId, row.deviceId, row.keyId)) ??
+      (yield* get(KEY_KNOWN, row.keyId));
+    if (taken) return { conflict: row.deviceId };
+    try {
+      yield* run(ADD_PREAUTH, row.keyId, row.publicKey, row.deviceId, row.vendorId, row.createdAt);
+    } catch (err) {
+      if (err instanceof UniqueViolation) return { conflict: row.deviceId };
+      throw err;
+    }
+  }
+  return { added: rows.length };
+}
+
+/** BrokerStore.revoke: the number of keys revoked. */
+export function* revokeTx(botId: string, now: number): Body<number> {
+  const revoked = yield* run(REVOKE_BOT, now, botId);
+  yield* run(DROP_PREAUTH_OF_BOT, botId);
+  yield* run(DROP_TOKENS, botId);
+  return revoked;
+}
+
+function* insertKey(key: { keyId: string; publicKey: string }, d: Device, now: number): Body<void> {
+  yield* run(INSERT_KEY, key.keyId, key.publicKey, d.botId, d.deviceId, d.vendorId, now);
+}

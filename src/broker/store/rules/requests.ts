@@ -1,0 +1,70 @@
+/** A request's bookkeeping (RequestBook), written once: one gated chain (chain.ts) for both spends. */
+import { checkChain, type GatedChain } from '../chain.js';
+import { type Body, chain, type ChainResult, run, storeNow } from '../sql.js';
+import { KEY_WITH_TOKEN, REQUEST_STEPS, SWEEP_NONCES, SWEEP_WINDOWS } from '../statements.js';
+import type { KeyRow, KeyWithToken, RequestSpend, SpendOutcome, TokenRow, VerifiedRequestSpend, VerifiedSpend } from '../types.js';
+
+const OUTPUTS = ['n.ok', 'h.count'];
+
+/** An enrollment's new key: nothing to hold, its nonce and its count. */
+export const SPEND = checkChain({ name: 'broker-spend', read: undefined, steps: REQUEST_STEPS, outputs: OUTPUTS });
+
+/** An enrolled key's request: the key and its token read as they were, its spend gated on the key. */
+export const SPEND_VERIFIED: GatedChain = checkChain({
+  name: 'broker-spend-verified',
+  read: KEY_WITH_TOKEN,
+  steps: REQUEST_STEPS,
+  outputs: OUTPUTS,
+});
+
+/** BrokerStore.spend. */
+export function* spendTx(r: RequestSpend): Body<SpendOutcome> {
+  return outcome(yield* chain(SPEND, ...values(r, null, null)));
+}
+
+/** BrokerStore.spendVerified. */
+export function* spendVerifiedTx(r: VerifiedRequestSpend): Body<VerifiedSpend> {
+  const result = yield* chain(SPEND_VERIFIED, ...values(r, r.publicKey, r.now));
+  const found = splitKeyWithToken(result.read);
+  if (found === undefined) return { key: undefined };
+  // The chain wrote only for a key that may spend: active, with the very public key the signature was verified with.
+  if (found.key.state !== 'active' || found.key.publicKey !== r.publicKey) return { ...found, spent: undefined };
+  return { ...found, spent: outcome(result) };
+}
+
+/** The chain's values, in REQUEST_STEPS' order. */
+function values(r: RequestSpend, publicKey: string | null, now: number | null): unknown[] {
+  const w = r.window;
+  return [r.keyId, r.nonce, r.keepUntil, publicKey, w?.bucket ?? null, w?.start ?? null, w?.limit ?? null, now];
+}
+
+function outcome({ out }: ChainResult): SpendOutcome {
+  if (out['n.ok'] == null) return { replayed: true };
+  const count = out['h.count'];
+  return { replayed: false, count: count == null ? undefined : Number(count) };
+}
+
+/** A KEY_WITH_TOKEN row as the key and, when there is one, its token. */
+export function splitKeyWithToken(row: Record<string, unknown> | undefined): KeyWithToken | undefined {
+  if (row === undefined || row['keyId'] == null) return undefined;
+  const { accessSealed, accessExpiresAt, accessLifetimeS, refreshSealed, refreshExpiresAt, tokenUpdatedAt, ...key } = row;
+  const token =
+    accessSealed == null
+      ? undefined
+      : ({
+          botId: key['botId'],
+          accessSealed,
+          accessExpiresAt,
+          accessLifetimeS,
+          refreshSealed,
+          refreshExpiresAt,
+          updatedAt: tokenUpdatedAt,
+        } as TokenRow);
+  return { key: key as unknown as KeyRow, token };
+}
+
+/** BrokerStore.sweep: nonces past their keepUntil by the store's clock, rate windows older than `windowsBefore`. */
+export function* sweepTx(windowsBefore: number): Body<void> {
+  yield* run(SWEEP_NONCES, yield* storeNow());
+  yield* run(SWEEP_WINDOWS, windowsBefore);
+}

@@ -1,0 +1,132 @@
+/**
+ * The broker's store (types.ts), written once over a Driver: each method is one rule, run as a read, a
+ * write, or a decision. The databases differ only in their drivers (sqlite.ts, postgres.ts).
+ */
+import type { Driver } from './driver.js';
+import { addPreauthTx, enrollTx, revokeTx, rotateTx } from './rules/enrollment.js';
+import { spendTx, spendVerifiedTx, sweepTx } from './rules/requests.js';
+import { all, get, run, storeNow } from './sql.js';
+import {
+  ADD_CODE,
+  DEVICE_BY_BOT_ID,
+  DEVICE_BY_DEVICE_ID,
+  FIND_CODE,
+  FIND_KEY,
+  FIND_PREAUTH,
+  LIST_DEVICES,
+  PREAUTH_OF_DEVICE,
+  READ_TOKEN,
+  WRITE_TOKEN,
+} from './statements.js';
+import type {
+  BrokerStore,
+  CodeRow,
+  DeviceListing,
+  DeviceRow,
+  EnrollCommit,
+  EnrollOutcome,
+  KeyRow,
+  PreauthRow,
+  RequestSpend,
+  RotateOutcome,
+  SpendOutcome,
+  StoreKind,
+  TokenRow,
+  VerifiedRequestSpend,
+  VerifiedSpend,
+} from './types.js';
+
+export class SqlStore implements BrokerStore {
+  readonly kind: StoreKind;
+  readonly #d: Driver;
+
+  constructor(driver: Driver) {
+    this.#d = driver;
+    this.kind = driver.kind;
+  }
+
+  now(): Promise<number> {
+    return this.#d.run(storeNow(), 'read');
+  }
+
+  async addCode(c: CodeRow): Promise<void> {
+    await this.#d.decide(run(ADD_CODE, c.hmac, c.vendorId, c.kind, c.deviceId, c.usesLeft, c.expiresAt, c.createdAt), () => true);
+  }
+
+  findCode(hmac: string): Promise<CodeRow | undefined> {
+    return this.#d.run(get<CodeRow>(FIND_CODE, hmac), 'read');
+  }
+
+  findKey(keyId: string): Promise<KeyRow | undefined> {
+    return this.#d.run(get<KeyRow>(FIND_KEY, keyId), 'read');
+  }
+
+  findPreauth(keyId: string): Promise<PreauthRow | undefined> {
+    return this.#d.run(get<PreauthRow>(FIND_PREAUTH, keyId), 'read');
+  }
+
+  addPreauth(rows: readonly PreauthRow[]): Promise<{ added: number } | { conflict: string }> {
+    return this.#d.decide(addPreauthTx(rows), (result) => 'added' in result);
+  }
+
+  findDeviceByDeviceId(vendorId: string, deviceId: string): Promise<DeviceRow | undefined> {
+    return this.#d.run(get<DeviceRow>(DEVICE_BY_DEVICE_ID, vendorId, deviceId), 'read');
+  }
+
+  findDeviceByBotId(botId: string): Promise<DeviceRow | undefined> {
+    return this.#d.run(get<DeviceRow>(DEVICE_BY_BOT_ID, botId), 'read');
+  }
+
+  async isPreauthorized(vendorId: string, deviceId: string): Promise<boolean> {
+    return (await this.#d.run(get(PREAUTH_OF_DEVICE, vendorId, deviceId), 'read')) !== undefined;
+  }
+
+  spend(r: RequestSpend): Promise<SpendOutcome> {
+    return this.#d.run(spendTx(r), 'write');
+  }
+
+  spendVerified(r: VerifiedRequestSpend): Promise<VerifiedSpend> {
+    return this.#d.run(spendVerifiedTx(r), 'write');
+  }
+
+  enroll(commit: EnrollCommit): Promise<EnrollOutcome> {
+    return this.#d.decide(enrollTx(commit), (outcome) => outcome === 'ok');
+  }
+
+  rotate(oldKeyId: string, newKey: { keyId: string; publicKey: string }, now: number): Promise<RotateOutcome> {
+    return this.#d.decide(rotateTx(oldKeyId, newKey, now), (outcome) => outcome === 'ok');
+  }
+
+  revoke(botId: string, now: number): Promise<number> {
+    return this.#d.decide(revokeTx(botId, now), () => true);
+  }
+
+  listDevices(): Promise<DeviceListing[]> {
+    return this.#d.run(all<DeviceListing>(LIST_DEVICES), 'read');
+  }
+
+  readToken(botId: string): Promise<TokenRow | undefined> {
+    return this.#d.run(get<TokenRow>(READ_TOKEN, botId), 'read');
+  }
+
+  /**
+   * Not a decision: a token lost to a power cut costs one more getToken (the next request signs again) and
+   * breaks no rule, so tokens are written like nonces, unsynced on SQLite.
+   */
+  async writeToken(t: TokenRow): Promise<void> {
+    const values = [t.botId, t.accessSealed, t.accessExpiresAt, t.accessLifetimeS, t.refreshSealed, t.refreshExpiresAt, t.updatedAt];
+    await this.#d.run(run(WRITE_TOKEN, ...values), 'write');
+  }
+
+  withBotLock<T>(botId: string, fn: () => Promise<T>): Promise<T> {
+    return this.#d.withBotLock(botId, fn);
+  }
+
+  sweep(windowsBefore: number): Promise<void> {
+    return this.#d.run(sweepTx(windowsBefore), 'write');
+  }
+
+  close(): Promise<void> {
+    return this.#d.close();
+  }
+}

@@ -1,0 +1,134 @@
+/**
+ * Every statement of the broker's store, written once for both databases (their tables share names,
+ * columns and indexes: sqlite-schema.ts, postgres-schema.ts). Placeholders are PostgreSQL's `$n`; columns
+ * are aliased to the row types' field names (types.ts).
+ */
+import { LAST_SEEN_STEP_MS } from './types.js';
+
+export const CODE_COLUMNS =
+  'hmac, vendor_id AS "vendorId", kind, device_id AS "deviceId", uses_left AS "usesLeft", expires_at AS "expiresAt", created_at AS "createdAt"';
+
+export const KEY_COLUMNS =
+  'key_id AS "keyId", public_key AS "publicKey", bot_id AS "botId", device_id AS "deviceId", vendor_id AS "vendorId", state, reason, ' +
+  'created_at AS "createdAt", last_seen_at AS "lastSeenAt", revoked_at AS "revokedAt"';
+
+const PREAUTH_COLUMNS =
+  'key_id AS "keyId", public_key AS "publicKey", device_id AS "deviceId", vendor_id AS "vendorId", created_at AS "createdAt"';
+
+const TOKEN_COLUMNS =
+  'bot_id AS "botId", access_sealed AS "accessSealed", access_expires_at AS "accessExpiresAt", access_lifetime_s AS "accessLifetimeS", ' +
+  'refresh_sealed AS "refreshSealed", refresh_expires_at AS "refreshExpiresAt", updated_at AS "updatedAt"';
+
+export const ADD_CODE =
+  'INSERT INTO codes (hmac, vendor_id, kind, device_id, uses_left, expires_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)';
+export const FIND_CODE = `SELECT ${CODE_COLUMNS} FROM codes WHERE hmac = $1`;
+/** A use of the code, taken only while it has one left, is live, and admits this vendor and device. */
+export const SPEND_CODE_USE =
+  'UPDATE codes SET uses_left = uses_left - 1 WHERE hmac = $1 AND uses_left > 0 AND expires_at > $2 AND vendor_id = $3 ' +
+  'AND (device_id IS NULL OR device_id = $4) RETURNING hmac';
+
+export const FIND_KEY = `SELECT ${KEY_COLUMNS} FROM keys WHERE key_id = $1`;
+/** A keyId is enrolled once, in any state; a pre-authorised one is reserved for its own enrollment. */
+export const KEY_KNOWN = 'SELECT 1 AS known FROM keys WHERE key_id = $1 UNION ALL SELECT 1 FROM preauth WHERE key_id = $1';
+export const INSERT_KEY =
+  "INSERT INTO keys (key_id, public_key, bot_id, device_id, vendor_id, state, created_at) VALUES ($1, $2, $3, $4, $5, 'active', $6)";
+/** A key the botId or the device already holds while active. */
+export const ACTIVE_KEY_OF_BOT_OR_DEVICE =
+  "SELECT 1 AS bound FROM keys WHERE (bot_id = $1 OR (vendor_id = $2 AND device_id = $3)) AND state = 'active'";
+export const ACTIVE_KEY_OF_DEVICE = "SELECT 1 AS bound FROM keys WHERE vendor_id = $1 AND device_id = $2 AND state = 'active'";
+export const REVOKE_BOT = "UPDATE keys SET state = 'revoked', reason = 'revoked', revoked_at = $1 WHERE bot_id = $2 AND state = 'active'";
+export const REVOKE_REPLACED =
+  "UPDATE keys SET state = 'revoked', reason = 'replaced', revoked_at = $1 WHERE bot_id = $2 AND state = 'active' AND vendor_id = $3 AND device_id = $4";
+export const ROTATE_AWAY =
+  "UPDATE keys SET state = 'revoked', reason = 'rotated', revoked_at = $1 WHERE key_id = $2 AND state = 'active' " +
+  'RETURNING bot_id AS "botId", device_id AS "deviceId", vendor_id AS "vendorId"';
+
+export const FIND_PREAUTH = `SELECT ${PREAUTH_COLUMNS} FROM preauth WHERE key_id = $1`;
+export const PREAUTH_OF_DEVICE = 'SELECT 1 AS held FROM preauth WHERE vendor_id = $1 AND device_id = $2';
+export const PREAUTH_OF_DEVICE_OR_KEY = 'SELECT 1 AS held FROM preauth WHERE (vendor_id = $1 AND device_id = $2) OR key_id = $3';
+export const ADD_PREAUTH = 'INSERT INTO preauth (key_id, public_key, device_id, vendor_id, created_at) VALUES ($1, $2, $3, $4, $5)';
+/** The pre-authorisation of exactly this key for this device, used up by its enrollment. */
+export const TAKE_PREAUTH =
+  'DELETE FROM preauth WHERE key_id = $1 AND public_key = $2 AND vendor_id = $3 AND device_id = $4 RETURNING key_id';
+export const DROP_PREAUTH_OF_DEVICE = 'DELETE FROM preauth WHERE vendor_id = $1 AND device_id = $2';
+export const DROP_PREAUTH_OF_BOT =
+  'DELETE FROM preauth WHERE (vendor_id, device_id) IN (SELECT vendor_id, device_id FROM keys WHERE bot_id = $1)';
+
+/** A device's row: its active key, else its latest; keyId only while active. */
+function deviceQuery(where: string): string {
+  return (
+    `SELECT bot_id AS "botId", device_id AS "deviceId", vendor_id AS "vendorId", CASE WHEN state = 'active' THEN key_id END AS "keyId" ` +
+    `FROM keys WHERE ${where} ORDER BY state = 'active' DESC, created_at DESC, key_id DESC LIMIT 1`
+  );
+}
+export const DEVICE_BY_DEVICE_ID = deviceQuery('vendor_id = $1 AND device_id = $2');
+export const DEVICE_BY_BOT_ID = deviceQuery('bot_id = $1');
+
+/**
+ * `broker devices`: one line per device (botId), its active key else its latest, last seen by any of its
+ * keys; then one per pre-authorised key.
+ */
+export const LIST_DEVICES = `
+  SELECT "botId", "deviceId", "vendorId", "keyId", state, "lastSeenAt" FROM (
+    SELECT bot_id AS "botId", device_id AS "deviceId", vendor_id AS "vendorId", key_id AS "keyId", state,
+      MAX(last_seen_at) OVER (PARTITION BY bot_id) AS "lastSeenAt",
+      ROW_NUMBER() OVER (PARTITION BY bot_id ORDER BY state = 'active' DESC, created_at DESC, key_id DESC) AS pick
+    FROM keys
+  ) AS devices WHERE pick = 1
+  UNION ALL
+  SELECT NULL, device_id, vendor_id, key_id, 'preauthorized', NULL FROM preauth
+  ORDER BY 3, 2, 5`;
+
+export const READ_TOKEN = `SELECT ${TOKEN_COLUMNS} FROM tokens WHERE bot_id = $1`;
+export const WRITE_TOKEN =
+  'INSERT INTO tokens (bot_id, access_sealed, access_expires_at, access_lifetime_s, refresh_sealed, refresh_expires_at, updated_at) ' +
+  'VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (bot_id) DO UPDATE SET access_sealed = excluded.access_sealed, ' +
+  'access_expires_at = excluded.access_expires_at, access_lifetime_s = excluded.access_lifetime_s, ' +
+  'refresh_sealed = excluded.refresh_sealed, refresh_expires_at = excluded.refresh_expires_at, updated_at = excluded.updated_at';
+export const DROP_TOKENS = 'DELETE FROM tokens WHERE bot_id = $1';
+
+/** A key with its botId's cached token (LEFT JOIN USING bot_id, so bot_id is one column). */
+export const KEY_WITH_TOKEN =
+  `SELECT ${KEY_COLUMNS}, access_sealed AS "accessSealed", access_expires_at AS "accessExpiresAt", ` +
+  'access_lifetime_s AS "accessLifetimeS", refresh_sealed AS "refreshSealed", refresh_expires_at AS "refreshExpiresAt", ' +
+  'updated_at AS "tokenUpdatedAt" FROM keys LEFT JOIN tokens USING (bot_id) WHERE key_id = $1';
+
+export const SWEEP_NONCES = 'DELETE FROM nonces WHERE keep_until < $1';
+export const SWEEP_WINDOWS = 'DELETE FROM rate_windows WHERE window_start < $1';
+
+/**
+ * A request's bookkeeping as the steps of a gated chain (chain.ts), over the values
+ * $1 keyId, $2 nonce, $3 keepUntil, $4 the public key the signature was verified with (null: no key to
+ * hold), $5 the rate bucket (null: no limit), $6 its window's start, $7 the limit, $8 the request's time.
+ * Each step gates the next: the nonce only while the key is active with that public key (or with no key
+ * to hold: an enrollment's new key); the count only for a new nonce; last seen only within the limit, a
+ * step past the one recorded.
+ */
+export const REQUEST_STEPS = [
+  {
+    name: 'k',
+    sql:
+      "SELECT 1 AS ok FROM keys WHERE key_id = CAST($1 AS TEXT) AND state = 'active' AND public_key = CAST($4 AS TEXT) " +
+      'UNION ALL SELECT 1 WHERE CAST($4 AS TEXT) IS NULL',
+  },
+  {
+    name: 'n',
+    sql:
+      'INSERT INTO nonces (key_id, nonce, keep_until) SELECT CAST($1 AS TEXT), CAST($2 AS TEXT), CAST($3 AS BIGINT) ' +
+      'WHERE {k.ok} = 1 ON CONFLICT DO NOTHING RETURNING 1 AS ok',
+  },
+  {
+    name: 'h',
+    sql:
+      'INSERT INTO rate_windows (bucket, window_start, count) SELECT CAST($5 AS TEXT), CAST($6 AS BIGINT), 1 ' +
+      'WHERE {n.ok} = 1 AND CAST($5 AS TEXT) IS NOT NULL ' +
+      'ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_windows.count + 1 RETURNING count',
+  },
+  {
+    name: 't',
+    sql:
+      'UPDATE keys SET last_seen_at = CAST($8 AS BIGINT) WHERE key_id = CAST($1 AS TEXT) AND CAST($4 AS TEXT) IS NOT NULL ' +
+      `AND {h.count} <= CAST($7 AS BIGINT) AND (last_seen_at IS NULL OR last_seen_at <= CAST($8 AS BIGINT) - ${LAST_SEEN_STEP_MS}) ` +
+      'RETURNING 1 AS ok',
+  },
+] as const;
