@@ -4,7 +4,6 @@
  * every replica sees one count), and a count past the limit is refused with Retry-After.
  */
 import { isIPv6 } from 'node:net';
-import type { BrokerMetrics } from '../metrics.js';
 import { Refusal } from '../refusal.js';
 import type { RateWindow } from '../store/types.js';
 
@@ -26,7 +25,7 @@ export function windowOf(l: RateLimit, now: number): RateWindow {
 }
 
 /** 429 with Retry-After (to the window's end) once the window holds more than the limit; `count` is after this hit. */
-export function judge(metrics: Pick<BrokerMetrics, 'rateLimited'>, l: RateLimit, count: number, now: number): void {
+export function judge(metrics: { rateLimited(kind: LimitKind): void }, l: RateLimit, count: number, now: number): void {
   if (count <= l.max) return;
   metrics.rateLimited(l.kind);
   const end = windowOf(l, now).start + l.windowMs;

@@ -1,0 +1,143 @@
+import { describe, expect, it } from 'vitest';
+import { checkChain, fusedStatement } from '../../../src/broker/store/chain.js';
+import { enrollTx, revokeTx, rotateTx } from '../../../src/broker/store/rules/enrollment.js';
+import { SPEND_VERIFIED } from '../../../src/broker/store/rules/requests.js';
+import { type Body, type Op, UniqueViolation } from '../../../src/broker/store/sql.js';
+import { INSERT_KEY, SPEND_CODE_USE } from '../../../src/broker/store/statements.js';
+import type { EnrollCommit } from '../../../src/broker/store/types.js';
+
+// The store's rules are plain generators (sql.ts): here they run against scripted answers, with no
+// database, so each decision can be read off its table; test/integration/broker/store.test.ts runs the
+// same rules on SQLite and PostgreSQL.
+
+/** What a rule yields, one line each, and its outcome, answering each op with `answer` (which may throw). */
+function runScripted<T>(body: Body<T>, answer: (op: Op) => unknown): { ops: string[]; outcome: T } {
+  const ops: string[] = [];
+  let next = body.next();
+  while (!next.done) {
+    const op = next.value;
+    ops.push(
+      op.kind === 'lock'
+        ? `lock ${op.name}`
+        : op.kind === 'get' || op.kind === 'run' || op.kind === 'all'
+          ? `${op.kind} ${op.sql.split(' ').slice(0, 3).join(' ')}`
+          : op.kind,
+    );
+    let value: unknown;
+    let failure: { error: unknown } | undefined;
+    try {
+      value = answer(op);
+    } catch (error) {
+      failure = { error };
+    }
+    next = failure === undefined ? body.next(value) : body.throw(failure.error);
+  }
+  return { ops, outcome: next.value };
+}
+
+const commit: EnrollCommit = {
+  admission: { by: 'code', hmac: 'h' },
+  key: { keyId: 'k1', publicKey: 'pk' },
+  botId: 'bot-1',
+  deviceId: 'SN-1',
+  vendorId: 'V1',
+  replace: false,
+  now: 5,
+};
+const sqlOf = (op: Op): string | undefined => ('sql' in op ? op.sql : undefined);
+
+describe('enrollTx: the binding transaction', () => {
+  it('takes the device lock first, then the code, and binds with nothing in the way', () => {
+    const { ops, outcome } = runScripted(enrollTx(commit), (op) =>
+      sqlOf(op) === SPEND_CODE_USE ? { hmac: 'h' } : op.kind === 'run' ? 1 : undefined,
+    );
+    expect(outcome).toBe('ok');
+    expect(ops[0]).toBe('lock device:V1\nSN-1');
+    expect(ops.at(-1)).toBe('run INSERT INTO keys');
+  });
+
+  it.each<[string, (op: Op) => unknown, string]>([
+    ['the code was spent meanwhile', () => undefined, 'spent'],
+    ['another replica bound the keyId first', (op) => answerOr(op, new UniqueViolation('keys_pkey')), 'key-exists'],
+    ['another replica bound the botId first', (op) => answerOr(op, new UniqueViolation('keys_active_bot')), 'device-exists'],
+  ])('%s → %s', (_, answer, expected) => {
+    expect(runScripted(enrollTx(commit), answer).outcome).toBe(expected);
+  });
+
+  it('an error other than a unique index is not an outcome: it propagates', () => {
+    expect(() => runScripted(enrollTx(commit), (op) => answerOr(op, new Error('disk I/O error')))).toThrow('disk I/O error');
+  });
+
+  it('a replace revokes the old key, drops its tokens and the device’s pre-authorisation before it binds', () => {
+    const { ops } = runScripted(enrollTx({ ...commit, replace: true }), (op) =>
+      sqlOf(op) === SPEND_CODE_USE ? { hmac: 'h' } : op.kind === 'run' ? 1 : undefined,
+    );
+    expect(ops.filter((o) => o.startsWith('run'))).toEqual([
+      'run UPDATE keys SET',
+      'run DELETE FROM tokens',
+      'run DELETE FROM preauth',
+      'run INSERT INTO keys',
+    ]);
+  });
+});
+
+/** The code use answered, INSERT_KEY failing with `error`, anything else finding nothing. */
+function answerOr(op: Op, error: Error): unknown {
+  if (sqlOf(op) === SPEND_CODE_USE) return { hmac: 'h' };
+  if (sqlOf(op) === INSERT_KEY) throw error;
+  return undefined;
+}
+
+describe('rotateTx and revokeTx', () => {
+  it.each<[string, (op: Op) => unknown, string]>([
+    ['the old key was no longer active', () => undefined, 'revoked'],
+    [
+      'the new key is known already',
+      (op) => (op.kind === 'get' ? { botId: 'b', deviceId: 'd', vendorId: 'v', known: 1 } : 1),
+      'key-exists',
+    ],
+    [
+      'a concurrent insert of the same new key',
+      (op) => {
+        if (op.kind === 'run') throw new UniqueViolation('keys_pkey');
+        return sqlOf(op)?.startsWith('UPDATE') ? { botId: 'b', deviceId: 'd', vendorId: 'v' } : undefined;
+      },
+      'key-exists',
+    ],
+    [
+      'the device handed over',
+      (op) => (sqlOf(op)?.startsWith('UPDATE') ? { botId: 'b', deviceId: 'd', vendorId: 'v' } : op.kind === 'run' ? 1 : undefined),
+      'ok',
+    ],
+  ])('rotate: %s → %s', (_, answer, expected) => {
+    expect(runScripted(rotateTx('k-old', { keyId: 'k-new', publicKey: 'pk' }, 5), answer).outcome).toBe(expected);
+  });
+
+  it('revoke says how many keys it revoked', () => {
+    expect(runScripted(revokeTx('bot-1', 5), (op) => (sqlOf(op)?.startsWith('UPDATE') ? 2 : 0)).outcome).toBe(2);
+  });
+});
+
+describe('gated chains', () => {
+  it('PostgreSQL runs one as a single statement: each step a CTE, each marker a scalar read of the step it names', () => {
+    const sql = fusedStatement(SPEND_VERIFIED);
+    expect(sql).toMatch(/^WITH k AS \(/);
+    expect(sql).toContain('n AS (INSERT INTO nonces');
+    expect(sql).toContain('WHERE (SELECT ok FROM k) = 1');
+    expect(sql).toContain('(SELECT count FROM h) <= CAST($7 AS BIGINT)');
+    expect(sql).toMatch(
+      /\(SELECT ok FROM n\) AS "n\.ok", \(SELECT count FROM h\) AS "h\.count"\) AS out LEFT JOIN \(SELECT .* FROM keys LEFT JOIN tokens/s,
+    );
+    expect(sql).not.toMatch(/\{[a-z_]+\.[a-z_]+\}/);
+  });
+
+  it('a step may read only the steps before it, and an output must name a step', () => {
+    const step = (name: string, sql: string) => ({ name, sql });
+    expect(() =>
+      checkChain({ name: 'c', read: undefined, steps: [step('a', 'SELECT {b.x}'), step('b', 'SELECT 1 AS x')], outputs: [] }),
+    ).toThrow('chain c: a reads b before it runs');
+    expect(() => checkChain({ name: 'c', read: undefined, steps: [step('a', 'SELECT 1 AS x')], outputs: ['z.x'] })).toThrow(
+      'chain c: no step for output z.x',
+    );
+  });
+});
