@@ -29,6 +29,7 @@ export interface Verified<F> {
 export type Admission<A> = { admitted: A; limit?: RateLimit | undefined } | { refused: Refusal; limit: RateLimit };
 
 declare const authenticated: unique symbol;
+declare const staged: unique symbol;
 
 /** A request every stage passed, with what its signer's nonce stage found (S): only the stages below make one. */
 export type Authenticated<F, A, S = unknown> = Verified<F> & S & { readonly admitted: A; readonly [authenticated]: true };
@@ -54,10 +55,11 @@ interface RouteStages<F, A, S> {
   serve(ctx: BrokerContext, req: Authenticated<F, A, S>): Promise<RouteAnswer>;
 }
 
-/** A route as the front serves it: the stages, then the route's own work. */
+/** A route as the front serves it: the stages, then the route's own work. Only keyRoute and carriedKeyRoute make one. */
 export interface SignedRoute {
   readonly name: RouteName;
   handle(ctx: BrokerContext, req: SignedRequest): Promise<RouteAnswer>;
+  readonly [staged]: true;
 }
 
 /** A route signed by an enrolled key, which the header's keyId names (token, rotate). */
@@ -81,9 +83,9 @@ function stages<F, A, S>(
   route: RouteStages<F, A, S>,
   keyStage: (ctx: BrokerContext, bytes: SignedBytes, fields: F) => Promise<Signer<S>>,
 ): SignedRoute {
-  return {
+  const served = {
     name: route.name,
-    async handle(ctx, http) {
+    async handle(ctx: BrokerContext, http: SignedRequest): Promise<RouteAnswer> {
       // form
       const { auth, body } = readForm(http.authorization, http.raw);
       const fields = route.form(body, auth);
@@ -106,6 +108,7 @@ function stages<F, A, S>(
       return route.serve(ctx, { ...verified, ...found, admitted: admission.admitted } as Authenticated<F, A, S>);
     },
   };
+  return served as SignedRoute;
 }
 
 function checkWindow(auth: DeviceAuthorization, now: number): void {
