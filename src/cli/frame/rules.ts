@@ -14,18 +14,16 @@ export type Ref<F extends FlagSpecs, Names extends string> = `--${keyof F & stri
 export type Group<F extends FlagSpecs, Names extends string> = readonly Ref<F, Names>[];
 export type Need<F extends FlagSpecs, Names extends string> = readonly [Ref<F, Names>, Ref<F, Names>];
 
-export interface Rules<F extends FlagSpecs, Names extends string> {
-  /** Groups of which at most one may be given: `[['--adopt', '--replace']]`. */
-  readonly exclusive?: readonly Group<F, Names>[];
-  /** Groups of which exactly one must be given: `[['TEXT', '--audio']]`. */
-  readonly oneOf?: readonly Group<F, Names>[];
-  /** Pairs whose first, when given, needs the second: `[['--save-reply', '--audio']]`. */
-  readonly needs?: readonly Need<F, Names>[];
+/** The rules as a command declares them (command.ts): `exclusive` and `oneOf` groups, `needs` pairs. */
+interface Rules {
+  readonly exclusive?: readonly (readonly string[])[];
+  readonly oneOf?: readonly (readonly string[])[];
+  readonly needs?: readonly (readonly [string, string])[];
 }
 
 /** Given the command line's values, the first rule it breaks is a usage error. */
 export function checkRules(
-  rules: Rules<FlagSpecs, string>,
+  rules: Rules,
   flags: Readonly<Record<string, unknown>>,
   args: Readonly<Record<string, string | readonly string[] | undefined>>,
 ): void {
