@@ -1,5 +1,6 @@
 import { type Command, runCommand } from './frame/command.js';
 import { Exit } from './frame/exit.js';
+import { type CommandIo, processIo } from './frame/io.js';
 import { VERSION } from '../version.js';
 import { printable } from './printable.js';
 
@@ -37,20 +38,21 @@ commands:
 
 botlink <command> --help for its options; botlink --version`;
 
-export async function main(argv: string[]): Promise<number> {
+/** `botlink …argv` with `io`, the process's unless a caller (a test) gives its own; resolves with the exit code. */
+export async function main(argv: readonly string[], io: CommandIo = processIo()): Promise<number> {
   const [name, ...rest] = argv;
   if (name === '--version' || name === '-v') {
-    process.stdout.write(`${VERSION}\n`);
+    io.stdout.write(`${VERSION}\n`);
     return Exit.OK;
   }
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
-    process.stdout.write(`${USAGE}\n`);
+    io.stdout.write(`${USAGE}\n`);
     return name === undefined ? Exit.USAGE : Exit.OK;
   }
   const load = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
   if (!load) {
-    process.stderr.write(`botlink: unknown command '${printable(name)}'\n${USAGE}\n`);
+    io.stderr.write(`botlink: unknown command '${printable(name)}'\n${USAGE}\n`);
     return Exit.USAGE;
   }
-  return runCommand(name, await load(), rest);
+  return runCommand(name, await load(), rest, io);
 }

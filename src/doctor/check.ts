@@ -23,7 +23,8 @@ export interface CheckResult extends Outcome {
 /** What the checks learn and hand on to later ones. */
 export interface DoctorContext {
   readonly configFile: string | undefined;
-  readonly env: NodeJS.ProcessEnv;
+  /** The environment the config is read with: the one the command was given. */
+  readonly env: Readonly<Record<string, string | undefined>>;
   readonly clock: Clock;
   readonly timeoutMs: number;
   config?: AgentConfig;

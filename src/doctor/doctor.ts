@@ -9,7 +9,7 @@ export type { CheckResult } from './check.js';
 
 export interface DoctorOptions {
   configFile?: string;
-  env: NodeJS.ProcessEnv;
+  env: Readonly<Record<string, string | undefined>>;
   clock?: Clock;
   /** Per check, so doctor finishes fast with the network down. */
   timeoutMs?: number;

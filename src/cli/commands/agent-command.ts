@@ -5,11 +5,12 @@ import { createLogger, type BotlinkLogger } from '../../log.js';
 import { BotlinkError, describeError } from '../../protocol/errors.js';
 import type { Identity } from '../../protocol/wire.js';
 import { Failure } from '../frame/exit.js';
+import type { Output } from '../frame/io.js';
 import { explainFailure } from '../format.js';
 import { printable } from '../printable.js';
 
-/** The configured log file at the configured level; never stdout, which carries the command's output. */
-export function openCommandLog(config: AgentConfig, command: string): BotlinkLogger {
+/** The configured log file at the configured level; never stdout, which carries the command's output. One it cannot open is said on `stderr`. */
+export function openCommandLog(config: AgentConfig, command: string, stderr: Output): BotlinkLogger {
   const silent = { logger: pino({ level: 'silent' }), reopen() {}, flush: () => Promise.resolve(), close() {} };
   // '-' means stdout for the daemon (journald); a command's stdout is its answer, so it logs nowhere.
   if (config.logFile === '-') return silent;
@@ -17,7 +18,7 @@ export function openCommandLog(config: AgentConfig, command: string): BotlinkLog
     const logging = createLogger({ file: config.logFile, level: config.logLevel, name: 'botlink' });
     return { ...logging, logger: logging.logger.child({ command }) };
   } catch (err) {
-    process.stderr.write(`botlink ${command}: not logging: ${printable(describeError(err))}\n`);
+    stderr.write(`botlink ${command}: not logging: ${printable(describeError(err))}\n`);
     return silent;
   }
 }

@@ -22,7 +22,8 @@ import { systemClock } from '../../clock.js';
 import { createLogger } from '../../log.js';
 import { messageOf } from '../../protocol/errors.js';
 import { defineCommand } from '../frame/command.js';
-import { Failure, UsageError } from '../frame/exit.js';
+import { Failure } from '../frame/exit.js';
+import type { Env } from '../frame/io.js';
 import { stoppingOn, untilSignal } from '../frame/signals.js';
 import { formatTime } from '../format.js';
 import { printable, printableJson } from '../printable.js';
@@ -43,8 +44,8 @@ behalf. The config is --config, else $BOTLINK_BROKER_CONFIG, else /etc/botlink-b
   preauth   lines deviceId,publicKey: those keys enroll without a code`;
 
 /** The broker's config: --config, else $BOTLINK_BROKER_CONFIG, else the default file; a bad one throws what to fix (78). */
-function brokerConfig(file: string | undefined): BrokerConfig {
-  return loadBrokerConfig(configFileFor(file, process.env), process.env);
+function brokerConfig(file: string | undefined, env: Env): BrokerConfig {
+  return loadBrokerConfig(configFileFor(file, env), env);
 }
 
 async function withStore<T>(config: BrokerConfig, fn: (store: BrokerStore) => Promise<T>): Promise<T> {
@@ -63,7 +64,7 @@ ${DEFAULT_CODE_TTL_S / 3600} h. --adopt (a signing device keeps its botId) and -
 --device-id and are single-use.`,
   flags: {
     config: { type: 'string' },
-    'vendor-id': { type: 'string' },
+    'vendor-id': { type: 'string', required: true },
     'device-id': { type: 'string' },
     uses: { type: 'integer', min: 1, max: 1_000_000 },
     ttl: { type: 'integer', min: 60, max: 366 * 24 * 3600 },
@@ -71,12 +72,11 @@ ${DEFAULT_CODE_TTL_S / 3600} h. --adopt (a signing device keeps its botId) and -
     replace: { type: 'boolean' },
     json: { type: 'boolean' },
   },
-  async run({ flags }) {
+  exclusive: [['--adopt', '--replace']],
+  async run({ flags, stdout, stderr, env }) {
     const vendorId = flags['vendor-id'];
-    if (vendorId === undefined || vendorId === '') throw new UsageError('broker code needs --vendor-id V');
-    if (flags.adopt && flags.replace) throw new UsageError('--adopt and --replace exclude each other');
     const kind: CodeKind = flags.adopt ? 'adopt' : flags.replace ? 'replace' : 'plain';
-    const config = brokerConfig(flags.config);
+    const config = brokerConfig(flags.config, env);
     const keys = brokerKeys(readTokenKey(config.tokenKeyFile));
     const request = {
       vendorId,
@@ -86,12 +86,10 @@ ${DEFAULT_CODE_TTL_S / 3600} h. --adopt (a signing device keeps its botId) and -
       kind,
     };
     const issued = await withStore(config, (store) => createCode(store, keys, request, systemClock.wallNow()));
-    if (flags.json) process.stdout.write(`${printableJson(issued)}\n`);
+    if (flags.json) stdout.write(`${printableJson(issued)}\n`);
     else {
-      process.stderr.write(
-        `${printable(`${kind} code for vendor ${vendorId}`)}: ${issued.uses} use(s), expires ${formatTime(issued.expiresAt)}\n`,
-      );
-      process.stdout.write(`${issued.code}\n`);
+      stderr.write(`${printable(`${kind} code for vendor ${vendorId}`)}: ${issued.uses} use(s), expires ${formatTime(issued.expiresAt)}\n`);
+      stdout.write(`${issued.code}\n`);
     }
   },
 });
@@ -100,17 +98,17 @@ const devices = defineCommand({
   usage: 'usage: botlink broker devices [--config FILE] [--json]',
   help: 'botId, deviceId, keyId, state and last seen of every device (--json: one array).',
   flags: { config: { type: 'string' }, json: { type: 'boolean' } },
-  async run({ flags }) {
-    const list = await withStore(brokerConfig(flags.config), listDevices);
+  async run({ flags, stdout, env }) {
+    const list = await withStore(brokerConfig(flags.config, env), listDevices);
     if (flags.json) {
-      process.stdout.write(`${printableJson(list)}\n`);
+      stdout.write(`${printableJson(list)}\n`);
       return;
     }
-    process.stdout.write('botId\tdeviceId\tkeyId\tstate\tlastSeen\n');
+    stdout.write('botId\tdeviceId\tkeyId\tstate\tlastSeen\n');
     // A deviceId is what a device sent over the network: every field printable, a tab in one escaped.
     for (const d of list) {
       const fields = [String(d.botId), d.deviceId, d.keyId, d.state, d.lastSeenAt === null ? '-' : formatTime(d.lastSeenAt)];
-      process.stdout.write(`${fields.map((f) => printable(f)).join('\t')}\n`);
+      stdout.write(`${fields.map((f) => printable(f)).join('\t')}\n`);
     }
   },
 });
@@ -120,9 +118,9 @@ const revokeBot = defineCommand({
   help: "The botId's key answers 403 revoked from the next request on.",
   flags: { config: { type: 'string' } },
   positionals: [{ name: 'botId', required: true }],
-  async run({ flags, args }) {
+  async run({ flags, args, stdout, env }) {
     const { botId } = args;
-    const config = brokerConfig(flags.config);
+    const config = brokerConfig(flags.config, env);
     // The revocation is audited in the broker's own log, beside its enrollments and tokens.
     const logging = createLogger({ file: config.logFile, level: config.logLevel, name: 'botlink-broker' });
     let n: number;
@@ -132,19 +130,18 @@ const revokeBot = defineCommand({
       await logging.flush();
       logging.close();
     }
-    process.stdout.write(`${printable(`revoked ${n} key(s) of ${botId}`)}; a token it already holds lives until it expires (2–8 h)\n`);
+    stdout.write(`${printable(`revoked ${n} key(s) of ${botId}`)}; a token it already holds lives until it expires (2–8 h)\n`);
   },
 });
 
 const preauth = defineCommand({
   usage: 'usage: botlink broker preauth [--config FILE] --vendor-id V FILE',
   help: 'FILE holds lines deviceId,publicKey: those keys enroll without a code.',
-  flags: { config: { type: 'string' }, 'vendor-id': { type: 'string' } },
+  flags: { config: { type: 'string' }, 'vendor-id': { type: 'string', required: true } },
   positionals: [{ name: 'file', required: true }],
-  async run({ flags, args }) {
+  async run({ flags, args, stdout, env }) {
     const vendorId = flags['vendor-id'];
-    if (vendorId === undefined || vendorId === '') throw new UsageError('broker preauth needs --vendor-id V');
-    const config = brokerConfig(flags.config);
+    const config = brokerConfig(flags.config, env);
     let text: string;
     try {
       text = readFileSync(args.file, 'utf8');
@@ -152,7 +149,7 @@ const preauth = defineCommand({
       throw new OperatorInputError(`cannot read ${args.file} (${messageOf(err)})`);
     }
     const added = await withStore(config, (store) => preauthorize(store, parsePreauth(text, vendorId, systemClock.wallNow())));
-    process.stdout.write(`${printable(`pre-authorised ${added} device(s) for vendor ${vendorId}`)}\n`);
+    stdout.write(`${printable(`pre-authorised ${added} device(s) for vendor ${vendorId}`)}\n`);
   },
 });
 
@@ -161,8 +158,8 @@ export const broker = defineCommand({
   usage: USAGE,
   flags: { config: { type: 'string' } },
   subcommands: { code: async () => code, devices: async () => devices, revoke: async () => revokeBot, preauth: async () => preauth },
-  async run({ flags }) {
-    const config = brokerConfig(flags.config);
+  async run({ flags, stdout, stderr, env }) {
+    const config = brokerConfig(flags.config, env);
     const { logger, flush, close } = createLogger({ file: config.logFile, level: config.logLevel, name: 'botlink-broker' });
     const stop = untilSignal();
     let running: Awaited<ReturnType<typeof startBroker>>;
@@ -175,9 +172,9 @@ export const broker = defineCommand({
       }
       throw err;
     }
-    process.stdout.write(`listening on ${running.url}\n`);
+    stdout.write(`listening on ${running.url}\n`);
     logger.info({ url: running.url, store: running.store.kind }, 'broker listening');
-    process.stderr.write(`botlink broker: ${stoppingOn(await stop.received)}\n`);
+    stderr.write(`botlink broker: ${stoppingOn(await stop.received)}\n`);
     await running.close();
     await flush();
     close();

@@ -9,7 +9,8 @@ import { RoundEnded, type RoundResult, RoundLost } from '../app/relay-errors.js'
 import { voiceTurn } from '../app/voice-turn.js';
 import { readWav, voiceInputProblem, wavFile } from '../app/wav.js';
 import { defineCommand } from '../frame/command.js';
-import { Failure, UsageError } from '../frame/exit.js';
+import { Failure } from '../frame/exit.js';
+import type { Output } from '../frame/io.js';
 import { formatDuration } from '../format.js';
 import { printable, printableJson } from '../printable.js';
 import { localSocketFor } from './agent-config.js';
@@ -51,21 +52,20 @@ export const chat = defineCommand({
     'save-reply': { type: 'string' },
   },
   positionals: [{ name: 'text', variadic: true }],
-  async run({ flags, args }) {
+  oneOf: [['TEXT', '--audio']],
+  exclusive: [['--config', '--socket']],
+  needs: [['--save-reply', '--audio']],
+  async run({ flags, args, stdout, stderr, env }) {
     const text = args.text.join(' ').trim();
     const audioFile = flags.audio;
-    if (audioFile === undefined && text === '') throw new UsageError('say something: TEXT is missing');
-    if (audioFile !== undefined && text !== '') throw new UsageError('TEXT and --audio exclude each other');
-    if (audioFile === undefined && flags['save-reply'] !== undefined) throw new UsageError('--save-reply needs --audio');
-    if (flags.socket !== undefined && flags.config !== undefined) throw new UsageError('--config and --socket exclude each other');
     const audio = audioFile === undefined ? undefined : loadVoice(audioFile);
     const timeoutS = flags.timeout ?? DEFAULT_TIMEOUT_S + (audio?.seconds ?? 0);
-    const socketPath = localSocketFor(flags);
+    const socketPath = localSocketFor(flags, env);
     const json = flags.json === true;
     const saveTo = flags['save-reply'];
 
     let client: RelayClient | undefined;
-    const out = new ReplyPrinter(json, audio !== undefined);
+    const out = new ReplyPrinter(stdout, json, audio !== undefined);
     const tts: Buffer[] = [];
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<never>((_, fail) => {
@@ -73,7 +73,7 @@ export const chat = defineCommand({
     });
     const converse = async (): Promise<RoundResult & { outputRate?: number }> => {
       client = await RelayClient.connect(socketPath);
-      await untilConnected(client);
+      await untilConnected(client, stderr);
       const on = { onPiece: out.piece, onHeard: out.heard, onAudio: (b: Buffer) => void tts.push(b) };
       if (!audio) return client.round(text, on.onPiece);
       out.stage = 'the cloud to accept the voice config (SERVER_VOICE_CHAT_UPDATED)';
@@ -92,9 +92,9 @@ export const chat = defineCommand({
     try {
       const result = await Promise.race([conversing, timedOut]);
       saved = saveTo === undefined ? undefined : saveReply(saveTo, tts, result.outputRate ?? 16000);
-      process.stdout.write(json ? `${printableJson({ ...out.summary(result), ...(saved && { saved }) })}\n` : '\n');
+      stdout.write(json ? `${printableJson({ ...out.summary(result), ...(saved && { saved }) })}\n` : '\n');
     } catch (err) {
-      process.stdout.write(out.cut());
+      stdout.write(out.cut());
       throw inChatWords(err, client?.closed !== undefined, audioFile);
     } finally {
       clearTimeout(timer);
@@ -102,8 +102,7 @@ export const chat = defineCommand({
     }
     if (saved === null)
       throw new Failure(`the reply came with no TTS audio: nothing to save to ${saveTo}`, { fix: CHECK_FIX, kind: 'failed' });
-    if (saved)
-      process.stderr.write(`botlink chat: saved the reply's audio to ${saved.file} (${saved.seconds} s at ${saved.sampleRate} Hz)\n`);
+    if (saved) stderr.write(`botlink chat: saved the reply's audio to ${saved.file} (${saved.seconds} s at ${saved.sampleRate} Hz)\n`);
   },
 });
 
@@ -122,8 +121,8 @@ function inChatWords(err: unknown, relayClosed: boolean, audioFile: string | und
 const CHECK_FIX = 'botlink status tells how the cloud link stands; then run botlink chat again';
 
 /** Waits for the link, telling the link's states on stderr as they change. */
-async function untilConnected(client: RelayClient): Promise<void> {
-  const say = (s: LinkStateData): void => void process.stderr.write(`botlink chat: link ${printable(describeState(s))}\n`);
+async function untilConnected(client: RelayClient, stderr: Output): Promise<void> {
+  const say = (s: LinkStateData): void => void stderr.write(`botlink chat: link ${printable(describeState(s))}\n`);
   if (client.state) say(client.state);
   client.on('state', say);
   await client.untilConnected();
@@ -139,19 +138,20 @@ class ReplyPrinter {
   #started = false;
 
   constructor(
+    readonly stdout: Output,
     readonly json: boolean,
     readonly voice: boolean,
   ) {}
 
   heard = (text: string): void => {
-    if (!this.json) process.stdout.write(`heard: ${printable(text)}\n`);
+    if (!this.json) this.stdout.write(`heard: ${printable(text)}\n`);
   };
 
   piece = (text: string): void => {
     if (this.json) return;
-    if (!this.#started && this.voice) process.stdout.write('reply: ');
+    if (!this.#started && this.voice) this.stdout.write('reply: ');
     this.#started = true;
-    process.stdout.write(printable(text, { lines: true }));
+    this.stdout.write(printable(text, { lines: true }));
   };
 
   /** What ends a failed turn's output: the reply line's end, if one began. */

@@ -2,7 +2,7 @@ import type { LinkStateData } from '../../protocol/conversation.js';
 import { RelayClient } from '../app/relay-client.js';
 import { RoundEnded, RoundLost } from '../app/relay-errors.js';
 import { defineCommand } from '../frame/command.js';
-import { Exit, UsageError } from '../frame/exit.js';
+import { Exit } from '../frame/exit.js';
 import { formatDuration } from '../format.js';
 import { printable } from '../printable.js';
 
@@ -16,12 +16,11 @@ const USAGE = 'usage: botlink demo-app --socket PATH [--every S]   (the app `bot
 export const demoApp = defineCommand({
   usage: USAGE,
   label: 'demo app',
-  flags: { socket: { type: 'string' }, every: { type: 'seconds' } },
-  async run({ flags }) {
-    if (flags.socket === undefined) throw new UsageError('--socket is required');
+  flags: { socket: { type: 'string', required: true }, every: { type: 'seconds' } },
+  async run({ flags, stdout }) {
     const everyS = flags.every ?? 3;
     const client = await RelayClient.connect(flags.socket);
-    const say = (line: string): void => void process.stdout.write(`app: ${printable(line)}\n`);
+    const say = (line: string): void => void stdout.write(`app: ${printable(line)}\n`);
     say(`attached to ${flags.socket}`);
     const sayState = (s: LinkStateData): void =>
       say(

@@ -76,6 +76,8 @@ export async function brokerDevice(
         type: undefined,
         name: undefined,
         configFlag: configFile,
+        // As the demo's daemon reads its config: the shell's BOTLINK_* variables are not the demo's.
+        env: {},
       },
       (line) => log.info(`demo: provision --broker: ${line}`),
     );

@@ -55,15 +55,15 @@ export const doctor = defineCommand({
   flags: { config: { type: 'string' } },
   // A check that overran may still wait on a DNS request or a socket: the verdict is out, do not wait for it.
   exitAtOnce: true,
-  async run({ flags }) {
+  async run({ flags, stdout, env }) {
     const report = await runDoctor({
       ...(flags.config !== undefined && { configFile: flags.config }),
-      env: process.env,
+      env,
       // A check's detail may quote the cloud, the broker or the config: printable.
-      onResult: (r) => process.stdout.write(`${printable(formatResult(r))}\n`),
+      onResult: (r) => stdout.write(`${printable(formatResult(r))}\n`),
     });
     const { line, code } = doctorSummary(report.results, report.configUsable);
-    process.stdout.write(`${line}\n`);
+    stdout.write(`${line}\n`);
     return code;
   },
 });

@@ -42,7 +42,7 @@ export function parseSince(text: string, now: number): number | undefined {
   return Number.isNaN(at) ? undefined : at;
 }
 
-export function isLevel(text: string): text is Level {
+function isLevel(text: string): text is Level {
   return (LEVELS as readonly string[]).includes(text);
 }
 

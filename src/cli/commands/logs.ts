@@ -1,12 +1,13 @@
 import { readdirSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
+import { Writable } from 'node:stream';
 import { DEFAULT_CONFIG_FILE, loadConfigValues } from '../../agent/config/config.js';
 import { defineCommand } from '../frame/command.js';
 import { Exit, Failure, UsageError } from '../frame/exit.js';
 import { messageOf } from '../../protocol/errors.js';
 import { printable } from '../printable.js';
 import { MAX_INFLATED, openToRead, readGzip, readPlain, Skipped, Tail } from './log-files.js';
-import { generations, isLevel, LEVELS, type LogFilter, parseSince, viewLine } from './log-view.js';
+import { generations, LEVELS, type LogFilter, parseSince, viewLine } from './log-view.js';
 
 const USAGE = `usage: botlink logs [--config FILE] [-f] [--level L] [--since T] [--json]
 
@@ -33,26 +34,26 @@ export const logs = defineCommand({
   flags: {
     config: { type: 'string' },
     follow: { type: 'boolean', short: 'f' },
-    level: { type: 'string' },
+    level: { type: 'string', choices: LEVELS },
     since: { type: 'string' },
     json: { type: 'boolean' },
   },
-  async run({ flags }) {
-    const { level } = flags;
-    if (level !== undefined && !isLevel(level)) throw new UsageError(`--level must be one of ${LEVELS.join(', ')}`);
+  async run({ flags, stdout, stderr, env }) {
+    // A time or a span back from now: a value only logs reads, so its check is the command's.
     const since = flags.since === undefined ? undefined : parseSince(flags.since, Date.now());
     if (flags.since !== undefined && since === undefined) throw new UsageError(`--since: not a time or a span: '${flags.since}'`);
-    const { logFile } = loadConfigValues({ ...(flags.config !== undefined && { file: flags.config }), env: process.env });
+    const { logFile } = loadConfigValues({ ...(flags.config !== undefined && { file: flags.config }), env });
     if (logFile === '-')
       throw new Failure('logFile is "-": the daemon logs to stdout, so to the journal: journalctl -u botlink', { kind: 'config' });
-    const filter: LogFilter = { level: level ?? 'trace', since };
+    const filter: LogFilter = { level: flags.level ?? 'trace', since };
     const json = flags.json === true;
     const out = (raw: string): void => {
       const text = viewLine(raw, filter, json);
-      if (text !== undefined) process.stdout.write(text);
+      if (text !== undefined) stdout.write(text);
     };
-    // `botlink logs | head`: a reader that goes away is the end, not an error.
-    process.stdout.on('error', (err: NodeJS.ErrnoException) => process.exit(err.code === 'EPIPE' ? Exit.OK : Exit.FAILURE));
+    // `botlink logs | head`: a reader that goes away is the end, not an error (a stream can break; a capture cannot).
+    if (stdout instanceof Writable)
+      stdout.on('error', (err: NodeJS.ErrnoException) => process.exit(err.code === 'EPIPE' ? Exit.OK : Exit.FAILURE));
 
     let names: string[];
     try {
@@ -61,7 +62,7 @@ export const logs = defineCommand({
       const why = `cannot read ${dirname(logFile)} (${(err as NodeJS.ErrnoException).code}): run it as root (sudo), who may read the log`;
       throw new Failure(why, { kind: 'unavailable' });
     }
-    const say = (line: string): void => void process.stderr.write(`botlink logs: ${printable(line)}\n`);
+    const say = (line: string): void => void stderr.write(`botlink logs: ${printable(line)}\n`);
     const skipping = (name: string, why: string): void =>
       say(`skipping ${name}: ${why} (only the daemon's user writes its log folder: look into who put it there)`);
     const files = generations(logFile, names);

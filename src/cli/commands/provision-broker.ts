@@ -14,6 +14,7 @@ import { readConfigFile } from '../../agent/config/file.js';
 import { systemClock } from '../../clock.js';
 import type { DeviceType } from '../../protocol/wire.js';
 import { Failure } from '../frame/exit.js';
+import type { Env } from '../frame/io.js';
 
 /** Keys of signing mode: a broker-mode config must not hold them (DESIGN §3.2). */
 const ACCOUNT_KEYS = ['accessKeyId', 'secretKeyFile'] as const;
@@ -28,6 +29,8 @@ export interface BrokerProvisionRequest {
   type: DeviceType | undefined;
   name: string | undefined;
   configFlag: string | undefined;
+  /** The environment the config is read with: the command's, or none for the demo, which writes its own config. */
+  env: Env;
 }
 
 export interface BrokerProvisioned {
@@ -37,23 +40,24 @@ export interface BrokerProvisioned {
 }
 
 /** The config file provisioning rewrites: --config, else $BOTLINK_CONFIG, else the default. */
-function configPath(flag: string | undefined): { path: string; by: string | null } {
+function configPath(flag: string | undefined, env: Env): { path: string; by: string | null } {
   if (flag !== undefined) return { path: flag, by: '--config' };
-  const env = process.env.BOTLINK_CONFIG;
-  return env !== undefined ? { path: env, by: 'BOTLINK_CONFIG' } : { path: DEFAULT_CONFIG_FILE, by: null };
+  const named = env.BOTLINK_CONFIG;
+  return named !== undefined ? { path: named, by: 'BOTLINK_CONFIG' } : { path: DEFAULT_CONFIG_FILE, by: null };
 }
 
 export async function provisionWithBroker(req: BrokerProvisionRequest, say: (line: string) => void): Promise<BrokerProvisioned> {
-  const { path, by } = configPath(req.configFlag);
+  const { env } = req;
+  const { path, by } = configPath(req.configFlag, env);
   const raw = readConfigFile(path, by === null ? 'the default path' : by);
   if (raw === null) throw new ConfigError('config', `no config file at ${path}`, { fix: `create ${path} with at least {"baseUrl": "…"}` });
-  const signing = signingSecret(path);
+  const signing = signingSecret(path, env);
   const adoptBotId = signing !== undefined && typeof raw['botId'] === 'string' ? raw['botId'] : undefined;
 
   const candidate: Record<string, unknown> = { ...raw, brokerUrl: req.brokerUrl, botId: adoptBotId ?? 'pending-enrollment' };
   for (const key of ACCOUNT_KEYS) delete candidate[key];
   // The broker-mode config as it will be, checked (every key, the environment's too) before anything is made or sent.
-  const values = withFileBeside(path, candidate, (file) => loadConfigValues({ file, env: process.env }));
+  const values = withFileBeside(path, candidate, (file) => loadConfigValues({ file, env }));
   if (values.mode !== 'broker') throw new Failure('the config would not be in broker mode', { kind: 'config' });
 
   const { key, created } = ensureDeviceKey(values.deviceKeyFile);
@@ -73,8 +77,7 @@ export async function provisionWithBroker(req: BrokerProvisionRequest, say: (lin
 
   // Named in the config when only this run's defaults chose the place: a daemon under the unit has a
   // $CREDENTIALS_DIRECTORY, which would otherwise send it to look for the key there.
-  const keyNamed =
-    raw['deviceKeyFile'] !== undefined || process.env.BOTLINK_DEVICE_KEY_FILE !== undefined || Boolean(process.env.CREDENTIALS_DIRECTORY);
+  const keyNamed = raw['deviceKeyFile'] !== undefined || env.BOTLINK_DEVICE_KEY_FILE !== undefined || Boolean(env.CREDENTIALS_DIRECTORY);
   writeConfig(path, { ...candidate, botId: enrolled.botId, ...(keyNamed ? {} : { deviceKeyFile: values.deviceKeyFile }) });
   say(`stored: brokerUrl and botId in ${path}${signing === undefined ? '' : ` (accessKeyId and secretKeyFile removed)`}`);
   const notes: string[] = [];
@@ -89,9 +92,9 @@ export async function provisionWithBroker(req: BrokerProvisionRequest, say: (lin
 }
 
 /** The secret file of the config as it is, when it is a signing-mode one; undefined otherwise. */
-function signingSecret(path: string): string | undefined {
+function signingSecret(path: string, env: Env): string | undefined {
   try {
-    const values = loadConfigValues({ file: path, env: process.env });
+    const values = loadConfigValues({ file: path, env });
     return values.mode === 'sign' ? values.secretKeyFile : undefined;
   } catch {
     // A config that does not load yet (a template without a secret) is no signing device.

@@ -8,6 +8,7 @@ import { describeError, fixOf, messageOf } from '../../protocol/errors.js';
 import { DEVICE_TYPES, type DeviceType } from '../../protocol/wire.js';
 import { defineCommand } from '../frame/command.js';
 import { UsageError } from '../frame/exit.js';
+import type { Env } from '../frame/io.js';
 import { printable } from '../printable.js';
 import { agentConfig } from './agent-config.js';
 import { explained, openCommandLog, withDeadline } from './agent-command.js';
@@ -34,9 +35,6 @@ device. A signing device keeps its botId (the vendor gives it an --adopt code).
   --code CODE      the enrollment code from \`botlink broker code\`
   --config FILE    agent configuration (default: $BOTLINK_CONFIG, else ${DEFAULT_CONFIG_FILE})`;
 
-/** One line on stdout, printable: the cloud's and the broker's answers (a botId, a detail) are in it. */
-const say = (line: string): void => void process.stdout.write(`${printable(line)}\n`);
-
 /** Vendor token plus one registration; generous, but a field command must end. */
 const DEADLINE_MS = 60_000;
 
@@ -45,31 +43,37 @@ export const provision = defineCommand({
   usage: USAGE,
   flags: {
     'vendor-id': { type: 'string' },
-    'device-id': { type: 'string' },
+    'device-id': { type: 'string', required: true },
     'app-id': { type: 'string' },
-    type: { type: 'string' },
+    type: { type: 'string', choices: DEVICE_TYPES },
     name: { type: 'string' },
     force: { type: 'boolean' },
     config: { type: 'string' },
     broker: { type: 'string' },
     code: { type: 'string' },
   },
-  async run({ flags }) {
-    if (flags.type !== undefined && !(DEVICE_TYPES as readonly string[]).includes(flags.type))
-      throw new UsageError(`--type must be ${DEVICE_TYPES.join(' or ')}, got '${flags.type}'`);
-    if (flags.broker !== undefined || flags.code !== undefined) {
-      if (flags['vendor-id'] !== undefined || flags.force)
-        throw new UsageError('--broker takes neither --vendor-id (the code names the vendor) nor --force');
-      if (flags.broker === undefined || flags.code === undefined) throw new UsageError('--broker and --code go together');
+  // Signing mode names the vendor; in broker mode the code names it, and --force (register again) means nothing.
+  oneOf: [['--vendor-id', '--broker']],
+  exclusive: [['--broker', '--force']],
+  needs: [
+    ['--broker', '--code'],
+    ['--code', '--broker'],
+  ],
+  async run({ flags, stdout, stderr, env }) {
+    // One line on stdout, printable: the cloud's and the broker's answers (a botId, a detail) are in it.
+    const say = (line: string): void => void stdout.write(`${printable(line)}\n`);
+    const deviceId = checkedId('device-id', flags['device-id']);
+    if (flags.broker !== undefined) {
       const done = await provisionWithBroker(
         {
           brokerUrl: flags.broker,
           code: flags.code,
-          deviceId: requiredId('device-id', flags['device-id']),
+          deviceId,
           appId: flags['app-id'],
-          type: flags.type as DeviceType | undefined,
+          type: flags.type,
           name: flags.name,
           configFlag: flags.config,
+          env,
         },
         say,
       );
@@ -77,19 +81,17 @@ export const provision = defineCommand({
       say(`botId: ${done.botId}`);
       return;
     }
-    const vendorId = requiredId('vendor-id', flags['vendor-id']);
-    const deviceId = requiredId('device-id', flags['device-id']);
-    const type = flags.type ?? DEFAULT_TYPE;
-    const { config, injected } = configFor(flags.config, vendorId);
+    const vendorId = checkedId('vendor-id', flags['vendor-id']);
+    const { config, injected } = configFor(flags.config, vendorId, env);
 
-    const logging = openCommandLog(config, 'provision');
+    const logging = openCommandLog(config, 'provision', stderr);
     let rt: AgentRuntime | undefined;
     try {
       rt = openRuntime(config, { log: logging.logger, clock: systemClock, random: systemRandom });
       const req: ProvisionRequest = {
         vendorId,
         deviceId,
-        type: type as DeviceType,
+        type: flags.type ?? DEFAULT_TYPE,
         force: flags.force ?? false,
         ...(flags['app-id'] !== undefined && { appId: flags['app-id'] }),
         ...(flags.name !== undefined && { name: flags.name }),
@@ -121,8 +123,7 @@ const STEP_LABELS: Record<Parameters<NonNullable<ProvisionRequest['onStep']>>[0]
 };
 
 /** The same rule the config applies to ids, checked here so the message names the flag. */
-function requiredId(flag: string, value: string | undefined): string {
-  if (value === undefined) throw new UsageError(`--${flag} is required`);
+function checkedId(flag: string, value: string): string {
   if (value.length > 256 || !/^[^\s\p{Cc}]+$/u.test(value)) {
     throw new UsageError(`--${flag} must be 1 to 256 characters without spaces or control characters`);
   }
@@ -133,14 +134,13 @@ function requiredId(flag: string, value: string | undefined): string {
  * The agent config; one naming neither botId nor vendorId is normal before provisioning, so the
  * vendor from the flag stands in (reported as `injected`) instead of the config being refused.
  */
-function configFor(file: string | undefined, vendorId: string): { config: AgentConfig; injected: boolean } {
+function configFor(file: string | undefined, vendorId: string, env: Env): { config: AgentConfig; injected: boolean } {
   try {
-    return { config: agentConfig(file), injected: false };
+    return { config: agentConfig(file, env), injected: false };
   } catch (err) {
-    if (!(err instanceof ConfigError && err.key === 'botId' && process.env.BOTLINK_VENDOR_ID === undefined)) throw err;
+    if (!(err instanceof ConfigError && err.key === 'botId' && env.BOTLINK_VENDOR_ID === undefined)) throw err;
   }
-  process.env.BOTLINK_VENDOR_ID = vendorId;
-  return { config: agentConfig(file), injected: true };
+  return { config: agentConfig(file, { ...env, BOTLINK_VENDOR_ID: vendorId }), injected: true };
 }
 
 /** What the technician must still do for `botlink run` to use this botId. */

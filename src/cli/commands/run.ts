@@ -20,8 +20,8 @@ export const run = defineCommand({
   flags: { config: { type: 'string' } },
   // Whatever the daemon leaves running (a hung socket, a timer) must not keep a stopped daemon alive.
   exitAtOnce: true,
-  async run({ flags }) {
-    const config = agentConfig(flags.config);
+  async run({ flags, env }) {
+    const config = agentConfig(flags.config, env);
     let logging: ReturnType<typeof createLogger>;
     try {
       // A log file the daemon cannot open (root-owned after a rotation) is no reason to stay down: stderr is journald.
@@ -30,7 +30,7 @@ export const run = defineCommand({
       throw new Failure(messageOf(err), { fix: fixOf(err), kind: 'config', cause: err });
     }
     const { logger } = logging;
-    const daemon = new Daemon(config, { log: logger, env: process.env, clock: systemClock, random: systemRandom });
+    const daemon = new Daemon(config, { log: logger, env, clock: systemClock, random: systemRandom });
 
     // A log that cannot drain (disk full, hung SD card) must not keep a crashed daemon alive.
     const closeLog = async (): Promise<void> => {

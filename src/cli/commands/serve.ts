@@ -1,11 +1,5 @@
 import { BlockList, isIP } from 'node:net';
-import {
-  createReferenceService,
-  DISPLACEMENT_MARKERS,
-  type DisplacementMarker,
-  type ReferenceService,
-  SERVICE_DEFAULTS,
-} from '../../service/server.js';
+import { createReferenceService, DISPLACEMENT_MARKERS, type ReferenceService, SERVICE_DEFAULTS } from '../../service/server.js';
 import { DEFAULT_SEED, loadSeedFile } from '../../service/seed.js';
 import { defineCommand } from '../frame/command.js';
 import { Failure, UsageError } from '../frame/exit.js';
@@ -32,17 +26,6 @@ const USAGE = `usage: botlink serve [--host H] [--port P] [--db FILE] [--seed FI
 
 const LISTEN_ERRORS = new Set(['EADDRINUSE', 'EADDRNOTAVAIL', 'EACCES', 'ENOTFOUND', 'EAI_AGAIN']);
 
-function marker(raw: string | undefined): DisplacementMarker | undefined {
-  if (raw === undefined) return undefined;
-  const known = DISPLACEMENT_MARKERS.find((m) => m === raw);
-  if (!known) throw new UsageError(`--displacement-marker must be one of ${DISPLACEMENT_MARKERS.join(', ')}, got '${raw}'`);
-  return known;
-}
-
-function note(line: string): void {
-  process.stderr.write(`botlink serve: ${printable(line)}\n`);
-}
-
 /** 127.0.0.0/8 and ::1 (in any spelling, ::ffff:127.x.y.z too): addresses no other machine reaches. */
 const LOOPBACK = new BlockList();
 LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
@@ -64,18 +47,19 @@ export const serve = defineCommand({
     seed: { type: 'string' },
     'access-ttl': { type: 'integer', min: 1, max: 2 ** 31 },
     'refresh-ttl': { type: 'integer', min: 1, max: 2 ** 31 },
-    'displacement-marker': { type: 'string' },
+    'displacement-marker': { type: 'string', choices: DISPLACEMENT_MARKERS },
     'round-delay-ms': { type: 'integer', min: 0, max: 60_000 },
     'vad-silence-ms': { type: 'integer', min: 20, max: 60_000 },
   },
-  async run({ flags }) {
+  async run({ flags, stdout, stderr }) {
+    const note = (line: string): void => void stderr.write(`botlink serve: ${printable(line)}\n`);
     if (flags.host === '') throw new UsageError('--host must not be empty');
     // The built-in account's secret is in this very usage text: on the LAN anyone could sign with it.
     if (flags.host !== undefined && flags.seed === undefined && !isLoopback(flags.host))
       throw new UsageError(
         `--host ${flags.host} is not a loopback address: the built-in account (AK/SK) is served on loopback only; give --seed FILE with accounts of your own`,
       );
-    const displacementMarker = marker(flags['displacement-marker']);
+    const displacementMarker = flags['displacement-marker'];
     if (flags.seed === undefined) note('no --seed: serving accessKeyId AK (secretKey SK), vendor V1, bot bot-1');
     // A seed file that will not do is a SeedError: exit 65, its message naming the spot.
     const seed = flags.seed === undefined ? DEFAULT_SEED : loadSeedFile(flags.seed);
@@ -103,7 +87,7 @@ export const serve = defineCommand({
     );
     // The wait before the line: its reader may stop us at once, and a SIGTERM with no handler would kill us (code null).
     const stop = untilSignal();
-    process.stdout.write(`listening on ${service.url}\n`);
+    stdout.write(`listening on ${service.url}\n`);
     note(stoppingOn(await stop.received));
     await service.close();
   },

@@ -54,9 +54,9 @@ export interface StatusReport {
 export const status = defineCommand({
   usage: USAGE,
   flags: { config: { type: 'string' }, json: { type: 'boolean' } },
-  async run({ flags }) {
-    const report = await gather(agentConfig(flags.config));
-    process.stdout.write(flags.json === true ? `${printableJson(report)}\n` : summary(report, Date.now()));
+  async run({ flags, stdout, env }) {
+    const report = await gather(agentConfig(flags.config, env));
+    stdout.write(flags.json === true ? `${printableJson(report)}\n` : summary(report, Date.now()));
   },
 });
 

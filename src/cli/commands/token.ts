@@ -30,10 +30,10 @@ const MIN_LEFT_MS = 60_000;
 export const token = defineCommand({
   usage: USAGE,
   flags: { config: { type: 'string' }, json: { type: 'boolean' }, timeout: { type: 'seconds' } },
-  async run({ flags }) {
+  async run({ flags, stdout, stderr, env }) {
     const timeoutS = flags.timeout ?? DEFAULT_TIMEOUT_S;
-    const config = agentConfig(flags.config);
-    const logging = openCommandLog(config, 'token');
+    const config = agentConfig(flags.config, env);
+    const logging = openCommandLog(config, 'token', stderr);
     let rt: AgentRuntime | undefined;
     let identity: Identity | undefined;
     try {
@@ -53,7 +53,7 @@ export const token = defineCommand({
       );
       if (flags.json !== true) {
         // The token is the service's: a real one is printable as it is, a forged one shows escaped.
-        process.stdout.write(`${printable(access)}\n`);
+        stdout.write(`${printable(access)}\n`);
         return;
       }
       // The store holds the pair the manager just vouched for (or a newer one the daemon saved since).
@@ -64,7 +64,7 @@ export const token = defineCommand({
         });
       // Never the refresh token: it mints access tokens for days, and a script needs only this one.
       const { accessToken, accessExpiresAt, refreshExpiresAt } = stored;
-      process.stdout.write(`${printableJson({ accessToken, accessExpiresAt, refreshExpiresAt })}\n`);
+      stdout.write(`${printableJson({ accessToken, accessExpiresAt, refreshExpiresAt })}\n`);
     } catch (err) {
       if (err instanceof Failure) throw err;
       logging.logger.error(

@@ -3,7 +3,7 @@ import { OBSERVE_PATH } from '../../protocol/conversation.js';
 import { closedMessage, DAEMON_FIX, RelayClient } from '../app/relay-client.js';
 import { type OpenRounds, type WatchEvent, watchFrame, watchLine, watchLinkState } from '../app/watch-view.js';
 import { defineCommand } from '../frame/command.js';
-import { Failure, UsageError } from '../frame/exit.js';
+import { Failure } from '../frame/exit.js';
 import { untilSignal } from '../frame/signals.js';
 import { localSocketFor } from './agent-config.js';
 
@@ -26,15 +26,15 @@ slots taken or the daemon went away, 64 usage, 78 bad config or the local API tu
 export const watch = defineCommand({
   usage: USAGE,
   flags: { config: { type: 'string' }, socket: { type: 'string' }, json: { type: 'boolean' } },
-  async run({ flags }) {
-    if (flags.socket !== undefined && flags.config !== undefined) throw new UsageError('--config and --socket exclude each other');
-    const socketPath = localSocketFor(flags);
+  exclusive: [['--config', '--socket']],
+  async run({ flags, stdout, stderr, env }) {
+    const socketPath = localSocketFor(flags, env);
     const json = flags.json === true;
     const client = await RelayClient.connect(socketPath, OBSERVE_PATH);
     let open: OpenRounds = new Map();
     const tell = (step: { open: OpenRounds; events: WatchEvent[] }): void => {
       open = step.open;
-      for (const event of step.events) process.stdout.write(`${watchLine(event, Date.now(), json)}\n`);
+      for (const event of step.events) stdout.write(`${watchLine(event, Date.now(), json)}\n`);
     };
     // The wait before the first line: its reader may stop us at once, and a signal with none would kill us (code null).
     const stop = untilSignal();
@@ -49,6 +49,6 @@ export const watch = defineCommand({
     stop.cancel();
     if (closed.code !== 1000 && closed.code !== 1001)
       throw new Failure(closedMessage(closed.code), { fix: DAEMON_FIX, kind: 'unavailable' });
-    process.stderr.write(`botlink watch: ${closedMessage(closed.code)}\n`);
+    stderr.write(`botlink watch: ${closedMessage(closed.code)}\n`);
   },
 });

@@ -4,6 +4,8 @@ import { Exit, UsageError } from './exit.js';
 import { exitOf, failureText } from './failures.js';
 import { printable } from '../printable.js';
 import { type FlagSpecs, type FlagValues, parseOptions, readFlags } from './flags.js';
+import { type CommandIo, processIo } from './io.js';
+import { checkRules, type Group, type Need, type RuleValues } from './rules.js';
 
 /** A positional argument: one word (`BOTID`), or every word left (`TEXT…`, variadic, last). */
 export type Positional =
@@ -15,25 +17,42 @@ type ArgValue<K extends Positional> = K extends { variadic: true } ? string[] : 
 /** The positionals by name: a variadic one's words, a required one's word, an optional one's when given. */
 export type Args<P extends readonly Positional[]> = { readonly [K in P[number] as K['name']]: ArgValue<K> };
 
-export interface Context<F extends FlagSpecs, P extends readonly Positional[]> {
+/** The names of the positionals, which rules name in capitals. */
+type Names<P extends readonly Positional[]> = P[number]['name'];
+
+/** What run is handed: its flags and positionals as declared, and its io (stdout, stderr, env). */
+export interface Context<F extends FlagSpecs, P extends readonly Positional[], X = [], O = [], N = []> extends CommandIo {
   /** The command as typed after `botlink`, with its subcommand: `status`, `broker code`. */
   readonly name: string;
-  readonly flags: FlagValues<F>;
+  readonly flags: FlagValues<F> & RuleValues<F, X, O, N>;
   readonly args: Args<P>;
 }
 
 /**
- * A command as it declares itself to the frame: its usage, flags, positionals and run. The frame owns
- * the rest: --help, usage errors (64), and every failure's exit code and lines (failures.ts). run
- * throws to fail; it returns a code only when the code is its whole answer (doctor's verdict).
+ * A command as it declares itself to the frame: its usage, flags, positionals, the rules between them
+ * (rules.ts) and run. The frame owns the rest: --help, usage errors (64), the io run writes to, and
+ * every failure's exit code and lines (failures.ts). run throws to fail; it returns a code only when
+ * the code is its whole answer (doctor's verdict).
  */
-export interface Command<F extends FlagSpecs = FlagSpecs, P extends readonly Positional[] = readonly Positional[]> {
+export interface Command<
+  F extends FlagSpecs = FlagSpecs,
+  P extends readonly Positional[] = readonly Positional[],
+  X extends readonly Group<F, Names<P>>[] = readonly Group<F, Names<P>>[],
+  O extends readonly Group<F, Names<P>>[] = readonly Group<F, Names<P>>[],
+  N extends readonly Need<F, Names<P>>[] = readonly Need<F, Names<P>>[],
+> {
   /** The synopsis (and for most commands the options): printed by --help and after a usage error. */
   readonly usage: string;
   /** What --help prints after the usage, not repeated after a usage error. */
   readonly help?: string;
   readonly flags: F;
   readonly positionals?: P;
+  /** Groups of which at most one may be given: `[['--adopt', '--replace']]`. */
+  readonly exclusive?: X;
+  /** Groups of which exactly one must be given: `[['TEXT', '--audio']]`. */
+  readonly oneOf?: O;
+  /** Pairs whose first, when given, needs the second: `[['--save-reply', '--audio']]`. */
+  readonly needs?: N;
   /** What its failure lines begin with: `botlink <name>` unless it says otherwise. */
   readonly label?: string;
   /** Exit as soon as run ends: what it started may still hold the event loop (a daemon's timers, a check that overran). */
@@ -41,47 +60,55 @@ export interface Command<F extends FlagSpecs = FlagSpecs, P extends readonly Pos
   /** `botlink <name> <sub> …`: each subcommand a command of its own, loaded only when it runs. */
   readonly subcommands?: Readonly<Record<string, () => Promise<Command>>>;
   /** Resolves when the command is done (exit 0), or with its exit code when that code is its answer. */
-  run(ctx: Context<F, P>): Promise<number | undefined>;
+  run(ctx: Context<F, P, X, O, N>): Promise<number | undefined>;
 }
 
-/** A command, its flags' and positionals' types read from the declaration itself. */
-export function defineCommand<const F extends FlagSpecs, const P extends readonly Positional[] = readonly []>(
-  command: Command<F, P>,
-): Command<F, P> {
+/** A command, its flags' and positionals' types read from the declaration itself, rules included. */
+export function defineCommand<
+  const F extends FlagSpecs,
+  const P extends readonly Positional[] = readonly [],
+  const X extends readonly Group<NoInfer<F>, Names<NoInfer<P>>>[] = readonly [],
+  const O extends readonly Group<NoInfer<F>, Names<NoInfer<P>>>[] = readonly [],
+  const N extends readonly Need<NoInfer<F>, Names<NoInfer<P>>>[] = readonly [],
+>(command: Command<F, P, X, O, N>): Command<F, P, X, O, N> {
   return command;
 }
 
 /**
- * Runs `botlink <name> …argv`: the subcommand argv begins with, else `command` on its flags and
- * positionals. Returns the exit code; a command that exits at once never returns.
+ * Runs `botlink <name> …argv` with `io` (the process's unless given): the subcommand argv begins
+ * with, else `command` on its flags and positionals. Returns the exit code; a command that exits at
+ * once never returns.
  */
-export async function runCommand(name: string, command: Command, argv: readonly string[]): Promise<number> {
+export async function runCommand(name: string, command: Command, argv: readonly string[], io: CommandIo = processIo()): Promise<number> {
   const [first, ...rest] = argv;
   const subcommands = command.subcommands ?? {};
   const sub = first !== undefined && Object.hasOwn(subcommands, first) ? subcommands[first] : undefined;
-  if (sub) return runCommand(`${name} ${first}`, await sub(), rest);
+  if (sub) return runCommand(`${name} ${first}`, await sub(), rest, io);
   let code: number;
   try {
-    const ctx = parse(name, command, argv);
-    if (ctx === undefined) {
-      process.stdout.write(`${command.help === undefined ? command.usage : `${command.usage}\n\n${command.help}`}\n`);
+    const parsed = parse(name, command, argv);
+    if (parsed === undefined) {
+      io.stdout.write(`${command.help === undefined ? command.usage : `${command.usage}\n\n${command.help}`}\n`);
       return Exit.OK;
     }
-    code = (await command.run(ctx)) ?? Exit.OK;
+    code = (await command.run({ ...parsed, stdout: io.stdout, stderr: io.stderr, env: io.env })) ?? Exit.OK;
   } catch (err) {
-    process.stderr.write(
+    io.stderr.write(
       err instanceof UsageError
         ? `botlink ${name}: ${printable(err.message)}\n${command.usage}\n`
         : failureText(err, command.label ?? `botlink ${name}`),
     );
     code = exitOf(err);
   }
+  // The process itself: what the command started may still hold its event loop.
   if (command.exitAtOnce) process.exit(code);
   return code;
 }
 
-/** The context `argv` gives the command, or undefined for --help; a mistake is a UsageError. */
-function parse(name: string, command: Command, argv: readonly string[]): Context<FlagSpecs, readonly Positional[]> | undefined {
+type Parsed = Omit<Context<FlagSpecs, readonly Positional[]>, keyof CommandIo>;
+
+/** What `argv` gives the command, or undefined for --help; a mistake, or a broken rule, is a UsageError. */
+function parse(name: string, command: Command, argv: readonly string[]): Parsed | undefined {
   const positionals = command.positionals ?? [];
   const [first] = argv;
   if (command.subcommands && positionals.length === 0 && first !== undefined && !first.startsWith('-'))
@@ -98,7 +125,10 @@ function parse(name: string, command: Command, argv: readonly string[]): Context
     throw new UsageError(messageOf(err));
   }
   if (parsed.values['help'] === true) return undefined;
-  return { name, flags: readFlags(command.flags, parsed.values), args: readArgs(positionals, parsed.positionals) };
+  const flags = readFlags(command.flags, parsed.values);
+  const args = readArgs(positionals, parsed.positionals);
+  checkRules(command, flags, args);
+  return { name, flags, args };
 }
 
 function readArgs<P extends readonly Positional[]>(specs: P, given: readonly string[]): Args<P> {

@@ -4,20 +4,32 @@ import { UsageError } from './exit.js';
 /**
  * A flag as a command declares it: node:util parseArgs' string or boolean, or a number the frame
  * reads and checks before the command runs — `seconds` (a positive number of seconds) or an
- * `integer` within bounds.
+ * `integer` within bounds. A flag with a value may be `required` (absent, or given as '', is a usage
+ * error); a string flag may list its `choices`, and its value is then typed as one of them.
  */
 export type FlagSpec =
-  | { readonly type: 'string'; readonly short?: string }
-  | { readonly type: 'boolean'; readonly short?: string }
-  | { readonly type: 'seconds' }
-  | { readonly type: 'integer'; readonly min: number; readonly max: number };
+  | { readonly type: 'string'; readonly short?: string; readonly required?: boolean; readonly choices?: readonly string[] }
+  | { readonly type: 'boolean'; readonly short?: string; readonly required?: never }
+  | { readonly type: 'seconds'; readonly required?: boolean }
+  | { readonly type: 'integer'; readonly min: number; readonly max: number; readonly required?: boolean };
 
 export type FlagSpecs = Readonly<Record<string, FlagSpec>>;
 
-type FlagValue<S extends FlagSpec> = S extends { type: 'boolean' } ? boolean : S extends { type: 'string' } ? string : number;
+/** The value of a flag as its spec reads it: one of its choices, a string, a boolean or a number. */
+export type FlagValue<S extends FlagSpec> = S extends { type: 'boolean' }
+  ? boolean
+  : S extends { type: 'string'; choices: readonly (infer C)[] }
+    ? C
+    : S extends { type: 'string' }
+      ? string
+      : number;
 
-/** The value of each flag given, as its spec reads it; a flag not given is absent. */
-export type FlagValues<F extends FlagSpecs> = { readonly [K in keyof F]?: FlagValue<F[K]> };
+type RequiredName<F extends FlagSpecs> = { [K in keyof F]: F[K] extends { required: true } ? K : never }[keyof F];
+
+/** The value of each flag given, as its spec reads it: a required flag is always there, any other absent when not given. */
+export type FlagValues<F extends FlagSpecs> = { readonly [K in RequiredName<F>]: FlagValue<F[K]> } & {
+  readonly [K in Exclude<keyof F, RequiredName<F>>]?: FlagValue<F[K]>;
+};
 
 type ParseOptions = NonNullable<ParseArgsConfig['options']>;
 
@@ -32,7 +44,10 @@ export function parseOptions(flags: FlagSpecs): ParseOptions {
   return options;
 }
 
-/** The flags parseArgs read, numbers checked against their bounds: a value out of them is a usage error. */
+/**
+ * The flags parseArgs read, each checked against its spec: a number out of its bounds, a string not
+ * among its choices, or a required flag absent or empty is a usage error.
+ */
 export function readFlags<F extends FlagSpecs>(flags: F, values: Readonly<Record<string, unknown>>): FlagValues<F> {
   const read: Record<string, string | boolean | number> = {};
   for (const [name, spec] of Object.entries(flags)) {
@@ -40,6 +55,9 @@ export function readFlags<F extends FlagSpecs>(flags: F, values: Readonly<Record
     if (typeof value === 'boolean') read[name] = value;
     else if (typeof value === 'string')
       read[name] = spec.type === 'string' || spec.type === 'boolean' ? value : numberFlag(name, spec, value);
+    if (spec.required === true && (value === undefined || value === '')) throw new UsageError(`--${name} is required`);
+    if (spec.type === 'string' && spec.choices !== undefined && typeof value === 'string' && !spec.choices.includes(value))
+      throw new UsageError(`--${name} must be one of ${spec.choices.join(', ')}, got '${value}'`);
   }
   return read as FlagValues<F>;
 }

@@ -12,6 +12,7 @@ import { type CliRun, closed, exec } from '../../../scripts/lib/exec.js';
 import { cleanEnv } from '../../../scripts/lib/env.js';
 import { tone } from '../../helpers/guide-cloud.js';
 import { DAEMON_SEED, useHarness } from '../../helpers/harness.js';
+import { botlinkInProcess } from '../../helpers/in-process.js';
 import { requireTool } from '../../../scripts/lib/tools.js';
 import { waitFor } from '../../helpers/wait-for.js';
 
@@ -39,29 +40,21 @@ function chatAs(groups: number[], args: string[]): Promise<CliRun> {
 }
 
 describe('botlink chat without a daemon', () => {
-  it('usage mistakes exit 64, a bad config 78, a turned-off local API 78 naming the key', async () => {
+  // Its usage mistakes: usage.test.ts.
+  it('a missing config exits 78, a turned-off local API 78 naming the key (in-process)', async () => {
     const d = device('http://127.0.0.1:9');
-    for (const args of [
-      ['--config', d.configFile],
-      ['--timeout', 'soon', 'hi'],
-      ['--config', d.configFile, '--socket', '/x', 'hi'],
-      ['--nope', 'hi'],
-      ['--audio', 'x.wav', 'hi'],
-      ['--save-reply', 'out.wav', 'hi'],
-    ]) {
-      const run = await runCli(['chat', ...args]);
-      expect(run.code, `${args.join(' ')}: ${run.stderr}`).toBe(64);
-      expect(run.stderr).toContain('usage: botlink chat');
-    }
-    const missing = await runCli(['chat', '--config', join(d.dir, 'nope.json'), 'hi']);
+    const missing = await botlinkInProcess(['chat', '--config', join(d.dir, 'nope.json'), 'hi']);
     expect(missing.code, missing.stderr).toBe(78);
     d.writeConfig({ baseUrl: 'http://127.0.0.1:9', botId: 'bot-1', localSocket: '' });
-    const off = await runCli(['chat', '--config', d.configFile, 'hi']);
-    expect(off.code).toBe(78);
-    expect(off.stderr).toContain('the local API is turned off (localSocket is "")');
+    const off = await botlinkInProcess(['chat', '--config', d.configFile, 'hi']);
+    expect(off).toMatchObject({ code: 78, stdout: '' });
+    expect(off.stderr).toBe(
+      'botlink chat: the local API is turned off (localSocket is "")\n' +
+        '  fix: remove localSocket from the config, or set it to a path, and restart the daemon\n',
+    );
   });
 
-  it('--audio with a file that is not voice input: exit 65 naming the file and what it holds, before any socket', async () => {
+  it('--audio with a file that is not voice input: exit 65 naming the file and what it holds, before any socket (in-process)', async () => {
     const dir = tempDir('botlink-chat-wav-');
     const stereo = wavFile(Buffer.alloc(3200), 8000);
     stereo.writeUInt16LE(2, 22); // channels
@@ -82,16 +75,16 @@ describe('botlink chat without a daemon', () => {
     for (const [name, bytes, says] of cases) {
       const file = join(dir, name);
       if (bytes) writeFileSync(file, bytes);
-      const run = await runCli(['chat', '--socket', join(dir, 'no.sock'), '--audio', file]);
+      const run = await botlinkInProcess(['chat', '--socket', join(dir, 'no.sock'), '--audio', file]);
       expect(run.code, `${name}: ${run.stderr}`).toBe(65);
       expect(run.stderr).toContain(says);
     }
   });
 
-  it('no socket (ENOENT) and a stale socket file (ECONNREFUSED) exit 69 naming the socket and the fix', async () => {
+  it('no socket (ENOENT) and a stale socket file (ECONNREFUSED) exit 69 naming the socket and the fix (in-process)', async () => {
     const d = device('http://127.0.0.1:9');
     const socket = join(d.runtimeDir, 'botlink.sock');
-    const none = await runCli(['chat', '--config', d.configFile, 'hello']);
+    const none = await botlinkInProcess(['chat', '--config', d.configFile, 'hello']);
     expect(none.code, none.stderr).toBe(69);
     expect(none.stderr).toContain(`no botlink local API at ${socket}`);
     expect(none.stderr).toContain('fix: is the daemon running? systemctl status botlink');
@@ -101,7 +94,7 @@ describe('botlink chat without a daemon', () => {
     mkdirSync(d.runtimeDir, { recursive: true });
     const made = spawnSync(python, ['-c', 'import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])', socket]);
     expect(made.status, made.stderr.toString()).toBe(0);
-    const stale = await runCli(['chat', '--socket', socket, 'hello']);
+    const stale = await botlinkInProcess(['chat', '--socket', socket, 'hello']);
     expect(stale.code, stale.stderr).toBe(69);
     expect(stale.stderr).toContain(`nothing listens on ${socket} (connection refused)`);
     expect(stale.stderr).toContain('systemctl status botlink');

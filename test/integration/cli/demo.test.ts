@@ -102,16 +102,13 @@ describe('botlink demo', () => {
     expect(run.stdout).toContain('demo: summary');
   }, 45_000);
 
-  it('stops by itself after --duration S, its folder gone, and refuses a duration that is not a positive number', async () => {
+  it('stops by itself after --duration S, its folder gone', async () => {
     const tmp = tempDir('botlink-demo-tmp-');
     const run = await runCli(['demo', '--duration', '2'], { env: cleanEnv({ TMPDIR: tmp }), timeoutMs: 30_000 });
     expect(run, run.stderr).toMatchObject({ code: 0, signal: null });
     expect(run.stdout).toContain('demo: running for 2 s');
     expect(run.stdout).toContain('demo: summary');
     expect(readdirSync(tmp)).toEqual([]);
-    const bad = await runCli(['demo', '--duration', '0']);
-    expect(bad.code).toBe(Exit.USAGE);
-    expect(bad.stderr).toContain('--duration must be a positive number of seconds');
   }, 45_000);
 
   it('a demo that cannot start (a temp folder too deep for its socket) says why and leaves no folder behind', async () => {

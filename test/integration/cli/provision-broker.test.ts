@@ -108,7 +108,7 @@ describe('botlink provision --broker', () => {
     expect(written).not.toHaveProperty('secretKeyFile');
   });
 
-  it('a spent code fails with the fix and leaves the config as it was; usage mistakes exit 64', async () => {
+  it('a spent code fails with the fix and leaves the config as it was', async () => {
     const spent = await code();
     const first = device('first');
     expect(
@@ -120,7 +120,5 @@ describe('botlink provision --broker', () => {
     expect(r.code).not.toBe(0);
     expect(r.stderr).toMatch(/code/);
     expect(readFileSync(second.config, 'utf8')).toBe(before);
-    expect((await botlink(['provision', '--broker', brokerUrl, '--device-id', 'SN', '--config', second.config])).code).toBe(64);
-    expect((await botlink(['provision', '--broker', brokerUrl, '--code', spent, '--vendor-id', 'V1', '--device-id', 'SN'])).code).toBe(64);
   });
 });

@@ -88,17 +88,4 @@ describe('botlink provision', () => {
     expect(run.code).toBe(69);
     expect(run.stderr).toContain(`fix: cannot reach baseUrl ${svc.url}`);
   });
-
-  it('exits 64 with usage on missing or bad flags, and 0 with --help', async () => {
-    const d = device('http://127.0.0.1:9', {});
-    const missing = await provision(d, '--vendor-id', 'V1');
-    expect(missing.code).toBe(64);
-    expect(missing.stderr).toContain('--device-id is required');
-    expect(missing.stderr).toContain('usage: botlink provision');
-    expect((await provision(d, '--vendor-id', 'V1', '--device-id', 'SN', '--type', 'TOASTER')).code).toBe(64);
-    expect((await provision(d, '--vendor-id', 'V 1', '--device-id', 'SN')).code).toBe(64);
-    const help = await runCli(['provision', '--help']);
-    expect(help.code).toBe(0);
-    expect(help.stdout).toContain('--vendor-id ID');
-  });
 });

@@ -6,14 +6,15 @@ import { describe, expect, it } from 'vitest';
 import type { StatusReport } from '../../../src/cli/commands/status.js';
 import { DAEMON_SECRET, runCli, type DeviceDir } from '../../helpers/daemon-proc.js';
 import { DAEMON_SEED, useHarness } from '../../helpers/harness.js';
+import { botlinkInProcess } from '../../helpers/in-process.js';
 import { waitFor } from '../../helpers/wait-for.js';
 
 const { cleanups, service, device, daemon } = useHarness();
 
-/** `botlink status` in both forms; neither may hold a token. */
+/** `botlink status` in both forms, in-process (what it reads is files and locks, not this process); neither may hold a token. */
 async function status(d: DeviceDir, secrets: string[] = []): Promise<{ human: string; json: StatusReport }> {
-  const human = await runCli(['status', '--config', d.configFile]);
-  const json = await runCli(['status', '--config', d.configFile, '--json']);
+  const human = await botlinkInProcess(['status', '--config', d.configFile]);
+  const json = await botlinkInProcess(['status', '--config', d.configFile, '--json']);
   expect(human.code, human.stderr).toBe(0);
   expect(json.code, json.stderr).toBe(0);
   for (const s of [...secrets, DAEMON_SECRET]) expect(human.stdout + json.stdout).not.toContain(s);
@@ -139,14 +140,18 @@ describe('botlink status', () => {
     expect(existsSync(join(d.stateDir, 'botlink.db'))).toBe(false);
   });
 
-  it('exits 78 naming the key when the config is bad, and prints usage with --help', async () => {
+  it('exits 78 naming the key when the config is bad', async () => {
     const d = device('ftp://example.com');
-    const run = await runCli(['status', '--config', d.configFile]);
+    const run = await botlinkInProcess(['status', '--config', d.configFile]);
     expect(run.code).toBe(78);
     expect(run.stdout).toBe('');
-    expect(run.stderr).toMatch(/configuration error: .*baseUrl.*\n {2}fix: fix it in /);
-    const help = await runCli(['status', '--help']);
-    expect(help).toMatchObject({ code: 0 });
-    expect(help.stdout).toContain('usage: botlink status [--config FILE] [--json]');
+    expect(run.stderr).toMatch(/^botlink status: configuration error: .*baseUrl.*\n {2}fix: fix it in /);
+  });
+
+  it('reads the config $BOTLINK_CONFIG names in the environment it is given', async () => {
+    const d = device('http://127.0.0.1:9', { vendorId: 'V1', deviceId: 'SN-ENV' });
+    const run = await botlinkInProcess(['status', '--json'], { BOTLINK_CONFIG: d.configFile });
+    expect(run).toMatchObject({ code: 0, stderr: '' });
+    expect(JSON.parse(run.stdout)).toMatchObject({ identity: { kind: 'vendor', id: 'V1' }, source: 'database' });
   });
 });

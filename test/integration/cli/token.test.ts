@@ -110,15 +110,4 @@ describe('botlink token', () => {
     expect(ws.ok).toBe(true);
     if (ws.ok) ws.ws.close();
   });
-
-  it('prints its usage with --help and exits 64 on an unknown flag', async () => {
-    const help = await runCli(['token', '--help']);
-    expect(help.code).toBe(0);
-    expect(help.stdout).toContain('usage: botlink token');
-    const bad = await runCli(['token', '--refresh']);
-    expect(bad.code).toBe(64);
-    const badTimeout = await runCli(['token', '--timeout', '0']);
-    expect(badTimeout.code).toBe(64);
-    expect(badTimeout.stderr).toContain('--timeout must be a positive number of seconds');
-  });
 });
