@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { renameSync } from 'node:fs';
+import { existsSync, readFileSync, renameSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -53,7 +53,10 @@ describe('botlink run (the built bundle as a child process)', () => {
     await d.waitForLink('connected');
     renameSync(d.logFile, `${d.logFile}.1`);
     p.child.kill('SIGHUP');
-    await waitFor(() => d.log().includes('log file reopened'), 15_000, 'a new log file');
+    await waitFor(() => existsSync(d.logFile) && d.log().includes('log file reopened'), 15_000, 'a new log file');
+    // The rotated file kept what came before; the new one starts at the reopen.
+    expect(readFileSync(`${d.logFile}.1`, 'utf8')).toContain('"msg":"botlink starting"');
+    expect(readFileSync(`${d.logFile}.1`, 'utf8')).not.toContain('log file reopened');
   });
 
   it('provisions itself from vendorId and deviceId, stores the botId, then connects as that bot', async () => {

@@ -132,9 +132,10 @@ describe('restart', () => {
     await expect(createReferenceService({ seed })).rejects.toThrow(SeedError);
   });
 
-  it('close() can be called twice', async () => {
+  it('close() can be called twice, and once closed nothing answers', async () => {
     const service = await createReferenceService();
-    await Promise.all([service.close(), service.close()]);
-    await service.close();
+    await expect(Promise.all([service.close(), service.close()])).resolves.toEqual([undefined, undefined]);
+    await expect(service.close()).resolves.toBeUndefined();
+    await expect(getTokens(service.url)).rejects.toThrow();
   });
 });

@@ -299,8 +299,10 @@ describe('WebSocket fault knobs', () => {
 
   it('reset() stops refusing', async () => {
     service.faults.refuseWebSockets('Unauthorized');
+    expect(await refusal('bot-1', bot1.accessToken)).toMatchObject({ status: 400, body: expect.stringContaining('Unauthorized') });
     service.faults.reset();
-    await open('bot-1', bot1.accessToken);
+    const ws = await open('bot-1', bot1.accessToken);
+    expect(ws.readyState).toBe(WebSocket.OPEN);
   });
 
   it('the handshake answer carries the Date of the shifted service clock', async () => {
