@@ -1,6 +1,7 @@
 import { BotlinkError, messageOf } from '../../protocol/errors.js';
 import { retriesOnSchedule, TOKEN_BACKOFF } from './backoff.js';
 import type { Cancel } from '../../clock.js';
+import { StepLoop } from './step-loop.js';
 import { PairSaver, SAVE_BACKOFF } from './pair-saver.js';
 import { issuedAt, pairFacts, refreshExpiresAt } from './pairs.js';
 import { underRenewLock, type RenewLockDeps } from './renew-lock.js';
@@ -38,11 +39,8 @@ export class TokenManager {
   #pair: TokenPair | undefined;
   #facts: Omit<TokenFacts, 'access' | 'refresh' | 'neededLeftMs'> = { accessRejected: false, refreshFailed: false, jitter: 0 };
   readonly #waiters = new Waiters();
-  #cancelTimer: Cancel | undefined;
+  readonly #loop: StepLoop;
   #cancelSample: Cancel | undefined;
-  #running: Promise<void> | undefined;
-  #again = false;
-  #stopped = false;
   #renewals = { signed: 0, refreshed: 0 };
 
   constructor(opts: TokenManagerOptions) {
@@ -61,7 +59,7 @@ export class TokenManager {
       log: opts.log,
       backoff: opts.saveBackoff ?? SAVE_BACKOFF,
       random: opts.random,
-      wake: () => this.#kick(),
+      wake: () => this.#loop.kick(),
       onChange: () => this.#onChange?.(),
     });
     this.#time = new TrustedTime({
@@ -72,10 +70,15 @@ export class TokenManager {
       log: opts.log,
       onSampled: () => {
         this.#onChange?.();
-        this.#kick();
+        this.#loop.kick();
       },
     });
-    this.#lockDeps = { store: opts.store, clock: opts.clock, log: opts.log, stopped: () => this.#stopped };
+    this.#loop = new StepLoop(
+      opts.clock,
+      () => this.#step(),
+      (err) => this.#fail(err),
+    );
+    this.#lockDeps = { store: opts.store, clock: opts.clock, log: opts.log, stopped: () => this.#loop.stopped };
     this.#source = opts.source;
     this.#identity = opts.identity;
     this.#syncWithStore();
@@ -84,13 +87,11 @@ export class TokenManager {
 
   /** Starts the background loop that keeps the token fresh. */
   start(): void {
-    this.#stopped = false;
-    this.#kick();
+    this.#loop.start();
   }
 
   stop(): void {
-    this.#stopped = true;
-    this.#cancelTimer?.();
+    this.#loop.stop();
     this.#cancelSample?.();
     this.#saver.stop();
     const err = new BotlinkError('ERR_STOPPED', 'token manager stopped', 'fatal');
@@ -108,7 +109,7 @@ export class TokenManager {
     if (ready !== undefined) return Promise.resolve(ready);
     const abortReason = (): unknown => this.#failures.last ?? opts.signal?.reason;
     const waiting = this.#waiters.add({ minLeftMs, failFast: opts.failFast ?? false, signal: opts.signal }, abortReason);
-    this.#kick();
+    this.#loop.kick();
     return waiting;
   }
 
@@ -122,7 +123,7 @@ export class TokenManager {
   invalidate(token?: string): void {
     if (token !== undefined && token !== this.#pair?.accessToken) return;
     this.#facts.accessRejected = true;
-    this.#kick();
+    this.#loop.kick();
   }
 
   snapshot(): TokenSnapshot {
@@ -138,30 +139,7 @@ export class TokenManager {
     };
   }
 
-  // ---- the loop ----
-
-  #kick(): void {
-    if (this.#stopped) return;
-    if (this.#running) {
-      this.#again = true;
-      return;
-    }
-    this.#cancelTimer?.();
-    this.#running = this.#loop().finally(() => {
-      this.#running = undefined;
-    });
-  }
-
-  async #loop(): Promise<void> {
-    do {
-      this.#again = false;
-      try {
-        await this.#step();
-      } catch (err) {
-        this.#fail(err);
-      }
-    } while (this.#again && !this.#stopped);
-  }
+  // ---- the loop's step ----
 
   async #step(): Promise<void> {
     if (this.#saver.due) await this.#saveUnderLock();
@@ -172,19 +150,19 @@ export class TokenManager {
     switch (decision.action) {
       case 'use':
         this.#waiters.settle((minLeftMs) => this.#usableToken(minLeftMs));
-        this.#schedule(decision.wakeInMs);
+        this.#loop.wakeIn(decision.wakeInMs);
         return;
       case 'backoff':
-        this.#schedule(decision.wakeInMs);
+        this.#loop.wakeIn(decision.wakeInMs);
         return;
       case 'wait-clock':
         await this.#time.sample();
-        this.#again = true;
+        this.#loop.again();
         return;
       case 'refresh':
       case 'sign':
         await this.#renew(decision.action);
-        this.#again = true;
+        this.#loop.again();
         return;
     }
   }
@@ -242,8 +220,7 @@ export class TokenManager {
     const { error, waitMs } = this.#failures.failed(err, 'ERR_INTERNAL');
     if (!retriesOnSchedule(error.retry)) this.#waiters.reject(error);
     this.#facts.retryAtMono = this.#clock.monoNow() + waitMs;
-    this.#again = false;
-    this.#schedule(waitMs);
+    this.#loop.retryIn(waitMs);
     this.#onChange?.();
   }
 
@@ -255,18 +232,11 @@ export class TokenManager {
    * (7 ms of a 118 ms loopback boot), and the pair is used unjudged meanwhile either way.
    */
   #sampleSoon(): void {
-    if (this.#cancelSample || this.#stopped) return;
+    if (this.#cancelSample || this.#loop.stopped) return;
     this.#cancelSample = this.#clock.setTimer(BACKGROUND_SAMPLE_DELAY_MS, () => {
       this.#cancelSample = undefined;
       this.#time.sampleIfStale();
     });
-  }
-
-  #schedule(ms: number): void {
-    this.#cancelTimer?.();
-    if (this.#stopped) return;
-    // Unref'd (the clock's default): a waiting timer never keeps a command such as `botlink token` alive.
-    this.#cancelTimer = this.#clock.setTimer(Math.max(0, ms), () => this.#kick());
   }
 
   #usableToken(minLeftMs: number): string | undefined {
