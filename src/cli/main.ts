@@ -5,7 +5,7 @@ import { VERSION } from '../version.js';
 import { printable } from './printable.js';
 
 /** Each command lives in its own module, loaded only when it runs. */
-const COMMANDS: Readonly<Record<string, () => Promise<Command>>> = {
+export const COMMANDS: Readonly<Record<string, () => Promise<Command>>> = {
   run: async () => (await import('./commands/run.js')).run,
   status: async () => (await import('./commands/status.js')).status,
   provision: async () => (await import('./commands/provision.js')).provision,

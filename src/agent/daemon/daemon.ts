@@ -23,8 +23,9 @@ export interface DaemonOptions extends Omit<RuntimeOptions, 'log'> {
 
 /**
  * The running agent: start() brings it up in the order of DESIGN §2, stop() takes it down backwards.
- * It only sequences: the Host (runtime, lock, local API) from the claim on, the Running parts (tokens,
- * link, relay) from the botId on, and the Publisher, which every status change goes through.
+ * It sequences the Host (runtime, lock, local API) from the claim on, the Running parts (tokens, link,
+ * relay) from the botId on, and the Publisher, which every status change goes through; and it composes
+ * the status document and the metrics text from those parts.
  */
 export class Daemon {
   readonly #config: AgentConfig;
