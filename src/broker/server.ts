@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import { messageOf } from '../protocol/errors.js';
 import type { Duplex } from 'node:stream';
 import { METRICS_CONTENT_TYPE } from '../exposition.js';
-import { BROKER_BODY_LIMIT as BODY_LIMIT, BROKER_ROUTES } from '../protocol/broker.js';
+import { BROKER_BODY_LIMIT as BODY_LIMIT, BROKER_ROUTES, type RefusalCode } from '../protocol/broker.js';
 import { writeRawResponse } from '../raw-response.js';
 import type { SignedRoute } from './auth/authenticate.js';
 import type { BrokerContext, SignedRequest } from './context.js';
@@ -162,5 +162,6 @@ export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex, no
   }
   const timedOut = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
   const msg = timedOut ? 'the request did not arrive in time' : `the request is not well-formed HTTP (${err.code ?? 'parse error'})`;
-  writeRawResponse(socket, timedOut ? 408 : 400, { code: 'bad-request', msg }, nowMs);
+  const code: RefusalCode = 'bad-request';
+  writeRawResponse(socket, timedOut ? 408 : 400, { code, msg }, nowMs);
 }
