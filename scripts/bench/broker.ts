@@ -1,10 +1,12 @@
 // The broker's benchmarks (DESIGN §3.7, issue 25 item 8), each figure against a baseline in the same run:
 //   1. tokens answered from the broker's cache, c=64, on SQLite and on PostgreSQL, vs a node:http floor doing
 //      the same Ed25519 verification and nothing else (alternating rounds, medians);
-//   2. a fleet's first tokens: N enrolled devices each asking once, vs signed getToken sent straight to the
-//      same cloud; errors, the cloud calls in flight against their cap, the broker's RSS at the end;
+//   2. a fleet's first tokens: N enrolled devices each asking once, vs a floor doing only what any broker must
+//      (broker-floor.ts), with signed getToken sent straight to the same cloud beside them for the capacity
+//      model (the three in turns); errors, the cloud calls in flight against their cap, the broker's RSS at the end;
 //   3. the device: boot → connected with a cached token, broker mode vs signing mode.
-// Brokers run as processes of their own from the product's bundle; the cloud and the floor in a forked child.
+// Brokers run as processes of their own from the product's bundle; the cloud and the cache row's floor in a
+// forked child (--child); the fleet's floor in another, run with the broker unit's flags and environment (--floor).
 //   npm run bench:broker [-- --only device|cache|fleet --device-runs N --devices N --cache-devices N
 //                           --rounds N --cell-ms MS --warm-ms MS --concurrency C --cloud-concurrency C
 //                           --cloud-latency-ms MS --fleet-store sqlite|postgres --node-flags="FLAGS" --cpu-prof DIR]
@@ -18,7 +20,8 @@ import { parseArgs } from 'node:util';
 import { median } from '../lib/stats.js';
 import { type PostgresServer, startPostgresIn } from '../lib/postgres-server.js';
 import { CACHE_GOALS, type CacheMeasured, type CellResult, measureCache, VARIANTS } from './broker-cache.js';
-import { FLEET_RATE_GOAL, FLEET_RSS_GOAL_MIB, type FleetMeasured, measureFleet } from './broker-fleet.js';
+import { FLEET_GOALS, FLEET_RSS_GOAL_MIB, type FleetMeasured, measureFleet, PATHS, type Path, type PathResult } from './broker-fleet.js';
+import { serveFleetFloor } from './broker-floor.js';
 import { makeDevices } from './broker-load.js';
 import { DEVICE_GOAL, type DeviceMeasured, measureDevice } from './broker-device.js';
 import { BrokerRig, NODE_FLAGS, serveCloudAndFloor, startCloudAndFloor } from './broker-rig.js';
@@ -52,25 +55,28 @@ function cacheRows(m: CacheMeasured, concurrency: number): string[][] {
 }
 
 function fleetRows(f: FleetMeasured, concurrency: number): string[][] {
-  const r = f.broker.rps / f.direct.rps;
-  const n = f.devices.toLocaleString('en-US');
+  const { broker, floor, straight } = f.paths;
+  const r = broker.rps / floor.rps;
+  const goal = FLEET_GOALS[f.storeKind];
+  const answers = (p: PathResult): string => `${rate(p.rps)} (p50 ${msOf(p.p50)} · p99 ${msOf(p.p99)} ms)`;
   return [
     [
-      `first tokens, ${n} devices once each, c=${concurrency}, ${f.storeKind}, vs getToken straight to the cloud`,
-      `${rate(f.broker.rps)} (p50 ${msOf(f.broker.p50)} · p99 ${msOf(f.broker.p99)} ms)`,
-      `${rate(f.direct.rps)} (p50 ${msOf(f.direct.p50)} · p99 ${msOf(f.direct.p99)} ms)`,
+      `first tokens, ${f.devices.toLocaleString('en-US')} devices once each, c=${concurrency}, ${f.storeKind}, vs the floor (verify, getToken, seal, insert)`,
+      answers(broker),
+      answers(floor),
       times(r),
-      `≥ ${FLEET_RATE_GOAL}×`,
-      verdict(r >= FLEET_RATE_GOAL),
-      '',
+      `≥ ${goal}×`,
+      verdict(r >= goal),
+      `${broker.spread.toFixed(2)} · ${floor.spread.toFixed(2)}`,
+      answers(straight),
     ],
     [
-      `the same: errors (broker · straight)`,
-      String(f.broker.errors),
-      String(f.direct.errors),
+      'the same: errors (broker · floor, straight)',
+      String(broker.errors),
+      `${floor.errors}, ${straight.errors}`,
       '—',
       '0',
-      verdict(f.broker.errors === 0),
+      verdict(broker.errors + floor.errors + straight.errors === 0),
       '',
     ],
     [
@@ -123,30 +129,32 @@ function printCacheDetails(m: CacheMeasured, rounds: number, cellMs: number, war
 function printFleetDetails(f: FleetMeasured): void {
   console.log(
     `\nRow 2: ${f.devices.toLocaleString('en-US')} devices written into the ${f.storeKind} store in ${(f.preloadMs / 1000).toFixed(1)} s` +
-      ` (BrokerStore.enroll, admitted by one code of as many uses); ${f.signed} tokens signed at the cloud by the broker.`,
+      ` (BrokerStore.enroll, admitted by one code of as many uses); ${f.signed} tokens signed at the cloud by the broker;` +
+      ` the three paths in ${f.rounds} turns, each turn's devices once on each.`,
   );
   const us = (x: number): string => (x > 0 ? x.toFixed(0) : '—');
+  const names: Record<Path, string> = { straight: 'straight to the cloud', floor: 'through the floor', broker: 'through the broker' };
   printTable(
-    ['path', 'answers', 'rate', 'p50 ms', 'p99 ms', 'CPU µs/answer: cloud', 'broker', 'load generator'],
-    [
-      ['straight to the cloud', f.direct],
-      ['through the broker', f.broker],
-    ].map(([name, p]) => {
-      const r = p as FleetMeasured['broker'];
+    ['path', 'answers', 'rate', 'IQR/median', 'p50 ms', 'p99 ms', 'CPU µs/answer: cloud', 'server', 'load generator'],
+    PATHS.map((path) => {
+      const r = f.paths[path];
       return [
-        name as string,
+        names[path],
         String(r.answered),
         rate(r.rps),
+        r.spread.toFixed(2),
         msOf(r.p50),
         msOf(r.p99),
         us(r.cpuUs.cloud),
-        us(r.cpuUs.broker),
+        us(r.cpuUs.server),
         us(r.cpuUs.load),
       ];
     }),
   );
-  if (f.broker.firstError) console.log(`first broker error: ${f.broker.firstError}`);
-  if (f.direct.firstError) console.log(`first error straight: ${f.direct.firstError}`);
+  for (const path of PATHS) {
+    const first = f.paths[path].firstError;
+    if (first !== undefined) console.log(`first error ${names[path]}: ${first}`);
+  }
 }
 
 function printDeviceDetails(d: DeviceMeasured): void {
@@ -170,7 +178,7 @@ interface LoadOptions {
   profileFlags: string[];
 }
 
-/** Rows 1 and 2: devices' keys made ahead, the cloud and the floor in a forked child, the brokers as processes. */
+/** Rows 1 and 2: devices' keys made ahead, the cloud and the cache row's floor in a forked child, the brokers as processes. */
 async function loadRows(rig: BrokerRig, pg: PostgresServer | undefined, o: LoadOptions): Promise<string[][]> {
   const made = performance.now();
   const cacheDevices = makeDevices(o.cache?.devices ?? 0, 'cache');
@@ -196,7 +204,7 @@ async function loadRows(rig: BrokerRig, pg: PostgresServer | undefined, o: LoadO
       rows.push(...cacheRows(m, o.concurrency));
     }
     if (o.fleet) {
-      const store = o.fleet.store === 'sqlite' ? 'sqlite' : await pg!.freshDatabase();
+      const store = o.fleet.store === 'sqlite' ? 'sqlite' : { broker: await pg!.freshDatabase(), floor: await pg!.freshDatabase() };
       const f = await measureFleet(
         rig,
         cf,
@@ -292,7 +300,7 @@ async function main(): Promise<void> {
     }
     if (o.cache || o.fleet) rows.push(...(await loadRows(rig, pg, o)));
     console.log('');
-    printTable(['figure', 'botlink', 'baseline', 'ratio', 'goal', 'result', 'IQR/median'], rows);
+    printTable(['figure', 'botlink', 'baseline', 'ratio', 'goal', 'result', 'IQR/median', 'straight to the cloud'], rows);
   } finally {
     await pg?.stop();
     rmSync(otherUsers, { recursive: true, force: true });
@@ -300,4 +308,9 @@ async function main(): Promise<void> {
   }
 }
 
-if (isMain('broker')) await (process.argv[2] === '--child' ? serveCloudAndFloor() : main());
+/** What a copy of this bench forked with a role serves; without one it is the bench. */
+const ROLES = new Map([
+  ['--child', serveCloudAndFloor],
+  ['--floor', serveFleetFloor],
+]);
+if (isMain('broker')) await (ROLES.get(process.argv[2] ?? '') ?? main)();
