@@ -1,103 +1,120 @@
 // Row 2 of the broker bench: a fleet's first tokens. Every enrolled device asks the broker once, so every
-// request costs a getToken at the cloud; beside it, the same getToken signed and sent straight to the same
-// cloud (half before the broker's run and half after, so neither side alone meets a fuller cloud store).
+// request costs a getToken at the cloud. Beside it, for the same devices at the same cloud: the floor
+// (broker-floor.ts: what any broker must do for a first token, and nothing else) and getToken signed with
+// the account secret and sent straight to the cloud (the cloud's own rate, which the capacity model uses).
+// The three take turns chunk by chunk, so each meets the cloud's growing store and the machine's moods alike.
 import { join } from 'node:path';
 import { cpuMs } from '../lib/procfs.js';
 import { quantile } from '../lib/stats.js';
-import { type BenchDevice, getTokenOk, load, type Prepared, signedGetToken, signedTokenRequest, tokenOk } from './broker-load.js';
+import { type FleetFloor, startFleetFloor } from './broker-floor.js';
+import {
+  type BenchDevice,
+  getTokenOk,
+  type LoadResult,
+  load,
+  type Prepared,
+  signedGetToken,
+  signedTokenRequest,
+  tokenOk,
+} from './broker-load.js';
 import { type BrokerRig, type CloudAndFloor, memoryMiB } from './broker-rig.js';
+import { spread } from './sample.js';
 
-export const FLEET_RATE_GOAL = 0.5;
+/** The broker's rate over the floor's, by store. */
+export const FLEET_GOALS = { SQLite: 0.6, PostgreSQL: 0.4 } as const;
 export const FLEET_RSS_GOAL_MIB = 150;
 /** Requests signed ahead at a time: the oldest is sent well inside the broker's 300 s window. */
 const CHUNK = 10_000;
+/** At least this many turns of the three paths, however few the devices. */
+const MIN_ROUNDS = 10;
+export const PATHS = ['straight', 'floor', 'broker'] as const;
+export type Path = (typeof PATHS)[number];
 
 export interface FleetOptions {
   concurrency: number;
   /** The broker's cloudConcurrency; undefined keeps its default. */
   cloudConcurrency: number | undefined;
-  /** `sqlite` (a file in the bench folder) or a postgres:// URL. */
-  store: string;
+  /** SQLite files in the bench folder, or two fresh PostgreSQL databases: the broker's and the floor's. */
+  store: 'sqlite' | { broker: string; floor: string };
 }
 
-/** Every request of a phase once: the rate over the time spent sending (signing ahead excluded). */
-export interface PhaseResult {
+/** Every request of a path once: the rate over the time spent sending (signing ahead excluded). */
+export interface PathResult {
   answered: number;
   rps: number;
   p50: number;
   p99: number;
+  /** IQR/median of its chunks' rates. */
+  spread: number;
   errors: number;
   firstError: string | undefined;
-  /** CPU time per answer, in µs, of each process at work: the cloud, the broker (0 when not in the path), the load generator. */
-  cpuUs: { cloud: number; broker: number; load: number };
+  /** CPU time per answer, in µs, of each process at work: the cloud, the server (broker or floor; 0 straight), the load generator. */
+  cpuUs: CpuReading;
 }
 
-/** CPU so far, in ms, of the cloud's child, the broker (when there is one) and this process. */
+/** CPU in ms (per answer in µs, in a PathResult) of the cloud's child, the server in the path and this process. */
 interface CpuReading {
   cloud: number;
-  broker: number;
+  server: number;
   load: number;
 }
 
 export interface FleetMeasured {
   devices: number;
   preloadMs: number;
-  direct: PhaseResult;
-  broker: PhaseResult;
+  /** Turns of the three paths, one chunk of devices each. */
+  rounds: number;
+  paths: Record<Path, PathResult>;
   cap: number;
   peakInFlight: number;
   /** Tokens the broker had to sign for at the cloud: one per device. */
   signed: number;
   rssMiB: number;
   peakRssMiB: number;
-  storeKind: string;
+  storeKind: keyof typeof FLEET_GOALS;
 }
 
-type Phase = PhaseResult & { latencies: number[]; windowMs: number; cpuMs: CpuReading };
+/** One path's chunks added up. */
+class Tally {
+  readonly #latencies: number[] = [];
+  readonly #chunkRps: number[] = [];
+  readonly #cpuMs: CpuReading = { cloud: 0, server: 0, load: 0 };
+  #windowMs = 0;
+  #errors = 0;
+  #firstError: string | undefined;
 
-/** Sends each item's request once, `CHUNK` signed ahead at a time, with `concurrency` callers; CPU counted while sending. */
-async function phase<T>(
-  url: string,
-  items: readonly T[],
-  sign: (item: T) => Prepared,
-  ok: (status: number, json: unknown) => boolean,
-  concurrency: number,
-  cpu: () => Promise<CpuReading>,
-): Promise<Phase> {
-  const latencies: number[] = [];
-  let windowMs = 0;
-  let errors = 0;
-  let firstError: string | undefined;
-  const cpuMs: CpuReading = { cloud: 0, broker: 0, load: 0 };
-  for (let at = 0; at < items.length; at += CHUNK) {
-    const requests = items.slice(at, at + CHUNK).map(sign);
-    const before = await cpu();
-    const r = await load({ url, concurrency, requests, warmMs: 0, cellMs: Infinity, ok });
-    const after = await cpu();
-    for (const k of ['cloud', 'broker', 'load'] as const) cpuMs[k] += after[k] - before[k];
-    for (const x of r.latencies) latencies.push(x);
-    windowMs += r.windowMs;
-    errors += r.errors;
-    firstError ??= r.firstError;
+  add(r: LoadResult, before: CpuReading, after: CpuReading): void {
+    for (const x of r.latencies) this.#latencies.push(x);
+    for (const k of ['cloud', 'server', 'load'] as const) this.#cpuMs[k] += after[k] - before[k];
+    this.#chunkRps.push(r.rps);
+    this.#windowMs += r.windowMs;
+    this.#errors += r.errors;
+    this.#firstError ??= r.firstError;
   }
-  latencies.sort((a, b) => a - b);
-  return summary(latencies, windowMs, errors, firstError, cpuMs);
+
+  result(): PathResult {
+    const n = this.#latencies.length;
+    const per = (ms: number): number => (ms * 1000) / n;
+    const sorted = this.#latencies.sort((a, b) => a - b);
+    return {
+      answered: n,
+      rps: n / (this.#windowMs / 1000),
+      p50: quantile(sorted, 0.5),
+      p99: quantile(sorted, 0.99),
+      spread: spread(this.#chunkRps),
+      errors: this.#errors,
+      firstError: this.#firstError,
+      cpuUs: { cloud: per(this.#cpuMs.cloud), server: per(this.#cpuMs.server), load: per(this.#cpuMs.load) },
+    };
+  }
 }
 
-function summary(latencies: number[], windowMs: number, errors: number, firstError: string | undefined, cpuMs: CpuReading): Phase {
-  const per = (ms: number): number => (ms * 1000) / latencies.length;
-  return {
-    answered: latencies.length,
-    rps: latencies.length / (windowMs / 1000),
-    p50: quantile(latencies, 0.5),
-    p99: quantile(latencies, 0.99),
-    errors,
-    firstError,
-    cpuUs: { cloud: per(cpuMs.cloud), broker: per(cpuMs.broker), load: per(cpuMs.load) },
-    latencies,
-    windowMs,
-    cpuMs,
-  };
+/** Where a path sends its requests, how each is signed, whether an answer is a success, and whose CPU it costs. */
+interface Target {
+  url: string;
+  pid: number | undefined;
+  sign: (device: BenchDevice) => Prepared;
+  ok: (status: number, json: unknown) => boolean;
 }
 
 export async function measureFleet(
@@ -107,50 +124,72 @@ export async function measureFleet(
   o: FleetOptions,
   progress: (what: string) => void,
 ): Promise<FleetMeasured> {
-  const store = o.store === 'sqlite' ? `sqlite:${join(rig.dir, 'fleet.db')}` : o.store;
+  const stores =
+    o.store === 'sqlite' ? { broker: `sqlite:${join(rig.dir, 'fleet.db')}`, floor: `sqlite:${join(rig.dir, 'floor.db')}` } : o.store;
   progress(`writing ${devices.length} enrolled devices into the fleet's store (BrokerStore.enroll)`);
-  const preloadMs = await rig.preload(store, devices);
-  const broker = await rig.broker({ name: 'fleet', cloud: cf.cloud, store, cloudConcurrency: o.cloudConcurrency });
+  const preloadMs = await rig.preload(stores.broker, devices);
+  const broker = await rig.broker({ name: 'fleet', cloud: cf.cloud, store: stores.broker, cloudConcurrency: o.cloudConcurrency });
+  const cap = broker.config.limits.cloudConcurrency;
+  let floor: FleetFloor | undefined;
   try {
-    const half = Math.floor(devices.length / 2);
-    const cpu = (withBroker: boolean) => async (): Promise<CpuReading> => {
-      const own = process.cpuUsage();
-      return { cloud: await cf.cpuMs(), broker: withBroker ? cpuMs(broker.pid) : 0, load: (own.user + own.system) / 1000 };
+    floor = await startFleetFloor({
+      cloud: cf.cloud,
+      store: stores.floor,
+      tokenKeyFile: rig.tokenKeyFile,
+      cloudConnections: cap,
+      devices,
+      nodeFlags: rig.nodeFlags,
+    });
+    const targets: Record<Path, Target> = {
+      straight: { url: cf.cloud, pid: undefined, sign: (d) => signedGetToken(d.botId), ok: getTokenOk },
+      floor: { url: floor.url, pid: floor.pid, sign: signedTokenRequest, ok: tokenOk },
+      broker: { url: broker.url, pid: broker.pid, sign: signedTokenRequest, ok: tokenOk },
     };
-    const direct = (part: readonly BenchDevice[]) =>
-      phase(cf.cloud, part, (d) => signedGetToken(d.botId), getTokenOk, o.concurrency, cpu(false));
-    progress(`getToken straight to the cloud: ${half} bots`);
-    const before = await direct(devices.slice(0, half));
-    progress(`first tokens through the broker: ${devices.length} devices`);
-    const via = await phase(broker.url, devices, signedTokenRequest, tokenOk, o.concurrency, cpu(true));
+    const { paths, rounds } = await takeTurns(targets, cf, devices, o.concurrency, progress);
     const memory = memoryMiB(broker.pid);
-    const peakInFlight = await broker.metric('botlink_broker_cloud_in_flight_peak');
-    const signed = await broker.metric('botlink_broker_tokens_issued_total', '{source="sign"}');
-    progress(`getToken straight to the cloud: the other ${devices.length - half} bots`);
-    const after = await direct(devices.slice(half));
-    const both = [...before.latencies, ...after.latencies].sort((a, b) => a - b);
-    const directCpu = { cloud: before.cpuMs.cloud + after.cpuMs.cloud, broker: 0, load: before.cpuMs.load + after.cpuMs.load };
-    const directAll = summary(
-      both,
-      before.windowMs + after.windowMs,
-      before.errors + after.errors,
-      before.firstError ?? after.firstError,
-      directCpu,
-    );
-    const strip = ({ latencies: _l, windowMs: _w, cpuMs: _c, ...r }: Phase): PhaseResult => r;
     return {
       devices: devices.length,
       preloadMs,
-      direct: strip(directAll),
-      broker: strip(via),
-      cap: broker.config.limits.cloudConcurrency,
-      peakInFlight,
-      signed,
+      rounds,
+      paths,
+      cap,
+      peakInFlight: await broker.metric('botlink_broker_cloud_in_flight_peak'),
+      signed: await broker.metric('botlink_broker_tokens_issued_total', '{source="sign"}'),
       rssMiB: memory.rss,
       peakRssMiB: memory.peak,
-      storeKind: store.startsWith('sqlite:') ? 'SQLite' : 'PostgreSQL',
+      storeKind: o.store === 'sqlite' ? 'SQLite' : 'PostgreSQL',
     };
   } finally {
-    await broker.stop();
+    await Promise.all([floor?.close(), broker.stop()]);
   }
+}
+
+/** Each device once on every path: chunk after chunk, each chunk on the three paths, the first of them rotating. */
+async function takeTurns(
+  targets: Record<Path, Target>,
+  cf: CloudAndFloor,
+  devices: readonly BenchDevice[],
+  concurrency: number,
+  progress: (what: string) => void,
+): Promise<{ paths: Record<Path, PathResult>; rounds: number }> {
+  const reading = async (pid: number | undefined): Promise<CpuReading> => {
+    const own = process.cpuUsage();
+    return { cloud: await cf.cpuMs(), server: pid === undefined ? 0 : cpuMs(pid), load: (own.user + own.system) / 1000 };
+  };
+  const tallies: Record<Path, Tally> = { straight: new Tally(), floor: new Tally(), broker: new Tally() };
+  const size = Math.min(CHUNK, Math.ceil(devices.length / MIN_ROUNDS));
+  const rounds = Math.ceil(devices.length / size);
+  progress(`${devices.length} first tokens on each path (straight, floor, broker): ${rounds} turns of ${size} devices`);
+  for (let round = 0; round < rounds; round++) {
+    const part = devices.slice(round * size, (round + 1) * size);
+    for (let k = 0; k < PATHS.length; k++) {
+      const path = PATHS[(round + k) % PATHS.length]!;
+      const t = targets[path];
+      const requests = part.map(t.sign);
+      const before = await reading(t.pid);
+      const r = await load({ url: t.url, concurrency, requests, warmMs: 0, cellMs: Infinity, ok: t.ok });
+      tallies[path].add(r, before, await reading(t.pid));
+    }
+  }
+  return { paths: { straight: tallies.straight.result(), floor: tallies.floor.result(), broker: tallies.broker.result() }, rounds };
 }

@@ -1,7 +1,6 @@
 // The broker bench's processes: a forked child with the cloud (the reference service) and the floor
 // server, each broker as a process of its own started from the product's bundle as its unit starts it,
 // and devices written into a broker's store ahead of the run.
-import { fork, type ChildProcess } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -17,13 +16,13 @@ import { createTestService } from '../../src/service/testing.js';
 import { cleanEnv } from '../lib/env.js';
 import { environmentOf, execStartOf } from '../lib/exec-start.js';
 import { ACCESS_KEY_ID, type BenchDevice, SECRET, VENDOR } from './broker-load.js';
-import { Child } from './child.js';
+import { Child, forkSelf, setupFromParent } from './child.js';
 import { ROOT } from './root.js';
 
 const unitText = readFileSync(join(ROOT, 'systemd', 'botlink-broker.service'), 'utf8');
-/** The broker unit's node flags and Environment=: every broker here runs with them. */
+/** The broker unit's node flags and Environment=: every broker here runs with them, and so does the fleet's floor. */
 export const NODE_FLAGS = execStartOf(unitText).nodeFlags;
-const UNIT_ENV = environmentOf(unitText);
+export const UNIT_ENV = environmentOf(unitText);
 
 /** What the child is asked to serve: the cloud's bots, and the keys the floor server verifies with. */
 interface ChildSetup {
@@ -39,7 +38,7 @@ interface ChildSetup {
  * signature checked over the same seven lines — and nothing else. Both live until the parent goes away.
  */
 export async function serveCloudAndFloor(): Promise<void> {
-  const setup = await new Promise<ChildSetup>((resolve) => process.once('message', (m) => resolve(m as ChildSetup)));
+  const setup = await setupFromParent<ChildSetup>();
   const seed = { accounts: [{ accessKeyId: ACCESS_KEY_ID, secretKey: SECRET, vendors: [{ vendorId: VENDOR, bots: setup.bots }] }] };
   const cloud = await createTestService({ seed });
   cloud.faults.setLatencyMs(setup.cloudLatencyMs);
@@ -80,24 +79,14 @@ export interface CloudAndFloor {
 }
 
 export async function startCloudAndFloor(setup: ChildSetup, execArgv: string[]): Promise<CloudAndFloor> {
-  const child: ChildProcess = fork(process.argv[1]!, ['--child'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv });
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.send(setup);
-  const urls = await new Promise<{ cloud: string; floor: string }>((resolve, reject) => {
-    child.once('message', (m) => resolve(m as { cloud: string; floor: string }));
-    child.once('exit', (code) => reject(new Error(`the cloud and floor child exited ${code}`)));
-  });
+  const child = await forkSelf<{ cloud: string; floor: string }>(['--child'], setup, { execArgv });
   return {
-    ...urls,
-    cpuMs: () =>
-      new Promise((resolve) => {
-        child.once('message', (m) => resolve(((m as NodeJS.CpuUsage).user + (m as NodeJS.CpuUsage).system) / 1000));
-        child.send('cpu');
-      }),
-    async close() {
-      child.disconnect();
-      await exited;
+    ...child.ready,
+    cpuMs: async () => {
+      const used = await child.ask<NodeJS.CpuUsage>('cpu');
+      return (used.user + used.system) / 1000;
     },
+    close: () => child.close(),
   };
 }
 

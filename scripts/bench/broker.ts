@@ -1,167 +1,36 @@
 // The broker's benchmarks (DESIGN §3.7, issue 25 item 8), each figure against a baseline in the same run:
 //   1. tokens answered from the broker's cache, c=64, on SQLite and on PostgreSQL, vs a node:http floor doing
 //      the same Ed25519 verification and nothing else (alternating rounds, medians);
-//   2. a fleet's first tokens: N enrolled devices each asking once, vs signed getToken sent straight to the
-//      same cloud; errors, the cloud calls in flight against their cap, the broker's RSS at the end;
+//   2. a fleet's first tokens: N enrolled devices each asking once, vs a floor doing only what any broker must
+//      (broker-floor.ts), with signed getToken sent straight to the same cloud beside them for the capacity
+//      model (the three in turns); errors, the cloud calls in flight against their cap, the broker's RSS at the end;
 //   3. the device: boot → connected with a cached token, broker mode vs signing mode.
-// Brokers run as processes of their own from the product's bundle; the cloud and the floor in a forked child.
+// Brokers run as processes of their own from the product's bundle; the cloud and the cache row's floor in a
+// forked child (--child); the fleet's floor in another, run with the broker unit's flags and environment (--floor).
 //   npm run bench:broker [-- --only device|cache|fleet --device-runs N --devices N --cache-devices N
 //                           --rounds N --cell-ms MS --warm-ms MS --concurrency C --cloud-concurrency C
 //                           --cloud-latency-ms MS --fleet-store sqlite|postgres --node-flags="FLAGS" --cpu-prof DIR]
 // --node-flags replaces the broker unit's node flags (systemd/botlink-broker.service) for every broker: a flag
 // tried before it goes into the unit. --cloud-latency-ms holds every cloud answer that long (a cloud across
-// the internet rather than on loopback). --cpu-prof writes the brokers' and the child's CPU profiles into DIR.
+// the internet rather than on loopback). --cpu-prof writes the brokers', the floor's and the child's CPU profiles into DIR.
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { median } from '../lib/stats.js';
 import { type PostgresServer, startPostgresIn } from '../lib/postgres-server.js';
-import { CACHE_GOALS, type CacheMeasured, type CellResult, measureCache, VARIANTS } from './broker-cache.js';
-import { FLEET_RATE_GOAL, FLEET_RSS_GOAL_MIB, type FleetMeasured, measureFleet } from './broker-fleet.js';
+import { measureCache } from './broker-cache.js';
+import { measureFleet } from './broker-fleet.js';
+import { serveFleetFloor } from './broker-floor.js';
 import { makeDevices } from './broker-load.js';
-import { DEVICE_GOAL, type DeviceMeasured, measureDevice } from './broker-device.js';
+import { DEVICE_GOAL, measureDevice } from './broker-device.js';
 import { BrokerRig, NODE_FLAGS, serveCloudAndFloor, startCloudAndFloor } from './broker-rig.js';
 import { capacityModel } from './broker-capacity.js';
-import { machineLine, ms, printTable, ratioRow, times, verdict } from './report.js';
+import { machineLine, printTable, ratioRow } from './report.js';
+import { cacheRows, fleetRows, printCacheDetails, printDeviceDetails, printFleetDetails } from './broker-report.js';
 import { isMain } from './root.js';
-import { spread } from './sample.js';
 import { Workspace } from './workspace.js';
 
 const progress = (what: string): void => void process.stderr.write(`… ${what}\n`);
-const rate = (x: number): string => (Number.isFinite(x) ? `${Math.round(x).toLocaleString('en-US')}/s` : 'n/a');
-const msOf = (x: number): string => (Number.isFinite(x) ? x.toFixed(1) : 'n/a');
-const pick = (rs: readonly CellResult[], k: 'rps' | 'p50' | 'p99' | 'cpuUs'): number[] => rs.map((r) => r[k]);
-const lat = (rs: readonly CellResult[]): string => `p50 ${msOf(median(pick(rs, 'p50')))} · p99 ${msOf(median(pick(rs, 'p99')))} ms`;
-
-function cacheRows(m: CacheMeasured, concurrency: number): string[][] {
-  const floor = m.results.floor;
-  return (['sqlite', 'postgres'] as const).map((v) => {
-    const rs = m.results[v];
-    const r = median(pick(rs, 'rps')) / median(pick(floor, 'rps'));
-    return [
-      `token from the broker's cache, c=${concurrency}, ${v === 'sqlite' ? 'SQLite' : 'PostgreSQL'}, vs node:http + Ed25519 verify`,
-      `${rate(median(pick(rs, 'rps')))} (${lat(rs)})`,
-      `${rate(median(pick(floor, 'rps')))} (${lat(floor)})`,
-      times(r),
-      `≥ ${CACHE_GOALS[v]}×`,
-      verdict(r >= CACHE_GOALS[v]),
-      `${spread(pick(rs, 'rps')).toFixed(2)} · ${spread(pick(floor, 'rps')).toFixed(2)}`,
-    ];
-  });
-}
-
-function fleetRows(f: FleetMeasured, concurrency: number): string[][] {
-  const r = f.broker.rps / f.direct.rps;
-  const n = f.devices.toLocaleString('en-US');
-  return [
-    [
-      `first tokens, ${n} devices once each, c=${concurrency}, ${f.storeKind}, vs getToken straight to the cloud`,
-      `${rate(f.broker.rps)} (p50 ${msOf(f.broker.p50)} · p99 ${msOf(f.broker.p99)} ms)`,
-      `${rate(f.direct.rps)} (p50 ${msOf(f.direct.p50)} · p99 ${msOf(f.direct.p99)} ms)`,
-      times(r),
-      `≥ ${FLEET_RATE_GOAL}×`,
-      verdict(r >= FLEET_RATE_GOAL),
-      '',
-    ],
-    [
-      `the same: errors (broker · straight)`,
-      String(f.broker.errors),
-      String(f.direct.errors),
-      '—',
-      '0',
-      verdict(f.broker.errors === 0),
-      '',
-    ],
-    [
-      'the same: cloud calls in flight at most (its cap)',
-      String(f.peakInFlight),
-      `cap ${f.cap}`,
-      '—',
-      '≤ cap',
-      verdict(f.peakInFlight <= f.cap && f.signed === f.devices),
-      '',
-    ],
-    [
-      'the same: broker RSS at the end (its peak)',
-      `${f.rssMiB.toFixed(1)} MiB`,
-      `peak ${f.peakRssMiB.toFixed(1)} MiB`,
-      '—',
-      `≤ ${FLEET_RSS_GOAL_MIB} MiB`,
-      verdict(f.rssMiB <= FLEET_RSS_GOAL_MIB),
-      '',
-    ],
-  ];
-}
-
-function printCacheDetails(m: CacheMeasured, rounds: number, cellMs: number, warmMs: number): void {
-  console.log(
-    `\nRow 1: POST /v1/token answered from the cache; ${rounds} alternating rounds of ${cellMs} ms cells after ${warmMs} ms warm-up;` +
-      ` requests signed ahead (${m.signedInline} signed while sending). Devices written into the stores in` +
-      ` ${(m.preloadMs.sqlite / 1000).toFixed(1)} s (SQLite) and ${(m.preloadMs.postgres / 1000).toFixed(1)} s (PostgreSQL);` +
-      ` their first tokens through the cloud at ${rate(m.primeRps.sqlite)} and ${rate(m.primeRps.postgres)}.`,
-  );
-  printTable(
-    ['server', 'req/s', 'IQR/median', 'p50 ms', 'p99 ms', 'server CPU µs/req', 'errors'],
-    VARIANTS.map((v) => {
-      const rs = m.results[v];
-      return [
-        v,
-        rate(median(pick(rs, 'rps'))),
-        spread(pick(rs, 'rps')).toFixed(2),
-        msOf(median(pick(rs, 'p50'))),
-        msOf(median(pick(rs, 'p99'))),
-        median(pick(rs, 'cpuUs')).toFixed(0),
-        String(rs.reduce((a, r) => a + r.errors, 0)),
-      ];
-    }),
-  );
-  const firstError = VARIANTS.map((v) => m.results[v].find((r) => r.firstError)?.firstError).find((e) => e !== undefined);
-  if (firstError !== undefined) console.log(`first error: ${firstError}`);
-}
-
-function printFleetDetails(f: FleetMeasured): void {
-  console.log(
-    `\nRow 2: ${f.devices.toLocaleString('en-US')} devices written into the ${f.storeKind} store in ${(f.preloadMs / 1000).toFixed(1)} s` +
-      ` (BrokerStore.enroll, admitted by one code of as many uses); ${f.signed} tokens signed at the cloud by the broker.`,
-  );
-  const us = (x: number): string => (x > 0 ? x.toFixed(0) : '—');
-  printTable(
-    ['path', 'answers', 'rate', 'p50 ms', 'p99 ms', 'CPU µs/answer: cloud', 'broker', 'load generator'],
-    [
-      ['straight to the cloud', f.direct],
-      ['through the broker', f.broker],
-    ].map(([name, p]) => {
-      const r = p as FleetMeasured['broker'];
-      return [
-        name as string,
-        String(r.answered),
-        rate(r.rps),
-        msOf(r.p50),
-        msOf(r.p99),
-        us(r.cpuUs.cloud),
-        us(r.cpuUs.broker),
-        us(r.cpuUs.load),
-      ];
-    }),
-  );
-  if (f.broker.firstError) console.log(`first broker error: ${f.broker.firstError}`);
-  if (f.direct.firstError) console.log(`first error straight: ${f.direct.firstError}`);
-}
-
-function printDeviceDetails(d: DeviceMeasured): void {
-  const list = (xs: number[]): string => xs.map((x) => x.toFixed(0)).join(' ');
-  console.log(
-    `\nRow 3: agent boots (node <bundle> run, the unit's flags and environment), ms: broker mode ${list(d.broker)} | signing mode ${list(d.signing)}`,
-  );
-  for (const mode of ['broker', 'signing'] as const) {
-    const p = d.phases[mode];
-    console.log(
-      `  ${mode} mode, medians from its log: spawn → 'botlink starting' ${ms(p.load)} · → 'link connecting' ${ms(p.setUp)} · → socket open ${ms(p.connect)}`,
-    );
-  }
-}
-
 interface LoadOptions {
   cache: { devices: number; rounds: number; cellMs: number; warmMs: number } | undefined;
   fleet: { devices: number; store: 'sqlite' | 'postgres'; cloudConcurrency: number | undefined } | undefined;
@@ -170,7 +39,7 @@ interface LoadOptions {
   profileFlags: string[];
 }
 
-/** Rows 1 and 2: devices' keys made ahead, the cloud and the floor in a forked child, the brokers as processes. */
+/** Rows 1 and 2: devices' keys made ahead, the cloud and the cache row's floor in a forked child, the brokers as processes. */
 async function loadRows(rig: BrokerRig, pg: PostgresServer | undefined, o: LoadOptions): Promise<string[][]> {
   const made = performance.now();
   const cacheDevices = makeDevices(o.cache?.devices ?? 0, 'cache');
@@ -196,7 +65,7 @@ async function loadRows(rig: BrokerRig, pg: PostgresServer | undefined, o: LoadO
       rows.push(...cacheRows(m, o.concurrency));
     }
     if (o.fleet) {
-      const store = o.fleet.store === 'sqlite' ? 'sqlite' : await pg!.freshDatabase();
+      const store = o.fleet.store === 'sqlite' ? 'sqlite' : { broker: await pg!.freshDatabase(), floor: await pg!.freshDatabase() };
       const f = await measureFleet(
         rig,
         cf,
@@ -292,7 +161,7 @@ async function main(): Promise<void> {
     }
     if (o.cache || o.fleet) rows.push(...(await loadRows(rig, pg, o)));
     console.log('');
-    printTable(['figure', 'botlink', 'baseline', 'ratio', 'goal', 'result', 'IQR/median'], rows);
+    printTable(['figure', 'botlink', 'baseline', 'ratio', 'goal', 'result', 'IQR/median', 'straight to the cloud'], rows);
   } finally {
     await pg?.stop();
     rmSync(otherUsers, { recursive: true, force: true });
@@ -300,4 +169,9 @@ async function main(): Promise<void> {
   }
 }
 
-if (isMain('broker')) await (process.argv[2] === '--child' ? serveCloudAndFloor() : main());
+/** What a copy of this bench forked with a role serves; without one it is the bench. */
+const ROLES = new Map([
+  ['--child', serveCloudAndFloor],
+  ['--floor', serveFleetFloor],
+]);
+if (isMain('broker')) await (ROLES.get(process.argv[2] ?? '') ?? main)();

@@ -1,5 +1,6 @@
-// The child processes a benchmark starts: output kept for errors, exit as a promise, spawn-to-exit timing.
-import { spawn, type ChildProcess } from 'node:child_process';
+// The child processes a benchmark starts: output kept for errors, exit as a promise, spawn-to-exit timing,
+// and copies of the benchmark itself forked to serve something, told what over IPC.
+import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { cleanEnv } from '../lib/env.js';
 import { ROOT } from './root.js';
 
@@ -43,4 +44,55 @@ export async function timeRun(args: readonly string[], env: Record<string, strin
   const took = performance.now() - started;
   if (code !== 0) throw new Error(`node ${args.join(' ')} exited ${code}: ${child.out.slice(0, 2000)}`);
   return took;
+}
+
+/** A copy of this benchmark forked to serve something: its pid, what it said it serves, and its end. */
+export interface Forked<R> {
+  readonly pid: number;
+  /** The child's first message: what it serves (its URLs). */
+  readonly ready: R;
+  /** Sends `question`; resolves with the child's next message. */
+  ask<T>(question: string): Promise<T>;
+  /** Disconnects, on which the child closes what it serves, and waits for its exit. */
+  close(): Promise<void>;
+}
+
+/**
+ * Forks this benchmark's bundle (`process.argv[1]`) with `args`, `execArgv` and `env`, sends it `setup`
+ * (which the child reads with `setupFromParent`), and resolves once it answers; rejects if it exits first.
+ */
+export async function forkSelf<R>(
+  args: readonly string[],
+  setup: unknown,
+  o: { execArgv: readonly string[]; env?: NodeJS.ProcessEnv },
+): Promise<Forked<R>> {
+  const child: ChildProcess = fork(process.argv[1]!, [...args], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    execArgv: [...o.execArgv],
+    ...(o.env && { env: o.env }),
+  });
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.send(setup as object);
+  const ready = await new Promise<R>((resolve, reject) => {
+    child.once('message', (m) => resolve(m as R));
+    child.once('exit', (code) => reject(new Error(`the forked ${args.join(' ')} exited ${code}`)));
+  });
+  return {
+    pid: child.pid ?? -1,
+    ready,
+    ask: <T>(question: string) =>
+      new Promise<T>((resolve) => {
+        child.once('message', (m) => resolve(m as T));
+        child.send(question);
+      }),
+    async close() {
+      child.disconnect();
+      await exited;
+    },
+  };
+}
+
+/** In a child forkSelf started: the setup its parent sent. */
+export function setupFromParent<S>(): Promise<S> {
+  return new Promise((resolve) => process.once('message', (m) => resolve(m as S)));
 }
