@@ -6,7 +6,7 @@
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { brokerKeys, readTokenKey } from '../../src/broker/keys.js';
-import { storedKey } from '../../src/broker/routes/active-key.js';
+import { storedKey } from '../../src/broker/auth/keys.js';
 import { openStore } from '../../src/broker/store/open.js';
 import { CloudClient } from '../../src/cloud/client.js';
 import { systemClock } from '../../src/clock.js';
