@@ -1,11 +1,11 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, renameSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DAEMON_SECRET } from '../../helpers/daemon-proc.js';
 import { cleanEnv } from '../../../scripts/lib/env.js';
 import { DAEMON_SEED, useHarness } from '../../helpers/harness.js';
+import { freePort } from '../../helpers/ports.js';
 import { requireTool } from '../../../scripts/lib/tools.js';
 import { waitFor } from '../../helpers/wait-for.js';
 
@@ -73,7 +73,7 @@ describe('botlink run (the built bundle as a child process)', () => {
   });
 
   it('stays up with the cloud unreachable and no NOTIFY_SOCKET, retries, and connects once the cloud appears', async () => {
-    const port = await closedPort();
+    const port = await freePort();
     const d = device(`http://127.0.0.1:${port}`, { botId: 'bot-1', tokenBackoffBaseMs: 100, tokenBackoffCapMs: 400 });
     const p = daemon(d);
     // Three failed attempts: the first retry and one after it, each a line that names its next wait.
@@ -107,15 +107,6 @@ describe('botlink run (the built bundle as a child process)', () => {
     await waitFor(() => received.includes('STOPPING=1'), 15_000, 'STOPPING=1');
   });
 });
-
-/** A loopback port nothing listens on: bound by the kernel's choice, then released. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 const PY_LISTENER = `
 import socket, sys
