@@ -6,6 +6,7 @@ import { openSqliteStore } from '../../../src/broker/store/sqlite.js';
 import { createTestService, type TestService } from '../../../src/service/testing.js';
 import { privateDaemonBundle, type Bundle } from '../../helpers/bundle.js';
 import { TestDevice } from '../../helpers/broker-device.js';
+import { byCode, codeRow } from '../../helpers/broker-store.js';
 import { type BrokerRig, brokerRig, vendorSeed } from '../../helpers/broker-rig.js';
 import { exec } from '../../../scripts/lib/exec.js';
 import { terminalHazards } from '../../helpers/terminal.js';
@@ -117,26 +118,9 @@ describe('botlink broker (the process)', () => {
     // As a broker before this rule could have stored it: the operator's terminal still sees it escaped.
     const store = openSqliteStore(join(rig.dir, 'broker.db'), { wallNow: () => Date.now() });
     try {
-      const device = new TestDevice();
-      await store.addCode({
-        hmac: 'f'.repeat(64),
-        vendorId: 'V1',
-        kind: 'plain',
-        deviceId: null,
-        usesLeft: 1,
-        expiresAt: Date.now() + 60_000,
-        createdAt: Date.now(),
-      });
-      const outcome = await store.enroll({
-        admission: { by: 'code', hmac: 'f'.repeat(64) },
-        key: { keyId: device.keyId, publicKey: device.publicKey },
-        botId: 'bot-hostile-name',
-        deviceId: hostile,
-        vendorId: 'V1',
-        replace: false,
-        now: Date.now(),
-      });
-      expect(outcome).toBe('ok');
+      const code = codeRow();
+      await store.addCode(code);
+      expect(await store.enroll(byCode(code, { deviceId: hostile }))).toBe('ok');
     } finally {
       await store.close();
     }
