@@ -1,5 +1,6 @@
 /** A device as the broker sees it (DESIGN §3.7): its own Ed25519 key, and requests signed with it. */
 import { generateKeyPairSync, type KeyObject, randomBytes } from 'node:crypto';
+import { expect } from 'vitest';
 import { keyIdOf, rawPublicKeyOf, signRequest, signRotateProof } from '../../src/protocol/device-sig.js';
 
 export interface BrokerReply {
@@ -51,6 +52,13 @@ export class TestDevice {
 
   enroll(baseUrl: string, fields: Record<string, unknown>, o?: SendOptions): Promise<BrokerReply> {
     return this.send(baseUrl, '/v1/enroll', { publicKey: this.publicKey, ...fields }, o);
+  }
+
+  /** Enrolls, failing the test unless the broker admits the key: the botId it is bound to. */
+  async mustEnroll(baseUrl: string, fields: Record<string, unknown>): Promise<string> {
+    const reply = await this.enroll(baseUrl, fields);
+    expect(reply.status, JSON.stringify(reply.json)).toBe(200);
+    return reply.json['botId'] as string;
   }
 
   token(baseUrl: string, body: Record<string, unknown> = {}, o?: SendOptions): Promise<BrokerReply> {

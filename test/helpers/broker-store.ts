@@ -1,5 +1,43 @@
-import { randomUUID } from 'node:crypto';
-import type { BrokerStore } from '../../src/broker/store/types.js';
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { BrokerStore, CodeRow, EnrollCommit } from '../../src/broker/store/types.js';
+import { H } from './time.js';
+
+const hex = (bytes: number): string => randomBytes(bytes).toString('hex');
+
+/** A key of its own: a random keyId and a stand-in public key (the store never verifies with it). */
+export function newKey(): { keyId: string; publicKey: string } {
+  const keyId = hex(16);
+  return { keyId, publicKey: `pk-${keyId}` };
+}
+
+/** A code row as `broker code` stores it: plain, one use, vendor V1, an hour to live; `over` changes any field. */
+export function codeRow(over: Partial<CodeRow> = {}): CodeRow {
+  return {
+    hmac: hex(32),
+    vendorId: 'V1',
+    kind: 'plain',
+    deviceId: null,
+    usesLeft: 1,
+    expiresAt: Date.now() + H,
+    createdAt: Date.now(),
+    ...over,
+  };
+}
+
+/** The enrollment of a new key with `code`, as a device of its own (botId `bot-<deviceId>`); `over` changes any field. */
+export function byCode(code: CodeRow, over: Partial<EnrollCommit> = {}): EnrollCommit {
+  const deviceId = over.deviceId ?? `SN-${hex(4)}`;
+  return {
+    admission: { by: 'code', hmac: code.hmac },
+    key: newKey(),
+    botId: `bot-${deviceId}`,
+    deviceId,
+    vendorId: code.vendorId,
+    replace: code.kind === 'replace',
+    now: Date.now(),
+    ...over,
+  };
+}
 
 /** Takes (keyId, nonce) as an enrollment's spend does, under no limit: true when no replica had seen it. */
 export async function takeNonce(store: BrokerStore, keyId: string, nonce: string, keepUntil: number): Promise<boolean> {

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonProc } from '../helpers/daemon-proc.js';
 import { cleanEnv } from '../../scripts/lib/env.js';
 import { DAEMON_SEED, useHarness } from '../helpers/harness.js';
-import { requireTool } from '../../scripts/lib/tools.js';
+import { notifyListener } from '../helpers/notify-listener.js';
 import { elfMachine, extract, NODE_RUNTIME_SCRIPT, NODE_VERSION, VERSION } from './deb.js';
 import { exec } from '../../scripts/lib/exec.js';
 import { waitFor } from '../helpers/wait-for.js';
@@ -100,12 +100,7 @@ describe('the arm64 package under QEMU user emulation', () => {
   it('botlink run: sd_notify, connected, a refresh, a dropped socket survived, then status, token and a clean stop', async () => {
     const svc = await service(DAEMON_SEED, { accessTtlS: 8, refreshTtlS: 600 });
     const d = device(svc);
-    const socketPath = join(tempDir('botlink-arm64-notify-'), 'notify.sock');
-    const listener = spawn(requireTool('python3'), ['-u', '-c', PY_LISTENER, socketPath], { stdio: ['ignore', 'pipe', 'inherit'] });
-    cleanups.push(() => void listener.kill('SIGKILL'));
-    let notified = '';
-    listener.stdout.on('data', (b: Buffer) => (notified += b.toString()));
-    await waitFor(() => notified.includes('LISTENING'), 10_000, 'the python listener');
+    const { path: socketPath, received: notified } = await notifyListener(tempDir('botlink-arm64-notify-'), cleanups);
 
     const started = performance.now();
     const [cmd, args] = arm64([bundle, 'run', '--config', d.configFile]);
@@ -117,7 +112,7 @@ describe('the arm64 package under QEMU user emulation', () => {
     });
     const until = <T>(step: Promise<T>) => Promise.race([step, failIfExits]);
 
-    await until(waitFor(() => notified.includes('READY=1'), 90_000, 'READY=1 over sd_notify'));
+    await until(waitFor(() => notified().includes('READY=1'), 90_000, 'READY=1 over sd_notify'));
     await until(d.waitForLink('connected', 90_000));
     timings.push(`start to connected ${((performance.now() - started) / 1000).toFixed(1)} s`);
     // The addon that spoke sd_notify and the one holding the database are the package's arm64 builds.
@@ -131,8 +126,8 @@ describe('the arm64 package under QEMU user emulation', () => {
     await timed('reconnect after a drop', () => until(within(reopened, 90_000, 'the WebSocket to reopen')));
     const status = await until(d.waitForLink('connected', 30_000));
     expect(status.link.reconnects).toBeGreaterThanOrEqual(1);
-    expect((notified.match(/WATCHDOG=1/g) ?? []).length).toBeGreaterThanOrEqual(1);
-    expect(notified).toMatch(/STATUS=\S+/);
+    expect((notified().match(/WATCHDOG=1/g) ?? []).length).toBeGreaterThanOrEqual(1);
+    expect(notified()).toMatch(/STATUS=\S+/);
 
     const cli = await timed('status', () => exec(...arm64([bundle, 'status', '--config', d.configFile, '--json']), { env: cleanEnv() }));
     expect(cli.code, cli.stderr).toBe(0);
@@ -144,16 +139,6 @@ describe('the arm64 package under QEMU user emulation', () => {
 
     const stopped = await timed('SIGTERM to exit', () => p.stop('SIGTERM'));
     expect(stopped.code, p.stderr).toBe(0);
-    await waitFor(() => notified.includes('STOPPING=1'), 10_000, 'STOPPING=1');
+    await waitFor(() => notified().includes('STOPPING=1'), 10_000, 'STOPPING=1');
   });
 });
-
-const PY_LISTENER = `
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-s.bind(sys.argv[1])
-print("LISTENING", flush=True)
-while True:
-    data = s.recv(4096)
-    print(data.decode().replace("\\n", " | "), flush=True)
-`;

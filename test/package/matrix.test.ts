@@ -1,10 +1,10 @@
 import { copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
 import { join, relative } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createReferenceService } from '../../src/service/server.js';
 import { DAEMON_SECRET } from '../helpers/daemon-proc.js';
 import { DAEMON_SEED } from '../helpers/harness.js';
+import { freePort } from '../helpers/ports.js';
 import { type Arch, debFile, deviceConfig, HEADERS_VERSION, NODE_VERSION, ROOT, RUNTIME_NODE, ScratchRoot, VERSION } from './deb.js';
 import { exec } from '../../scripts/lib/exec.js';
 
@@ -79,18 +79,6 @@ async function rootWithPackages(target: Target): Promise<ScratchRoot> {
   return root;
 }
 
-/** A TCP port free on this machine now (the roots share its network). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
 /** Sections of a script's output, each started by a line `@@name`. */
 function sections(out: string): Record<string, string> {
   const found: Record<string, string> = {};
@@ -145,6 +133,7 @@ describe('the install matrix: apt install of botlink and botlink-node in fresh D
       }
       const started = performance.now();
       const root = await rootWithPackages(target);
+      // A port free here is free in the root: the roots share this machine's network.
       const port = await freePort();
       const config = deviceConfig(`http://127.0.0.1:${port}`);
       const r = await root.sh(

@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { enrollDevice } from '../../../src/agent/broker/enroll.js';
@@ -6,10 +6,11 @@ import { createDeviceKey, type DeviceKey } from '../../../src/agent/config/devic
 import { TokenStore } from '../../../src/agent/store/token-store.js';
 import { systemClock } from '../../../src/clock.js';
 import { BUNDLE } from '../../../scripts/build.mjs';
+import { type BrokerRig, brokerRig, vendorSeed } from '../../helpers/broker-rig.js';
 import { type DeviceDir, runCli } from '../../helpers/daemon-proc.js';
-import { cleanEnv } from '../../../scripts/lib/env.js';
 import { useHarness } from '../../helpers/harness.js';
 import { listening, type ServeRun, startListener } from '../../helpers/serve-proc.js';
+import { filesUnder } from '../../helpers/tree.js';
 import { waitFor } from '../../helpers/wait-for.js';
 
 /**
@@ -35,49 +36,18 @@ function started(argv: string[]): ServeRun {
 interface Vendor {
   cloudUrl: string;
   brokerUrl: string;
-  brokerConfig: string;
-  brokerLog: string;
-  code(): Promise<string>;
+  broker: BrokerRig;
 }
 
 /** The vendor's side: the cloud and its broker, which alone holds the account secret. */
 async function vendorSide(): Promise<Vendor> {
-  const dir = tempDir('botlink-agent-broker-vendor-');
-  const seed = join(dir, 'seed.json');
-  writeFileSync(seed, JSON.stringify({ accounts: [{ accessKeyId: 'AK', secretKey: SECRET, vendors: [{ vendorId: 'V1', bots: [] }] }] }));
+  const seed = join(tempDir('botlink-agent-broker-vendor-'), 'seed.json');
+  writeFileSync(seed, JSON.stringify(vendorSeed(SECRET)));
   const cloudUrl = await listening(started(['serve', '--seed', seed, '--access-ttl', String(ACCESS_TTL_S)]));
-  writeFileSync(join(dir, 'secret-key'), SECRET, { mode: 0o600 });
-  writeFileSync(join(dir, 'token-key'), Buffer.alloc(32, 7), { mode: 0o600 });
-  const brokerConfig = join(dir, 'broker.json');
-  const brokerLog = join(dir, 'broker.log');
-  writeFileSync(
-    brokerConfig,
-    JSON.stringify({
-      listen: '127.0.0.1:0',
-      baseUrl: cloudUrl,
-      accessKeyId: 'AK',
-      secretKeyFile: join(dir, 'secret-key'),
-      tokenKeyFile: join(dir, 'token-key'),
-      store: `sqlite:${join(dir, 'broker.db')}`,
-      logFile: brokerLog,
-      // A device renewing 12 s tokens asks every 9 s: more than the default 12 an hour.
-      deviceTokensPerHour: 1000,
-    }),
-  );
-  const brokerUrl = await listening(started(['broker', '--config', brokerConfig]));
-  return {
-    cloudUrl,
-    brokerUrl,
-    brokerConfig,
-    brokerLog,
-    async code() {
-      const r = await runCli(['broker', 'code', '--config', brokerConfig, '--vendor-id', 'V1', '--json'], {
-        env: cleanEnv({ CREDENTIALS_DIRECTORY: '' }),
-      });
-      expect(r.code, r.stderr).toBe(0);
-      return (JSON.parse(r.stdout) as { code: string }).code;
-    },
-  };
+  // A device renewing 12 s tokens asks every 9 s: more than the default 12 an hour.
+  const broker = brokerRig({ bundle: BUNDLE, cloudUrl, secret: SECRET, extra: { deviceTokensPerHour: 1000 } });
+  cleanups.push(() => broker.close());
+  return { cloudUrl, brokerUrl: (await broker.start()).url, broker };
 }
 
 /** A device dir in broker mode: its key made and enrolled, its config naming brokerUrl and the botId, no secret file. */
@@ -91,19 +61,11 @@ async function enrolledDevice(v: Vendor, deviceId: string): Promise<{ d: DeviceD
     ca: null,
     key,
     clock: systemClock,
-    request: { code: await v.code(), deviceId },
+    request: { code: await v.broker.code(), deviceId },
   });
   expect(enrolled).toEqual({ botId: expect.stringMatching(/\S/), vendorId: 'V1', keyId: key.keyId });
   d.writeConfig({ baseUrl: v.cloudUrl, brokerUrl: v.brokerUrl, botId: enrolled.botId, accessKeyId: undefined, secretKeyFile: undefined });
   return { d, key, botId: enrolled.botId };
-}
-
-/** Every file under `dir`, as text. */
-function filesUnder(dir: string): { path: string; text: string }[] {
-  return readdirSync(dir, { recursive: true, encoding: 'utf8' })
-    .map((name) => join(dir, name))
-    .filter((path) => statSync(path).isFile())
-    .map((path) => ({ path, text: readFileSync(path, 'latin1') }));
 }
 
 describe('botlink run in broker mode, against botlink serve and botlink broker', () => {
@@ -131,7 +93,7 @@ describe('botlink run in broker mode, against botlink serve and botlink broker',
     for (const f of files) expect(f.text, f.path).not.toContain(SECRET);
     expect(files.some((f) => f.path.endsWith('secret-key'))).toBe(false);
     // The broker's audit names this key, never a token or the secret.
-    const audit = readFileSync(v.brokerLog, 'utf8');
+    const audit = readFileSync(v.broker.logFile, 'utf8');
     expect(audit).toContain(key.keyId);
     expect(audit).not.toContain(SECRET);
     expect(audit).not.toContain(cached!.pair.accessToken);
@@ -158,7 +120,7 @@ describe('botlink run in broker mode, against botlink serve and botlink broker',
     const { d, botId } = await enrolledDevice(v, 'SN-BROKER-2');
     daemon(d);
     await d.waitForLink('connected', 20_000);
-    const r = await runCli(['broker', 'revoke', '--config', v.brokerConfig, botId], { env: cleanEnv({ CREDENTIALS_DIRECTORY: '' }) });
+    const r = await v.broker.cli(['revoke', '--config', v.broker.configFile, botId]);
     expect(r.code, r.stderr).toBe(0);
     await waitFor(() => d.status()?.token.lastError?.includes('revoked') === true, 20_000, 'the revocation in status.json');
     const status = d.status()!;

@@ -1,12 +1,10 @@
-import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, renameSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DAEMON_SECRET } from '../../helpers/daemon-proc.js';
 import { cleanEnv } from '../../../scripts/lib/env.js';
 import { DAEMON_SEED, useHarness } from '../../helpers/harness.js';
-import { requireTool } from '../../../scripts/lib/tools.js';
+import { notifyListener } from '../../helpers/notify-listener.js';
+import { freePort } from '../../helpers/ports.js';
 import { waitFor } from '../../helpers/wait-for.js';
 
 const { cleanups, service, device, daemon, tempDir } = useHarness();
@@ -73,7 +71,7 @@ describe('botlink run (the built bundle as a child process)', () => {
   });
 
   it('stays up with the cloud unreachable and no NOTIFY_SOCKET, retries, and connects once the cloud appears', async () => {
-    const port = await closedPort();
+    const port = await freePort();
     const d = device(`http://127.0.0.1:${port}`, { botId: 'bot-1', tokenBackoffBaseMs: 100, tokenBackoffCapMs: 400 });
     const p = daemon(d);
     // Three failed attempts: the first retry and one after it, each a line that names its next wait.
@@ -92,37 +90,12 @@ describe('botlink run (the built bundle as a child process)', () => {
   it('speaks sd_notify: READY=1, STATUS and WATCHDOG=1 on a real datagram socket, STOPPING=1 at the end', async () => {
     const svc = await service(DAEMON_SEED);
     const d = device(svc);
-    const dir = tempDir('botlink-notify-');
-    const socketPath = join(dir, 'notify.sock');
-    const listener = spawn(requireTool('python3'), ['-u', '-c', PY_LISTENER, socketPath], { stdio: ['ignore', 'pipe', 'inherit'] });
-    cleanups.push(() => void listener.kill('SIGKILL'));
-    let received = '';
-    listener.stdout.on('data', (b: Buffer) => (received += b.toString()));
-    await waitFor(() => received.includes('LISTENING'), 15_000, 'the python listener');
-    const p = daemon(d, cleanEnv({ NOTIFY_SOCKET: socketPath, WATCHDOG_USEC: '400000' }));
-    await waitFor(() => received.includes('READY=1'), 10_000, 'READY=1');
-    await waitFor(() => (received.match(/WATCHDOG=1/g) ?? []).length >= 3, 15_000, 'watchdog pings');
-    expect(received).toMatch(/STATUS=\S+/);
+    const { path, received } = await notifyListener(tempDir('botlink-notify-'), cleanups);
+    const p = daemon(d, cleanEnv({ NOTIFY_SOCKET: path, WATCHDOG_USEC: '400000' }));
+    await waitFor(() => received().includes('READY=1'), 10_000, 'READY=1');
+    await waitFor(() => (received().match(/WATCHDOG=1/g) ?? []).length >= 3, 15_000, 'watchdog pings');
+    expect(received()).toMatch(/STATUS=\S+/);
     await p.stop();
-    await waitFor(() => received.includes('STOPPING=1'), 15_000, 'STOPPING=1');
+    await waitFor(() => received().includes('STOPPING=1'), 15_000, 'STOPPING=1');
   });
 });
-
-/** A loopback port nothing listens on: bound by the kernel's choice, then released. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
-const PY_LISTENER = `
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-s.bind(sys.argv[1])
-print("LISTENING", flush=True)
-while True:
-    data = s.recv(4096)
-    print(data.decode().replace("\\n", " | "), flush=True)
-`;

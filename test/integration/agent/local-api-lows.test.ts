@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import { chownSync, existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -10,6 +10,7 @@ import { botlinkAs } from '../../helpers/bundle.js';
 import { DaemonProc, type DeviceDir } from '../../helpers/daemon-proc.js';
 import { cleanEnv } from '../../../scripts/lib/env.js';
 import { DAEMON_SEED, useHarness } from '../../helpers/harness.js';
+import { treeOf } from '../../helpers/tree.js';
 import { waitFor } from '../../helpers/wait-for.js';
 
 /** Issue 20's LOW findings, each against a real daemon process. */
@@ -67,11 +68,7 @@ async function halfOpenApp(sock: string): Promise<Socket> {
 /** Every folder and file of the device given to UID, as systemd's StateDirectory/RuntimeDirectory would. */
 function giveTo(d: DeviceDir, uid: number): void {
   for (const dir of [d.stateDir, d.runtimeDir, join(d.dir, 'log')]) mkdirSync(dir, { recursive: true });
-  const walk = (dir: string): string[] => [
-    dir,
-    ...readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(join(dir, e.name)) : [join(dir, e.name)])),
-  ];
-  for (const path of walk(d.dir)) chownSync(path, uid, uid);
+  for (const path of treeOf(d.dir)) chownSync(path, uid, uid);
 }
 
 function daemonAs(uid: number, d: DeviceDir): DaemonProc {

@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { basename, join } from 'node:path';
@@ -8,6 +8,7 @@ import { WsMessage } from '../../../src/protocol/codes.js';
 import type { DaemonProc } from '../../helpers/daemon-proc.js';
 import { cleanEnv } from '../../../scripts/lib/env.js';
 import { useHarness } from '../../helpers/harness.js';
+import { filesUnder } from '../../helpers/tree.js';
 import { waitFor } from '../../helpers/wait-for.js';
 
 /**
@@ -87,13 +88,6 @@ function procView(p: DaemonProc): { name: string; text: string }[] {
     name: `/proc/${pid}/${file}`,
     text: readFileSync(`/proc/${pid}/${file}`).toString('latin1'),
   }));
-}
-
-function filesUnder(dir: string): string[] {
-  return readdirSync(dir).flatMap((name) => {
-    const path = join(dir, name);
-    return statSync(path).isDirectory() ? filesUnder(path) : [path];
-  });
 }
 
 function occurrences(text: string, needle: string): number {
@@ -181,8 +175,8 @@ describe('secrets: the daemon through a sign, refresh, re-sign, faults, a clock 
       { name: 'second stderr', text: second.stderr },
       { name: 'timedatectl calls', text: readFileSync(argsLog, 'utf8') },
       ...filesUnder(device.dir)
-        .filter((path) => !DB_FILES.has(basename(path)) && basename(path) !== 'secret-key')
-        .map((path) => ({ name: path, text: readFileSync(path).toString('latin1') })),
+        .filter((f) => !DB_FILES.has(basename(f.path)) && basename(f.path) !== 'secret-key')
+        .map((f) => ({ name: f.path, text: f.text })),
     ];
     // The scan must have had something to read: a log with the whole story, and the status file.
     const log = device.log();

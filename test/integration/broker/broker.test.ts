@@ -73,9 +73,7 @@ async function code(opts: { vendorId?: string; deviceId?: string; uses?: number;
 async function enrolled(): Promise<{ device: TestDevice; botId: string; deviceId: string }> {
   const device = new TestDevice();
   const deviceId = nextSerial();
-  const reply = await device.enroll(url(), { code: await code(), deviceId });
-  expect(reply.status, JSON.stringify(reply.json)).toBe(200);
-  return { device, botId: reply.json['botId'] as string, deviceId };
+  return { device, botId: await device.mustEnroll(url(), { code: await code(), deviceId }), deviceId };
 }
 
 describe('enroll (DESIGN §3.7)', () => {
@@ -103,7 +101,7 @@ describe('enroll (DESIGN §3.7)', () => {
     expect((await device.enroll(url(), { code: expired, deviceId: nextSerial() })).json['code']).toBe('bad-code');
     const bound = await code({ deviceId: 'SN-bound' });
     expect((await device.enroll(url(), { code: bound, deviceId: nextSerial() })).json['code']).toBe('bad-code');
-    expect((await device.enroll(url(), { code: bound, deviceId: 'SN-bound' })).status).toBe(200);
+    await device.mustEnroll(url(), { code: bound, deviceId: 'SN-bound' });
   });
 
   it('refuses a plain code for a deviceId the broker knows (409), and spends nothing doing so', async () => {
@@ -112,15 +110,13 @@ describe('enroll (DESIGN §3.7)', () => {
     const reply = await new TestDevice().enroll(url(), { code: c, deviceId });
     expect(reply.status).toBe(409);
     expect(reply.json['code']).toBe('device-exists');
-    expect((await new TestDevice().enroll(url(), { code: c, deviceId: nextSerial() })).status).toBe(200);
+    await new TestDevice().mustEnroll(url(), { code: c, deviceId: nextSerial() });
   });
 
   it('a replace code moves the botId to a new key and revokes the old one', async () => {
     const { device, botId, deviceId } = await enrolled();
     const replacement = new TestDevice();
-    const reply = await replacement.enroll(url(), { code: await code({ kind: 'replace', deviceId }), deviceId });
-    expect(reply.status, JSON.stringify(reply.json)).toBe(200);
-    expect(reply.json['botId']).toBe(botId);
+    expect(await replacement.mustEnroll(url(), { code: await code({ kind: 'replace', deviceId }), deviceId })).toBe(botId);
     expect((await device.token(url())).json['code']).toBe('revoked');
     expect((await replacement.token(url())).status).toBe(200);
   });

@@ -1,5 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -7,97 +6,78 @@ import { openSqliteStore } from '../../../src/broker/store/sqlite.js';
 import { createTestService, type TestService } from '../../../src/service/testing.js';
 import { privateDaemonBundle, type Bundle } from '../../helpers/bundle.js';
 import { TestDevice } from '../../helpers/broker-device.js';
-import { writeBrokerConfig } from '../../helpers/broker-files.js';
-import { exec, type CliRun } from '../../../scripts/lib/exec.js';
-import { listening, startListener, type ServeRun } from '../../helpers/serve-proc.js';
+import { byCode, codeRow } from '../../helpers/broker-store.js';
+import { type BrokerRig, brokerRig, vendorSeed } from '../../helpers/broker-rig.js';
+import { exec } from '../../../scripts/lib/exec.js';
 import { terminalHazards } from '../../helpers/terminal.js';
 import { requireTool } from '../../../scripts/lib/tools.js';
 
 const CLIENT = fileURLToPath(new URL('../../clients/broker_client.py', import.meta.url));
+const CODE = /^[0-9A-Z]{5}(-[0-9A-Z]{5}){4}$/;
 
 const SECRET = 'SK-broker-cli-secret-7f3a';
 let bundle: Bundle;
-let dir: string;
 let cloud: TestService;
-let configFile: string;
+let rig: BrokerRig;
 
 beforeAll(async () => {
   bundle = await privateDaemonBundle('test-broker-cli-');
-  dir = mkdtempSync(join(tmpdir(), 'botlink-broker-cli-'));
-  cloud = await createTestService({
-    seed: { accounts: [{ accessKeyId: 'AK', secretKey: SECRET, vendors: [{ vendorId: 'V1', bots: [] }] }] },
-  });
-  configFile = writeConfig('config.json', {});
+  cloud = await createTestService({ seed: vendorSeed(SECRET) });
+  rig = brokerRig({ bundle: bundle.file, cloudUrl: cloud.url, secret: SECRET });
 });
 afterAll(async () => {
+  await rig?.close();
   await cloud?.close();
   bundle?.dispose();
-  rmSync(dir, { recursive: true, force: true });
 });
-
-function writeConfig(name: string, extra: Record<string, unknown>): string {
-  return writeBrokerConfig(dir, { cloudUrl: cloud.url, secret: SECRET, tokenKey: Buffer.alloc(32, 3), extra }, name);
-}
-
-const cli = (args: string[], env: NodeJS.ProcessEnv = process.env): Promise<CliRun> =>
-  exec(process.execPath, [bundle.file, 'broker', ...args], { env: { ...env, CREDENTIALS_DIRECTORY: '' } });
-
-async function newCode(extra: string[] = []): Promise<string> {
-  const r = await cli(['code', '--config', configFile, '--vendor-id', 'V1', '--json', ...extra]);
-  expect(r.code, r.stderr).toBe(0);
-  const issued = JSON.parse(r.stdout) as { code: string; expiresAt: number; uses: number };
-  expect(issued).toEqual({ code: expect.stringMatching(/^[0-9A-Z]{5}(-[0-9A-Z]{5}){4}$/), expiresAt: expect.any(Number), uses: 1 });
-  return issued.code;
-}
-
-async function running(config = configFile): Promise<{ run: ServeRun; url: string }> {
-  const run = startListener(bundle.file, ['broker', '--config', config]);
-  return { run, url: await listening(run) };
-}
 
 describe('botlink broker (the process)', () => {
   it('refuses a config without tokenKeyFile (78, naming the key and how to make one), and an unknown key', async () => {
-    const noKey = writeConfig('no-key.json', { tokenKeyFile: join(dir, 'absent') });
-    const r = await cli(['--config', noKey]);
+    const noKey = rig.writeConfig('no-key.json', { tokenKeyFile: join(rig.dir, 'absent') });
+    const r = await rig.cli(['--config', noKey]);
     expect(r.code).toBe(78);
     expect(r.stderr).toContain('tokenKeyFile');
     expect(r.stderr).toContain('/dev/urandom');
-    const unknown = writeConfig('unknown.json', { secretKey: 'inline' });
-    const u = await cli(['--config', unknown]);
+    const unknown = rig.writeConfig('unknown.json', { secretKey: 'inline' });
+    const u = await rig.cli(['--config', unknown]);
     expect(u.code).toBe(78);
     expect(u.stderr).toContain('secretKey');
-    const env = await cli(['--config', configFile], { ...process.env, BOTLINK_BROKER_NO_SUCH: '1' });
+    const env = await rig.cli(['--config', rig.configFile], { BOTLINK_BROKER_NO_SUCH: '1' });
     expect(env.code).toBe(78);
     expect(env.stderr).toContain('BOTLINK_BROKER_NO_SUCH');
   });
 
   it('usage mistakes exit 64; a preauth file with a bad line exits 65 and stores nothing', async () => {
-    expect((await cli(['code', '--config', configFile])).code).toBe(64);
-    expect((await cli(['code', '--config', configFile, '--vendor-id', 'V1', '--adopt', '--replace', '--device-id', 'x'])).code).toBe(64);
-    expect((await cli(['frobnicate'])).code).toBe(64);
-    expect((await cli(['code', '--config', configFile, '--vendor-id', 'V1', '--adopt'])).code).toBe(65);
-    const file = join(dir, 'preauth.txt');
+    expect((await rig.cli(['code', '--config', rig.configFile])).code).toBe(64);
+    expect(
+      (await rig.cli(['code', '--config', rig.configFile, '--vendor-id', 'V1', '--adopt', '--replace', '--device-id', 'x'])).code,
+    ).toBe(64);
+    expect((await rig.cli(['frobnicate'])).code).toBe(64);
+    expect((await rig.cli(['code', '--config', rig.configFile, '--vendor-id', 'V1', '--adopt'])).code).toBe(65);
+    const file = join(rig.dir, 'preauth.txt');
     writeFileSync(file, `SN-P1,${new TestDevice().publicKey}\nSN-P2,not-a-key\n`);
-    const r = await cli(['preauth', '--config', configFile, '--vendor-id', 'V1', file]);
+    const r = await rig.cli(['preauth', '--config', rig.configFile, '--vendor-id', 'V1', file]);
     expect(r.code).toBe(65);
     expect(r.stderr).toContain('line 2');
-    const devices = JSON.parse((await cli(['devices', '--config', configFile, '--json'])).stdout) as { deviceId: string }[];
+    const devices = JSON.parse((await rig.cli(['devices', '--config', rig.configFile, '--json'])).stdout) as { deviceId: string }[];
     expect(devices.map((d) => d.deviceId)).not.toContain('SN-P1');
   });
 
   it('a code from the command enrolls a device; devices lists it; revoke holds from the next request; no secret in the log', async () => {
-    const code = await newCode();
-    const printed = await cli(['code', '--config', configFile, '--vendor-id', 'V1']);
-    expect(printed.stdout.trim().split('\n').at(-1)).toMatch(/^[0-9A-Z]{5}(-[0-9A-Z]{5}){4}$/);
-    const { run, url } = await running();
+    const json = await rig.cli(['code', '--config', rig.configFile, '--vendor-id', 'V1', '--json']);
+    expect(json.code, json.stderr).toBe(0);
+    const issued = JSON.parse(json.stdout) as { code: string };
+    expect(issued).toEqual({ code: expect.stringMatching(CODE), expiresAt: expect.any(Number), uses: 1 });
+    const code = issued.code;
+    const printed = await rig.cli(['code', '--config', rig.configFile, '--vendor-id', 'V1']);
+    expect(printed.stdout.trim().split('\n').at(-1)).toMatch(CODE);
+    const broker = await rig.start();
     try {
       const device = new TestDevice();
-      const enrolled = await device.enroll(url, { code, deviceId: 'SN-CLI-1' });
-      expect(enrolled.status, JSON.stringify(enrolled.json)).toBe(200);
-      const botId = enrolled.json['botId'] as string;
-      const token = await device.token(url);
+      const botId = await device.mustEnroll(broker.url, { code, deviceId: 'SN-CLI-1' });
+      const token = await device.token(broker.url);
       expect(token.status).toBe(200);
-      const list = await cli(['devices', '--config', configFile, '--json']);
+      const list = await rig.cli(['devices', '--config', rig.configFile, '--json']);
       expect(JSON.parse(list.stdout)).toContainEqual({
         botId,
         deviceId: 'SN-CLI-1',
@@ -106,11 +86,11 @@ describe('botlink broker (the process)', () => {
         state: 'active',
         lastSeenAt: expect.any(Number),
       });
-      const revoked = await cli(['revoke', '--config', configFile, botId]);
+      const revoked = await rig.cli(['revoke', '--config', rig.configFile, botId]);
       expect(revoked.code, revoked.stderr).toBe(0);
-      expect((await device.token(url)).json['code']).toBe('revoked');
-      expect((await cli(['revoke', '--config', configFile, 'no-such-bot'])).code).toBe(65);
-      const log = readFileSync(join(dir, 'broker.log'), 'utf8');
+      expect((await device.token(broker.url)).json['code']).toBe('revoked');
+      expect((await rig.cli(['revoke', '--config', rig.configFile, 'no-such-bot'])).code).toBe(65);
+      const log = readFileSync(rig.logFile, 'utf8');
       const audits = log
         .trim()
         .split('\n')
@@ -120,83 +100,62 @@ describe('botlink broker (the process)', () => {
       );
       for (const secret of [SECRET, code, token.json['accessToken'] as string]) expect(log).not.toContain(secret);
     } finally {
-      run.child.kill('SIGTERM');
-      expect((await run.exit).code).toBe(0);
+      expect((await broker.stop()).code).toBe(0);
     }
   });
 
   it('refuses a deviceId holding C1, bidi or format controls; devices escapes one a store holds anyway', async () => {
     const hostile = 'SN\u009b2J\u009b0;PWNED\u202e9\u2066';
-    const code = await newCode();
-    const { run, url } = await running();
+    const code = await rig.code();
+    const broker = await rig.start();
     try {
-      const refused = await new TestDevice().enroll(url, { code, deviceId: hostile });
+      const refused = await new TestDevice().enroll(broker.url, { code, deviceId: hostile });
       expect(refused.status, JSON.stringify(refused.json)).toBe(400);
       expect(refused.json).toMatchObject({ code: 'bad-request', msg: expect.stringContaining('deviceId') });
     } finally {
-      run.child.kill('SIGTERM');
-      expect((await run.exit).code).toBe(0);
+      expect((await broker.stop()).code).toBe(0);
     }
     // As a broker before this rule could have stored it: the operator's terminal still sees it escaped.
-    const store = openSqliteStore(join(dir, 'broker.db'), { wallNow: () => Date.now() });
+    const store = openSqliteStore(join(rig.dir, 'broker.db'), { wallNow: () => Date.now() });
     try {
-      const device = new TestDevice();
-      await store.addCode({
-        hmac: 'f'.repeat(64),
-        vendorId: 'V1',
-        kind: 'plain',
-        deviceId: null,
-        usesLeft: 1,
-        expiresAt: Date.now() + 60_000,
-        createdAt: Date.now(),
-      });
-      const outcome = await store.enroll({
-        admission: { by: 'code', hmac: 'f'.repeat(64) },
-        key: { keyId: device.keyId, publicKey: device.publicKey },
-        botId: 'bot-hostile-name',
-        deviceId: hostile,
-        vendorId: 'V1',
-        replace: false,
-        now: Date.now(),
-      });
-      expect(outcome).toBe('ok');
+      const code = codeRow();
+      await store.addCode(code);
+      expect(await store.enroll(byCode(code, { deviceId: hostile }))).toBe('ok');
     } finally {
       await store.close();
     }
-    const words = await cli(['devices', '--config', configFile]);
+    const words = await rig.cli(['devices', '--config', rig.configFile]);
     expect(words.code, words.stderr).toBe(0);
     expect(words.stdout).toContain('\tSN\\x9b2J\\x9b0;PWNED\\u202e9\\u2066\t');
-    const json = await cli(['devices', '--config', configFile, '--json']);
+    const json = await rig.cli(['devices', '--config', rig.configFile, '--json']);
     expect(json.code, json.stderr).toBe(0);
     expect((JSON.parse(json.stdout) as { deviceId: string }[]).map((d) => d.deviceId)).toContain(hostile);
     for (const r of [words, json]) expect(terminalHazards(r.stdout + r.stderr)).toEqual([]);
   });
 
   it('kill -9 during an enrollment spends no use of the code and leaves no device half-enrolled', async () => {
-    const code = await newCode();
-    const first = await running();
+    const code = await rig.code();
+    const first = await rig.start();
     const device = new TestDevice();
     cloud.faults.setLatencyMs(3000);
     try {
       const seen = new Promise<void>((resolve) => cloud.events.once('http-request', () => resolve()));
       const attempt = device.enroll(first.url, { code, deviceId: 'SN-KILL-1' }).catch((err: unknown) => err);
       await seen;
-      first.run.child.kill('SIGKILL');
-      expect((await first.run.exit).signal).toBe('SIGKILL');
+      first.child.kill('SIGKILL');
+      expect((await first.exit).signal).toBe('SIGKILL');
       expect(await attempt).toBeInstanceOf(Error);
     } finally {
       cloud.faults.setLatencyMs(0);
     }
-    const devices = JSON.parse((await cli(['devices', '--config', configFile, '--json'])).stdout) as { deviceId: string }[];
+    const devices = JSON.parse((await rig.cli(['devices', '--config', rig.configFile, '--json'])).stdout) as { deviceId: string }[];
     expect(devices.map((d) => d.deviceId)).not.toContain('SN-KILL-1');
-    const second = await running();
+    const second = await rig.start();
     try {
-      const retry = await device.enroll(second.url, { code, deviceId: 'SN-KILL-1' });
-      expect(retry.status, JSON.stringify(retry.json)).toBe(200);
+      await device.mustEnroll(second.url, { code, deviceId: 'SN-KILL-1' });
       expect((await new TestDevice().enroll(second.url, { code, deviceId: 'SN-KILL-2' })).json['code']).toBe('bad-code');
     } finally {
-      second.run.child.kill('SIGTERM');
-      await second.run.exit;
+      await second.stop();
     }
   });
 });
@@ -204,21 +163,22 @@ describe('botlink broker (the process)', () => {
 describe('a second client, in Python with the cryptography package (test/clients/broker_client.py)', () => {
   it('enrolls with a code from the command and gets a token, signing from DESIGN §3.7 alone', async () => {
     const packages = dirname(dirname(requireTool('cryptography')));
-    const code = await newCode();
-    const { run, url } = await running();
+    const code = await rig.code();
+    const broker = await rig.start();
     try {
-      const r = await exec(requireTool('python3'), [CLIENT, url, code, 'SN-PY-1'], { env: { ...process.env, PYTHONPATH: packages } });
+      const r = await exec(requireTool('python3'), [CLIENT, broker.url, code, 'SN-PY-1'], {
+        env: { ...process.env, PYTHONPATH: packages },
+      });
       expect(r.code, r.stderr).toBe(0);
       const seen = JSON.parse(r.stdout) as { keyId: string; botId: string; token: { accessToken: string } };
       expect(seen.keyId).toMatch(/^[0-9a-f]{32}$/);
-      const devices = JSON.parse((await cli(['devices', '--config', configFile, '--json'])).stdout) as {
+      const devices = JSON.parse((await rig.cli(['devices', '--config', rig.configFile, '--json'])).stdout) as {
         keyId: string;
         deviceId: string;
       }[];
       expect(devices).toContainEqual(expect.objectContaining({ keyId: seen.keyId, deviceId: 'SN-PY-1', state: 'active' }));
     } finally {
-      run.child.kill('SIGTERM');
-      await run.exit;
+      await broker.stop();
     }
   });
 });

@@ -1,51 +1,40 @@
-import { mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createReferenceService, type ReferenceService } from '../../../src/service/server.js';
+import { createTestService, type TestService } from '../../../src/service/testing.js';
 import { TestDevice } from '../../helpers/broker-device.js';
-import { writeBrokerConfig } from '../../helpers/broker-files.js';
+import { type BrokerProc, type BrokerRig, brokerRig, vendorSeed } from '../../helpers/broker-rig.js';
 import { privateDaemonBundle, type Bundle } from '../../helpers/bundle.js';
-import { exec } from '../../../scripts/lib/exec.js';
 import { CONTENT_TYPES, chance, fuzzSeed, int, pick, prng, type Rng } from '../../helpers/fuzz.js';
 import { rssKiB } from '../../../scripts/lib/procfs.js';
-import { listening, startListener, type ServeRun } from '../../helpers/serve-proc.js';
 
 // A hostile network in front of the broker (issue 25): whatever arrives, the broker answers a 4xx with
 // {code, msg}, stays up, keeps its memory, and causes no cloud call.
 const SECRET = 'SK-hostile-51d0';
 let bundle: Bundle;
-let dir: string;
-let cloud: ReferenceService;
-let broker: ServeRun;
+let cloud: TestService;
+let rig: BrokerRig;
+let broker: BrokerProc;
 let url: string;
 let device: TestDevice;
 let cloudCalls = 0;
 
 beforeAll(async () => {
   bundle = await privateDaemonBundle('test-broker-hostile-');
-  dir = mkdtempSync(join(tmpdir(), 'botlink-broker-hostile-'));
-  cloud = await createReferenceService({
-    seed: { accounts: [{ accessKeyId: 'AK', secretKey: SECRET, vendors: [{ vendorId: 'V1', bots: [] }] }] },
-  });
-  const configFile = writeBrokerConfig(dir, { cloudUrl: cloud.url, secret: SECRET, tokenKey: Buffer.alloc(32, 9) });
-  const code = await exec(process.execPath, [bundle.file, 'broker', 'code', '--config', configFile, '--vendor-id', 'V1', '--json']);
-  broker = startListener(bundle.file, ['broker', '--config', configFile]);
-  url = await listening(broker);
+  cloud = await createTestService({ seed: vendorSeed(SECRET) });
+  rig = brokerRig({ bundle: bundle.file, cloudUrl: cloud.url, secret: SECRET });
+  const code = await rig.code();
+  broker = await rig.start();
+  url = broker.url;
   device = new TestDevice();
-  const enrolled = await device.enroll(url, { code: (JSON.parse(code.stdout) as { code: string }).code, deviceId: 'SN-HOSTILE' });
-  expect(enrolled.status).toBe(200);
+  await device.mustEnroll(url, { code, deviceId: 'SN-HOSTILE' });
   expect((await device.token(url)).status).toBe(200);
   cloud.events.on('http-request', () => cloudCalls++);
 }, 60_000);
 
 afterAll(async () => {
-  broker?.child.kill('SIGTERM');
-  await broker?.exit;
+  await rig?.close();
   await cloud?.close();
   bundle?.dispose();
-  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 interface Raw {

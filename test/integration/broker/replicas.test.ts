@@ -1,73 +1,42 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestService, type TestService } from '../../../src/service/testing.js';
 import { TestDevice } from '../../helpers/broker-device.js';
-import { writeBrokerConfig } from '../../helpers/broker-files.js';
+import { type BrokerProc, type BrokerRig, brokerRig, vendorSeed } from '../../helpers/broker-rig.js';
 import { privateDaemonBundle, type Bundle } from '../../helpers/bundle.js';
-import { exec } from '../../../scripts/lib/exec.js';
 import { startPostgres, type PostgresServer } from '../../helpers/postgres.js';
-import { listening, startListener, type ServeRun } from '../../helpers/serve-proc.js';
 
 // Two `botlink broker` processes on one PostgreSQL (DESIGN §3.7 "Scale"): every rule is decided by the
 // database, so what one replica did is what the other sees.
 const SECRET = 'SK-replicas-9c1e';
 let bundle: Bundle;
-let dir: string;
 let cloud: TestService;
 let pg: PostgresServer;
-let configFile: string;
-const replicas: { run: ServeRun; url: string }[] = [];
+let rig: BrokerRig;
+let replicas: BrokerProc[] = [];
 
 beforeAll(async () => {
   pg = await startPostgres();
   bundle = await privateDaemonBundle('test-broker-replicas-');
-  dir = mkdtempSync(join(tmpdir(), 'botlink-replicas-'));
-  cloud = await createTestService({
-    seed: { accounts: [{ accessKeyId: 'AK', secretKey: SECRET, vendors: [{ vendorId: 'V1', bots: [] }] }] },
-  });
-  configFile = writeBrokerConfig(dir, {
+  cloud = await createTestService({ seed: vendorSeed(SECRET) });
+  rig = brokerRig({
+    bundle: bundle.file,
     cloudUrl: cloud.url,
     secret: SECRET,
-    tokenKey: Buffer.alloc(32, 5),
     store: await pg.freshDatabase(),
     extra: { deviceTokensPerHour: 4, enrollPerMinute: 100 },
   });
   // Started together: the schema is made once, under the store's own lock.
-  const runs = [0, 1].map(() => startListener(bundle.file, ['broker', '--config', configFile]));
-  for (const run of runs) replicas.push({ run, url: await listening(run) });
+  replicas = await Promise.all([rig.start(), rig.start()]);
 }, 120_000);
 
 afterAll(async () => {
-  for (const { run } of replicas) {
-    if (run.child.exitCode === null && run.child.signalCode === null) run.child.kill('SIGTERM');
-    await run.exit;
-  }
+  await rig?.close();
   await cloud?.close();
   await pg?.stop();
   bundle?.dispose();
-  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 const [a, b] = [() => replicas[0]!.url, () => replicas[1]!.url];
-
-async function newCode(uses = 1): Promise<string> {
-  const r = await exec(process.execPath, [
-    bundle.file,
-    'broker',
-    'code',
-    '--config',
-    configFile,
-    '--vendor-id',
-    'V1',
-    '--uses',
-    String(uses),
-    '--json',
-  ]);
-  expect(r.code, r.stderr).toBe(0);
-  return (JSON.parse(r.stdout) as { code: string }).code;
-}
 
 describe('two broker replicas on one PostgreSQL', () => {
   it('health says postgres on both', async () => {
@@ -75,7 +44,7 @@ describe('two broker replicas on one PostgreSQL', () => {
   });
 
   it('a code of one use raced from both replicas enrolls exactly one device', async () => {
-    const code = await newCode();
+    const code = await rig.code();
     const devices = Array.from({ length: 10 }, () => new TestDevice());
     const replies = await Promise.all(devices.map((d, i) => d.enroll(i % 2 ? a() : b(), { code, deviceId: `SN-RACE-${i}` })));
     const ok = replies.filter((r) => r.status === 200);
@@ -85,7 +54,7 @@ describe('two broker replicas on one PostgreSQL', () => {
 
   it('a request replayed to the other replica is refused', async () => {
     const device = new TestDevice();
-    expect((await device.enroll(a(), { code: await newCode(), deviceId: 'SN-REPLAY' })).status).toBe(200);
+    await device.mustEnroll(a(), { code: await rig.code(), deviceId: 'SN-REPLAY' });
     const nonce = 'replayed-across-replicas';
     const ts = Date.now();
     expect((await device.token(a(), {}, { nonce, ts })).status).toBe(200);
@@ -96,20 +65,19 @@ describe('two broker replicas on one PostgreSQL', () => {
 
   it('revocation through one store holds on both replicas, and rate limits count across them', async () => {
     const device = new TestDevice();
-    const enrolled = await device.enroll(b(), { code: await newCode(), deviceId: 'SN-LIMIT' });
-    const botId = enrolled.json['botId'] as string;
+    const botId = await device.mustEnroll(b(), { code: await rig.code(), deviceId: 'SN-LIMIT' });
     const statuses: number[] = [];
     for (let i = 0; i < 6; i++) statuses.push((await device.token(i % 2 ? a() : b())).status);
     expect(statuses).toEqual([200, 200, 200, 200, 429, 429]);
-    const revoked = await exec(process.execPath, [bundle.file, 'broker', 'revoke', '--config', configFile, botId]);
+    const revoked = await rig.cli(['revoke', '--config', rig.configFile, botId]);
     expect(revoked.code, revoked.stderr).toBe(0);
     for (const url of [a(), b()]) expect((await device.token(url)).json['code']).toBe('revoked');
   });
 
   it('the first tokens of many devices at once: one cloud getToken per botId across both replicas', async () => {
-    const code = await newCode(20);
+    const code = await rig.code(['--uses', '20']);
     const devices = Array.from({ length: 20 }, () => new TestDevice());
-    for (const [i, d] of devices.entries()) expect((await d.enroll(a(), { code, deviceId: `SN-FLIGHT-${i}` })).status).toBe(200);
+    for (const [i, d] of devices.entries()) await d.mustEnroll(a(), { code, deviceId: `SN-FLIGHT-${i}` });
     let getTokens = 0;
     const count = (e: { path: string }): void => {
       if (e.path === '/auth/getToken') getTokens++;
@@ -128,9 +96,9 @@ describe('two broker replicas on one PostgreSQL', () => {
   // Last: it kills the first replica.
   it('kill -9 of a replica during a renewal: the other replica renews at once (the lock dies with its connection)', async () => {
     const device = new TestDevice();
-    expect((await device.enroll(b(), { code: await newCode(), deviceId: 'SN-KILL-RENEW' })).status).toBe(200);
+    await device.mustEnroll(b(), { code: await rig.code(), deviceId: 'SN-KILL-RENEW' });
     cloud.faults.setLatencyMs(3000);
-    const first = replicas[0]!.run;
+    const first = replicas[0]!;
     try {
       const asked = new Promise<void>((resolve) => cloud.events.once('http-request', () => resolve()));
       const pending = device.token(a()).catch((err: unknown) => err);

@@ -3,8 +3,8 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore } from '../../../src/broker/store/open.js';
-import { type BrokerStore, type CodeRow, LAST_SEEN_STEP_MS, type VerifiedRequestSpend } from '../../../src/broker/store/types.js';
-import { hitIn, takeNonce } from '../../helpers/broker-store.js';
+import { type BrokerStore, LAST_SEEN_STEP_MS, type VerifiedRequestSpend } from '../../../src/broker/store/types.js';
+import { byCode, codeRow, hitIn, takeNonce } from '../../helpers/broker-store.js';
 import { useHarness } from '../../helpers/harness.js';
 import { type PostgresServer, startPostgres } from '../../helpers/postgres.js';
 
@@ -28,24 +28,12 @@ const stores: Record<'sqlite' | 'postgres', () => Promise<BrokerStore>> = {
   postgres: async () => open(await server.freshDatabase()),
 };
 
-function code(hmac: string, uses = 5): CodeRow {
-  return { hmac, vendorId: 'V1', kind: 'plain', deviceId: null, usesLeft: uses, expiresAt: Date.now() + 60_000, createdAt: 1 };
-}
-
-/** An enrolled key, so that last-seen has a row to land on. */
+/** An enrolled key, bot-<n>'s, so that last-seen has a row to land on. */
 async function enrolled(store: BrokerStore, n: number): Promise<string> {
   const keyId = `${n}`.padStart(32, 'a');
-  await store.addCode(code(`code-${n}`));
-  const outcome = await store.enroll({
-    admission: { by: 'code', hmac: `code-${n}` },
-    key: { keyId, publicKey: 'x'.repeat(43) },
-    botId: `bot-${n}`,
-    deviceId: `SN-${n}`,
-    vendorId: 'V1',
-    replace: false,
-    now: 1,
-  });
-  expect(outcome).toBe('ok');
+  const code = codeRow();
+  await store.addCode(code);
+  expect(await store.enroll(byCode(code, { key: { keyId, publicKey: 'x'.repeat(43) }, botId: `bot-${n}`, now: 1 }))).toBe('ok');
   return keyId;
 }
 
@@ -140,21 +128,15 @@ describe.each(['sqlite', 'postgres'] as const)('spendVerified on %s', (kind) => 
 describe('SQLite group commit', () => {
   it('writes asked for in one turn stand or fail each alone, in the order asked', async () => {
     const store = await stores.sqlite();
-    await store.addCode(code('one-use', 1));
-    const commit = (n: number) => ({
-      admission: { by: 'code', hmac: 'one-use' } as const,
-      key: { keyId: `${n}`.padStart(32, 'b'), publicKey: 'y'.repeat(43) },
-      botId: `bot-b${n}`,
-      deviceId: `SN-b${n}`,
-      vendorId: 'V1',
-      replace: false,
-      now: 1,
-    });
+    const oneUse = codeRow({ hmac: 'one-use' });
+    await store.addCode(oneUse);
+    const commit = (n: number) =>
+      byCode(oneUse, { key: { keyId: `${n}`.padStart(32, 'b'), publicKey: 'y'.repeat(43) }, botId: `bot-b${n}` });
     // One turn: two enrollments racing for one use, a duplicate code (a failing statement), a nonce.
     const [first, second, duplicate, nonce] = await Promise.allSettled([
       store.enroll(commit(1)),
       store.enroll(commit(2)),
-      store.addCode(code('one-use', 1)),
+      store.addCode(oneUse),
       takeNonce(store, 'k'.repeat(32), 'n-1', Date.now() + 60_000),
     ]);
     expect(first).toEqual({ status: 'fulfilled', value: 'ok' });
@@ -169,7 +151,7 @@ describe('SQLite group commit', () => {
   it('commits what a turn wrote before the store closes', async () => {
     const spec = `sqlite:${join(tempDir('botlink-broker-batch-'), 'broker.db')}`;
     const store = await openStore(spec, { clock });
-    const written = store.addCode(code('at-close'));
+    const written = store.addCode(codeRow({ hmac: 'at-close', usesLeft: 5 }));
     await store.close();
     await written;
     expect(await (await open(spec)).findCode('at-close')).toMatchObject({ usesLeft: 5 });

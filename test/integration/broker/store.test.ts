@@ -8,13 +8,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../../src/native.js';
 import { openStore } from '../../../src/broker/store/open.js';
-import type { BrokerStore, CodeRow, EnrollCommit, PreauthRow, StoreKind, TokenRow } from '../../../src/broker/store/types.js';
+import type { BrokerStore, EnrollCommit, PreauthRow, StoreKind, TokenRow } from '../../../src/broker/store/types.js';
 import { bundleChild } from '../../helpers/bundle.js';
 import { closed, exec } from '../../../scripts/lib/exec.js';
 import { useHarness } from '../../helpers/harness.js';
 import { type PostgresServer, startPostgres } from '../../helpers/postgres.js';
 import { H } from '../../helpers/time.js';
-import { hitIn, takeNonce } from '../../helpers/broker-store.js';
+import { byCode, codeRow, hitIn, newKey, takeNonce } from '../../helpers/broker-store.js';
 
 const clock = { wallNow: () => Date.now() };
 const { tempDir, cleanups } = useHarness();
@@ -92,33 +92,6 @@ const postgres: Backend = {
 };
 
 const hex = (bytes: number): string => randomBytes(bytes).toString('hex');
-const newKey = (): { keyId: string; publicKey: string } => {
-  const keyId = hex(16);
-  return { keyId, publicKey: `pk-${keyId}` };
-};
-const newCode = (over: Partial<CodeRow> = {}): CodeRow => ({
-  hmac: hex(32),
-  vendorId: 'V1',
-  kind: 'plain',
-  deviceId: null,
-  usesLeft: 1,
-  expiresAt: Date.now() + H,
-  createdAt: Date.now(),
-  ...over,
-});
-const byCode = (code: CodeRow, over: Partial<EnrollCommit> = {}): EnrollCommit => {
-  const deviceId = over.deviceId ?? `SN-${hex(4)}`;
-  return {
-    admission: { by: 'code', hmac: code.hmac },
-    key: newKey(),
-    botId: `bot-${deviceId}`,
-    deviceId,
-    vendorId: code.vendorId,
-    replace: code.kind === 'replace',
-    now: Date.now(),
-    ...over,
-  };
-};
 /** A verified token request by `key` at `now`, as the token route spends it: what records last seen. */
 async function seen(store: BrokerStore, key: { keyId: string; publicKey: string }, now: number): Promise<void> {
   const spend = {
@@ -163,7 +136,7 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     const p = await backend.fresh();
     const store = await p.open();
     expect(store.kind).toBe(backend.kind);
-    const code = newCode({ kind: 'adopt', deviceId: 'SN-1', usesLeft: 3 });
+    const code = codeRow({ kind: 'adopt', deviceId: 'SN-1', usesLeft: 3 });
     await store.addCode(code);
     await store.close();
     const again = await p.open();
@@ -186,7 +159,7 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
 
   it('binds a key with a code: the device, its botId and the use spent', async () => {
     const [store] = await two();
-    const code = newCode({ usesLeft: 2 });
+    const code = codeRow({ usesLeft: 2 });
     await store.addCode(code);
     const commit = byCode(code, { deviceId: 'SN-A', botId: 'bot-A' });
     expect(await store.enroll(commit)).toBe('ok');
@@ -211,7 +184,7 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
 
   it('spends a code of one use for exactly one of 20 concurrent enrollments from two instances', async () => {
     const [a, b] = await two();
-    const code = newCode();
+    const code = codeRow();
     await a.addCode(code);
     const commits = Array.from({ length: 20 }, () => byCode(code));
     const outcomes = await Promise.all(commits.map((c, i) => (i % 2 ? a : b).enroll(c)));
@@ -225,15 +198,15 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
 
   it('refuses a spent, expired, foreign or unknown code, and binds nothing', async () => {
     const [store] = await two();
-    const spent = newCode({ usesLeft: 0 });
-    const expired = newCode({ expiresAt: Date.now() - 1 });
-    const bound = newCode({ deviceId: 'SN-OTHER' });
+    const spent = codeRow({ usesLeft: 0 });
+    const expired = codeRow({ expiresAt: Date.now() - 1 });
+    const bound = codeRow({ deviceId: 'SN-OTHER' });
     for (const code of [spent, expired, bound]) await store.addCode(code);
     const refused = [
       byCode(spent),
       byCode(expired),
       byCode(bound, { deviceId: 'SN-MINE' }),
-      byCode(newCode()),
+      byCode(codeRow()),
       byCode(bound, { deviceId: 'SN-OTHER', vendorId: 'V2' }),
     ];
     for (const commit of refused) expect(await store.enroll(commit)).toBe('spent');
@@ -245,12 +218,12 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
 
   it('a replace binds the new key and revokes the old one, its tokens and any pending pre-authorisation', async () => {
     const [store] = await two();
-    const first = newCode();
+    const first = codeRow();
     await store.addCode(first);
     const old = byCode(first, { deviceId: 'SN-R', botId: 'bot-R' });
     expect(await store.enroll(old)).toBe('ok');
     await store.writeToken(token('bot-R'));
-    const replace = newCode({ kind: 'replace', deviceId: 'SN-R' });
+    const replace = codeRow({ kind: 'replace', deviceId: 'SN-R' });
     await store.addCode(replace);
     const swapped = byCode(replace, { deviceId: 'SN-R', botId: 'bot-R', now: Date.now() + 5 });
     expect(await store.enroll(swapped)).toBe('ok');
@@ -261,7 +234,7 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     expect(await store.findCode(replace.hmac)).toMatchObject({ usesLeft: 0 });
 
     // A replace never takes a botId that another device's key holds: refused, nothing spent.
-    const other = newCode({ kind: 'replace', deviceId: 'SN-X' });
+    const other = codeRow({ kind: 'replace', deviceId: 'SN-X' });
     await store.addCode(other);
     expect(await store.enroll(byCode(other, { deviceId: 'SN-X', botId: 'bot-R' }))).toBe('device-exists');
     expect(await store.findCode(other.hmac)).toMatchObject({ usesLeft: 1 });
@@ -270,7 +243,7 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
 
   it('refuses a keyId known in any state, spending nothing', async () => {
     const [store] = await two();
-    const code = newCode({ usesLeft: 10 });
+    const code = codeRow({ usesLeft: 10 });
     await store.addCode(code);
     const active = byCode(code);
     const revoked = byCode(code);
@@ -289,7 +262,7 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
 
   it('refuses a bound deviceId or botId, and a code for a pre-authorised device, spending nothing', async () => {
     const [store] = await two();
-    const code = newCode({ usesLeft: 10 });
+    const code = codeRow({ usesLeft: 10 });
     await store.addCode(code);
     const held = byCode(code, { deviceId: 'SN-H', botId: 'bot-H' });
     expect(await store.enroll(held)).toBe('ok');
@@ -307,7 +280,7 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
 
   it('pre-authorises keys whole or not at all, and enrolls each once with its own key', async () => {
     const [store] = await two();
-    const code = newCode();
+    const code = codeRow();
     await store.addCode(code);
     expect(await store.enroll(byCode(code, { deviceId: 'SN-B' }))).toBe('ok');
     const a = preauthRow('SN-1');
@@ -394,7 +367,7 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
 
   it('revoke ends the active key and its cached tokens, and drops the pre-authorisations of its device', async () => {
     const [store, other] = await two();
-    const code = newCode();
+    const code = codeRow();
     await store.addCode(code);
     const c = byCode(code, { deviceId: 'SN-V', botId: 'bot-V' });
     expect(await store.enroll(c)).toBe('ok');
@@ -412,7 +385,7 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
 
   it('rotate hands the device to a new key once; the old key is rotated away', async () => {
     const [a, b] = await two();
-    const code = newCode({ usesLeft: 2 });
+    const code = codeRow({ usesLeft: 2 });
     await a.addCode(code);
     const c = byCode(code, { deviceId: 'SN-T', botId: 'bot-T' });
     const bystander = byCode(code);
@@ -437,7 +410,7 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
 
   it('lists each device once with its state and last seen, then the pre-authorised keys', async () => {
     const [store] = await two();
-    const code = newCode({ usesLeft: 3 });
+    const code = codeRow({ usesLeft: 3 });
     await store.addCode(code);
     const active = byCode(code, { deviceId: 'SN-1', botId: 'bot-1' });
     const rotated = byCode(code, { deviceId: 'SN-2', botId: 'bot-2' });
@@ -523,7 +496,7 @@ describe('the broker store on sqlite, one host', () => {
     const child = await bundleChild(ENROLLER, 'enroller.ts', 'broker-enroller-');
     cleanups.push(() => child.dispose());
     const file = join(tempDir('botlink-broker-kill-'), 'broker.db');
-    const code = newCode({ usesLeft: 1_000_000 });
+    const code = codeRow({ usesLeft: 1_000_000 });
     const setup = await openStore(`sqlite:${file}`, { clock });
     await setup.addCode(code);
     await setup.close();
@@ -599,7 +572,7 @@ describe('the broker store on postgres, replicas', () => {
   it('two replicas starting together on an empty database make the schema once', async () => {
     const p = await postgres.fresh();
     const stores = await Promise.all(Array.from({ length: 4 }, () => p.open()));
-    const code = newCode();
+    const code = codeRow();
     await stores[0]!.addCode(code);
     expect(await stores[3]!.findCode(code.hmac)).toEqual(code);
     expect(await server.query(p.spec, 'SELECT version FROM broker_schema')).toEqual([{ version: 1 }]);

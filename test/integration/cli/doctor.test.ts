@@ -1,5 +1,4 @@
 import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { TokenStore } from '../../../src/agent/store/token-store.js';
@@ -8,6 +7,7 @@ import { DAEMON_SECRET, runCli, type DeviceDir } from '../../helpers/daemon-proc
 import type { CliRun } from '../../../scripts/lib/exec.js';
 import { cleanEnv } from '../../../scripts/lib/env.js';
 import { DAEMON_SEED, useHarness } from '../../helpers/harness.js';
+import { freePort } from '../../helpers/ports.js';
 import { waitFor } from '../../helpers/wait-for.js';
 
 const CHECKS = [
@@ -47,15 +47,6 @@ async function doctor(
 
 function line(lines: Map<string, string>, name: string): string {
   return lines.get(name) ?? '';
-}
-
-/** A port nothing listens on: bound, then released. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 describe('botlink doctor (the built bundle as a child process)', () => {
@@ -104,7 +95,7 @@ describe('botlink doctor (the built bundle as a child process)', () => {
   });
 
   it('fails TCP fast when nothing listens, and skips the checks that need the service', async () => {
-    const d = device(`http://127.0.0.1:${await closedPort()}`);
+    const d = device(`http://127.0.0.1:${await freePort()}`);
     const r = await doctor(d);
     expect(r.code).toBe(1);
     expect(r.ms).toBeLessThan(10_000);

@@ -1,38 +1,32 @@
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createReferenceService, type ReferenceService } from '../../../src/service/server.js';
+import { createTestService, type TestService } from '../../../src/service/testing.js';
 import { privateDaemonBundle, type Bundle } from '../../helpers/bundle.js';
-import { writeBrokerConfig } from '../../helpers/broker-files.js';
+import { type BrokerRig, brokerRig, vendorSeed } from '../../helpers/broker-rig.js';
 import { exec, type CliRun } from '../../../scripts/lib/exec.js';
-import { listening, startListener, type ServeRun } from '../../helpers/serve-proc.js';
+import { filesUnder } from '../../helpers/tree.js';
 
 // `botlink provision --broker` (DESIGN §3.1, §3.7): the device's own key, enrolled with a code, and a
 // config in broker mode — with no account secret anywhere on the device.
 const SECRET = 'SK-provision-broker-4e2b';
 let bundle: Bundle;
 let dir: string;
-let cloud: ReferenceService;
-let brokerConfig: string;
-let broker: ServeRun;
+let cloud: TestService;
+let rig: BrokerRig;
 let brokerUrl: string;
 
 beforeAll(async () => {
   bundle = await privateDaemonBundle('test-provision-broker-');
   dir = mkdtempSync(join(tmpdir(), 'botlink-provision-broker-'));
-  cloud = await createReferenceService({
-    seed: { accounts: [{ accessKeyId: 'AK', secretKey: SECRET, vendors: [{ vendorId: 'V1', bots: [] }] }] },
-  });
-  mkdirSync(join(dir, 'vendor'));
-  brokerConfig = writeBrokerConfig(join(dir, 'vendor'), { cloudUrl: cloud.url, secret: SECRET, tokenKey: Buffer.alloc(32, 1) });
-  broker = startListener(bundle.file, ['broker', '--config', brokerConfig]);
-  brokerUrl = await listening(broker);
+  cloud = await createTestService({ seed: vendorSeed(SECRET) });
+  rig = brokerRig({ bundle: bundle.file, cloudUrl: cloud.url, secret: SECRET });
+  brokerUrl = (await rig.start()).url;
 }, 60_000);
 
 afterAll(async () => {
-  broker?.child.kill('SIGTERM');
-  await broker?.exit;
+  await rig?.close();
   await cloud?.close();
   bundle?.dispose();
   if (dir) rmSync(dir, { recursive: true, force: true });
@@ -40,12 +34,6 @@ afterAll(async () => {
 
 const botlink = (args: string[]): Promise<CliRun> =>
   exec(process.execPath, [bundle.file, ...args], { env: { ...process.env, CREDENTIALS_DIRECTORY: '', BOTLINK_CONFIG: '' } });
-
-async function code(extra: string[] = []): Promise<string> {
-  const r = await botlink(['broker', 'code', '--config', brokerConfig, '--vendor-id', 'V1', '--json', ...extra]);
-  expect(r.code, r.stderr).toBe(0);
-  return (JSON.parse(r.stdout) as { code: string }).code;
-}
 
 /** A device folder with a config file in it; `extra` are its further keys. */
 function device(name: string, extra: Record<string, unknown> = {}): { root: string; config: string } {
@@ -57,17 +45,11 @@ function device(name: string, extra: Record<string, unknown> = {}): { root: stri
   return { root, config };
 }
 
-/** Every file below `root`, as text. */
-function filesBelow(root: string): string[] {
-  return readdirSync(root, { recursive: true, withFileTypes: true })
-    .filter((e) => e.isFile())
-    .map((e) => readFileSync(join(e.parentPath, e.name), 'latin1'));
-}
-
 describe('botlink provision --broker', () => {
   it('makes the key (0600), enrolls it and writes brokerUrl and botId; status says broker mode; no secret on the device', async () => {
     const { root, config } = device('fresh');
-    const r = await botlink(['provision', '--broker', brokerUrl, '--code', await code(), '--device-id', 'SN-FRESH', '--config', config]);
+    const code = await rig.code();
+    const r = await botlink(['provision', '--broker', brokerUrl, '--code', code, '--device-id', 'SN-FRESH', '--config', config]);
     expect(r.code, r.stderr).toBe(0);
     const botId = /^botId: (\S+)$/m.exec(r.stdout)?.[1];
     expect(r.stdout.trim().split('\n').at(-1)).toBe(`botId: ${botId}`);
@@ -80,7 +62,7 @@ describe('botlink provision --broker', () => {
     const status = await botlink(['status', '--config', config, '--json']);
     expect(status.code, status.stderr).toBe(0);
     expect(JSON.parse(status.stdout)).toMatchObject({ identity: { kind: 'bot', id: botId, mode: 'broker' } });
-    for (const text of filesBelow(root)) expect(text).not.toContain(SECRET);
+    for (const f of filesUnder(root)) expect(f.text, f.path).not.toContain(SECRET);
   });
 
   it('a signing device keeps its botId with an --adopt code, loses accessKeyId and secretKeyFile, and is told its secret can go', async () => {
@@ -97,7 +79,7 @@ describe('botlink provision --broker', () => {
     const withBot = JSON.parse(readFileSync(signing.config, 'utf8')) as Record<string, unknown>;
     writeFileSync(signing.config, JSON.stringify({ ...withBot, botId }), { mode: 0o600 });
 
-    const adopt = await code(['--adopt', '--device-id', 'SN-ADOPT']);
+    const adopt = await rig.code(['--adopt', '--device-id', 'SN-ADOPT']);
     const r = await botlink(['provision', '--broker', brokerUrl, '--code', adopt, '--device-id', 'SN-ADOPT', '--config', signing.config]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout.trim().split('\n').at(-1)).toBe(`botId: ${botId}`);
@@ -109,7 +91,7 @@ describe('botlink provision --broker', () => {
   });
 
   it('a spent code fails with the fix and leaves the config as it was', async () => {
-    const spent = await code();
+    const spent = await rig.code();
     const first = device('first');
     expect(
       (await botlink(['provision', '--broker', brokerUrl, '--code', spent, '--device-id', 'SN-SPENT-1', '--config', first.config])).code,

@@ -17,6 +17,7 @@ import { botlinkAs } from '../../helpers/bundle.js';
 import { DaemonProc, runCli, type DeviceDir } from '../../helpers/daemon-proc.js';
 import { cleanEnv } from '../../../scripts/lib/env.js';
 import { DAEMON_SEED, useHarness } from '../../helpers/harness.js';
+import { treeOf } from '../../helpers/tree.js';
 import { waitFor } from '../../helpers/wait-for.js';
 
 // The unit runs the daemon as a DynamicUser and technicians run `sudo botlink …`: real uids here, the
@@ -39,20 +40,13 @@ function ownedDevice(baseUrl: string): DeviceDir {
   const d = device(baseUrl);
   for (const dir of [d.stateDir, d.runtimeDir, join(d.dir, 'log'), join(d.dir, 'credentials')]) mkdirSync(dir, { recursive: true });
   writeFileSync(join(d.dir, 'credentials', 'secret-key'), readFileSync(join(d.dir, 'secret-key')), { mode: 0o600 });
-  for (const path of walk(d.dir)) if (path !== join(d.dir, 'secret-key')) chownSync(path, UID, UID);
+  for (const path of treeOf(d.dir)) if (path !== join(d.dir, 'secret-key')) chownSync(path, UID, UID);
   return d;
-}
-
-function walk(dir: string): string[] {
-  return [
-    dir,
-    ...readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(join(dir, e.name)) : [join(dir, e.name)])),
-  ];
 }
 
 /** Whatever under `dir` does not belong to UID: what the daemon's user could not open or replace. */
 function notOwned(d: DeviceDir): string[] {
-  return walk(d.dir).filter((path) => path !== join(d.dir, 'secret-key') && lstatSync(path).uid !== UID);
+  return treeOf(d.dir).filter((path) => path !== join(d.dir, 'secret-key') && lstatSync(path).uid !== UID);
 }
 
 /** `botlink run` as UID, the way the unit runs it as its DynamicUser (from a copy UID can read: the checkout may be closed to it). */

@@ -1,12 +1,11 @@
 import type { ServerResponse } from 'node:http';
-import { createServer } from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { CloudClient } from '../../../src/cloud/client.js';
 import { CloudError } from '../../../src/cloud/errors.js';
 import { systemClock } from '../../../src/clock.js';
 import { signV2 } from '../../../src/protocol/sign.js';
 import { useHarness } from '../../helpers/harness.js';
+import { freePort } from '../../helpers/ports.js';
 import { json, startScriptedServer, type Script } from '../../helpers/scripted-server.js';
 
 const SECRET = 'api-test-secret-7f1c';
@@ -211,12 +210,8 @@ describe('CloudClient failures are typed', () => {
   });
 
   it('connection refused', async () => {
-    const probe = createServer();
-    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
-    const { port } = probe.address() as AddressInfo;
-    await new Promise<void>((r) => probe.close(() => r()));
     const client = new CloudClient({
-      baseUrl: `http://127.0.0.1:${port}`,
+      baseUrl: `http://127.0.0.1:${await freePort()}`,
       accessKeyId: 'AK',
       secretKey: { reveal: () => SECRET },
       clock: systemClock,

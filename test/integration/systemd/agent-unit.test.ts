@@ -10,6 +10,7 @@ import { watchdogIntervalMs } from '../../../src/agent/daemon/notify.js';
 import { Exit } from '../../../src/cli/frame/exit.js';
 import type { ReferenceService } from '../../../src/service/server.js';
 import { useHarness } from '../../helpers/harness.js';
+import { notifyListener } from '../../helpers/notify-listener.js';
 import { parseUnit } from '../../helpers/unit-file.js';
 import { cleanEnv } from '../../../scripts/lib/env.js';
 import { parseExecStart } from '../../../scripts/lib/exec-start.js';
@@ -233,23 +234,10 @@ class UnitRun {
   }
 }
 
-/** A datagram socket standing in for systemd's notify socket (node has no unix datagram sockets). */
-async function notifyListener(dir: string): Promise<{ path: string; received: () => string }> {
-  const path = join(dir, 'notify.sock');
-  const py =
-    'import socket,sys\ns=socket.socket(socket.AF_UNIX,socket.SOCK_DGRAM)\ns.bind(sys.argv[1])\nprint("LISTENING",flush=True)\nwhile True: print(s.recv(4096).decode().replace("\\n"," | "),flush=True)\n';
-  const listener = spawn(requireTool('python3'), ['-u', '-c', py, path], { stdio: ['ignore', 'pipe', 'inherit'] });
-  cleanups.push(() => listener.kill('SIGKILL'));
-  let received = '';
-  listener.stdout.on('data', (b: Buffer) => (received += b.toString()));
-  await waitFor(() => received.includes('LISTENING'), 15_000, 'the notify socket listener');
-  return { path, received: () => received };
-}
-
 async function unitRun(): Promise<{ run: UnitRun; notify: () => string }> {
   const svc = await service(SEED);
   const dir = tempDir('botlink-unit-run-');
-  const listener = await notifyListener(dir);
+  const listener = await notifyListener(dir, cleanups);
   const run = new UnitRun(svc, dir, listener.path);
   await waitFor(() => listener.received().includes('READY=1'), 15_000, `READY=1 (stderr: ${run.stderr})`);
   return { run, notify: listener.received };

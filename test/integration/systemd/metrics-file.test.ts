@@ -8,6 +8,7 @@ import { DaemonProc, type DeviceDir } from '../../helpers/daemon-proc.js';
 import { cleanEnv } from '../../../scripts/lib/env.js';
 import { DAEMON_SEED, useHarness } from '../../helpers/harness.js';
 import { requireTool } from '../../../scripts/lib/tools.js';
+import { treeOf } from '../../helpers/tree.js';
 import { waitFor } from '../../helpers/wait-for.js';
 
 // metricsFile under the shipped unit (issue 27 item 4): the drop-in opens the collector's folder, and
@@ -53,13 +54,6 @@ function snapshot(path: string): { text: string; mode: number; uid: number; gid:
   return { text: readFileSync(path, 'utf8'), mode: s.mode, uid: s.uid, gid: s.gid, mtimeMs: s.mtimeMs };
 }
 
-function walk(dir: string): string[] {
-  return [
-    dir,
-    ...readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(join(dir, e.name)) : [join(dir, e.name)])),
-  ];
-}
-
 describe('systemd/botlink.service.d/metrics-file.conf', () => {
   const readWrite = serviceSetting(dropInText, 'ReadWritePaths');
   const folder = readWrite.replace(/^-/, '');
@@ -93,7 +87,7 @@ describe('metricsFile written as the unit would write it', () => {
     const collector = join(d0.dir, 'collector');
     d0.writeConfig({ baseUrl, botId: 'bot-1', metricsFile: join(collector, 'botlink.prom') });
     for (const dir of [d0.stateDir, d0.runtimeDir, dirname(d0.logFile)]) mkdirSync(dir, { recursive: true });
-    for (const path of walk(d0.dir)) chownSync(path, UID, UID);
+    for (const path of treeOf(d0.dir)) chownSync(path, UID, UID);
     // chgrp botlink && chmod 1775, owned by root as the package leaves it; node_exporter's and others' files in it.
     mkdirSync(collector);
     chownSync(collector, 0, UID);
