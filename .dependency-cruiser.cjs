@@ -114,7 +114,7 @@ module.exports = {
         path: [
           '^(node:)?(child_process|cluster|dgram|http|http2|https|net|tls|worker_threads)$',
           '^node_modules/(better-sqlite3|pg|ws)/',
-          '^test/helpers/(agent-kit|app-child|daemon-proc|harness|postgres|relay-rig|scripted-server|serve-proc|tmpfs|ws-peers)\\.ts$',
+          '^test/helpers/(agent-kit|app-child|broker-rig|bundle|conversation-client|daemon-proc|faketime|guide-cloud|harness|in-process|notify-listener|pipelining|ports|postgres|relay-rig|scripted-server|serve-proc|service-client|tmpfs|unit-file|ws-peers)\\.ts$',
           '^scripts/lib/(exec|postgres-server|procfs|file-appears)\\.ts$',
         ],
       },
