@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { cleanEnv } from '../../scripts/lib/env.js';
 import { closed } from '../../scripts/lib/exec.js';
 
 /** A `botlink serve` child process and what it printed so far. */
@@ -9,15 +10,15 @@ export interface ServeRun {
   exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-/** Starts `botlink serve` from a bundle, in our environment plus `env`. */
+/** Starts `botlink serve` from a bundle, in our environment (no BOTLINK_* or systemd variables) plus `env`. */
 export function startServe(bundleFile: string, args: string[], env: Record<string, string> = {}): ServeRun {
   return startListener(bundleFile, ['serve', ...args], env);
 }
 
-/** Starts a botlink command that prints a listening line (`serve`, `broker`) from a bundle. */
+/** Starts a botlink command that prints a listening line (`serve`, `broker`) from a bundle, in cleanEnv plus `env`: a developer's shell cannot steer it. */
 export function startListener(bundleFile: string, argv: string[], env: Record<string, string> = {}): ServeRun {
   const child = spawn(process.execPath, [bundleFile, ...argv], {
-    env: { ...process.env, ...env },
+    env: cleanEnv(env),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
