@@ -182,7 +182,7 @@ export class BrokerRig {
       const { code } = await createCode(
         s,
         keys,
-        { vendorId: VENDOR, deviceId: undefined, uses: devices.length, ttlS: 3600, kind: 'plain' },
+        { vendorId: VENDOR, binding: 'any-device', uses: devices.length, ttlS: 3600, kind: 'plain' },
         now,
       );
       const admission = { by: 'code', hmac: keys.codeHmac(normaliseCode(code)!) } as const;

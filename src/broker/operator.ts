@@ -20,9 +20,15 @@ export class OperatorInputError extends BotlinkError {
   }
 }
 
+/**
+ * A code bound to one device, or — only when the operator says so — to any serial of its vendor: such a
+ * code can claim a device that still signs (registration returns a known serial's botId, DESIGN §1.5).
+ */
+export type CodeBinding = { deviceId: string } | 'any-device';
+
 export interface CodeRequest {
   vendorId: string;
-  deviceId: string | undefined;
+  binding: CodeBinding;
   uses: number;
   ttlS: number;
   kind: CodeKind;
@@ -34,9 +40,11 @@ export interface IssuedCode {
   uses: number;
 }
 
-export async function createCode(store: BrokerStore, keys: BrokerKeys, req: CodeRequest, now: number): Promise<IssuedCode> {
-  if (req.kind !== 'plain' && req.deviceId === undefined)
-    throw new OperatorInputError(`a --${req.kind} code must be bound to one device: add --device-id SN`);
+/** A new code; the audit line (DESIGN §3.7) says its vendor, binding, kind and uses — never the code. */
+export async function createCode(store: BrokerStore, keys: BrokerKeys, req: CodeRequest, now: number, audit?: Logger): Promise<IssuedCode> {
+  const deviceId = req.binding === 'any-device' ? null : req.binding.deviceId;
+  if (req.kind !== 'plain' && deviceId === null)
+    throw new OperatorInputError(`a --${req.kind} code must be bound to one device: use --device-id SN, not --any-device`);
   if (req.kind !== 'plain' && req.uses !== 1) throw new OperatorInputError(`a --${req.kind} code is single-use: drop --uses`);
   const code = newCode();
   const expiresAt = now + req.ttlS * 1000;
@@ -44,11 +52,24 @@ export async function createCode(store: BrokerStore, keys: BrokerKeys, req: Code
     hmac: keys.codeHmac(normaliseCode(code) as string),
     vendorId: req.vendorId,
     kind: req.kind,
-    deviceId: req.deviceId ?? null,
+    deviceId,
     usesLeft: req.uses,
     expiresAt,
     createdAt: now,
   });
+  audit?.info(
+    {
+      audit: 'code',
+      vendorId: req.vendorId,
+      deviceId,
+      anyDevice: deviceId === null,
+      kind: req.kind,
+      uses: req.uses,
+      source: 'operator',
+      outcome: 'made',
+    },
+    deviceId === null ? 'enrollment code made for any device of its vendor' : 'enrollment code made',
+  );
   return { code, expiresAt, uses: req.uses };
 }
 

@@ -44,7 +44,7 @@ export interface BrokerRig {
   writeConfig(name: string, extra: Record<string, unknown>): string;
   /** `botlink broker …args` run to its end, in our environment cleaned of BOTLINK_* and systemd's variables, plus `env`. */
   cli(args: string[], env?: Record<string, string>): Promise<CliRun>;
-  /** A new enrollment code from `botlink broker code --vendor-id V1 --json …extra`. */
+  /** A new enrollment code from `botlink broker code --vendor-id V1 --json …extra` (`--any-device` unless extra binds it). */
   code(extra?: string[]): Promise<string>;
   /** Starts `botlink broker` on configFile; resolves once it listens. Several started together share the store. */
   start(): Promise<BrokerProc>;
@@ -69,7 +69,8 @@ export function brokerRig(o: BrokerRigOptions): BrokerRig {
     writeConfig,
     cli,
     async code(extra = []) {
-      const r = await cli(['code', '--config', configFile, '--vendor-id', 'V1', '--json', ...extra]);
+      const bound = extra.includes('--device-id') || extra.includes('--any-device');
+      const r = await cli(['code', '--config', configFile, '--vendor-id', 'V1', '--json', ...(bound ? [] : ['--any-device']), ...extra]);
       expect(r.code, r.stderr).toBe(0);
       return (JSON.parse(r.stdout) as { code: string }).code;
     },

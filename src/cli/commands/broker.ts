@@ -3,6 +3,7 @@
  * `code | devices | revoke | preauth`, which act on the broker's store directly, on its host.
  */
 import { readFileSync } from 'node:fs';
+import type { Logger } from 'pino';
 import { startBroker } from '../../broker/broker.js';
 import { type BrokerConfig, configFileFor, loadBrokerConfig } from '../../broker/config.js';
 import { brokerKeys, readTokenKey } from '../../broker/keys.js';
@@ -29,7 +30,7 @@ import { formatTime } from '../format.js';
 import { printable, printableJson } from '../printable.js';
 
 const USAGE = `usage: botlink broker [--config FILE]
-       botlink broker code    [--config FILE] --vendor-id V [--device-id SN] [--uses N] [--ttl S] [--adopt | --replace] [--json]
+       botlink broker code    [--config FILE] --vendor-id V (--device-id SN | --any-device) [--uses N] [--ttl S] [--adopt | --replace] [--json]
        botlink broker devices [--config FILE] [--json]
        botlink broker revoke  [--config FILE] BOTID
        botlink broker preauth [--config FILE] --vendor-id V FILE
@@ -37,8 +38,9 @@ const USAGE = `usage: botlink broker [--config FILE]
 The vendor's broker (DESIGN §3.7): it alone holds the account secret and signs on the devices'
 behalf. The config is --config, else $BOTLINK_BROKER_CONFIG, else /etc/botlink-broker/config.json.
   code      a new enrollment code, alone on the last line (--json: {code, expiresAt, uses}); default
-            ${DEFAULT_CODE_USES} use, ${DEFAULT_CODE_TTL_S / 3600} h. --adopt (a signing device keeps its botId) and --replace (a new key
-            for a known device) need --device-id and are single-use
+            ${DEFAULT_CODE_USES} use, ${DEFAULT_CODE_TTL_S / 3600} h; bound to --device-id SN, or to any serial of the vendor with
+            --any-device. --adopt (a signing device keeps its botId) and --replace (a new key for a known
+            device) need --device-id and are single-use
   devices   botId, deviceId, keyId, state and last seen of every device (--json: one array)
   revoke    the botId's key answers 403 revoked from the next request on
   preauth   lines deviceId,publicKey: those keys enroll without a code`;
@@ -57,15 +59,29 @@ async function withStore<T>(config: BrokerConfig, fn: (store: BrokerStore) => Pr
   }
 }
 
+/** Runs `fn` with the broker's audit log (its logFile), flushed and closed after: operators' actions are audited beside its own. */
+async function withAudit<T>(config: BrokerConfig, fn: (audit: Logger) => Promise<T>): Promise<T> {
+  const logging = createLogger({ file: config.logFile, level: config.logLevel, name: 'botlink-broker' });
+  try {
+    return await fn(logging.logger);
+  } finally {
+    await logging.flush();
+    logging.close();
+  }
+}
+
 const code = defineCommand({
-  usage: 'usage: botlink broker code [--config FILE] --vendor-id V [--device-id SN] [--uses N] [--ttl S] [--adopt | --replace] [--json]',
+  usage:
+    'usage: botlink broker code [--config FILE] --vendor-id V (--device-id SN | --any-device) [--uses N] [--ttl S] [--adopt | --replace] [--json]',
   help: `A new enrollment code, alone on the last line (--json: {code, expiresAt, uses}); default ${DEFAULT_CODE_USES} use,
-${DEFAULT_CODE_TTL_S / 3600} h. --adopt (a signing device keeps its botId) and --replace (a new key for a known device) need
---device-id and are single-use.`,
+${DEFAULT_CODE_TTL_S / 3600} h. --device-id binds it to that one device. --any-device lets it enroll any serial of the vendor,
+a device that still signs included (registration returns its own botId): say it only when that is meant.
+--adopt (a signing device keeps its botId) and --replace (a new key for a known device) need --device-id and are single-use.`,
   flags: {
     config: { type: 'string' },
     'vendor-id': { type: 'string', required: true },
     'device-id': { type: 'string' },
+    'any-device': { type: 'boolean' },
     uses: { type: 'integer', min: 1, max: 1_000_000 },
     ttl: { type: 'integer', min: 60, max: 366 * 24 * 3600 },
     adopt: { type: 'boolean' },
@@ -73,22 +89,29 @@ ${DEFAULT_CODE_TTL_S / 3600} h. --adopt (a signing device keeps its botId) and -
     json: { type: 'boolean' },
   },
   exclusive: [['--adopt', '--replace']],
+  oneOf: [['--device-id', '--any-device']],
   async run({ flags, stdout, stderr, env }) {
     const vendorId = flags['vendor-id'];
+    const deviceId = flags['device-id'];
     const kind: CodeKind = flags.adopt ? 'adopt' : flags.replace ? 'replace' : 'plain';
     const config = brokerConfig(flags.config, env);
     const keys = brokerKeys(readTokenKey(config.tokenKeyFile));
     const request = {
       vendorId,
-      deviceId: flags['device-id'],
+      binding: deviceId === undefined ? ('any-device' as const) : { deviceId },
       uses: flags.uses ?? DEFAULT_CODE_USES,
       ttlS: flags.ttl ?? DEFAULT_CODE_TTL_S,
       kind,
     };
-    const issued = await withStore(config, (store) => createCode(store, keys, request, systemClock.wallNow()));
+    const issued = await withAudit(config, (audit) =>
+      withStore(config, (store) => createCode(store, keys, request, systemClock.wallNow(), audit)),
+    );
     if (flags.json) stdout.write(`${printableJson(issued)}\n`);
     else {
-      stderr.write(`${printable(`${kind} code for vendor ${vendorId}`)}: ${issued.uses} use(s), expires ${formatTime(issued.expiresAt)}\n`);
+      const binding = deviceId === undefined ? 'for any device' : `for device ${deviceId}`;
+      stderr.write(
+        `${printable(`${kind} code for vendor ${vendorId}, ${binding}`)}: ${issued.uses} use(s), expires ${formatTime(issued.expiresAt)}\n`,
+      );
       stdout.write(`${issued.code}\n`);
     }
   },
@@ -121,15 +144,7 @@ const revokeBot = defineCommand({
   async run({ flags, args, stdout, env }) {
     const { botId } = args;
     const config = brokerConfig(flags.config, env);
-    // The revocation is audited in the broker's own log, beside its enrollments and tokens.
-    const logging = createLogger({ file: config.logFile, level: config.logLevel, name: 'botlink-broker' });
-    let n: number;
-    try {
-      n = await withStore(config, (store) => revoke(store, botId, systemClock.wallNow(), logging.logger));
-    } finally {
-      await logging.flush();
-      logging.close();
-    }
+    const n = await withAudit(config, (audit) => withStore(config, (store) => revoke(store, botId, systemClock.wallNow(), audit)));
     stdout.write(`${printable(`revoked ${n} key(s) of ${botId}`)}; a token it already holds lives until it expires (2–8 h)\n`);
   },
 });

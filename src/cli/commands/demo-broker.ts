@@ -61,7 +61,7 @@ export async function brokerDevice(
     const issued = await createCode(
       broker.store,
       brokerKeys(tokenKey),
-      { vendorId: account.vendorId, deviceId: account.deviceId, uses: 1, ttlS: 600, kind: 'plain' },
+      { vendorId: account.vendorId, binding: { deviceId: account.deviceId }, uses: 1, ttlS: 600, kind: 'plain' },
       systemClock.wallNow(),
     );
     log.info(`demo: the operator made a one-use enrollment code for ${account.deviceId} (botlink broker code)`);

@@ -63,7 +63,13 @@ async function code(opts: { vendorId?: string; deviceId?: string; uses?: number;
   const issued = await createCode(
     broker.store,
     keys,
-    { vendorId: opts.vendorId ?? 'V1', deviceId: opts.deviceId, uses: opts.uses ?? 1, ttlS: opts.ttlS ?? 3600, kind: opts.kind ?? 'plain' },
+    {
+      vendorId: opts.vendorId ?? 'V1',
+      binding: opts.deviceId === undefined ? 'any-device' : { deviceId: opts.deviceId },
+      uses: opts.uses ?? 1,
+      ttlS: opts.ttlS ?? 3600,
+      kind: opts.kind ?? 'plain',
+    },
     Date.now(),
   );
   return issued.code;

@@ -53,7 +53,7 @@ describe('botlink broker (the process)', () => {
       (await rig.cli(['code', '--config', rig.configFile, '--vendor-id', 'V1', '--adopt', '--replace', '--device-id', 'x'])).code,
     ).toBe(64);
     expect((await rig.cli(['frobnicate'])).code).toBe(64);
-    expect((await rig.cli(['code', '--config', rig.configFile, '--vendor-id', 'V1', '--adopt'])).code).toBe(65);
+    expect((await rig.cli(['code', '--config', rig.configFile, '--vendor-id', 'V1', '--adopt', '--any-device'])).code).toBe(65);
     const file = join(rig.dir, 'preauth.txt');
     writeFileSync(file, `SN-P1,${new TestDevice().publicKey}\nSN-P2,not-a-key\n`);
     const r = await rig.cli(['preauth', '--config', rig.configFile, '--vendor-id', 'V1', file]);
@@ -64,12 +64,12 @@ describe('botlink broker (the process)', () => {
   });
 
   it('a code from the command enrolls a device; devices lists it; revoke holds from the next request; no secret in the log', async () => {
-    const json = await rig.cli(['code', '--config', rig.configFile, '--vendor-id', 'V1', '--json']);
+    const json = await rig.cli(['code', '--config', rig.configFile, '--vendor-id', 'V1', '--device-id', 'SN-CLI-1', '--json']);
     expect(json.code, json.stderr).toBe(0);
     const issued = JSON.parse(json.stdout) as { code: string };
     expect(issued).toEqual({ code: expect.stringMatching(CODE), expiresAt: expect.any(Number), uses: 1 });
     const code = issued.code;
-    const printed = await rig.cli(['code', '--config', rig.configFile, '--vendor-id', 'V1']);
+    const printed = await rig.cli(['code', '--config', rig.configFile, '--vendor-id', 'V1', '--any-device']);
     expect(printed.stdout.trim().split('\n').at(-1)).toMatch(CODE);
     const broker = await rig.start();
     try {

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,12 +12,20 @@ import { botlinkInProcess } from '../../helpers/in-process.js';
 describe('usage mistakes exit 64 with `botlink <command>: <what>`, then the usage, and nothing on stdout', () => {
   it.each<[string[], string]>([
     [['broker', 'code', '--config', 'c.json'], 'botlink broker code: --vendor-id is required'],
-    [['broker', 'code', '--vendor-id', ''], 'botlink broker code: --vendor-id is required'],
+    [['broker', 'code', '--vendor-id', '', '--any-device'], 'botlink broker code: --vendor-id is required'],
+    [['broker', 'code', '--vendor-id', 'V1'], 'botlink broker code: --device-id or --any-device is required'],
+    [
+      ['broker', 'code', '--vendor-id', 'V1', '--device-id', 'SN', '--any-device'],
+      'botlink broker code: --device-id and --any-device exclude each other',
+    ],
     [
       ['broker', 'code', '--vendor-id', 'V1', '--adopt', '--replace', '--device-id', 'x'],
       'botlink broker code: --adopt and --replace exclude each other',
     ],
-    [['broker', 'code', '--vendor-id', 'V1', '--uses', '0'], "botlink broker code: --uses must be an integer from 1 to 1000000, got '0'"],
+    [
+      ['broker', 'code', '--vendor-id', 'V1', '--any-device', '--uses', '0'],
+      "botlink broker code: --uses must be an integer from 1 to 1000000, got '0'",
+    ],
     [['broker', 'preauth', 'devices.csv'], 'botlink broker preauth: --vendor-id is required'],
     [['broker', 'preauth', '--vendor-id', 'V1'], 'botlink broker preauth: FILE is missing'],
     [['broker', 'revoke'], 'botlink broker revoke: BOTID is missing'],
@@ -105,11 +113,22 @@ describe('the broker operator commands, in-process on a store of their own', () 
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it('code prints the code alone on stdout and what it is on stderr; devices lists none yet; --json is one object', async () => {
-    const code = await botlinkInProcess(['broker', 'code', '--config', config, '--vendor-id', 'V1', '--uses', '2']);
+    const code = await botlinkInProcess(['broker', 'code', '--config', config, '--vendor-id', 'V1', '--any-device', '--uses', '2']);
     expect(code.code, code.stderr).toBe(Exit.OK);
     expect(code.stdout).toMatch(/^[0-9A-Z]{5}(-[0-9A-Z]{5}){4}\n$/);
-    expect(code.stderr).toMatch(/^plain code for vendor V1: 2 use\(s\), expires \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ?\n$/);
-    const json = await botlinkInProcess(['broker', 'code', '--config', config, '--vendor-id', 'V1', '--json']);
+    expect(code.stderr).toMatch(/^plain code for vendor V1, for any device: 2 use\(s\), expires \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ?\n$/);
+    const bound = await botlinkInProcess(['broker', 'code', '--config', config, '--vendor-id', 'V1', '--device-id', 'SN-7']);
+    expect(bound.stderr).toMatch(/^plain code for vendor V1, for device SN-7: 1 use\(s\), /);
+    const audit = readFileSync(join(dir, 'broker.log'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(audit.map((a) => [a['audit'], a['deviceId'], a['anyDevice'], a['uses']])).toEqual([
+      ['code', null, true, 2],
+      ['code', 'SN-7', false, 1],
+    ]);
+    expect(JSON.stringify(audit)).not.toContain(code.stdout.trim());
+    const json = await botlinkInProcess(['broker', 'code', '--config', config, '--vendor-id', 'V1', '--any-device', '--json']);
     expect(json).toMatchObject({ code: Exit.OK, stderr: '' });
     expect(JSON.parse(json.stdout)).toEqual({ code: expect.any(String), expiresAt: expect.any(Number), uses: 1 });
     const devices = await botlinkInProcess(['broker', 'devices', '--config', config]);
