@@ -1,6 +1,6 @@
 // The import rules of the house (`npm run depcruise`, run in CI). The layers, bottom to top:
 //   src/protocol            the wire contract: imports nothing of ours outside itself
-//   src/*.ts                shared leaves (clock, log, native, ownership, version, ws-close, exposition, raw-response): protocol and each other only
+//   src/*.ts                shared leaves (clock, log, native, ownership, version, ws-close, exposition, raw-response, private-file): protocol and each other only
 //   src/cloud               the cloud client (signing, getToken, refreshToken, register) that agent and broker share
 //   src/agent, src/service, src/broker
 //                           the three products: each may use the layers below, never each other
@@ -28,7 +28,7 @@ module.exports = {
     {
       name: 'shared-leaves-stay-low',
       comment:
-        'src/*.ts (clock, log, native, ownership, version, ws-close, exposition, raw-response) serve every product: they import only src/protocol and each other.',
+        'src/*.ts (clock, log, native, ownership, version, ws-close, exposition, raw-response, private-file) serve every product: they import only src/protocol and each other.',
       severity: 'error',
       from: { path: '^src/[^/]+\\.ts$' },
       to: { path: '^src/(cloud|agent|service|broker|doctor|cli)/' },

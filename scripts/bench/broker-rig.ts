@@ -1,7 +1,7 @@
 // The broker bench's processes: a forked child with the cloud (the reference service) and the floor
 // server, each broker as a process of its own started from the product's bundle as its unit starts it,
 // and devices written into a broker's store ahead of the run.
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -123,8 +123,10 @@ export class BrokerRig {
     /** Node flags replacing the unit's (profiling, or a flag tried before it goes into the unit); undefined runs as the unit does. */
     readonly nodeFlags: readonly string[] | undefined,
   ) {
-    this.secretKeyFile = join(dir, 'secret-key');
-    this.tokenKeyFile = join(dir, 'token-key');
+    // The broker's secrets in a folder of their own: never the stores' (keys.ts refuses a token key beside a SQLite store).
+    mkdirSync(join(dir, 'keys'), { mode: 0o700 });
+    this.secretKeyFile = join(dir, 'keys', 'secret-key');
+    this.tokenKeyFile = join(dir, 'keys', 'token-key');
     writeFileSync(this.secretKeyFile, `${SECRET}\n`, { mode: 0o600 });
     writeFileSync(this.tokenKeyFile, Buffer.alloc(32, 0x5a).toString('hex'), { mode: 0o600 });
   }

@@ -13,7 +13,7 @@ import { messageOf } from '../protocol/errors.js';
 import { CloudGate } from './cloud-gate.js';
 import { BrokerConfigError, type BrokerConfig } from './config.js';
 import type { BrokerContext } from './context.js';
-import { brokerKeys, readAccountSecret, readTokenKey } from './keys.js';
+import { brokerKeys, readAccountSecret, readStorePassword, readTokenKey, refuseKeyBesideStore } from './keys.js';
 import { KeyCache } from './key-cache.js';
 import { BrokerMetrics } from './metrics.js';
 import { answerClientError, createListener } from './server.js';
@@ -44,10 +44,12 @@ export interface RunningBroker {
 }
 
 export async function startBroker({ config, clock, log }: BrokerDeps): Promise<RunningBroker> {
+  refuseKeyBesideStore(config.tokenKeyFile, config.store);
   const keys = brokerKeys(readTokenKey(config.tokenKeyFile));
   const secret = readAccountSecret(config.secretKeyFile);
   const tls = config.tls === null ? undefined : readTls(config.tls);
-  const store = await openStore(config.store, { clock });
+  const password = readStorePassword(config.storePasswordFile);
+  const store = await openStore(config.store, { clock, ...(password !== undefined && { password }) });
   // A broker parses the cloud's answers all day: V8's optimizing tier pays for itself there (src/cloud/http.ts).
   const cloud = new CloudClient({
     baseUrl: config.baseUrl,

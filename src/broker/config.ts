@@ -1,7 +1,8 @@
 /** The broker's configuration (DESIGN §3.7): a JSON file, each key overridable by BOTLINK_BROKER_<KEY>. */
-import { readFileSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, readSync, type Stats } from 'node:fs';
 import { isIP } from 'node:net';
 import { join } from 'node:path';
+import { refuseUnlessPrivate } from '../private-file.js';
 import { BotlinkError, type BotlinkErrorOptions, messageOf } from '../protocol/errors.js';
 
 export const DEFAULT_CONFIG_FILE = '/etc/botlink-broker/config.json';
@@ -36,6 +37,8 @@ export interface BrokerConfig {
   accessKeyId: string;
   secretKeyFile: string;
   store: string;
+  /** A private file holding the store's password, so that the URL holds none. */
+  storePasswordFile: string | null;
   tls: { certFile: string; keyFile: string } | null;
   trustedProxies: string[];
   tokenKeyFile: string;
@@ -52,6 +55,7 @@ const KEYS = [
   'accessKeyId',
   'secretKeyFile',
   'store',
+  'storePasswordFile',
   'tlsCertFile',
   'tlsKeyFile',
   'trustedProxies',
@@ -79,15 +83,11 @@ export function configFileFor(flag: string | undefined, env: NodeJS.ProcessEnv):
   return flag ?? env['BOTLINK_BROKER_CONFIG'] ?? DEFAULT_CONFIG_FILE;
 }
 
+/** A config file is small: anything bigger is the wrong file. */
+const MAX_CONFIG_BYTES = 1024 * 1024;
+
 export function loadBrokerConfig(file: string, env: NodeJS.ProcessEnv): BrokerConfig {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new BrokerConfigError('config', `cannot read the broker config ${file} (${messageOf(err)})`, {
-      fix: `create ${file}, or name another with --config or BOTLINK_BROKER_CONFIG`,
-    });
-  }
+  const { text, stat } = readConfigFile(file);
   let raw: unknown;
   try {
     raw = JSON.parse(text);
@@ -96,7 +96,51 @@ export function loadBrokerConfig(file: string, env: NodeJS.ProcessEnv): BrokerCo
   }
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
     throw new BrokerConfigError('config', `${file} must hold one JSON object`);
+  if (holdsPassword((raw as Raw)['store'])) refuseExposed(file, stat);
   return parseBrokerConfig({ ...(raw as Raw), ...fromEnv(env) }, env);
+}
+
+/** The file's text, and what the descriptor it was read through says of it (the file read is the file judged). */
+function readConfigFile(file: string): { text: string; stat: Stats } {
+  let fd: number;
+  try {
+    fd = openSync(file, 'r');
+  } catch (err) {
+    throw new BrokerConfigError('config', `cannot read the broker config ${file} (${messageOf(err)})`, {
+      fix: `create ${file}, or name another with --config or BOTLINK_BROKER_CONFIG`,
+    });
+  }
+  try {
+    const stat = fstatSync(fd);
+    const buf = Buffer.alloc(Math.min(stat.size, MAX_CONFIG_BYTES) + 1);
+    const n = readSync(fd, buf, 0, buf.length, 0);
+    if (n > MAX_CONFIG_BYTES) throw new BrokerConfigError('config', `${file} is larger than a broker config can be`);
+    return { text: buf.subarray(0, n).toString('utf8'), stat };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Whether a store URL carries a password (`postgres://user:password@host/db`). */
+export function holdsPassword(store: unknown): boolean {
+  if (typeof store !== 'string' || !/^postgres(ql)?:\/\//.test(store)) return false;
+  try {
+    return new URL(store).password !== '';
+  } catch {
+    return false;
+  }
+}
+
+/** A config file whose store URL holds a password is a secret file: a regular file of the broker's user or root, private. */
+function refuseExposed(file: string, stat: Stats): void {
+  refuseUnlessPrivate(file, stat, {
+    noun: "the broker config, which holds the store's password,",
+    user: "the broker's user",
+    credential: 'config',
+    createHint: (path) => `make ${path} a regular file, or keep the password out of the URL in a storePasswordFile`,
+    exposedFix: (path) => `run \`chmod 600 ${path}\`, or keep the password out of the URL in a storePasswordFile`,
+    refuse: (_path, message, options) => new BrokerConfigError('config', message, options),
+  });
 }
 
 function fromEnv(env: NodeJS.ProcessEnv): Raw {
@@ -157,12 +201,17 @@ export function parseBrokerConfig(raw: Raw, env: NodeJS.ProcessEnv): BrokerConfi
   if (!/^(sqlite:.+|postgres(ql)?:\/\/.+)$/.test(store)) {
     throw new BrokerConfigError('store', 'store must be sqlite:PATH or a postgres:// URL');
   }
+  const storePasswordFile = raw['storePasswordFile'] === undefined ? null : str('storePasswordFile');
+  if (storePasswordFile !== null && !store.startsWith('postgres')) {
+    throw new BrokerConfigError('storePasswordFile', 'storePasswordFile is for a postgres:// store');
+  }
   return {
     listen,
     baseUrl,
     accessKeyId: str('accessKeyId'),
     secretKeyFile: credential('secretKeyFile', 'secret-key'),
     store,
+    storePasswordFile,
     tls,
     trustedProxies: proxies as string[],
     tokenKeyFile: credential('tokenKeyFile', 'token-key'),

@@ -3,8 +3,9 @@
  * store) from which the code HMAC key and the token sealing key are derived, and the account secret.
  */
 import { createCipheriv, createDecipheriv, createHmac, createSecretKey, hkdfSync, type KeyObject, randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { messageOf } from '../protocol/errors.js';
+import { realpathSync } from 'node:fs';
+import { dirname, resolve, sep } from 'node:path';
+import { type PrivateFileRules, readPrivateFile } from '../private-file.js';
 import { BrokerConfigError } from './config.js';
 
 export interface BrokerKeys {
@@ -18,33 +19,88 @@ export interface BrokerKeys {
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 
+/** A token key is 32 bytes, or 64 hex characters and a newline: anything bigger is the wrong file. */
+const MAX_TOKEN_KEY_BYTES = 66;
+/** A SecretKey is a short token. */
+const MAX_SECRET_BYTES = 4096;
+
+/**
+ * The rules of a private file of the broker's (readPrivateFile): a regular file, owned by the broker's
+ * user or root, readable by no one else — checked on the opened descriptor — else exit 78 naming it.
+ */
+export function brokerFileRules(key: string, noun: string, credential: string, createHint: (path: string) => string): PrivateFileRules {
+  return {
+    noun,
+    user: "the broker's user",
+    credential,
+    createHint,
+    refuse: (_path, message, options) => new BrokerConfigError(key, message, options),
+  };
+}
+
+const makeTokenKey = (file: string): string =>
+  `make one on the broker's host, away from the store: \`sh -c 'umask 077 && head -c 32 /dev/urandom > ${file}'\` (the same file on every replica)`;
+
+/**
+ * tokenKeyFile must not sit in the folder of a SQLite store (or below it): a backup of the store would
+ * carry the key that opens its tokens and codes.
+ */
+export function refuseKeyBesideStore(tokenKeyFile: string, store: string): void {
+  if (!store.startsWith('sqlite:')) return;
+  const real = (path: string): string => {
+    try {
+      return realpathSync(path);
+    } catch {
+      return resolve(path);
+    }
+  };
+  const storeDir = real(dirname(store.slice('sqlite:'.length)));
+  const keyDir = real(dirname(tokenKeyFile));
+  if (keyDir !== storeDir && !keyDir.startsWith(`${storeDir}${sep}`)) return;
+  throw new BrokerConfigError(
+    'tokenKeyFile',
+    `tokenKeyFile ${tokenKeyFile} is in ${storeDir}, the SQLite store's folder: a backup of the store would carry the key to it`,
+    { fix: 'keep it elsewhere, as the package does (/etc/botlink-broker/token-key, passed to the unit as the credential token-key)' },
+  );
+}
+
 export function readTokenKey(file: string): Buffer {
-  let raw: Buffer;
-  try {
-    raw = readFileSync(file);
-  } catch (err) {
-    throw new BrokerConfigError('tokenKeyFile', `cannot read tokenKeyFile ${file} (${messageOf(err)})`, {
-      fix: `make one on the broker's host, away from the store: \`head -c 32 /dev/urandom > ${file} && chmod 600 ${file}\` (the same file on every replica)`,
-    });
-  }
+  const raw = readPrivateFile(file, brokerFileRules('tokenKeyFile', 'tokenKeyFile', 'token-key', makeTokenKey), MAX_TOKEN_KEY_BYTES);
   if (raw.length === 32) return raw;
   const text = raw.toString('latin1').trim();
   if (/^[0-9a-fA-F]{64}$/.test(text)) return Buffer.from(text, 'hex');
   throw new BrokerConfigError('tokenKeyFile', `${file} must hold 32 random bytes, raw or as 64 hex characters`, {
-    fix: `\`head -c 32 /dev/urandom > ${file}\``,
+    fix: makeTokenKey(file),
   });
 }
 
+/** The store's password from storePasswordFile (a private file, one line), when the config names one. */
+export function readStorePassword(file: string | null): string | undefined {
+  if (file === null) return undefined;
+  const rules = brokerFileRules(
+    'storePasswordFile',
+    'storePasswordFile',
+    'store-password',
+    (path) => `write the store's password into ${path}, mode 0600`,
+  );
+  const raw = readPrivateFile(file, rules, MAX_SECRET_BYTES);
+  if (raw.length > MAX_SECRET_BYTES) throw new BrokerConfigError('storePasswordFile', `${file} is larger than a password can be`);
+  const password = raw.toString('utf8').replace(/\r?\n$/, '');
+  if (password === '') throw new BrokerConfigError('storePasswordFile', `${file} is empty`);
+  return password;
+}
+
 export function readAccountSecret(file: string): string {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new BrokerConfigError('secretKeyFile', `cannot read secretKeyFile ${file} (${messageOf(err)})`, {
-      fix: 'point secretKeyFile at the file that holds the SecretKey, or pass it as the systemd credential secret-key',
-    });
-  }
-  const secret = text.replace(/\r?\n$/, '');
+  const rules = brokerFileRules(
+    'secretKeyFile',
+    'secretKeyFile',
+    'secret-key',
+    (path) =>
+      `point secretKeyFile at the file that holds the SecretKey (\`chmod 600 ${path}\`), or pass it as the systemd credential secret-key`,
+  );
+  const raw = readPrivateFile(file, rules, MAX_SECRET_BYTES);
+  if (raw.length > MAX_SECRET_BYTES) throw new BrokerConfigError('secretKeyFile', `${file} is larger than a SecretKey can be`);
+  const secret = raw.toString('utf8').replace(/\r?\n$/, '');
   if (secret === '') throw new BrokerConfigError('secretKeyFile', `${file} is empty`);
   return secret;
 }

@@ -9,7 +9,7 @@ export interface BrokerFiles {
   secret: string;
   /** `<dir>/token-key`'s content: 32 raw bytes, or 64 hex characters. Default 32 bytes of 7. */
   tokenKey?: Buffer | string;
-  /** Default `sqlite:<dir>/broker.db`. */
+  /** Default `sqlite:<dir>/state/broker.db`: a folder apart from the token key's. */
   store?: string;
   /** More settings (limits, another listen …), over the defaults. */
   extra?: Record<string, unknown>;
@@ -25,7 +25,7 @@ export function brokerSettings(dir: string, o: BrokerFiles): Record<string, unkn
     accessKeyId: 'AK',
     secretKeyFile: join(dir, 'secret-key'),
     tokenKeyFile: join(dir, 'token-key'),
-    store: o.store ?? `sqlite:${join(dir, 'broker.db')}`,
+    store: o.store ?? `sqlite:${join(dir, 'state', 'broker.db')}`,
     logFile: join(dir, 'broker.log'),
     ...o.extra,
   };

@@ -35,7 +35,7 @@ export interface BrokerProc extends ServeRun {
 }
 
 export interface BrokerRig {
-  /** The rig's folder: config, secret-key, token-key, broker.db (on SQLite), broker.log. */
+  /** The rig's folder: config, secret-key, token-key, state/broker.db (on SQLite), broker.log. */
   dir: string;
   configFile: string;
   /** The broker's log, where its audit lines go. */

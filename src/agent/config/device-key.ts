@@ -5,7 +5,7 @@ import { inspect } from 'node:util';
 import { giveToFolderOwner, makeFolders } from '../../ownership.js';
 import { base64url, keyIdOf, rawPublicKeyOf, type SignedRequestParts, signRequest } from '../../protocol/device-sig.js';
 import { BotlinkError, type BotlinkErrorOptions } from '../../protocol/errors.js';
-import { type PrivateFileRules, readPrivateFile } from './private-file.js';
+import { type PrivateFileRules, readPrivateFile } from '../../private-file.js';
 
 /** A PKCS#8 PEM of an Ed25519 key is 119 bytes; anything far bigger is the wrong file. */
 const MAX_KEY_BYTES = 4096;
@@ -88,6 +88,7 @@ export const ENROLL_COMMAND = 'botlink provision --broker URL --code CODE --devi
 
 const KEY_RULES: PrivateFileRules = {
   noun: 'device key file',
+  user: 'the agent user',
   credential: 'device-key',
   createHint: (path) => `enroll this device with \`${ENROLL_COMMAND}\`, which makes the key at ${path}`,
   // Someone may have read it already: tightening the mode does not take it back.

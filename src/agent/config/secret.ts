@@ -1,6 +1,6 @@
 import { inspect } from 'node:util';
 import { BotlinkError, type BotlinkErrorOptions } from '../../protocol/errors.js';
-import { type PrivateFileRules, readPrivateFile } from './private-file.js';
+import { type PrivateFileRules, readPrivateFile } from '../../private-file.js';
 
 const REDACTED = '[redacted]';
 /** A SecretKey is a short token; anything bigger is the wrong file. */
@@ -44,6 +44,7 @@ export class SecretFileError extends BotlinkError {
 
 const SECRET_RULES: PrivateFileRules = {
   noun: 'secret key file',
+  user: 'the agent user',
   credential: 'secret-key',
   createHint: (path) => `create it holding only the SecretKey and run \`chmod 600 ${path}\``,
   refuse: (path, message, options) => new SecretFileError(path, message, options),

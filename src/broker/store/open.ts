@@ -20,6 +20,7 @@ export async function openStore(spec: string, deps: OpenStoreDeps): Promise<Brok
     return openPostgresStore(spec, {
       ...(deps.poolSize !== undefined && { poolSize: deps.poolSize }),
       ...(deps.lockPoolSize !== undefined && { lockPoolSize: deps.lockPoolSize }),
+      ...(deps.password !== undefined && { password: deps.password }),
     });
   }
   throw new BrokerConfigError(

@@ -15,6 +15,8 @@ export interface PostgresStoreOptions {
   poolSize?: number;
   /** Connections that hold bot locks, apart so a holder's own queries never wait behind waiters (default 10). */
   lockPoolSize?: number;
+  /** The password, from storePasswordFile, so that the URL (in the config) holds none. */
+  password?: string;
 }
 
 /** The database's clock in ms: replicas with skewed clocks agree on a nonce's expiry. */
@@ -45,7 +47,13 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
     getTypeParser: ((oid: number, format?: string) =>
       oid === INT8_OID ? Number : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
   };
-  const config = { connectionString: url, application_name: 'botlink-broker', connectionTimeoutMillis: 10_000, types };
+  const config = {
+    connectionString: url,
+    application_name: 'botlink-broker',
+    connectionTimeoutMillis: 10_000,
+    types,
+    ...(opts.password !== undefined && { password: opts.password }),
+  };
   const pool = new pg.Pool({ ...config, max: opts.poolSize ?? 10 });
   const lockPool = new pg.Pool({ ...config, max: opts.lockPoolSize ?? 10 });
   // An idle connection that dies (a restarted server, a terminated backend) is dropped; the next query opens another.

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import type { Logger } from 'pino';
 import { startBroker } from '../../broker/broker.js';
 import { type BrokerConfig, configFileFor, loadBrokerConfig } from '../../broker/config.js';
-import { brokerKeys, readTokenKey } from '../../broker/keys.js';
+import { brokerKeys, readStorePassword, readTokenKey } from '../../broker/keys.js';
 import {
   createCode,
   DEFAULT_CODE_TTL_S,
@@ -51,7 +51,8 @@ function brokerConfig(file: string | undefined, env: Env): BrokerConfig {
 }
 
 async function withStore<T>(config: BrokerConfig, fn: (store: BrokerStore) => Promise<T>): Promise<T> {
-  const store = await openStore(config.store, { clock: systemClock });
+  const password = readStorePassword(config.storePasswordFile);
+  const store = await openStore(config.store, { clock: systemClock, ...(password !== undefined && { password }) });
   try {
     return await fn(store);
   } finally {

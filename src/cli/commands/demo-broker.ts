@@ -51,7 +51,7 @@ export async function brokerDevice(
       accessKeyId: account.accessKeyId,
       secretKeyFile: join(vendorDir, 'secret-key'),
       tokenKeyFile: join(vendorDir, 'token-key'),
-      store: `sqlite:${join(vendorDir, 'broker.db')}`,
+      store: `sqlite:${join(vendorDir, 'state', 'broker.db')}`,
     },
     {},
   );

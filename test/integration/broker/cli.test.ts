@@ -116,7 +116,7 @@ describe('botlink broker (the process)', () => {
       expect((await broker.stop()).code).toBe(0);
     }
     // As a broker before this rule could have stored it: the operator's terminal still sees it escaped.
-    const store = openSqliteStore(join(rig.dir, 'broker.db'), { wallNow: () => Date.now() });
+    const store = openSqliteStore(join(rig.dir, 'state', 'broker.db'), { wallNow: () => Date.now() });
     try {
       const code = codeRow();
       await store.addCode(code);

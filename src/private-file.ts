@@ -1,10 +1,15 @@
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
-import type { BotlinkErrorOptions } from '../../protocol/errors.js';
+import { closeSync, fstatSync, openSync, readSync, type Stats } from 'node:fs';
+import type { BotlinkErrorOptions } from './protocol/errors.js';
 
-/** How one kind of private file (the SecretKey, the device key) is named, and how its refusals are made. */
+/**
+ * How one kind of private file (the agent's SecretKey and device key; the broker's account secret, token
+ * key and store password) is named, and how its refusals are made.
+ */
 export interface PrivateFileRules {
   /** How messages name it: `secret key file`. */
   noun: string;
+  /** Whose file it is, for the fix of an unreadable one: `the agent user`. */
+  user: string;
   /** The name systemd's LoadCredential= passes it under: `secret-key`. */
   credential: string;
   /** What to do when it is missing or not a regular file. */
@@ -32,31 +37,43 @@ export function readPrivateFile(path: string, rules: PrivateFileRules, maxBytes:
     if (code === 'EACCES') {
       throw refuse(`${noun} ${path} is not readable by this user (uid ${process.getuid?.()})`, {
         cause: err,
-        fix: `make the agent user its owner, or pass it with systemd LoadCredential=${rules.credential}`,
+        fix: `make ${rules.user} its owner, or pass it with systemd LoadCredential=${rules.credential}`,
       });
     }
     throw refuse(`${noun} ${path} cannot be opened (${code ?? String(err)})`, { cause: err });
   }
   try {
-    const st = fstatSync(fd);
-    if (!st.isFile()) throw refuse(`${noun} ${path} is not a regular file`, { fix: rules.createHint(path) });
-    // Its owner can read or rewrite the key whatever the mode says: only this user or root may own it.
-    const uid = process.getuid?.();
-    if (uid !== undefined && st.uid !== uid && st.uid !== 0) {
-      throw refuse(`${noun} ${path} is owned by uid ${st.uid}, which is neither this user (uid ${uid}) nor root; refusing to use it`, {
-        fix: `run \`sudo chown ${uid === 0 ? 'root:' : uid} ${path}\``,
-      });
-    }
-    if ((st.mode & 0o077) !== 0) {
-      const mode = (st.mode & 0o777).toString(8).padStart(4, '0');
-      throw refuse(`${noun} ${path} has mode ${mode}, open to group or others; refusing to use it`, {
-        fix: rules.exposedFix?.(path) ?? `run \`chmod 600 ${path}\``,
-      });
-    }
+    refuseUnlessPrivate(path, fstatSync(fd), rules);
     const buf = Buffer.alloc(maxBytes + 1);
     const n = readSync(fd, buf, 0, buf.length, 0);
     return buf.subarray(0, n);
   } finally {
     closeSync(fd);
+  }
+}
+
+/**
+ * Refuses (rules.refuse) a file that is not a regular file owned by this user or root and closed to group
+ * and others, as `st` (the opened descriptor's) says.
+ */
+export function refuseUnlessPrivate(path: string, st: Stats, rules: PrivateFileRules): void {
+  const { noun } = rules;
+  if (!st.isFile()) throw rules.refuse(path, `${noun} ${path} is not a regular file`, { fix: rules.createHint(path) });
+  // Its owner can read or rewrite the key whatever the mode says: only this user or root may own it.
+  const uid = process.getuid?.();
+  if (uid !== undefined && st.uid !== uid && st.uid !== 0) {
+    throw rules.refuse(
+      path,
+      `${noun} ${path} is owned by uid ${st.uid}, which is neither this user (uid ${uid}) nor root; refusing to use it`,
+      {
+        fix: `run \`sudo chown ${uid === 0 ? 'root:' : uid} ${path}\``,
+      },
+    );
+  }
+  if ((st.mode & 0o077) !== 0) {
+    const mode = (st.mode & 0o777).toString(8).padStart(4, '0');
+    throw rules.refuse(path, `${noun} ${path} has mode ${mode}, open to group or others; refusing to use it`, {
+      fix: rules.exposedFix?.(path) ?? `run \`chmod 600 ${path}\``,
+    });
   }
 }
