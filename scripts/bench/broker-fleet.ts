@@ -128,6 +128,8 @@ export async function measureFleet(
     o.store === 'sqlite' ? { broker: `sqlite:${join(rig.dir, 'fleet.db')}`, floor: `sqlite:${join(rig.dir, 'floor.db')}` } : o.store;
   progress(`writing ${devices.length} enrolled devices into the fleet's store (BrokerStore.enroll)`);
   const preloadMs = await rig.preload(stores.broker, devices);
+  // The floor keeps each token as the broker does, only for a key its store holds active: its store holds the fleet too.
+  await rig.preload(stores.floor, devices);
   const broker = await rig.broker({ name: 'fleet', cloud: cf.cloud, store: stores.broker, cloudConcurrency: o.cloudConcurrency });
   const cap = broker.config.limits.cloudConcurrency;
   let floor: FleetFloor | undefined;

@@ -48,7 +48,8 @@ export async function serveFleetFloor(): Promise<void> {
     const pair = await cloud.getToken({ kind: 'bot', id: device.botId }, Date.now());
     const now = Date.now();
     const expiresAt = now + pair.expireIn * 1000;
-    await store.writeToken({
+    // Kept as the broker keeps a token: only while the device's key is still active (its store holds the fleet, preloaded).
+    const kept = await store.keepToken(auth.keyId, {
       botId: device.botId,
       accessSealed: keys.seal(pair.accessToken),
       accessExpiresAt: expiresAt,
@@ -57,6 +58,7 @@ export async function serveFleetFloor(): Promise<void> {
       refreshExpiresAt: null,
       updatedAt: now,
     });
+    if (!kept) return undefined;
     return { botId: device.botId, accessToken: pair.accessToken, expireIn: pair.expireIn, expiresAt };
   };
   const server = createServer((req, res) => {

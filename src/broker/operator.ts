@@ -77,20 +77,20 @@ export function listDevices(store: BrokerStore): Promise<DeviceListing[]> {
   return store.listDevices();
 }
 
-/** Revokes the botId's key; an unknown botId is an input error, not a silent success. */
 /**
- * Revokes the botId's key; an unknown botId is an input error, not a silent success. The audit line
- * (DESIGN §3.7) names the botId and the key, never the key itself.
+ * Revokes every active key of the botId, and says how many: none is an input error (exit 65), not a silent
+ * success — an unknown botId, or one whose keys were all revoked already. One audit line per key revoked
+ * (DESIGN §3.7), naming the botId and the keyId, never the key itself.
  */
 export async function revoke(store: BrokerStore, botId: string, now: number, audit?: Logger): Promise<number> {
-  const device = await store.findDeviceByBotId(botId);
   const revoked = await store.revoke(botId, now);
-  if (revoked === 0 && !device) throw new OperatorInputError(`no device with botId ${botId} is known to this broker`);
-  audit?.info(
-    { audit: 'revoke', botId, keyId: device?.keyId ?? null, source: 'operator', outcome: revoked > 0 ? 'revoked' : 'none-active' },
-    'revocation',
+  for (const keyId of revoked) audit?.info({ audit: 'revoke', botId, keyId, source: 'operator', outcome: 'revoked' }, 'revocation');
+  if (revoked.length > 0) return revoked.length;
+  const device = await store.findDeviceByBotId(botId);
+  audit?.info({ audit: 'revoke', botId, keyId: null, source: 'operator', outcome: device ? 'none-active' : 'unknown-bot' }, 'revocation');
+  throw new OperatorInputError(
+    device ? `botId ${botId} has no active key: nothing was revoked` : `no device with botId ${botId} is known to this broker`,
   );
-  return revoked;
 }
 
 /** Lines `deviceId,publicKey` (blank lines and # comments skipped); every line is checked before any is stored. */

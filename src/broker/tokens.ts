@@ -45,14 +45,19 @@ export class TokenIssuer {
     this.#d = deps;
   }
 
-  /** `read`: the botId's token row as the request already read it (with its key), so it is not read again. */
-  async issue(botId: string, minValidityS: number, read?: { token: TokenRow | undefined }): Promise<IssuedToken> {
+  /**
+   * The access token of `key`'s botId. `read`: the botId's token row as the request already read it (with
+   * its key), so it is not read again. A token renewed for it is kept, and handed out, only while the key
+   * is still active (BrokerStore.keepToken): a revoke that committed meanwhile makes it 403 revoked.
+   */
+  async issue(key: { keyId: string; botId: string }, minValidityS: number, read?: { token: TokenRow | undefined }): Promise<IssuedToken> {
+    const { botId } = key;
     const cached = this.#served(read ? read.token : await this.#d.store.readToken(botId), minValidityS);
     if (cached) return cached;
     // Read again under the lock: whoever held it before may have just renewed this very token.
     return this.#d.store.withBotLock(botId, async () => {
       const row = await this.#d.store.readToken(botId);
-      return this.#served(row, minValidityS) ?? this.#renew(botId, row);
+      return this.#served(row, minValidityS) ?? this.#renew(key, row);
     });
   }
 
@@ -67,15 +72,16 @@ export class TokenIssuer {
     };
   }
 
-  async #renew(botId: string, row: TokenRow | undefined): Promise<IssuedToken> {
-    const { store, keys, cloud, gate, clock } = this.#d;
+  async #renew(key: { keyId: string; botId: string }, row: TokenRow | undefined): Promise<IssuedToken> {
+    const { keys, cloud, gate, clock } = this.#d;
+    const { botId } = key;
     const identity = { kind: 'bot', id: botId } as const;
     if (row?.refreshSealed && row.refreshExpiresAt !== null && row.refreshExpiresAt - clock.wallNow() > REFRESH_MARGIN_MS) {
       try {
         const fresh = await gate.run(() => cloud.refreshToken(identity, keys.open(row.refreshSealed as Buffer)));
         const now = clock.wallNow();
         const expiresAt = now + fresh.expireIn * 1000;
-        await store.writeToken({
+        await this.#keep(key.keyId, {
           ...row,
           accessSealed: keys.seal(fresh.accessToken),
           accessExpiresAt: expiresAt,
@@ -96,7 +102,7 @@ export class TokenIssuer {
     }
     const now = clock.wallNow();
     const expiresAt = now + pair.expireIn * 1000;
-    await store.writeToken({
+    await this.#keep(key.keyId, {
       botId,
       accessSealed: keys.seal(pair.accessToken),
       accessExpiresAt: expiresAt,
@@ -106,6 +112,10 @@ export class TokenIssuer {
       updatedAt: now,
     });
     return { accessToken: pair.accessToken, expireIn: pair.expireIn, expiresAt, source: 'sign' };
+  }
+
+  async #keep(keyId: string, row: TokenRow): Promise<void> {
+    if (!(await this.#d.store.keepToken(keyId, row))) throw new Refusal('revoked', 'this key was revoked, replaced or rotated away');
   }
 }
 

@@ -22,7 +22,7 @@ export const token = keyRoute({
   async serve(ctx, req) {
     const { botId } = req.key;
     // The token as the nonce stage read it with the key: not read again when it serves.
-    const issued = await ctx.issuer.issue(botId, req.fields.minValidityS, { token: req.token });
+    const issued = await ctx.issuer.issue(req.key, req.fields.minValidityS, { token: req.token });
     ctx.metrics.issued(issued.source);
     ctx.audit.info({ audit: 'token', botId, keyId: req.key.keyId, source: req.source, outcome: issued.source }, 'token issued');
     return {

@@ -2,7 +2,7 @@ import type { Body } from './sql.js';
 import type { StoreKind } from './types.js';
 
 /**
- * What sets the two databases apart, and nothing else: how a rule (sql.ts) is carried out — placeholders,
+ * What sets the two databases apart, and nothing else: how a rule (sql.ts) is carried out — placeholders and row locks,
  * the store's clock, locks, unique-index errors, a gated chain — and how the bot lock is held.
  */
 export interface Driver {

@@ -15,8 +15,8 @@ import {
   FIND_PREAUTH,
   LIST_DEVICES,
   PREAUTH_OF_DEVICE,
+  KEEP_TOKEN,
   READ_TOKEN,
-  WRITE_TOKEN,
 } from './statements.js';
 import type {
   BrokerStore,
@@ -97,7 +97,7 @@ export class SqlStore implements BrokerStore {
     return this.#d.decide(rotateTx(oldKeyId, newKey, now), (outcome) => outcome === 'ok');
   }
 
-  revoke(botId: string, now: number): Promise<number> {
+  revoke(botId: string, now: number): Promise<string[]> {
     return this.#d.decide(revokeTx(botId, now), () => true);
   }
 
@@ -113,9 +113,9 @@ export class SqlStore implements BrokerStore {
    * Not a decision: a token lost to a power cut costs one more getToken (the next request signs again) and
    * breaks no rule, so tokens are written like nonces, unsynced on SQLite.
    */
-  async writeToken(t: TokenRow): Promise<void> {
-    const values = [t.botId, t.accessSealed, t.accessExpiresAt, t.accessLifetimeS, t.refreshSealed, t.refreshExpiresAt, t.updatedAt];
-    await this.#d.run(run(WRITE_TOKEN, ...values), 'write');
+  async keepToken(keyId: string, t: TokenRow): Promise<boolean> {
+    const values = [t.botId, t.accessSealed, t.accessExpiresAt, t.accessLifetimeS, t.refreshSealed, t.refreshExpiresAt, t.updatedAt, keyId];
+    return (await this.#d.run(get(KEEP_TOKEN, ...values), 'write')) !== undefined;
   }
 
   withBotLock<T>(botId: string, fn: () => Promise<T>): Promise<T> {

@@ -2,7 +2,7 @@
  * How the broker's store rules are written once for both databases: each rule is a generator that
  * yields what it needs of the database (a statement, a lock, the store's time) and receives the answer,
  * and a driver (sqlite.ts, postgres.ts) carries out each yield in its own way. Statements use PostgreSQL's
- * numbered placeholders (`$1`); SQLite's driver rewrites them once per statement.
+ * numbered placeholders (`$1`) and its row locks (`FOR SHARE`); SQLite's driver rewrites them once per statement.
  */
 import type { GatedChain } from './chain.js';
 

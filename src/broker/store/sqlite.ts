@@ -147,10 +147,13 @@ class SqliteDriver implements Driver {
     let compiled = this.#compiled.get(sql);
     if (!compiled) {
       const order: (number | string)[] = [];
-      const text = sql.replace(/\$(\d+)|\{([a-z_]+\.[a-z_]+)\}/g, (_, n: string | undefined, marker: string | undefined) => {
-        order.push(n === undefined ? (marker as string) : Number(n) - 1);
-        return '?';
-      });
+      // SQLite has no row locks (its one writer orders every transaction): a FOR SHARE clause goes.
+      const text = sql
+        .replace(/ FOR SHARE\b/g, '')
+        .replace(/\$(\d+)|\{([a-z_]+\.[a-z_]+)\}/g, (_, n: string | undefined, marker: string | undefined) => {
+          order.push(n === undefined ? (marker as string) : Number(n) - 1);
+          return '?';
+        });
       compiled = { statement: this.#db.prepare(text), order };
       this.#compiled.set(sql, compiled);
     }

@@ -36,7 +36,9 @@ export const INSERT_KEY =
 export const ACTIVE_KEY_OF_BOT_OR_DEVICE =
   "SELECT 1 AS bound FROM keys WHERE (bot_id = $1 OR (vendor_id = $2 AND device_id = $3)) AND state = 'active'";
 export const ACTIVE_KEY_OF_DEVICE = "SELECT 1 AS bound FROM keys WHERE vendor_id = $1 AND device_id = $2 AND state = 'active'";
-export const REVOKE_BOT = "UPDATE keys SET state = 'revoked', reason = 'revoked', revoked_at = $1 WHERE bot_id = $2 AND state = 'active'";
+export const REVOKE_BOT =
+  "UPDATE keys SET state = 'revoked', reason = 'revoked', revoked_at = $1 WHERE bot_id = $2 AND state = 'active' RETURNING key_id AS \"keyId\"";
+export const BOT_OF_KEY = 'SELECT bot_id AS "botId" FROM keys WHERE key_id = $1';
 export const REVOKE_REPLACED =
   "UPDATE keys SET state = 'revoked', reason = 'replaced', revoked_at = $1 WHERE bot_id = $2 AND state = 'active' AND vendor_id = $3 AND device_id = $4";
 export const ROTATE_AWAY =
@@ -80,12 +82,19 @@ export const LIST_DEVICES = `
   ORDER BY 3, 2, 5`;
 
 export const READ_TOKEN = `SELECT ${TOKEN_COLUMNS} FROM tokens WHERE bot_id = $1`;
-export const WRITE_TOKEN =
-  'INSERT INTO tokens (bot_id, access_sealed, access_expires_at, access_lifetime_s, refresh_sealed, refresh_expires_at, updated_at) ' +
-  'VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (bot_id) DO UPDATE SET access_sealed = excluded.access_sealed, ' +
-  'access_expires_at = excluded.access_expires_at, access_lifetime_s = excluded.access_lifetime_s, ' +
-  'refresh_sealed = excluded.refresh_sealed, refresh_expires_at = excluded.refresh_expires_at, updated_at = excluded.updated_at';
 export const DROP_TOKENS = 'DELETE FROM tokens WHERE bot_id = $1';
+/**
+ * A token written only while the key $8 is still active for its botId. FOR SHARE holds that key row until
+ * the write commits, so a revoke (which updates the row) either comes after, and drops the token, or
+ * came before, and nothing is written; SQLite's one writer orders them anyway (its driver drops the clause).
+ */
+export const KEEP_TOKEN =
+  'INSERT INTO tokens (bot_id, access_sealed, access_expires_at, access_lifetime_s, refresh_sealed, refresh_expires_at, updated_at) ' +
+  "SELECT $1, $2, $3, $4, $5, $6, $7 FROM keys WHERE key_id = $8 AND bot_id = $1 AND state = 'active' FOR SHARE " +
+  'ON CONFLICT (bot_id) DO UPDATE SET access_sealed = excluded.access_sealed, ' +
+  'access_expires_at = excluded.access_expires_at, access_lifetime_s = excluded.access_lifetime_s, ' +
+  'refresh_sealed = excluded.refresh_sealed, refresh_expires_at = excluded.refresh_expires_at, updated_at = excluded.updated_at ' +
+  'RETURNING 1 AS kept';
 
 /** A key with its botId's cached token (LEFT JOIN USING bot_id, so bot_id is one column). */
 export const KEY_WITH_TOKEN =

@@ -185,15 +185,19 @@ export interface Enrollment {
   enroll(commit: EnrollCommit): Promise<EnrollOutcome>;
   /** One transaction: the old key must still be active; the new keyId must be new in every state. */
   rotate(oldKeyId: string, newKey: { keyId: string; publicKey: string }, now: number): Promise<RotateOutcome>;
-  /** Revokes the botId's active key, drops its preauth rows and its cached tokens; the number of keys revoked. */
-  revoke(botId: string, now: number): Promise<number>;
+  /**
+   * Revokes every key of the botId active when it commits (a key a concurrent rotation made included: the
+   * botId's keys change one at a time), drops its preauth rows and its cached tokens; the keyIds revoked.
+   */
+  revoke(botId: string, now: number): Promise<string[]>;
   listDevices(): Promise<DeviceListing[]>;
 }
 
 /** The botIds' sealed tokens, and the lock that makes one cloud call per botId at a time. */
 export interface TokenCache {
   readToken(botId: string): Promise<TokenRow | undefined>;
-  writeToken(row: TokenRow): Promise<void>;
+  /** Writes the botId's token only while `keyId` is still its active key; whether it did (no: revoked meanwhile). */
+  keepToken(keyId: string, row: TokenRow): Promise<boolean>;
   /**
    * Runs `fn` while holding the botId's lock, across replicas (PostgreSQL: an advisory lock on a
    * dedicated connection; SQLite: one process owns the file). The lock is released when fn settles,

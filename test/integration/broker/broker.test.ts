@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,7 +10,7 @@ import { brokerKeys, readTokenKey } from '../../../src/broker/keys.js';
 import { createCode, parsePreauth, preauthorize, revoke } from '../../../src/broker/operator.js';
 import type { CodeKind } from '../../../src/broker/store/types.js';
 import { systemClock } from '../../../src/clock.js';
-import { createReferenceService, type ReferenceService } from '../../../src/service/server.js';
+import { createTestService, type TestService } from '../../../src/service/testing.js';
 import { TestDevice } from '../../helpers/broker-device.js';
 import { brokerSettings } from '../../helpers/broker-files.js';
 
@@ -27,7 +28,7 @@ const seed = {
   ],
 };
 
-let cloud: ReferenceService;
+let cloud: TestService;
 let broker: RunningBroker;
 let logFile: string;
 let keys: ReturnType<typeof brokerKeys>;
@@ -36,7 +37,7 @@ let dir: string;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'botlink-broker-'));
-  cloud = await createReferenceService({ seed, accessTtlS: 3600 });
+  cloud = await createTestService({ seed, accessTtlS: 3600 });
   logFile = join(dir, 'broker.log');
   // A secret with its trailing newline and the token key as hex: both forms a file may take.
   const settings = brokerSettings(dir, {
@@ -231,6 +232,23 @@ describe('token (DESIGN §3.7)', () => {
     expect((await device.token(url(), {}, { signedPath: '/v1/rotate' })).json['code']).toBe('revoked');
     expect((await device.rotate(url(), new TestDevice())).json['code']).toBe('revoked');
     expect((await device.enroll(url(), { code: await code(), deviceId })).json['code']).toBe('revoked');
+  });
+
+  it('a token request waiting on the cloud when a revoke commits is answered 403 revoked, and its token is not kept', async () => {
+    const { device, botId } = await enrolled();
+    cloud.faults.setLatencyMs(400);
+    try {
+      const asked = once(cloud.events, 'http-request');
+      const pending = device.token(url());
+      await asked;
+      expect(await revoke(broker.store, botId, Date.now())).toBe(1);
+      const reply = await pending;
+      expect([reply.status, reply.json['code']]).toEqual([403, 'revoked']);
+      expect(reply.json['accessToken']).toBeUndefined();
+      expect(await broker.store.readToken(botId)).toBeUndefined();
+    } finally {
+      cloud.faults.setLatencyMs(0);
+    }
   });
 });
 

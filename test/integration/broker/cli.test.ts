@@ -88,7 +88,12 @@ describe('botlink broker (the process)', () => {
       });
       const revoked = await rig.cli(['revoke', '--config', rig.configFile, botId]);
       expect(revoked.code, revoked.stderr).toBe(0);
+      expect(revoked.stdout).toMatch(new RegExp(`^revoked 1 key\\(s\\) of ${botId};`));
       expect((await device.token(broker.url)).json['code']).toBe('revoked');
+      // Nothing left to revoke is no success: exit 65 saying so, for a revoked botId as for an unknown one.
+      const again = await rig.cli(['revoke', '--config', rig.configFile, botId]);
+      expect([again.code, again.stdout]).toEqual([65, '']);
+      expect(again.stderr).toContain(`botId ${botId} has no active key: nothing was revoked`);
       expect((await rig.cli(['revoke', '--config', rig.configFile, 'no-such-bot'])).code).toBe(65);
       const log = readFileSync(rig.logFile, 'utf8');
       const audits = log

@@ -1,5 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestService, type TestService } from '../../../src/service/testing.js';
+import { revoke } from '../../../src/broker/operator.js';
+import { openStore } from '../../../src/broker/store/open.js';
+import { systemClock } from '../../../src/clock.js';
 import { TestDevice } from '../../helpers/broker-device.js';
 import { type BrokerProc, type BrokerRig, brokerRig, vendorSeed } from '../../helpers/broker-rig.js';
 import { privateDaemonBundle, type Bundle } from '../../helpers/bundle.js';
@@ -13,16 +16,19 @@ let cloud: TestService;
 let pg: PostgresServer;
 let rig: BrokerRig;
 let replicas: BrokerProc[] = [];
+/** The one database both replicas use. */
+let storeUrl: string;
 
 beforeAll(async () => {
   pg = await startPostgres();
+  storeUrl = await pg.freshDatabase();
   bundle = await privateDaemonBundle('test-broker-replicas-');
   cloud = await createTestService({ seed: vendorSeed(SECRET) });
   rig = brokerRig({
     bundle: bundle.file,
     cloudUrl: cloud.url,
     secret: SECRET,
-    store: await pg.freshDatabase(),
+    store: storeUrl,
     extra: { deviceTokensPerHour: 4, enrollPerMinute: 100 },
   });
   // Started together: the schema is made once, under the store's own lock.
@@ -92,6 +98,38 @@ describe('two broker replicas on one PostgreSQL', () => {
     }
     expect(getTokens).toBe(20);
   });
+
+  it('revocation is final: 30 trials of a device rotating on one replica as the operator revokes it, 0 keys left active', async () => {
+    // The operator's revoke, as `broker revoke` runs it: on the store, from a third process's connection.
+    const operator = await openStore(storeUrl, { clock: systemClock });
+    const trials = 30;
+    const survivors: string[] = [];
+    let rotated = 0;
+    try {
+      for (let trial = 0; trial < trials; trial++) {
+        const device = new TestDevice();
+        const botId = await device.mustEnroll(a(), { code: await rig.code(), deviceId: `SN-REVOKE-RACE-${trial}` });
+        const next = new TestDevice();
+        // The rotation and the revoke land together: without the botId's lock, a revoke that waited on the old
+        // key's row never sees the key the rotation inserted (READ COMMITTED), and that key stays active.
+        const [rotation] = await Promise.all([
+          device.rotate(trial % 2 ? a() : b(), next),
+          new Promise((resolve) => setTimeout(resolve, trial % 3)).then(() => revoke(operator, botId, Date.now())),
+        ]);
+        if (rotation.status === 200) rotated++;
+        if ((await operator.findDeviceByBotId(botId))?.keyId) survivors.push(botId);
+        // Whichever key the device holds now is refused on both replicas: revoked, or never enrolled (the revoke came first).
+        for (const url of [a(), b()]) {
+          expect((await device.token(url)).status).toBe(403);
+          expect((await next.token(url)).status).toBe(rotation.status === 200 ? 403 : 401);
+        }
+      }
+    } finally {
+      await operator.close();
+    }
+    console.log(`revoke during rotation: ${trials} trials, ${rotated} rotated first, ${survivors.length} active keys left`);
+    expect(survivors).toEqual([]);
+  }, 120_000);
 
   // Last: it kills the first replica.
   it('kill -9 of a replica during a renewal: the other replica renews at once (the lock dies with its connection)', async () => {

@@ -96,7 +96,7 @@ describe.each(['sqlite', 'postgres'] as const)('spendVerified on %s', (kind) => 
       refreshExpiresAt: null,
       updatedAt: 4000,
     };
-    await store.writeToken(token);
+    expect(await store.keepToken(keyId, token)).toBe(true);
     expect(await store.spendVerified(spendOf(keyId, 'n-2', 200))).toEqual({
       key: { ...key, lastSeenAt: 100 },
       token,
@@ -113,7 +113,7 @@ describe.each(['sqlite', 'postgres'] as const)('spendVerified on %s', (kind) => 
     const other = await store.spendVerified(spendOf(keyId, 'n-2', 100, 'y'.repeat(43)));
     expect(other).toMatchObject({ key: { keyId, state: 'active', lastSeenAt: null }, spent: undefined });
 
-    expect(await store.revoke('bot-3', 150)).toBe(1);
+    expect(await store.revoke('bot-3', 150)).toEqual([keyId]);
     const revoked = await store.spendVerified(spendOf(keyId, 'n-3', 200));
     expect(revoked).toMatchObject({ key: { keyId, state: 'revoked', lastSeenAt: null }, spent: undefined });
 

@@ -222,7 +222,7 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     await store.addCode(first);
     const old = byCode(first, { deviceId: 'SN-R', botId: 'bot-R' });
     expect(await store.enroll(old)).toBe('ok');
-    await store.writeToken(token('bot-R'));
+    expect(await store.keepToken(old.key.keyId, token('bot-R'))).toBe(true);
     const replace = codeRow({ kind: 'replace', deviceId: 'SN-R' });
     await store.addCode(replace);
     const swapped = byCode(replace, { deviceId: 'SN-R', botId: 'bot-R', now: Date.now() + 5 });
@@ -249,7 +249,7 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     const revoked = byCode(code);
     const rotated = byCode(code);
     for (const c of [active, revoked, rotated]) expect(await store.enroll(c)).toBe('ok');
-    expect(await store.revoke(revoked.botId, Date.now())).toBe(1);
+    expect(await store.revoke(revoked.botId, Date.now())).toEqual([revoked.key.keyId]);
     const next = newKey();
     expect(await store.rotate(rotated.key.keyId, next, Date.now())).toBe('ok');
     const pending = newKey();
@@ -273,7 +273,7 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     expect(await store.enroll(byCode(code, { deviceId: 'SN-P' }))).toBe('device-exists');
     expect(await store.findCode(code.hmac)).toMatchObject({ usesLeft: 9 });
     // Revoked, the device is no longer bound: the store admits it again (the route decides which codes may).
-    expect(await store.revoke('bot-H', Date.now())).toBe(1);
+    expect(await store.revoke('bot-H', Date.now())).toEqual([held.key.keyId]);
     expect(await store.findDeviceByDeviceId('V1', 'SN-H')).toEqual({ botId: 'bot-H', deviceId: 'SN-H', vendorId: 'V1', keyId: null });
     expect(await store.enroll(byCode(code, { deviceId: 'SN-H', botId: 'bot-H' }))).toBe('ok');
   });
@@ -371,16 +371,19 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     await store.addCode(code);
     const c = byCode(code, { deviceId: 'SN-V', botId: 'bot-V' });
     expect(await store.enroll(c)).toBe('ok');
-    await store.writeToken(token('bot-V'));
-    expect(await store.revoke('bot-V', 1234)).toBe(1);
+    expect(await store.keepToken(c.key.keyId, token('bot-V'))).toBe(true);
+    expect(await store.revoke('bot-V', 1234)).toEqual([c.key.keyId]);
     expect(await other.findKey(c.key.keyId)).toMatchObject({ state: 'revoked', reason: 'revoked', revokedAt: 1234 });
     expect(await other.readToken('bot-V')).toBeUndefined();
     expect(await store.rotate(c.key.keyId, newKey(), Date.now())).toBe('revoked');
     // Revoked, the device may be pre-authorised for a new key; a second revoke takes that back too.
     expect(await store.addPreauth([preauthRow('SN-V')])).toEqual({ added: 1 });
-    expect(await store.revoke('bot-V', 1235)).toBe(0);
+    expect(await store.revoke('bot-V', 1235)).toEqual([]);
     expect(await other.isPreauthorized('V1', 'SN-V')).toBe(false);
-    expect(await store.revoke('bot-none', 1236)).toBe(0);
+    expect(await store.revoke('bot-none', 1236)).toEqual([]);
+    // A token renewed for the revoked key is not kept: the request that asked for it is refused.
+    expect(await other.keepToken(c.key.keyId, token('bot-V'))).toBe(false);
+    expect(await other.readToken('bot-V')).toBeUndefined();
   });
 
   it('rotate hands the device to a new key once; the old key is rotated away', async () => {
@@ -431,13 +434,21 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     ]);
   });
 
-  it('keeps sealed tokens as bytes, replacing a botId’s row whole', async () => {
+  it('keeps sealed tokens as bytes, replacing a botId’s row whole, and only for its active key', async () => {
     const [a, b] = await two();
+    const code = codeRow();
+    await a.addCode(code);
+    const enrolled = byCode(code, { deviceId: 'SN-K', botId: 'bot-K' });
+    expect(await a.enroll(enrolled)).toBe('ok');
     const first = token('bot-K');
-    await a.writeToken(first);
+    expect(await a.keepToken(enrolled.key.keyId, first)).toBe(true);
     expect(await b.readToken('bot-K')).toEqual(first);
+    // Another key, or this key for another botId, keeps nothing.
+    expect(await a.keepToken(newKey().keyId, token('bot-K', { updatedAt: 1 }))).toBe(false);
+    expect(await a.keepToken(enrolled.key.keyId, token('bot-other'))).toBe(false);
+    expect(await b.readToken('bot-other')).toBeUndefined();
     const second = token('bot-K', { refreshSealed: null, refreshExpiresAt: null, accessLifetimeS: 3600 });
-    await b.writeToken(second);
+    expect(await b.keepToken(enrolled.key.keyId, second)).toBe(true);
     const read = await a.readToken('bot-K');
     expect(read).toEqual(second);
     expect(Buffer.isBuffer(read!.accessSealed)).toBe(true);

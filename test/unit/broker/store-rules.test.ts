@@ -3,7 +3,7 @@ import { checkChain, fusedStatement } from '../../../src/broker/store/chain.js';
 import { enrollTx, revokeTx, rotateTx } from '../../../src/broker/store/rules/enrollment.js';
 import { SPEND_VERIFIED } from '../../../src/broker/store/rules/requests.js';
 import { type Body, type Op, UniqueViolation } from '../../../src/broker/store/sql.js';
-import { INSERT_KEY, SPEND_CODE_USE } from '../../../src/broker/store/statements.js';
+import { BOT_OF_KEY, INSERT_KEY, REVOKE_BOT, ROTATE_AWAY, SPEND_CODE_USE } from '../../../src/broker/store/statements.js';
 import type { EnrollCommit } from '../../../src/broker/store/types.js';
 
 // The store's rules are plain generators (sql.ts): here they run against scripted answers, with no
@@ -52,7 +52,7 @@ describe('enrollTx: the binding transaction', () => {
       sqlOf(op) === SPEND_CODE_USE ? { hmac: 'h' } : op.kind === 'run' ? 1 : undefined,
     );
     expect(outcome).toBe('ok');
-    expect(ops[0]).toBe('lock device:V1\nSN-1');
+    expect(ops.slice(0, 2)).toEqual(['lock device:V1\nSN-1', 'lock keys:bot-1']);
     expect(ops.at(-1)).toBe('run INSERT INTO keys');
   });
 
@@ -89,32 +89,38 @@ function answerOr(op: Op, error: Error): unknown {
 }
 
 describe('rotateTx and revokeTx', () => {
+  const device = { botId: 'b', deviceId: 'd', vendorId: 'v' };
+  /** The old key's botId found, the rest as `then` answers. */
+  const rotating = (then: (op: Op) => unknown) => (op: Op) => (sqlOf(op) === BOT_OF_KEY ? { botId: 'b' } : then(op));
   it.each<[string, (op: Op) => unknown, string]>([
-    ['the old key was no longer active', () => undefined, 'revoked'],
-    [
-      'the new key is known already',
-      (op) => (op.kind === 'get' ? { botId: 'b', deviceId: 'd', vendorId: 'v', known: 1 } : 1),
-      'key-exists',
-    ],
+    ['the old key is unknown', () => undefined, 'revoked'],
+    ['the old key was no longer active', rotating(() => undefined), 'revoked'],
+    ['the new key is known already', rotating((op) => (op.kind === 'get' ? { ...device, known: 1 } : 1)), 'key-exists'],
     [
       'a concurrent insert of the same new key',
-      (op) => {
+      rotating((op) => {
         if (op.kind === 'run') throw new UniqueViolation('keys_pkey');
-        return sqlOf(op)?.startsWith('UPDATE') ? { botId: 'b', deviceId: 'd', vendorId: 'v' } : undefined;
-      },
+        return sqlOf(op) === ROTATE_AWAY ? device : undefined;
+      }),
       'key-exists',
     ],
-    [
-      'the device handed over',
-      (op) => (sqlOf(op)?.startsWith('UPDATE') ? { botId: 'b', deviceId: 'd', vendorId: 'v' } : op.kind === 'run' ? 1 : undefined),
-      'ok',
-    ],
+    ['the device handed over', rotating((op) => (sqlOf(op) === ROTATE_AWAY ? device : op.kind === 'run' ? 1 : undefined)), 'ok'],
   ])('rotate: %s → %s', (_, answer, expected) => {
     expect(runScripted(rotateTx('k-old', { keyId: 'k-new', publicKey: 'pk' }, 5), answer).outcome).toBe(expected);
   });
 
-  it('revoke says how many keys it revoked', () => {
-    expect(runScripted(revokeTx('bot-1', 5), (op) => (sqlOf(op)?.startsWith('UPDATE') ? 2 : 0)).outcome).toBe(2);
+  it('rotate takes the botId’s keys lock before it rotates the old key away', () => {
+    const { ops } = runScripted(
+      rotateTx('k-old', { keyId: 'k-new', publicKey: 'pk' }, 5),
+      rotating((op) => (sqlOf(op) === ROTATE_AWAY ? device : op.kind === 'run' ? 1 : undefined)),
+    );
+    expect(ops.slice(0, 3)).toEqual(['get SELECT bot_id AS', 'lock keys:b', 'get UPDATE keys SET']);
+  });
+
+  it('revoke takes the botId’s keys lock first, and says which keys it revoked', () => {
+    const { ops, outcome } = runScripted(revokeTx('bot-1', 5), (op) => (sqlOf(op) === REVOKE_BOT ? [{ keyId: 'k1' }, { keyId: 'k2' }] : 0));
+    expect(outcome).toEqual(['k1', 'k2']);
+    expect(ops[0]).toBe('lock keys:bot-1');
   });
 });
 

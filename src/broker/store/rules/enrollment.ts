@@ -3,11 +3,12 @@
  * driver runs each between BEGIN and COMMIT, and rolls it back whole for any outcome but success.
  */
 import type { EnrollCommit, EnrollOutcome, KeyRow, PreauthRow, RotateOutcome } from '../types.js';
-import { type Body, get, KEY_ID_INDEX, lock, run, UniqueViolation } from '../sql.js';
+import { all, type Body, get, KEY_ID_INDEX, lock, run, UniqueViolation } from '../sql.js';
 import {
   ACTIVE_KEY_OF_BOT_OR_DEVICE,
   ACTIVE_KEY_OF_DEVICE,
   ADD_PREAUTH,
+  BOT_OF_KEY,
   DROP_PREAUTH_OF_BOT,
   DROP_PREAUTH_OF_DEVICE,
   DROP_TOKENS,
@@ -29,6 +30,15 @@ function deviceLock(vendorId: string, deviceId: string): string {
   return `device:${vendorId}\n${deviceId}`;
 }
 
+/**
+ * A botId's keys lock: every change of which of its keys is active — revoke, rotate, enroll — takes it, so
+ * they happen one after another across replicas and a revoke sees the key a rotation just made (DESIGN
+ * §3.7: revocation is final). Taken after the device's lock, never before it.
+ */
+function keysLock(botId: string): string {
+  return `keys:${botId}`;
+}
+
 /** BrokerStore.enroll; a unique index broken means another replica bound the keyId, botId or device first. */
 export function* enrollTx(e: EnrollCommit): Body<EnrollOutcome> {
   try {
@@ -42,6 +52,7 @@ export function* enrollTx(e: EnrollCommit): Body<EnrollOutcome> {
 function* enrollChecked(e: EnrollCommit): Body<EnrollOutcome> {
   const { vendorId, deviceId, botId } = e;
   yield* lock(deviceLock(vendorId, deviceId));
+  yield* lock(keysLock(botId));
   const admitted =
     e.admission.by === 'code'
       ? yield* get(SPEND_CODE_USE, e.admission.hmac, e.now, vendorId, deviceId)
@@ -64,6 +75,9 @@ function* enrollChecked(e: EnrollCommit): Body<EnrollOutcome> {
 
 /** BrokerStore.rotate. */
 export function* rotateTx(oldKeyId: string, newKey: { keyId: string; publicKey: string }, now: number): Body<RotateOutcome> {
+  const owner = yield* get<{ botId: string }>(BOT_OF_KEY, oldKeyId);
+  if (!owner) return 'revoked';
+  yield* lock(keysLock(owner.botId));
   const device = yield* get<Device>(ROTATE_AWAY, now, oldKeyId);
   if (!device) return 'revoked';
   if (yield* get(KEY_KNOWN, newKey.keyId)) return 'key-exists';
@@ -96,12 +110,13 @@ export function* addPreauthTx(rows: readonly PreauthRow[]): Body<{ added: number
   return { added: rows.length };
 }
 
-/** BrokerStore.revoke: the number of keys revoked. */
-export function* revokeTx(botId: string, now: number): Body<number> {
-  const revoked = yield* run(REVOKE_BOT, now, botId);
+/** BrokerStore.revoke: the keyIds it revoked — every key of the botId active when it commits. */
+export function* revokeTx(botId: string, now: number): Body<string[]> {
+  yield* lock(keysLock(botId));
+  const revoked = yield* all<{ keyId: string }>(REVOKE_BOT, now, botId);
   yield* run(DROP_PREAUTH_OF_BOT, botId);
   yield* run(DROP_TOKENS, botId);
-  return revoked;
+  return revoked.map((r) => r.keyId);
 }
 
 function* insertKey(key: { keyId: string; publicKey: string }, d: Device, now: number): Body<void> {
