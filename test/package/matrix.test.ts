@@ -251,11 +251,13 @@ describe('the install matrix: apt install of botlink (and botlink-node) in fresh
         echo @@cached-memory; grep -E '^Vm(RSS|HWM):' /proc/$pid/status
         kill -TERM $pid; wait $pid
         echo @@log; cat /var/log/botlink/botlink.log
-        # Node.js alone, idle, for scale (under emulation QEMU's own memory is in both).
-        ${runtime.node} -e 'require("fs").writeFileSync("/tmp/bare.up", ""); setInterval(() => {}, 60000)' &
+        # Node.js alone, idle, for scale: its start and memory (under emulation QEMU's own memory is in both).
+        echo @@bare-spawned; date +%s%3N
+        ${runtime.node} -e 'require("fs").writeFileSync("/tmp/bare.tmp", String(Date.now())); require("fs").renameSync("/tmp/bare.tmp", "/tmp/bare.up"); setInterval(() => {}, 60000)' &
         bare=$!
         n=0
         until [ -e /tmp/bare.up ]; do n=$((n + 1)); [ $n -le 1200 ] || { echo 'node did not start'; exit 1; }; sleep 0.1; done
+        echo @@bare-up; cat /tmp/bare.up; echo
         echo @@bare-memory; grep -E '^Vm(RSS|HWM):' /proc/$bare/status
         kill $bare; wait $bare || true
         kill -TERM $serve; wait $serve || true
@@ -318,7 +320,8 @@ describe('the install matrix: apt install of botlink (and botlink-node) in fresh
       console.log(
         `install matrix, ${target.suite} ${target.arch} (${target.arch === 'amd64' ? 'native' : 'QEMU user emulation'}, node ${s.runtime}): ` +
           `first boot (signs, no code cache) ${describeBoot(first)}; cached boot (token and code cache) ${describeBoot(cached)}; ` +
-          `at connected RSS ${mib(memory, 'VmRSS')} (peak ${mib(memory, 'VmHWM')}), node alone idle ${mib(bare, 'VmRSS')}; ` +
+          `at connected RSS ${mib(memory, 'VmRSS')} (peak ${mib(memory, 'VmHWM')}); ` +
+          `node alone: spawn → its first line ${seconds(Number(s['bare-up']) - Number(s['bare-spawned']))}, idle RSS ${mib(bare, 'VmRSS')}; ` +
           `passed in ${((performance.now() - started) / 1000).toFixed(0)} s`,
       );
     },
