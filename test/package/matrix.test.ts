@@ -321,7 +321,7 @@ describe('the install matrix: apt install of botlink (and botlink-node) in fresh
         `install matrix, ${target.suite} ${target.arch} (${target.arch === 'amd64' ? 'native' : 'QEMU user emulation'}, node ${s.runtime}): ` +
           `first boot (signs, no code cache) ${describeBoot(first)}; cached boot (token and code cache) ${describeBoot(cached)}; ` +
           `at connected RSS ${mib(memory, 'VmRSS')} (peak ${mib(memory, 'VmHWM')}); ` +
-          `node alone: spawn → its first line ${seconds(Number(s['bare-up']) - Number(s['bare-spawned']))}, idle RSS ${mib(bare, 'VmRSS')}; ` +
+          `node alone: spawn → its first statement ${seconds(Number(s['bare-up']) - Number(s['bare-spawned']))}, idle RSS ${mib(bare, 'VmRSS')}; ` +
           `passed in ${((performance.now() - started) / 1000).toFixed(0)} s`,
       );
     },
