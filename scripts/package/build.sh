@@ -108,7 +108,7 @@ assemble() {
   install -d "$app/dist" "$app/bin" "$app/node_modules" "$pkg/usr/bin" "$pkg/usr/lib/systemd/system" "$pkg/etc/logrotate.d" \
     "$pkg/usr/share/doc/botlink" "$pkg/usr/share/man/man1" "$pkg/DEBIAN"
   # Run by the package's node (the command, the unit), never through its `#!/usr/bin/env node` line,
-  # which would ask botlink-node's packages for the distribution's nodejs (lintian: missing-dep-for-interpreter).
+  # which would want the distribution's nodejs where botlink-node runs it (lintian: missing-dep-for-interpreter).
   sed '1{/^#!/d}' "$root/dist/botlink.mjs" >"$app/dist/botlink.mjs"
   chmod 0644 "$app/dist/botlink.mjs"
   # The application bundles the entry loads (scripts/build.mjs, APPS).

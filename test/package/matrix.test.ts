@@ -59,7 +59,7 @@ const BASELINE = { version: baselineVersion, commit: baselineCommit };
 
 /** Building a root cold takes minutes (the arm64 one, emulated, the longest); a cached one, none. */
 const ROOT_TIMEOUT_MS = 1_200_000;
-/** What one root's steps may take, emulated ones included: the arm64 root's took 578 s beside the armhf one on a machine loaded 5–11. */
+/** What one root's steps may take, emulated ones included: the arm64 root's passed 600 s beside the armhf one while others' benchmarks loaded the machine (5–11). */
 const STEPS_TIMEOUT_MS = 900_000;
 
 /** The cached root of `suite` and `arch`, built when the cache has none from today. */
