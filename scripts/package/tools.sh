@@ -3,8 +3,9 @@
 # nothing when they are all there: dpkg-dev (dpkg-shlibdeps, dpkg-buildflags), lintian, a C/C++
 # compiler for each architecture (native or cross), and for the foreign one its C and C++ runtime
 # from Debian's archive (`dpkg --add-architecture`), which dpkg-shlibdeps reads and the emulated node
-# runs on, with qemu-user-static to run it; mmdebstrap, which builds the install matrix's fresh roots
-# (test/package/matrix.test.ts). Then it registers qemu-user-static's interpreters with binfmt_misc
+# runs on, with qemu-user-static to run it (amd64, arm64 and armhf: Debian's cross toolchains
+# g++-aarch64-linux-gnu and g++-arm-linux-gnueabihf on an amd64 machine); mmdebstrap, which builds the
+# install matrix's fresh roots (test/package/matrix.test.ts). Then it registers qemu-user-static's interpreters with binfmt_misc
 # when the kernel lets it (a foreign root's maintainer scripts run through them); where it cannot, the
 # package test says why.
 set -euo pipefail
@@ -18,10 +19,11 @@ command -v python3 >/dev/null || need+=(python3)
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
 # mmdebstrap builds a foreign root only with arch-test (the arm64 one of the install matrix).
 command -v arch-test >/dev/null || need+=(arch-test)
-for arch in amd64 arm64; do
+for arch in amd64 arm64 armhf; do
   case $arch in
     amd64) triplet=x86_64-linux-gnu qemu=qemu-x86_64-static ;;
     arm64) triplet=aarch64-linux-gnu qemu=qemu-aarch64-static ;;
+    armhf) triplet=arm-linux-gnueabihf qemu=qemu-arm-static ;;
   esac
   if [ "$arch" = "$host" ]; then
     command -v "$triplet-g++" >/dev/null || need+=(g++)
@@ -38,7 +40,7 @@ done
 register_binfmt() {
   local conf name
   [ -e /proc/sys/fs/binfmt_misc/register ] || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc 2>/dev/null || return 0
-  for conf in /usr/lib/binfmt.d/qemu-aarch64.conf /usr/lib/binfmt.d/qemu-x86_64.conf; do
+  for conf in /usr/lib/binfmt.d/qemu-aarch64.conf /usr/lib/binfmt.d/qemu-arm.conf /usr/lib/binfmt.d/qemu-x86_64.conf; do
     [ -f "$conf" ] || continue
     name=$(cut -d: -f2 "$conf")
     [ -e "/proc/sys/fs/binfmt_misc/$name" ] || sed -n 1p "$conf" >/proc/sys/fs/binfmt_misc/register 2>/dev/null || true

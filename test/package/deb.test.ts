@@ -9,20 +9,23 @@ import {
   ARCHES,
   debFile,
   deviceConfig,
+  ELF_MACHINE,
   elfMachine,
   extract,
   field,
   files,
-  HEADERS_VERSION,
   NODE_RUNTIME_SCRIPT,
   NODE_VERSION,
   PACKAGES,
   ROOT,
+  RUNTIME_ARCHES,
   RUNTIME_NODE,
   RUNTIME_VERSION,
+  runtimeOf,
   ScratchRoot,
   VERSION,
   type Arch,
+  type Package,
 } from './deb.js';
 import { exec } from '../../scripts/lib/exec.js';
 
@@ -38,10 +41,13 @@ function unpacked(arch: Arch): string {
   return extracted.get(arch)!;
 }
 
-/** A unit of systemd/ as the package ships it: at /usr/lib/botlink, run by botlink-node's node. */
-function packaged(unit: string): string {
-  return unit.replaceAll('/opt/botlink/', '/usr/lib/botlink/').replace(/^ExecStart=\/usr\/bin\/node /m, `ExecStart=${RUNTIME_NODE} `);
+/** A unit of systemd/ as the package of `arch` ships it: at /usr/lib/botlink, run by that package's node. */
+function packaged(unit: string, arch: Arch): string {
+  return unit
+    .replaceAll('/opt/botlink/', '/usr/lib/botlink/')
+    .replace(/^ExecStart=\/usr\/bin\/node /m, `ExecStart=${runtimeOf(arch).node} `);
 }
+const escaped = (s: string): string => s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
 
 /** Units the package ships but never enables or starts: the broker runs on a vendor's host, once configured. */
 const SHIPPED_DISABLED = ['botlink-broker.service'];
@@ -59,16 +65,40 @@ function units(): { name: string; wantedBy: string | undefined; disabled: boolea
 /** The units postinst enables. */
 const enabledUnits = () => units().filter((u) => u.wantedBy && !u.disabled);
 
+/** lintian on one package of `arch`: no error, and each warning explained in scripts/package/README.md. */
+async function lintianPasses(arch: Arch, pkg: Package): Promise<void> {
+  // botlink-node's 120 MB binary takes lintian minutes on a busy machine.
+  // Its own temp folder: lintian leaves mldbm-elf-* files in the one it is given.
+  const r = await exec('lintian', ['--no-cfg', '--display-info', debFile(arch, pkg)], {
+    env: { ...process.env, TMPDIR: tempDir('botlink-lintian-') },
+    timeoutMs: 900_000,
+  });
+  console.log(`lintian ${pkg} ${arch}:\n${r.stdout.trim() || '(nothing)'}`);
+  const tags = [...r.stdout.matchAll(/^([EWI]): botlink[^:]*: (\S+)/gm)].map(([, level, tag]) => ({ level, tag }));
+  expect(
+    tags.filter((t) => t.level === 'E'),
+    r.stdout,
+  ).toEqual([]);
+  const readme = readFileSync(join(ROOT, 'scripts/package/README.md'), 'utf8');
+  for (const { tag } of tags.filter((t) => t.level === 'W'))
+    expect(readme, `lintian warning ${tag} is not explained in scripts/package/README.md`).toContain(tag);
+  expect(r.code, r.stderr).toBe(0);
+}
+
 describe.each(ARCHES)('the %s package', (arch) => {
+  const runtime = runtimeOf(arch);
   it('declares what it needs at run time and ships the units, the logrotate snippet and no config', () => {
     const depends = field(arch, 'Depends');
     expect(field(arch, 'Package')).toBe('botlink');
     expect(field(arch, 'Version')).toBe(VERSION);
     expect(field(arch, 'Architecture')).toBe(arch);
-    // The addons are built for Node 24's ABI (against 24.18.1's headers), and run on botlink-node's
-    // node: no nodejs of the distribution is needed.
-    expect(depends).toContain(`botlink-node (>= ${HEADERS_VERSION}), botlink-node (<< 25~)`);
-    expect(depends).not.toMatch(/\bnodejs\b/);
+    // The addons are built for one Node major's ABI, against the headers of the oldest version accepted:
+    // botlink-node's Node 24 (24.18.1's headers), with no nodejs of the distribution needed; on armhf
+    // the distribution's nodejs 20 (20.18.0's headers), as trixie ships it.
+    const major = Number(runtime.headers.split('.')[0]);
+    expect(major).toBe(arch === 'armhf' ? 20 : 24);
+    expect(depends).toContain(`${runtime.pkg} (>= ${runtime.headers}), ${runtime.pkg} (<< ${major + 1}~)`);
+    expect(depends).not.toMatch(arch === 'armhf' ? /\bbotlink-node\b/ : /\bnodejs\b/);
     expect(depends).toMatch(/\badduser\b/);
     expect(depends).toMatch(/\blibc6 \(>= [\d.]+\)/);
     expect(depends).toMatch(/\blibstdc\+\+6 \(>= [\d.]+\)/);
@@ -81,17 +111,20 @@ describe.each(ARCHES)('the %s package', (arch) => {
     expect(all.filter((f) => f.startsWith('lib/'))).toEqual([]);
     for (const { name } of units()) {
       const unit = readFileSync(join(dir, 'usr/lib/systemd/system', name), 'utf8');
-      expect(unit).toBe(packaged(readFileSync(join(ROOT, 'systemd', name), 'utf8')));
+      expect(unit).toBe(packaged(readFileSync(join(ROOT, 'systemd', name), 'utf8'), arch));
     }
     expect(readFileSync(join(dir, 'usr/lib/systemd/system/botlink.service'), 'utf8')).toMatch(
-      /^ExecStart=\/usr\/lib\/botlink-node\/bin\/node( --[^ ]+)* \/usr\/lib\/botlink\/dist\/botlink\.mjs run /m,
+      new RegExp(`^ExecStart=${escaped(runtime.node)}( --[^ ]+)* /usr/lib/botlink/dist/botlink\\.mjs run `, 'm'),
     );
-    // The broker's unit runs the same bundle on the same node; no packaged unit names install.sh's paths.
+    // The broker's unit runs the same bundle on the same node; no packaged unit names install.sh's paths
+    // (nor, where botlink-node runs it, the distribution's node).
     expect(readFileSync(join(dir, 'usr/lib/systemd/system/botlink-broker.service'), 'utf8')).toMatch(
-      /^ExecStart=\/usr\/lib\/botlink-node\/bin\/node( --[^ ]+)* \/usr\/lib\/botlink\/dist\/botlink\.mjs broker /m,
+      new RegExp(`^ExecStart=${escaped(runtime.node)}( --[^ ]+)* /usr/lib/botlink/dist/botlink\\.mjs broker `, 'm'),
     );
     for (const { name } of units()) {
-      expect(readFileSync(join(dir, 'usr/lib/systemd/system', name), 'utf8'), name).not.toMatch(/\/opt\/botlink|\/usr\/bin\/node/);
+      expect(readFileSync(join(dir, 'usr/lib/systemd/system', name), 'utf8'), name).not.toMatch(
+        arch === 'armhf' ? /\/opt\/botlink|botlink-node/ : /\/opt\/botlink|\/usr\/bin\/node/,
+      );
     }
     expect(readFileSync(join(dir, 'usr/lib/botlink/broker-config.example.json'), 'utf8')).toBe(
       readFileSync(join(ROOT, 'systemd/broker-config.example.json'), 'utf8'),
@@ -102,14 +135,22 @@ describe.each(ARCHES)('the %s package', (arch) => {
     expect(dropIn).toContain('sudo install -D -m 0644 /usr/lib/botlink/metrics-file.conf /etc/systemd/system/botlink.service.d/');
     expect(readlinkSync(join(dir, 'usr/bin/botlink'))).toBe('../lib/botlink/bin/botlink');
     expect(readFileSync(join(dir, 'usr/lib/botlink/bin/botlink'), 'utf8')).toContain(
-      `exec ${RUNTIME_NODE} /usr/lib/botlink/dist/botlink.mjs "$@"`,
+      `exec ${runtime.node} /usr/lib/botlink/dist/botlink.mjs "$@"`,
     );
 
     const addons = all.filter((f) => f.endsWith('.node'));
     expect(addons.map((f) => f.split('/').at(-1)).sort()).toEqual(['better_sqlite3.node', 'unix_dgram.node']);
-    for (const addon of addons) expect(elfMachine(join(dir, addon)), addon).toBe(arch === 'amd64' ? 'x86-64' : 'aarch64');
+    for (const addon of addons) expect(elfMachine(join(dir, addon)), addon).toBe(ELF_MACHINE[arch]);
   });
 
+  it.each(PACKAGES.filter((pkg) => pkg === 'botlink' || RUNTIME_ARCHES.includes(arch)))(
+    '%s passes lintian with no error, and every warning it keeps is explained in scripts/package/README.md',
+    (pkg) => lintianPasses(arch, pkg),
+    900_000,
+  );
+});
+
+describe.each(RUNTIME_ARCHES)('the %s runtime package', (arch) => {
   it("botlink-node: the npm registry's Node.js binary, unmodified, as /usr/lib/botlink-node/bin/node and nothing on the PATH", () => {
     expect(field(arch, 'Package', 'botlink-node')).toBe('botlink-node');
     expect(field(arch, 'Version', 'botlink-node')).toBe(RUNTIME_VERSION);
@@ -120,7 +161,7 @@ describe.each(ARCHES)('the %s package', (arch) => {
       execFileSync('dpkg-deb', ['-x', debFile(arch, 'botlink-node'), dir]);
       expect(files(dir).filter((f) => !f.startsWith('usr/share/'))).toEqual(['usr/lib/botlink-node/bin/node']);
       const node = join(dir, 'usr/lib/botlink-node/bin/node');
-      expect(elfMachine(node)).toBe(arch === 'amd64' ? 'x86-64' : 'aarch64');
+      expect(elfMachine(node)).toBe(ELF_MACHINE[arch]);
       // Byte for byte the binary of the npm registry's package, whose tarball scripts/node-runtime.sh checked against node-runtime.lock.
       const npmPkg = execFileSync('bash', [NODE_RUNTIME_SCRIPT, arch], { encoding: 'utf8' }).trim();
       expect(readFileSync(node).equals(readFileSync(join(npmPkg, 'bin/node')))).toBe(true);
@@ -131,29 +172,6 @@ describe.each(ARCHES)('the %s package', (arch) => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
-
-  it.each(PACKAGES)(
-    '%s passes lintian with no error, and every warning it keeps is explained in scripts/package/README.md',
-    async (pkg) => {
-      // botlink-node's 120 MB binary takes lintian minutes on a busy machine.
-      // Its own temp folder: lintian leaves mldbm-elf-* files in the one it is given.
-      const r = await exec('lintian', ['--no-cfg', '--display-info', debFile(arch, pkg)], {
-        env: { ...process.env, TMPDIR: tempDir('botlink-lintian-') },
-        timeoutMs: 900_000,
-      });
-      console.log(`lintian ${pkg} ${arch}:\n${r.stdout.trim() || '(nothing)'}`);
-      const tags = [...r.stdout.matchAll(/^([EWI]): botlink[^:]*: (\S+)/gm)].map(([, level, tag]) => ({ level, tag }));
-      expect(
-        tags.filter((t) => t.level === 'E'),
-        r.stdout,
-      ).toEqual([]);
-      const readme = readFileSync(join(ROOT, 'scripts/package/README.md'), 'utf8');
-      for (const { tag } of tags.filter((t) => t.level === 'W'))
-        expect(readme, `lintian warning ${tag} is not explained in scripts/package/README.md`).toContain(tag);
-      expect(r.code, r.stderr).toBe(0);
-    },
-    900_000,
-  );
 });
 
 /** systemctl verbs that act on a running systemd. */

@@ -17,17 +17,30 @@ export function deviceConfig(baseUrl: string): Record<string, unknown> {
   return { ...rest, baseUrl, accessKeyId: 'AK', botId: 'bot-1' };
 }
 
-export type Arch = 'amd64' | 'arm64';
-export const ARCHES: Arch[] = ['amd64', 'arm64'];
+export type Arch = 'amd64' | 'arm64' | 'armhf';
+export const ARCHES: Arch[] = ['amd64', 'arm64', 'armhf'];
+/** The architectures that have a botlink-node; armhf's botlink runs on the distribution's nodejs. */
+export const RUNTIME_ARCHES: Arch[] = ['amd64', 'arm64'];
 
 const LOCK = readFileSync(join(ROOT, 'scripts', 'package', 'node-runtime.lock'), 'utf8');
 /** The Node.js botlink-node ships, and the one whose headers the addons are compiled against (scripts/package/node-runtime.lock). */
 export const NODE_VERSION = /^runtime (\S+)$/m.exec(LOCK)?.[1] ?? 'missing in node-runtime.lock';
 export const HEADERS_VERSION = /^headers (\S+)$/m.exec(LOCK)?.[1] ?? 'missing in node-runtime.lock';
+/** The Node.js 20 whose headers armhf's addons are compiled against, the oldest its Depends accepts. */
+export const HEADERS_ARMHF_VERSION = /^headers-armhf (\S+)$/m.exec(LOCK)?.[1] ?? 'missing in node-runtime.lock';
 /** botlink-node's Debian version: the Node.js version and runtime.sh's RUNTIME_REVISION. */
 export const RUNTIME_VERSION = `${NODE_VERSION}-${/^RUNTIME_REVISION=(\d+)$/m.exec(readFileSync(join(ROOT, 'scripts', 'package', 'runtime.sh'), 'utf8'))?.[1]}`;
 /** Where botlink-node puts its node, which the botlink command and the service run. */
 export const RUNTIME_NODE = '/usr/lib/botlink-node/bin/node';
+/** The distribution's node, which armhf's botlink runs. */
+export const DISTRO_NODE = '/usr/bin/node';
+
+/** What runs botlink on `arch`: the package that brings the node, the node, and the headers its addons are built against. */
+export function runtimeOf(arch: Arch): { pkg: 'botlink-node' | 'nodejs'; node: string; headers: string } {
+  return arch === 'armhf'
+    ? { pkg: 'nodejs', node: DISTRO_NODE, headers: HEADERS_ARMHF_VERSION }
+    : { pkg: 'botlink-node', node: RUNTIME_NODE, headers: HEADERS_VERSION };
+}
 
 /** The two packages of an architecture: the agent, and the Node.js it runs on. */
 export type Package = 'botlink' | 'botlink-node';
@@ -35,6 +48,7 @@ export const PACKAGES: Package[] = ['botlink', 'botlink-node'];
 
 /** The package `npm run package` built for `arch`; a test fails with what to run when it is missing. */
 export function debFile(arch: Arch, pkg: Package = 'botlink'): string {
+  if (pkg === 'botlink-node' && !RUNTIME_ARCHES.includes(arch)) throw new Error(`${arch} has no botlink-node: its botlink runs on nodejs`);
   const name = pkg === 'botlink' ? `botlink_${VERSION}_${arch}.deb` : `botlink-node_${RUNTIME_VERSION}_${arch}.deb`;
   const file = join(ROOT, 'dist', 'deb', name);
   if (!existsSync(file)) throw new Error(`${file} is missing: run \`npm run package\` first (scripts/package/tools.sh installs its tools)`);
@@ -67,7 +81,10 @@ export function files(dir: string): string[] {
   return out.sort();
 }
 
-/** The ELF machine of a compiled file: 'x86-64', 'aarch64' or the raw number. */
+/** The ELF machine each architecture's compiled files are for, as elfMachine names it. */
+export const ELF_MACHINE: Record<Arch, string> = { amd64: 'x86-64', arm64: 'aarch64', armhf: 'arm' };
+
+/** The ELF machine of a compiled file: 'x86-64', 'aarch64', 'arm' or the raw number. */
 export function elfMachine(file: string): string {
   const header = Buffer.alloc(20);
   const fd = openSync(file, 'r');
@@ -78,7 +95,7 @@ export function elfMachine(file: string): string {
   }
   if (header.toString('latin1', 0, 4) !== '\x7fELF') return 'not ELF';
   const machine = header.readUInt16LE(18);
-  return ({ 62: 'x86-64', 183: 'aarch64' } as Record<number, string>)[machine] ?? String(machine);
+  return ({ 62: 'x86-64', 183: 'aarch64', 40: 'arm' } as Record<number, string>)[machine] ?? String(machine);
 }
 
 // Mounts an overlay of the root $3 (writes land in $1/u) with /dev and /proc, then runs the script $2 chrooted in it.
