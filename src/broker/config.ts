@@ -21,7 +21,7 @@ export class BrokerConfigError extends BotlinkError {
 }
 
 export interface BrokerLimits {
-  /** Token requests per device key and hour. */
+  /** Token requests per botId (across all its keys) and hour. */
   deviceTokensPerHour: number;
   /** Enrollment attempts per code and minute. */
   enrollPerMinute: number;
@@ -29,6 +29,8 @@ export interface BrokerLimits {
   unknownCodePerMinute: number;
   /** Cloud calls in flight per replica; more wait in a queue. */
   cloudConcurrency: number;
+  /** Key rotations per botId in 24 h. */
+  rotatePerDay: number;
 }
 
 export interface BrokerConfig {
@@ -65,10 +67,11 @@ const KEYS = [
   'deviceTokensPerHour',
   'enrollPerMinute',
   'cloudConcurrency',
+  'rotatePerDay',
 ] as const;
 type Key = (typeof KEYS)[number];
 
-const NUMBER_KEYS: ReadonlySet<Key> = new Set(['deviceTokensPerHour', 'enrollPerMinute', 'cloudConcurrency']);
+const NUMBER_KEYS: ReadonlySet<Key> = new Set(['deviceTokensPerHour', 'enrollPerMinute', 'cloudConcurrency', 'rotatePerDay']);
 const LEVELS = new Set(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
 /** The agent's own variables share the prefix: they are not the broker's, so they are ignored. */
 const AGENT_VARS = new Set(['BOTLINK_BROKER_URL', 'BOTLINK_BROKER_CA_FILE', 'BOTLINK_BROKER_CONFIG']);
@@ -222,6 +225,7 @@ export function parseBrokerConfig(raw: Raw, env: NodeJS.ProcessEnv): BrokerConfi
       enrollPerMinute: count('enrollPerMinute', 5),
       unknownCodePerMinute: 30,
       cloudConcurrency: count('cloudConcurrency', 8),
+      rotatePerDay: count('rotatePerDay', 4),
     },
   };
 }

@@ -8,6 +8,8 @@ export interface CachedKey {
   key: KeyObject;
   /** The stored public key (base64url): the store writes for a request only while it is still the key's. */
   publicKey: string;
+  /** The key's botId, which never changes: the limits that count per botId count before the store is read. */
+  botId: string;
 }
 
 /**

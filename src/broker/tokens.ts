@@ -13,6 +13,10 @@ import { Refusal } from './refusal.js';
 import type { BrokerStore, TokenRow } from './store/types.js';
 
 export const DEFAULT_MIN_VALIDITY_S = 1800;
+/** Requests of one botId that may wait on a replica besides the one at the cloud: a stolen key cannot park more. */
+export const MAX_WAITING_PER_BOT = 4;
+/** What a request refused for that is told to wait, in seconds: about one cloud call. */
+const WAITING_RETRY_AFTER_S = 5;
 /** Sign again rather than refresh once the refresh token has less than this left (DESIGN §1.6). */
 const REFRESH_MARGIN_MS = 24 * 3600 * 1000;
 
@@ -40,6 +44,8 @@ export function cacheServes(row: TokenRow | undefined, minValidityS: number, now
 
 export class TokenIssuer {
   readonly #d: TokenIssuerDeps;
+  /** Requests in the renewal path per botId on this replica: the one at the cloud and those waiting on its lock. */
+  readonly #renewing = new Map<string, number>();
 
   constructor(deps: TokenIssuerDeps) {
     this.#d = deps;
@@ -54,11 +60,24 @@ export class TokenIssuer {
     const { botId } = key;
     const cached = this.#served(read ? read.token : await this.#d.store.readToken(botId), minValidityS);
     if (cached) return cached;
-    // Read again under the lock: whoever held it before may have just renewed this very token.
-    return this.#d.store.withBotLock(botId, async () => {
-      const row = await this.#d.store.readToken(botId);
-      return this.#served(row, minValidityS) ?? this.#renew(key, row);
-    });
+    const renewing = this.#renewing.get(botId) ?? 0;
+    if (renewing > MAX_WAITING_PER_BOT) {
+      throw new Refusal('rate-limited', `${MAX_WAITING_PER_BOT} requests of this device already wait for its token`, {
+        retryAfterS: WAITING_RETRY_AFTER_S,
+      });
+    }
+    this.#renewing.set(botId, renewing + 1);
+    try {
+      // Read again under the lock: whoever held it before may have just renewed this very token.
+      return await this.#d.store.withBotLock(botId, async () => {
+        const row = await this.#d.store.readToken(botId);
+        return this.#served(row, minValidityS) ?? this.#renew(key, row);
+      });
+    } finally {
+      const left = (this.#renewing.get(botId) ?? 1) - 1;
+      if (left === 0) this.#renewing.delete(botId);
+      else this.#renewing.set(botId, left);
+    }
   }
 
   #served(row: TokenRow | undefined, minValidityS: number): IssuedToken | undefined {

@@ -1,9 +1,9 @@
 /**
  * The one authentication step of every signed route: DESIGN §3.7's checks as an ordered list of stages —
  * form → window → key → signature → admission → nonce (with the route's rate limit) — that a route cannot
- * skip or reorder. A route declares what each stage needs of it (keyRoute, carriedKeyRoute) and its own work receives
- * an Authenticated request, which only these stages make. Nothing is written before the nonce stage, and
- * the nonce only once every check before it held.
+ * skip or reorder. A route declares what each stage needs of it (keyRoute, carriedKeyRoute), and its own
+ * work receives an Authenticated request, which only these stages make. Nothing is written before the
+ * nonce stage, and the nonce only once every check before it held.
  */
 import type { KeyObject } from 'node:crypto';
 import { BROKER_WINDOW_MS, NONCE_KEEP_MS } from '../../protocol/broker.js';
@@ -16,12 +16,22 @@ import { readForm } from './form.js';
 import { badSignature, refuseInactive, revokedKey, type SignedBytes, signatureMatches, storedKey, verifySignature } from './keys.js';
 import { judge, type RateLimit, windowOf } from './limits.js';
 
-/** A request whose signature verified, before its admission and nonce. */
-export interface Verified<F> {
+/** A request whose signature verified, before its admission and nonce; K is what the key stage found. */
+export type Verified<F, K> = K & {
   readonly source: string;
   readonly auth: DeviceAuthorization;
   readonly fields: F;
-  /** The key as the key stage read it: undefined for a key the broker does not know yet, or one checked with a cached public key. */
+};
+
+/** An enrolled key, as the key stage found it: its botId (read, or cached with its public key), and its row when read. */
+export interface EnrolledKey {
+  readonly botId: string;
+  /** Undefined when the signature was checked with a cached public key: the nonce stage reads the key then. */
+  readonly known: KeyRow | undefined;
+}
+
+/** The key an enrollment carries, as the store knows it: undefined for a new key (a revoked one was refused). */
+export interface CarriedKnown {
   readonly known: KeyRow | undefined;
 }
 
@@ -31,8 +41,8 @@ export type Admission<A> = { admitted: A; limit?: RateLimit | undefined } | { re
 declare const authenticated: unique symbol;
 declare const staged: unique symbol;
 
-/** A request every stage passed, with what its signer's nonce stage found (S): only the stages below make one. */
-export type Authenticated<F, A, S = unknown> = Verified<F> & S & { readonly admitted: A; readonly [authenticated]: true };
+/** A request every stage passed, with what its nonce stage found (S): only the stages below make one. */
+export type Authenticated<F, K, A, S = unknown> = Verified<F, K> & S & { readonly admitted: A; readonly [authenticated]: true };
 
 /** An enrolled key's request: that key as the nonce stage found it (active), and its botId's cached token. */
 export interface HeldKey {
@@ -46,13 +56,13 @@ export interface CarriedKey {
   keyId: string;
 }
 
-interface RouteStages<F, A, S> {
+interface RouteStages<F, K, A, S> {
   readonly name: RouteName;
   /** form: the route's fields from the JSON body, else a Refusal 'bad-request'. */
   form(body: Record<string, unknown>, auth: DeviceAuthorization): F;
   /** admission: after the signature, before the nonce. */
-  admit(ctx: BrokerContext, req: Verified<F>): Promise<Admission<A>>;
-  serve(ctx: BrokerContext, req: Authenticated<F, A, S>): Promise<RouteAnswer>;
+  admit(ctx: BrokerContext, req: Verified<F, K>): Promise<Admission<A>>;
+  serve(ctx: BrokerContext, req: Authenticated<F, K, A, S>): Promise<RouteAnswer>;
 }
 
 /** A route as the front serves it: the stages, then the route's own work. Only keyRoute and carriedKeyRoute make one. */
@@ -63,25 +73,25 @@ export interface SignedRoute {
 }
 
 /** A route signed by an enrolled key, which the header's keyId names (token, rotate). */
-export function keyRoute<F, A>(route: RouteStages<F, A, HeldKey>): SignedRoute {
+export function keyRoute<F, A>(route: RouteStages<F, EnrolledKey, A, HeldKey>): SignedRoute {
   return stages(route, (ctx, bytes) => enrolledKey(ctx, bytes));
 }
 
 /** A route signed by the key its body carries (enroll): `carried` reads it from the route's fields. */
-export function carriedKeyRoute<F, A>(route: RouteStages<F, A, unknown> & { carried(fields: F): CarriedKey }): SignedRoute {
+export function carriedKeyRoute<F, A>(route: RouteStages<F, CarriedKnown, A, unknown> & { carried(fields: F): CarriedKey }): SignedRoute {
   return stages(route, (ctx, bytes, fields) => carriedKey(ctx, bytes, route.carried(fields)));
 }
 
-/** The key stage's outcome: the key as read, and how the nonce stage spends for it. */
-interface Signer<S> {
-  known: KeyRow | undefined;
-  spend(ctx: BrokerContext, r: RequestSpend, now: number): Promise<{ spent: SpendOutcome; found: S }>;
+/** The key stage's outcome: what it found, and how the nonce stage spends for it. */
+interface Signer<K, S> {
+  found: K;
+  spend(ctx: BrokerContext, r: RequestSpend, now: number): Promise<{ spent: SpendOutcome; held: S }>;
 }
 
 /** §3.7's order, the one list every signed route runs. */
-function stages<F, A, S>(
-  route: RouteStages<F, A, S>,
-  keyStage: (ctx: BrokerContext, bytes: SignedBytes, fields: F) => Promise<Signer<S>>,
+function stages<F, K, A, S>(
+  route: RouteStages<F, K, A, S>,
+  keyStage: (ctx: BrokerContext, bytes: SignedBytes, fields: F) => Promise<Signer<K, S>>,
 ): SignedRoute {
   const served = {
     name: route.name,
@@ -94,18 +104,18 @@ function stages<F, A, S>(
       checkWindow(auth, ctx.clock.wallNow());
       // key, then signature
       const signer = await keyStage(ctx, bytes, fields);
-      const verified: Verified<F> = { source: http.source, auth, fields, known: signer.known };
+      const verified: Verified<F, K> = { ...signer.found, source: http.source, auth, fields };
       // admission
       const admission = await route.admit(ctx, verified);
       // nonce, with the limit's count in the same step of the store
       const now = ctx.clock.wallNow();
       const spend: RequestSpend = { keyId: auth.keyId, nonce: auth.nonce, keepUntil: auth.tsMs + NONCE_KEEP_MS };
       if (admission.limit) spend.window = windowOf(admission.limit, now);
-      const { spent, found } = await signer.spend(ctx, spend, now);
+      const { spent, held } = await signer.spend(ctx, spend, now);
       if (spent.replayed) throw new Refusal('replayed', 'this nonce was used before');
       if (admission.limit && spent.count !== undefined) judge(ctx.metrics, admission.limit, spent.count, now);
       if ('refused' in admission) throw admission.refused;
-      return route.serve(ctx, { ...verified, ...found, admitted: admission.admitted } as Authenticated<F, A, S>);
+      return route.serve(ctx, { ...verified, ...held, admitted: admission.admitted } as Authenticated<F, K, A, S>);
     },
   };
   return served as SignedRoute;
@@ -125,33 +135,35 @@ function checkWindow(auth: DeviceAuthorization, now: number): void {
  * Any other, or a signature that fails with a cached key, takes §3.7's order: the key read first, so an
  * unknown or revoked key is told before a bad signature.
  */
-async function enrolledKey(ctx: BrokerContext, req: SignedBytes): Promise<Signer<HeldKey>> {
+async function enrolledKey(ctx: BrokerContext, req: SignedBytes): Promise<Signer<EnrolledKey, HeldKey>> {
   const keyId = req.auth.keyId;
   const cached = ctx.keyCache.get(keyId);
-  if (cached !== undefined && signatureMatches(cached.key, req)) return { known: undefined, spend: held(cached.publicKey) };
+  if (cached !== undefined && signatureMatches(cached.key, req)) {
+    return { found: { botId: cached.botId, known: undefined }, spend: held(cached.publicKey) };
+  }
   const row = await ctx.store.findKey(keyId);
   refuseInactive(row);
   // Failed with this very key already: a second verification would only double a forger's cost to us.
   if (cached?.publicKey === row.publicKey) throw badSignature();
   const key = storedKey(row.publicKey);
   verifySignature(key, req);
-  ctx.keyCache.set(keyId, { key, publicKey: row.publicKey });
-  return { known: row, spend: held(row.publicKey) };
+  ctx.keyCache.set(keyId, { key, publicKey: row.publicKey, botId: row.botId });
+  return { found: { botId: row.botId, known: row }, spend: held(row.publicKey) };
 }
 
 /** The key an enrollment carries: a revoked one is told so; its signature proves the sender holds it. */
-async function carriedKey(ctx: BrokerContext, req: SignedBytes, carried: CarriedKey): Promise<Signer<unknown>> {
+async function carriedKey(ctx: BrokerContext, req: SignedBytes, carried: CarriedKey): Promise<Signer<CarriedKnown, unknown>> {
   const known = await ctx.store.findKey(carried.keyId);
   if (known?.state === 'revoked') throw revokedKey();
   verifySignature(carried.key, req);
-  return { known, spend: async (c, r) => ({ spent: await c.store.spend(r), found: {} }) };
+  return { found: { known }, spend: async (c, r) => ({ spent: await c.store.spend(r), held: {} }) };
 }
 
 /**
  * An enrolled key's nonce and count, written only while the key is still active with the public key that
  * verified (BrokerStore.spendVerified), which also reads the key and its token for the route.
  */
-function held(publicKey: string): Signer<HeldKey>['spend'] {
+function held(publicKey: string): Signer<EnrolledKey, HeldKey>['spend'] {
   return async (ctx, r, now) => {
     const found = await ctx.store.spendVerified({ ...r, publicKey, now });
     refuseInactive(found.key);
@@ -160,6 +172,6 @@ function held(publicKey: string): Signer<HeldKey>['spend'] {
       ctx.keyCache.delete(r.keyId);
       throw revokedKey();
     }
-    return { spent: found.spent, found: { key: found.key, token: found.token } };
+    return { spent: found.spent, held: { key: found.key, token: found.token } };
   };
 }

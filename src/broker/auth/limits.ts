@@ -7,8 +7,11 @@ import { isIPv6 } from 'node:net';
 import { Refusal } from '../refusal.js';
 import type { RateWindow } from '../store/types.js';
 
-/** key: token requests of a device key; code: enrollment attempts with a code; addr: attempts with unknown codes, per source. */
-export const LIMIT_KINDS = ['key', 'code', 'addr'] as const;
+/**
+ * bot: token requests of a botId, across all its keys; rotate: rotations of a botId; code: enrollment
+ * attempts with a code; addr: attempts with unknown codes, per source.
+ */
+export const LIMIT_KINDS = ['bot', 'rotate', 'code', 'addr'] as const;
 export type LimitKind = (typeof LIMIT_KINDS)[number];
 
 /** At most `max` requests counted against `kind:id` in each fixed window of `windowMs`. */

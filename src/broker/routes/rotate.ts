@@ -6,6 +6,8 @@ import { requiredString } from '../auth/form.js';
 import { revokedKey } from '../auth/keys.js';
 import { Refusal } from '../refusal.js';
 
+const DAY_MS = 86_400_000;
+
 export const rotate = keyRoute({
   name: 'rotate',
   form(body) {
@@ -17,11 +19,12 @@ export const rotate = keyRoute({
       throw new Refusal('bad-request', messageOf(err));
     }
   },
-  // The new key proves itself over the current keyId and this request's ts before anything is written.
-  async admit(_ctx, req) {
+  // The new key proves itself over the current keyId and this request's ts before anything is written;
+  // rotations count per botId and day, so no client rotates without end (each one a key row).
+  async admit(ctx, req) {
     if (!verifyRotateProof(req.fields.next.key, req.fields.proof, req.auth.keyId, req.auth.ts))
       throw new Refusal('bad-signature', "proof is not the new key's signature");
-    return { admitted: undefined };
+    return { admitted: undefined, limit: { kind: 'rotate', id: req.botId, windowMs: DAY_MS, max: ctx.limits.rotatePerDay } };
   },
   async serve(ctx, req) {
     const { key, fields } = req;

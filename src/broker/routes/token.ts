@@ -16,8 +16,9 @@ export const token = keyRoute({
     }
     return { minValidityS: min };
   },
+  // Counted per botId, across all its keys: a rotation does not start a fresh hour.
   async admit(ctx, req) {
-    return { admitted: undefined, limit: { kind: 'key', id: req.auth.keyId, windowMs: HOUR_MS, max: ctx.limits.deviceTokensPerHour } };
+    return { admitted: undefined, limit: { kind: 'bot', id: req.botId, windowMs: HOUR_MS, max: ctx.limits.deviceTokensPerHour } };
   },
   async serve(ctx, req) {
     const { botId } = req.key;

@@ -214,13 +214,31 @@ describe('token (DESIGN §3.7)', () => {
     expect(second.json['accessToken']).toBe(first.json['accessToken']);
   });
 
-  it('is rate-limited per device key with Retry-After', async () => {
+  it('is rate-limited per botId with Retry-After: a rotation does not start a fresh hour', async () => {
     const { device } = await enrolled();
-    for (let i = 0; i < 6; i++) expect((await device.token(url())).status).toBe(200);
-    const limited = await device.token(url());
+    for (let i = 0; i < 5; i++) expect((await device.token(url())).status).toBe(200);
+    const next = new TestDevice();
+    expect((await device.rotate(url(), next)).status).toBe(200);
+    expect((await next.token(url())).status).toBe(200);
+    const limited = await next.token(url());
     expect(limited.status).toBe(429);
     expect(limited.json['code']).toBe('rate-limited');
     expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+  });
+
+  it('parks at most 4 requests of one device behind the one at the cloud: the rest are 429 at once', async () => {
+    const { device } = await enrolled();
+    cloud.faults.setLatencyMs(300);
+    try {
+      const replies = await Promise.all(Array.from({ length: 6 }, () => device.token(url())));
+      const statuses = replies.map((r) => r.status).sort();
+      expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
+      const refused = replies.find((r) => r.status === 429)!;
+      expect(refused.json['msg']).toBe('4 requests of this device already wait for its token');
+      expect(refused.headers.get('retry-after')).toBe('5');
+    } finally {
+      cloud.faults.setLatencyMs(0);
+    }
   });
 
   it('revocation holds from the next request on, on every route', async () => {
@@ -263,6 +281,24 @@ describe('rotate (DESIGN §3.7)', () => {
     expect((await next.token(url())).json['botId']).toBe(botId);
     const { device: other } = await enrolled();
     expect((await other.rotate(url(), next)).status).toBe(409);
+  });
+
+  it('rotates at most rotatePerDay times a botId in 24 h, then 429 with Retry-After, writing no key', async () => {
+    const { device, botId } = await enrolled();
+    let current = device;
+    for (let i = 0; i < 4; i++) {
+      const next = new TestDevice();
+      expect((await current.rotate(url(), next)).status).toBe(200);
+      current = next;
+    }
+    const fifth = new TestDevice();
+    const limited = await current.rotate(url(), fifth);
+    expect([limited.status, limited.json['code']]).toEqual([429, 'rate-limited']);
+    // The day's window ends at the next multiple of 24 h since 1970 (midnight UTC).
+    const untilWindowEnds = Math.ceil((86_400_000 - (Date.now() % 86_400_000)) / 1000);
+    expect(Math.abs(Number(limited.headers.get('retry-after')) - untilWindowEnds)).toBeLessThanOrEqual(2);
+    expect(await broker.store.findKey(fifth.keyId)).toBeUndefined();
+    expect((await current.token(url())).json['botId']).toBe(botId);
   });
 
   it('refuses a proof not made by the new key', async () => {

@@ -13,8 +13,12 @@ describe('rate limits: one mechanism for every route', () => {
     expect(windowOf(minute, now)).toEqual(expected);
   });
 
-  it('a key and an hour make the bucket the token route has always counted in', () => {
-    expect(windowOf({ kind: 'key', id: 'ab', windowMs: 3_600_000, max: 12 }, 7_200_001).bucket).toBe('key:ab/3600000');
+  it("a botId and an hour make the token route's bucket: every key of the botId counts in it", () => {
+    expect(windowOf({ kind: 'bot', id: 'bot-1', windowMs: 3_600_000, max: 12 }, 7_200_001)).toEqual({
+      bucket: 'bot:bot-1/3600000',
+      start: 7_200_000,
+      limit: 12,
+    });
   });
 
   it.each<[string, number, number, number | undefined]>([
