@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { createServer as createHttpServer, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { CloudClient } from '../cloud/client.js';
 import type { Cancel, Clock } from '../clock.js';
@@ -16,7 +16,8 @@ import type { BrokerContext } from './context.js';
 import { brokerKeys, readAccountSecret, readStorePassword, readTokenKey, refuseKeyBesideStore } from './keys.js';
 import { KeyCache } from './key-cache.js';
 import { BrokerMetrics } from './metrics.js';
-import { answerClientError, createListener } from './server.js';
+import { ConnectionGuard } from './connections.js';
+import { answerClientError, answerTimedOut, createListener } from './server.js';
 import { openStore } from './store/open.js';
 import type { BrokerStore } from './store/types.js';
 import { TokenIssuer } from './tokens.js';
@@ -27,9 +28,10 @@ const MAX_QUEUED_CLOUD_CALLS = 100_000;
 const SWEEP_MS = 60_000;
 /** Rate windows are at most an hour long: older ones count for nothing. */
 const KEEP_WINDOWS_MS = 2 * 3_600_000;
-/** A client has this long to send its headers, and this long for the whole request: slow bodies end. */
-const HEADERS_TIMEOUT_MS = 10_000;
-const REQUEST_TIMEOUT_MS = 15_000;
+/** Each connection's deadlines (connections.ts): idle between requests, a request's head, its body. */
+const IDLE_MS = 5_000;
+const HEAD_MS = 10_000;
+const BODY_MS = 10_000;
 
 export interface BrokerDeps {
   config: BrokerConfig;
@@ -74,10 +76,22 @@ export async function startBroker({ config, clock, log }: BrokerDeps): Promise<R
     metrics: new BrokerMetrics(),
     audit: log,
   };
-  const listener = createListener({ ctx, log, trustedProxies: new Set(config.trustedProxies) });
-  const server: Server = tls ? createHttpsServer(tls, listener) : createHttpServer(listener);
-  server.headersTimeout = HEADERS_TIMEOUT_MS;
-  server.requestTimeout = REQUEST_TIMEOUT_MS;
+  const trustedProxies = new Set(config.trustedProxies);
+  const { connectionsMax: max, connectionsPerSource: perSource } = config.limits;
+  const guard = new ConnectionGuard(
+    { max, perSource, idleMs: IDLE_MS, headMs: HEAD_MS, bodyMs: BODY_MS },
+    clock,
+    trustedProxies,
+    (socket, res) => answerTimedOut(socket, res, clock.wallNow()),
+  );
+  const listener = createListener({ ctx, log, trustedProxies, guard });
+  // TLS has the head's time for its handshake; then the guard keeps the TLS connection as any other.
+  const server: Server = tls ? createHttpsServer({ ...tls, handshakeTimeout: HEAD_MS }, listener) : createHttpServer(listener);
+  // Node's own deadlines are checked on a 30 s sweep: the guard keeps each connection's instead.
+  server.headersTimeout = 0;
+  server.requestTimeout = 0;
+  server.keepAliveTimeout = 0;
+  server.on(tls ? 'secureConnection' : 'connection', (socket: Socket) => guard.accept(socket));
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket, clock.wallNow()));
   try {
     await listen(server, config.listen.host, config.listen.port);

@@ -31,6 +31,10 @@ export interface BrokerLimits {
   cloudConcurrency: number;
   /** Key rotations per botId in 24 h. */
   rotatePerDay: number;
+  /** Open connections per replica: at the cap the longest-idle one makes room. */
+  connectionsMax: number;
+  /** Open connections per source (IPv6 by /64); trusted proxies are exempt. */
+  connectionsPerSource: number;
 }
 
 export interface BrokerConfig {
@@ -68,10 +72,19 @@ const KEYS = [
   'enrollPerMinute',
   'cloudConcurrency',
   'rotatePerDay',
+  'connectionsMax',
+  'connectionsPerSource',
 ] as const;
 type Key = (typeof KEYS)[number];
 
-const NUMBER_KEYS: ReadonlySet<Key> = new Set(['deviceTokensPerHour', 'enrollPerMinute', 'cloudConcurrency', 'rotatePerDay']);
+const NUMBER_KEYS: ReadonlySet<Key> = new Set([
+  'deviceTokensPerHour',
+  'enrollPerMinute',
+  'cloudConcurrency',
+  'rotatePerDay',
+  'connectionsMax',
+  'connectionsPerSource',
+]);
 const LEVELS = new Set(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
 /** The agent's own variables share the prefix: they are not the broker's, so they are ignored. */
 const AGENT_VARS = new Set(['BOTLINK_BROKER_URL', 'BOTLINK_BROKER_CA_FILE', 'BOTLINK_BROKER_CONFIG']);
@@ -226,6 +239,8 @@ export function parseBrokerConfig(raw: Raw, env: NodeJS.ProcessEnv): BrokerConfi
       unknownCodePerMinute: 30,
       cloudConcurrency: count('cloudConcurrency', 8),
       rotatePerDay: count('rotatePerDay', 4),
+      connectionsMax: count('connectionsMax', 1024),
+      connectionsPerSource: count('connectionsPerSource', 32),
     },
   };
 }

@@ -1,6 +1,7 @@
 /** GET /metrics of the broker (DESIGN §3.7): names botlink_broker_*, labels from closed sets only — no botId, key, code or token. */
 import { type Family, renderMetrics } from '../exposition.js';
 import type { GateStats } from './cloud-gate.js';
+import type { ConnectionStats } from './connections.js';
 import type { RefusalCode } from '../protocol/broker.js';
 import { LIMIT_KINDS, type LimitKind } from './auth/limits.js';
 import type { CodeKind } from './store/types.js';
@@ -34,7 +35,7 @@ export class BrokerMetrics {
     this.#limited.set(limit, (this.#limited.get(limit) ?? 0) + 1);
   }
 
-  text(gate: GateStats, store: string): string {
+  text(gate: GateStats, store: string, connections: ConnectionStats): string {
     const families: Family[] = [
       {
         name: 'botlink_broker_requests_total',
@@ -82,6 +83,23 @@ export class BrokerMetrics {
         samples: [[{}, gate.peakInFlight]],
       },
       { name: 'botlink_broker_store_info', type: 'gauge', help: 'The store this replica uses.', samples: [[{ store }, 1]] },
+      {
+        name: 'botlink_broker_connections_open',
+        type: 'gauge',
+        help: 'Connections open on this replica.',
+        samples: [[{}, connections.open]],
+      },
+      {
+        name: 'botlink_broker_connections_closed_total',
+        type: 'counter',
+        help: 'Connections this replica closed, by why: refused (its source held its share, or all were at work), evicted (room made at connectionsMax), idle, timeout (408).',
+        samples: [
+          [{ reason: 'refused' }, connections.refused],
+          [{ reason: 'evicted' }, connections.evicted],
+          [{ reason: 'idle' }, connections.idleClosed],
+          [{ reason: 'timeout' }, connections.timedOut],
+        ],
+      },
     ];
     return renderMetrics(families);
   }

@@ -8,7 +8,8 @@ import type { Logger } from 'pino';
 import { messageOf } from '../protocol/errors.js';
 import type { Duplex } from 'node:stream';
 import { METRICS_CONTENT_TYPE } from '../exposition.js';
-import { BROKER_BODY_LIMIT as BODY_LIMIT, BROKER_ROUTES, type RefusalCode } from '../protocol/broker.js';
+import { BROKER_BODY_LIMIT as BODY_LIMIT, BROKER_ROUTES, REFUSAL_STATUS, type RefusalCode } from '../protocol/broker.js';
+import type { ConnectionGuard } from './connections.js';
 import { writeRawResponse } from '../raw-response.js';
 import type { SignedRoute } from './auth/authenticate.js';
 import type { BrokerContext, SignedRequest } from './context.js';
@@ -29,10 +30,13 @@ export interface FrontDeps {
   ctx: BrokerContext;
   log: Logger;
   trustedProxies: ReadonlySet<string>;
+  /** Told of every request, so that each connection's deadlines follow it (connections.ts). */
+  guard: Pick<ConnectionGuard, 'request' | 'stats'>;
 }
 
 export function createListener(deps: FrontDeps): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
+    deps.guard.request(req, res);
     let name: RouteName = 'other';
     handle(deps, req, res, (n) => {
       name = n;
@@ -58,7 +62,7 @@ async function handle(deps: FrontDeps, req: IncomingMessage, res: ServerResponse
     named(path === '/metrics' ? 'metrics' : 'health');
     if (req.method !== 'GET' && req.method !== 'HEAD') throw new Refusal('bad-request', 'GET only');
     if (path === '/metrics') {
-      const text = deps.ctx.metrics.text(deps.ctx.gate.stats(), deps.ctx.store.kind);
+      const text = deps.ctx.metrics.text(deps.ctx.gate.stats(), deps.ctx.store.kind, deps.guard.stats());
       sendRaw(deps, res, 200, METRICS_CONTENT_TYPE, text);
     } else send(deps, res, 200, { ok: true, store: deps.ctx.store.kind });
     return 'ok';
@@ -99,6 +103,10 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
     });
     req.on('end', () => resolve(Buffer.concat(chunks)));
     req.on('error', reject);
+    // A connection closed before the body ended (its deadline passed, or the client went): nothing more will come.
+    req.on('close', () => {
+      if (!req.complete) reject(new Refusal('timeout', 'the connection closed before the body arrived'));
+    });
   });
 }
 
@@ -160,8 +168,34 @@ export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex, no
     socket.destroy();
     return;
   }
-  const timedOut = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
-  const msg = timedOut ? 'the request did not arrive in time' : `the request is not well-formed HTTP (${err.code ?? 'parse error'})`;
   const code: RefusalCode = 'bad-request';
-  writeRawResponse(socket, timedOut ? 408 : 400, { code, msg }, nowMs);
+  writeRawResponse(
+    socket,
+    REFUSAL_STATUS[code],
+    { code, msg: `the request is not well-formed HTTP (${err.code ?? 'parse error'})` },
+    nowMs,
+  );
+}
+
+/**
+ * A connection whose request head or body did not arrive in time (connections.ts): 408 `timeout`, through
+ * the request's answer when its head came, else on the bare socket; then it closes.
+ */
+export function answerTimedOut(socket: Duplex, res: ServerResponse | undefined, nowMs: number): void {
+  const code: RefusalCode = 'timeout';
+  const body = { code, msg: 'the request did not arrive in time' };
+  if (res === undefined || res.headersSent) {
+    if (socket.writable) writeRawResponse(socket, REFUSAL_STATUS[code], body, nowMs);
+    else socket.destroy();
+    return;
+  }
+  const payload = JSON.stringify(body);
+  res.writeHead(REFUSAL_STATUS[code], {
+    Connection: 'close',
+    'Content-Type': 'application/json; charset=utf-8',
+    'Content-Length': Buffer.byteLength(payload),
+    'Cache-Control': 'no-store',
+    Date: new Date(nowMs).toUTCString(),
+  });
+  res.end(payload, () => socket.destroy());
 }

@@ -20,6 +20,7 @@ const AFTER_THE_KEY: Readonly<Record<RefusalCode, boolean>> = {
   revoked: false,
   'bad-code': false,
   'not-found': false,
+  timeout: false,
   'device-exists': false,
   'too-large': false,
   'rate-limited': true,

@@ -14,6 +14,7 @@ export const REFUSAL_STATUS = {
   revoked: 403,
   'bad-code': 403,
   'not-found': 404,
+  timeout: 408,
   'device-exists': 409,
   'too-large': 413,
   'rate-limited': 429,

@@ -81,6 +81,8 @@ export const REFUSALS = Object.freeze<Record<RefusalCode, Meaning | 'by-status'>
     retry: 'needs-provisioning',
     fix: 'this deviceId or its botId is bound to another key: ask the vendor for a --replace code (a swapped SD card) or an --adopt code',
   },
+  // The request did not reach the broker whole in time: a slow or broken network; asked again on the schedule.
+  timeout: { code: 'ERR_TIMEOUT', retry: 'retry-backoff' },
   'too-large': { code: 'ERR_BROKER_TOO_LARGE', retry: 'fatal' },
   'rate-limited': { code: 'ERR_BROKER_RATE_LIMITED', retry: 'retry-backoff' },
   'cloud-refused': {

@@ -26,6 +26,7 @@ describe('refusalError: every refusal of DESIGN §3.7 as the device reads it', (
     ],
     [403, 'bad-code', 'ERR_BROKER_BAD_CODE', 'needs-provisioning', /ask the vendor for a new one/],
     [409, 'device-exists', 'ERR_BROKER_DEVICE_EXISTS', 'needs-provisioning', /--replace code .*--adopt code/],
+    [408, 'timeout', 'ERR_TIMEOUT', 'retry-backoff', undefined],
     [413, 'too-large', 'ERR_BROKER_TOO_LARGE', 'fatal', undefined],
     [429, 'rate-limited', 'ERR_BROKER_RATE_LIMITED', 'retry-backoff', undefined],
     [502, 'cloud-refused', 'ERR_BROKER_CLOUD_REFUSED', 'needs-config', /broker's operator/],
@@ -44,6 +45,7 @@ describe('refusalError: every refusal of DESIGN §3.7 as the device reads it', (
     expect(Object.keys(REFUSALS).sort()).toEqual(
       [
         'not-found',
+        'timeout',
         'bad-request',
         'bad-signature',
         'unknown-key',
