@@ -17,6 +17,7 @@ import { brokerKeys, readAccountSecret, readStorePassword, readTokenKey, refuseK
 import { KeyCache } from './key-cache.js';
 import { BrokerMetrics } from './metrics.js';
 import { ConnectionGuard } from './connections.js';
+import { StoreHealth } from './store-health.js';
 import { answerClientError, answerTimedOut, createListener } from './server.js';
 import { openStore } from './store/open.js';
 import type { BrokerStore } from './store/types.js';
@@ -84,7 +85,8 @@ export async function startBroker({ config, clock, log }: BrokerDeps): Promise<R
     trustedProxies,
     (socket, res) => answerTimedOut(socket, res, clock.wallNow()),
   );
-  const listener = createListener({ ctx, log, trustedProxies, guard });
+  const health = new StoreHealth(store, clock);
+  const listener = createListener({ ctx, log, trustedProxies, guard, health });
   // TLS has the head's time for its handshake; then the guard keeps the TLS connection as any other.
   const server: Server = tls ? createHttpsServer({ ...tls, handshakeTimeout: HEAD_MS }, listener) : createHttpServer(listener);
   // Node's own deadlines are checked on a 30 s sweep: the guard keeps each connection's instead.
@@ -105,6 +107,7 @@ export async function startBroker({ config, clock, log }: BrokerDeps): Promise<R
     cancelSweep = clock.setTimer(SWEEP_MS, sweep);
   };
   cancelSweep = clock.setTimer(SWEEP_MS, sweep);
+  health.start();
   const { port } = server.address() as AddressInfo;
   const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host;
   return {
@@ -112,6 +115,7 @@ export async function startBroker({ config, clock, log }: BrokerDeps): Promise<R
     store,
     async close() {
       cancelSweep();
+      health.stop();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();

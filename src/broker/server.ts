@@ -10,6 +10,8 @@ import type { Duplex } from 'node:stream';
 import { METRICS_CONTENT_TYPE } from '../exposition.js';
 import { BROKER_BODY_LIMIT as BODY_LIMIT, BROKER_ROUTES, REFUSAL_STATUS, type RefusalCode } from '../protocol/broker.js';
 import type { ConnectionGuard } from './connections.js';
+import { type StoreHealth, storeUnavailable } from './store-health.js';
+import { StoreUnavailable } from './store/errors.js';
 import { writeRawResponse } from '../raw-response.js';
 import type { SignedRoute } from './auth/authenticate.js';
 import type { BrokerContext, SignedRequest } from './context.js';
@@ -32,6 +34,8 @@ export interface FrontDeps {
   trustedProxies: ReadonlySet<string>;
   /** Told of every request, so that each connection's deadlines follow it (connections.ts). */
   guard: Pick<ConnectionGuard, 'request' | 'stats'>;
+  /** Whether the store answers and agrees on the time: health says so, and requests wait while it does not. */
+  health: Pick<StoreHealth, 'check' | 'refuseWhileSkewed'>;
 }
 
 export function createListener(deps: FrontDeps): (req: IncomingMessage, res: ServerResponse) => void {
@@ -43,9 +47,10 @@ export function createListener(deps: FrontDeps): (req: IncomingMessage, res: Ser
     }).then(
       (outcome) => deps.ctx.metrics.request(name, outcome),
       (err: unknown) => {
-        const refusal = err instanceof Refusal ? err : undefined;
+        const refusal = err instanceof StoreUnavailable ? storeUnavailable(err.message) : err instanceof Refusal ? err : undefined;
         deps.ctx.metrics.request(name, refusal ? refusal.code : 'error');
-        if (!refusal) deps.log.error({ err: messageOf(err), route: name }, 'request failed');
+        if (err instanceof StoreUnavailable) deps.log.warn({ err: messageOf(err), route: name }, 'the store did not answer a request');
+        else if (!refusal) deps.log.error({ err: messageOf(err), route: name }, 'request failed');
         if (res.headersSent) return void res.destroy();
         if (refusal)
           return send(deps, res, refusal.status, { code: refusal.code, msg: refusal.message, ...refusal.extra }, retryAfter(refusal));
@@ -64,12 +69,18 @@ async function handle(deps: FrontDeps, req: IncomingMessage, res: ServerResponse
     if (path === '/metrics') {
       const text = deps.ctx.metrics.text(deps.ctx.gate.stats(), deps.ctx.store.kind, deps.guard.stats());
       sendRaw(deps, res, 200, METRICS_CONTENT_TYPE, text);
-    } else send(deps, res, 200, { ok: true, store: deps.ctx.store.kind });
+      return 'ok';
+    }
+    const verdict = await deps.health.check();
+    const store = deps.ctx.store.kind;
+    if (verdict.ok) send(deps, res, 200, { ok: true, store });
+    else send(deps, res, 503, { ok: false, store, error: verdict.error, msg: verdict.msg });
     return 'ok';
   }
   const signed = SIGNED.get(path);
   if (!signed) throw new Refusal('not-found', `no route ${path}`);
   named(signed.name);
+  deps.health.refuseWhileSkewed();
   if (req.method !== 'POST') throw new Refusal('bad-request', `${path} takes POST`);
   if (url !== path) throw new Refusal('bad-request', 'a query string is not allowed');
   const type = (req.headers['content-type'] ?? '').split(';', 1)[0]?.trim().toLowerCase();

@@ -26,6 +26,7 @@ const AFTER_THE_KEY: Readonly<Record<RefusalCode, boolean>> = {
   'rate-limited': true,
   'cloud-refused': true,
   'cloud-unreachable': true,
+  'store-unavailable': false,
 };
 
 /**

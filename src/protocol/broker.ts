@@ -20,6 +20,7 @@ export const REFUSAL_STATUS = {
   'rate-limited': 429,
   'cloud-refused': 502,
   'cloud-unreachable': 503,
+  'store-unavailable': 503,
 } as const satisfies Record<string, number>;
 
 export type RefusalCode = keyof typeof REFUSAL_STATUS;

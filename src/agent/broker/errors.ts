@@ -91,6 +91,8 @@ export const REFUSALS = Object.freeze<Record<RefusalCode, Meaning | 'by-status'>
     fix: "the cloud refused the broker: tell the broker's operator; botlink asks again later",
   },
   'cloud-unreachable': { code: 'ERR_BROKER_CLOUD_UNREACHABLE', retry: 'retry-backoff' },
+  // The broker's own store did not answer: as passing as an unreachable cloud, and asked again as it is.
+  'store-unavailable': { code: 'ERR_BROKER_STORE_UNAVAILABLE', retry: 'retry-backoff' },
   // No such route: read like any 404, which says that no botlink broker is there.
   'not-found': 'by-status',
 });

@@ -15,3 +15,13 @@ export function newerSchema(where: string, version: number, known: number): Brok
     { fix: 'upgrade botlink on this host to the release the other brokers run' },
   );
 }
+
+/**
+ * The store did not answer a request (PostgreSQL down or refusing, SQLite busy or its disk full): a
+ * passing fault, told to the device as 503 store-unavailable with Retry-After, never as a broker failure.
+ */
+export class StoreUnavailable extends BotlinkError {
+  constructor(message: string, options?: BotlinkErrorOptions) {
+    super('ERR_STORE_ACCESS', message, 'retry-backoff', options);
+  }
+}

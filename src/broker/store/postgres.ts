@@ -3,7 +3,7 @@ import type { Pool, PoolClient } from 'pg';
 import { messageOf } from '../../protocol/errors.js';
 import { fusedStatement, type GatedChain } from './chain.js';
 import type { Driver } from './driver.js';
-import { BrokerStoreError } from './errors.js';
+import { BrokerStoreError, StoreUnavailable } from './errors.js';
 import { KeyedChain } from './keyed-chain.js';
 import { migratePostgres } from './postgres-schema.js';
 import { type Body, type ChainResult, type Op, type Row, UniqueViolation } from './sql.js';
@@ -105,6 +105,31 @@ function lockKey(name: string): string {
 
 const UNIQUE_VIOLATION = '23505';
 
+/**
+ * An error that says the server is not there for us now, as StoreUnavailable: the connection's own
+ * (refused, reset, ended, timed out), or SQLSTATE classes 08 (connection), 53 (resources), 57 (operator
+ * intervention: shutdown) and 55000 (a database not accepting connections). Anything else is a fault of ours.
+ */
+function unavailable(err: unknown): StoreUnavailable | undefined {
+  if (err instanceof StoreUnavailable) return err;
+  const { code, message } = err as { code?: unknown; message?: unknown };
+  const said = typeof message === 'string' ? message : '';
+  const down =
+    typeof code === 'string'
+      ? /^(08|53|57)/.test(code) || code === '55000' || /^E(CONNREFUSED|CONNRESET|PIPE|TIMEDOUT|HOSTUNREACH|NETUNREACH)$/.test(code)
+      : /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/.test(said);
+  return down ? new StoreUnavailable(`the PostgreSQL store does not answer (${said || String(code)})`, { cause: err }) : undefined;
+}
+
+/** `work`, its failure told as StoreUnavailable when the server is not there. */
+async function answering<T>(work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (err) {
+    throw unavailable(err) ?? err;
+  }
+}
+
 class PostgresDriver implements Driver {
   readonly kind = 'postgres';
   readonly #pool: Pool;
@@ -122,11 +147,11 @@ class PostgresDriver implements Driver {
 
   /** Each statement on whichever pooled connection is free: no transaction of its own. */
   run<T>(body: Body<T>): Promise<T> {
-    return this.#drive(body, this.#pool);
+    return answering(this.#drive(body, this.#pool));
   }
 
   decide<T>(body: Body<T>, keep: (value: T) => boolean): Promise<T> {
-    return this.#transact((c) => this.#drive(body, c), keep);
+    return answering(this.#transact((c) => this.#drive(body, c), keep));
   }
 
   /**
@@ -136,10 +161,10 @@ class PostgresDriver implements Driver {
   withBotLock<T>(botId: string, fn: () => Promise<T>): Promise<T> {
     return this.#local.run(botId, async () => {
       const key = lockKey(`bot:${botId}`);
-      const held = await checkout(this.#lockPool);
+      const held = await answering(checkout(this.#lockPool));
       let healthy = false;
       try {
-        await held.client.query('SELECT pg_advisory_lock($1)', [key]);
+        await answering(held.client.query('SELECT pg_advisory_lock($1)', [key]));
         try {
           return await fn();
         } finally {

@@ -7,6 +7,7 @@ import type { Driver } from './driver.js';
 import { KeyedChain } from './keyed-chain.js';
 import type { Body, ChainResult, Op, Row } from './sql.js';
 import { UniqueViolation } from './sql.js';
+import { StoreUnavailable } from './errors.js';
 import { SqlStore } from './sql-store.js';
 import { TurnBatch } from './sqlite-batch.js';
 import { openSqliteDatabase } from './sqlite-schema.js';
@@ -65,13 +66,13 @@ class SqliteDriver implements Driver {
 
   /** Reads run at once; writes join the turn's group commit, unsynced. */
   run<T>(body: Body<T>, mode: 'read' | 'write'): Promise<T> {
-    if (mode === 'read') return new Promise<T>((resolve) => resolve(this.#drive(body)));
-    return this.#batch.write(() => this.#drive(body), { durable: false });
+    if (mode === 'read') return answering(new Promise<T>((resolve) => resolve(this.#drive(body))));
+    return answering(this.#batch.write(() => this.#drive(body), { durable: false }));
   }
 
   /** In the turn's transaction, its own writes undone unless kept, committed with synchronous=FULL. */
   decide<T>(body: Body<T>, keep: (value: T) => boolean): Promise<T> {
-    return this.#batch.write(() => this.#drive(body), { durable: true, keep });
+    return answering(this.#batch.write(() => this.#drive(body), { durable: true, keep }));
   }
 
   withBotLock<T>(botId: string, fn: () => Promise<T>): Promise<T> {
@@ -166,4 +167,16 @@ function uniqueViolation(err: unknown): UniqueViolation | undefined {
   if (!(err instanceof SqliteError) || !/^SQLITE_CONSTRAINT_(UNIQUE|PRIMARYKEY)$/.test(err.code)) return undefined;
   const columns = err.message.replace(/^UNIQUE constraint failed: /, '');
   return new UniqueViolation(UNIQUE_INDEXES[columns] ?? columns, { cause: err });
+}
+
+/** SQLite's answers that say the file cannot be used now (busy, locked, full, an I/O error, read-only), as StoreUnavailable. */
+async function answering<T>(work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (err) {
+    if (err instanceof SqliteError && /^SQLITE_(BUSY|LOCKED|FULL|IOERR|CANTOPEN|READONLY)/.test(err.code)) {
+      throw new StoreUnavailable(`the SQLite store cannot be used now (${err.code})`, { cause: err });
+    }
+    throw err;
+  }
 }

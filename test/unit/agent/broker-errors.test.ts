@@ -31,6 +31,7 @@ describe('refusalError: every refusal of DESIGN §3.7 as the device reads it', (
     [429, 'rate-limited', 'ERR_BROKER_RATE_LIMITED', 'retry-backoff', undefined],
     [502, 'cloud-refused', 'ERR_BROKER_CLOUD_REFUSED', 'needs-config', /broker's operator/],
     [503, 'cloud-unreachable', 'ERR_BROKER_CLOUD_UNREACHABLE', 'retry-backoff', undefined],
+    [503, 'store-unavailable', 'ERR_BROKER_STORE_UNAVAILABLE', 'retry-backoff', undefined],
   ])('%s %s → %s, %s', (status, refusal, code, retry, fix) => {
     const e = refusalError(ROUTE, answer(status, { code: refusal, msg: 'said so' }));
     expect(e).toBeInstanceOf(BrokerError);
@@ -58,6 +59,7 @@ describe('refusalError: every refusal of DESIGN §3.7 as the device reads it', (
         'rate-limited',
         'cloud-refused',
         'cloud-unreachable',
+        'store-unavailable',
       ].sort(),
     );
   });
