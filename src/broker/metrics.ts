@@ -8,7 +8,7 @@ import type { CodeKind } from './store/types.js';
 
 export const ROUTE_NAMES = ['enroll', 'token', 'rotate', 'health', 'metrics', 'other'] as const;
 export type RouteName = (typeof ROUTE_NAMES)[number];
-type Outcome = 'ok' | RefusalCode | 'error';
+type Outcome = 'ok' | RefusalCode | 'abandoned' | 'error';
 const SOURCES = ['cache', 'refresh', 'sign'] as const;
 const KINDS: readonly CodeKind[] = ['plain', 'adopt', 'replace'];
 
@@ -40,7 +40,7 @@ export class BrokerMetrics {
       {
         name: 'botlink_broker_requests_total',
         type: 'counter',
-        help: 'Requests answered, by route and outcome (ok, or the refusal code).',
+        help: 'Requests, by route and outcome: ok, the refusal code, abandoned (the client went before its request arrived whole), or error.',
         samples: [...this.#requests].sort().map(([k, n]) => {
           const [route = '', outcome = ''] = k.split('\u0000');
           return [{ route, outcome }, n] as const;

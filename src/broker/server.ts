@@ -47,6 +47,12 @@ export function createListener(deps: FrontDeps): (req: IncomingMessage, res: Ser
     }).then(
       (outcome) => deps.ctx.metrics.request(name, outcome),
       (err: unknown) => {
+        if (err instanceof Abandoned) {
+          // The client's doing, not the broker's: no error, no answer.
+          deps.ctx.metrics.request(name, 'abandoned');
+          deps.log.info({ route: name, source: sourceOf(req, deps.trustedProxies) }, 'request abandoned by the client');
+          return void res.destroy();
+        }
         const refusal = err instanceof StoreUnavailable ? storeUnavailable(err.message) : err instanceof Refusal ? err : undefined;
         deps.ctx.metrics.request(name, refusal ? refusal.code : 'error');
         if (err instanceof StoreUnavailable) deps.log.warn({ err: messageOf(err), route: name }, 'the store did not answer a request');
@@ -113,12 +119,20 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
       } else chunks.push(chunk);
     });
     req.on('end', () => resolve(Buffer.concat(chunks)));
-    req.on('error', reject);
-    // A connection closed before the body ended (its deadline passed, or the client went): nothing more will come.
+    // The connection closed before the body ended (the client went, or its deadline passed and it was answered 408).
+    req.on('error', () => reject(new Abandoned()));
     req.on('close', () => {
-      if (!req.complete) reject(new Refusal('timeout', 'the connection closed before the body arrived'));
+      if (!req.complete) reject(new Abandoned());
     });
   });
+}
+
+/** A request whose connection closed before it was read whole: nobody is left to answer. */
+class Abandoned extends Error {
+  constructor() {
+    super('the connection closed before the request arrived whole');
+    this.name = 'Abandoned';
+  }
 }
 
 function tooLarge(): Refusal {

@@ -1,4 +1,5 @@
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestService, type TestService } from '../../../src/service/testing.js';
@@ -87,7 +88,17 @@ describe('the broker’s connections', () => {
     slowHead.socket.write('POST /v1/token HTTP/1.1\r\nHost: broker\r\n');
     const slowBody = await open(8);
     slowBody.socket.write('POST /v1/token HTTP/1.1\r\nHost: broker\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"a":');
+    // A client that sends half a body and goes is abandoned: logged at info, counted as such, no error.
+    const gone = await open(9);
+    gone.socket.end('POST /v1/token HTTP/1.1\r\nHost: broker\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"a":');
+    await gone.closedAt;
     const [headClosed, bodyClosed] = await Promise.all([slowHead.closedAt, slowBody.closedAt]);
+    const metrics = await (await fetch(`${broker.url}/metrics`)).text();
+    expect(metrics).toMatch(/^botlink_broker_requests_total\{route="token",outcome="abandoned"\} [1-9]/m);
+    expect(metrics).not.toMatch(/outcome="error"/);
+    const log = readFileSync(rig.logFile, 'utf8');
+    expect(log).toContain('"msg":"request abandoned by the client"');
+    expect(log).not.toContain('"level":50');
     for (const [c, at] of [
       [slowHead, headClosed],
       [slowBody, bodyClosed],
