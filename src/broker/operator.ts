@@ -3,10 +3,10 @@
  * apart from the command line that parses their flags and prints their results.
  */
 import type { Logger } from 'pino';
+import { IDENTITY_FIELDS, type IdentityField, isIdentity } from '../protocol/broker.js';
 import { publicKeyFromWire } from '../protocol/device-sig.js';
 import { BotlinkError, messageOf } from '../protocol/errors.js';
 import { newCode, normaliseCode } from './codes.js';
-import { hasUnprintable } from './auth/form.js';
 import type { BrokerKeys } from './keys.js';
 import type { BrokerStore, CodeKind, DeviceListing, PreauthRow } from './store/types.js';
 
@@ -43,6 +43,8 @@ export interface IssuedCode {
 /** A new code; the audit line (DESIGN §3.7) says its vendor, binding, kind and uses — never the code. */
 export async function createCode(store: BrokerStore, keys: BrokerKeys, req: CodeRequest, now: number, audit?: Logger): Promise<IssuedCode> {
   const deviceId = req.binding === 'any-device' ? null : req.binding.deviceId;
+  refuseUnlessIdentity('--vendor-id', 'vendorId', req.vendorId);
+  if (deviceId !== null) refuseUnlessIdentity('--device-id', 'deviceId', deviceId);
   if (req.kind !== 'plain' && deviceId === null)
     throw new OperatorInputError(`a --${req.kind} code must be bound to one device: use --device-id SN, not --any-device`);
   if (req.kind !== 'plain' && req.uses !== 1) throw new OperatorInputError(`a --${req.kind} code is single-use: drop --uses`);
@@ -93,17 +95,23 @@ export async function revoke(store: BrokerStore, botId: string, now: number, aud
   );
 }
 
+/** An operator's identity field of §3.7's form, else exit 65 naming the flag and the form. */
+function refuseUnlessIdentity(flag: string, field: IdentityField, value: string): void {
+  if (!isIdentity(field, value)) throw new OperatorInputError(`${flag} must be ${IDENTITY_FIELDS[field].says}`);
+}
+
 /** Lines `deviceId,publicKey` (blank lines and # comments skipped); every line is checked before any is stored. */
 export function parsePreauth(text: string, vendorId: string, now: number): PreauthRow[] {
+  refuseUnlessIdentity('--vendor-id', 'vendorId', vendorId);
   const rows: PreauthRow[] = [];
   const seen = new Set<string>();
   text.split(/\r?\n/).forEach((line, i) => {
     const trimmed = line.trim();
     if (trimmed === '' || trimmed.startsWith('#')) return;
-    const m = /^([^,\s]{1,128}),([A-Za-z0-9_-]{43})$/.exec(trimmed);
+    const m = /^([^,]*),([A-Za-z0-9_-]{43})$/.exec(trimmed);
     if (!m) throw new OperatorInputError(`line ${i + 1}: expected deviceId,publicKey (base64url of 32 bytes)`);
     const [, deviceId = '', publicKey = ''] = m;
-    if (hasUnprintable(deviceId)) throw new OperatorInputError(`line ${i + 1}: the deviceId holds control or format characters`);
+    if (!isIdentity('deviceId', deviceId)) throw new OperatorInputError(`line ${i + 1}: a deviceId is ${IDENTITY_FIELDS.deviceId.says}`);
     let keyId: string;
     try {
       ({ keyId } = publicKeyFromWire(publicKey));

@@ -41,3 +41,23 @@ export const BROKER_BODY_LIMIT = 16 * 1024;
 
 /** The signed routes, each POST with a JSON body. */
 export const BROKER_ROUTES = { enroll: '/v1/enroll', token: '/v1/token', rotate: '/v1/rotate' } as const;
+
+/**
+ * The identity fields as the broker takes them (device and operator alike): anything else is a
+ * `bad-request` naming the field. A device is (vendorId, deviceId) everywhere.
+ */
+export const IDENTITY_FIELDS = {
+  deviceId: { pattern: /^[A-Za-z0-9._:-]{1,64}$/, says: '1 to 64 of A-Z a-z 0-9 . _ : -' },
+  vendorId: { pattern: /^[A-Za-z0-9_-]{1,64}$/, says: '1 to 64 of A-Z a-z 0-9 _ -' },
+  appId: { pattern: /^[A-Za-z0-9_-]{1,64}$/, says: '1 to 64 of A-Z a-z 0-9 _ -' },
+  // 1 to 64 characters, none a control (Cc) or a format character (Cf: bidi, zero-width), no lone surrogate.
+  name: { pattern: /^[^\p{Cc}\p{Cf}\p{Cs}]{1,64}$/u, says: '1 to 64 characters, none a control or format character' },
+  version: { pattern: /^[A-Za-z0-9.+_-]{1,32}$/, says: '1 to 32 of A-Z a-z 0-9 . + _ -' },
+} as const satisfies Record<string, { pattern: RegExp; says: string }>;
+
+export type IdentityField = keyof typeof IDENTITY_FIELDS;
+
+/** Whether `value` is a well-formed `field` (a string of the field's form). */
+export function isIdentity(field: IdentityField, value: unknown): value is string {
+  return typeof value === 'string' && IDENTITY_FIELDS[field].pattern.test(value);
+}

@@ -1,5 +1,6 @@
 /** §3.7's first check, the form: the signature header and a JSON object body, and the fields routes read from it. */
 import { type DeviceAuthorization, parseDeviceAuthorization } from '../../protocol/device-sig.js';
+import { IDENTITY_FIELDS, type IdentityField, isIdentity } from '../../protocol/broker.js';
 import { messageOf } from '../../protocol/errors.js';
 import { Refusal } from '../refusal.js';
 
@@ -28,6 +29,20 @@ export function readForm(authorization: string | undefined, raw: Buffer): Signed
   return { auth, body: body as Record<string, unknown> };
 }
 
+/** An identity field of §3.7's form (IDENTITY_FIELDS) when present; 'bad-request' naming the field and its form otherwise. */
+export function optionalIdentity(body: Record<string, unknown>, field: string, form: IdentityField): string | undefined {
+  const value = body[field];
+  if (value === undefined) return undefined;
+  if (!isIdentity(form, value)) throw new Refusal('bad-request', `${field} must be ${IDENTITY_FIELDS[form].says}`);
+  return value;
+}
+
+export function requiredIdentity(body: Record<string, unknown>, field: string, form: IdentityField): string {
+  const value = optionalIdentity(body, field, form);
+  if (value === undefined) throw new Refusal('bad-request', `${field} is required`);
+  return value;
+}
+
 /** Field readers: each refuses with 'bad-request' naming the field. */
 export function optionalString(body: Record<string, unknown>, field: string, max = 128): string | undefined {
   const value = body[field];
@@ -47,6 +62,6 @@ export function requiredString(body: Record<string, unknown>, field: string, max
 /** Controls (C0, DEL, C1), format characters (bidi, zero-width) and lone surrogates: nothing a name needs, and what a terminal or a log would misread. */
 const UNPRINTABLE = /[\p{Cc}\p{Cf}\p{Cs}]/u;
 
-export function hasUnprintable(value: string): boolean {
+function hasUnprintable(value: string): boolean {
   return UNPRINTABLE.test(value);
 }

@@ -7,7 +7,7 @@ import { publicKeyFromWire } from '../../protocol/device-sig.js';
 import { messageOf } from '../../protocol/errors.js';
 import type { DeviceType } from '../../protocol/wire.js';
 import { type Admission, type CarriedKey, carriedKeyRoute } from '../auth/authenticate.js';
-import { optionalString, requiredString } from '../auth/form.js';
+import { optionalIdentity, optionalString, requiredIdentity, requiredString } from '../auth/form.js';
 import { addressBucket } from '../auth/limits.js';
 import { normaliseCode } from '../codes.js';
 import type { BrokerContext, RouteAnswer } from '../context.js';
@@ -31,7 +31,7 @@ interface EnrollFields {
 }
 
 function readFields(body: Record<string, unknown>, headerKeyId: string): EnrollFields {
-  const deviceId = requiredString(body, 'deviceId');
+  const deviceId = requiredIdentity(body, 'deviceId', 'deviceId');
   const type = body['type'] ?? 'PHYSICAL_ROBOT';
   if (!DEVICE_TYPES.includes(type as DeviceType)) throw new Refusal('bad-request', `type must be one of ${DEVICE_TYPES.join(', ')}`);
   const publicKey = requiredString(body, 'publicKey', 64);
@@ -46,9 +46,9 @@ function readFields(body: Record<string, unknown>, headerKeyId: string): EnrollF
     code: optionalString(body, 'code', 64),
     deviceId,
     publicKey,
-    appId: optionalString(body, 'appId') ?? '',
+    appId: optionalIdentity(body, 'appId', 'appId') ?? '',
     type: type as DeviceType,
-    name: optionalString(body, 'name') ?? deviceId,
+    name: optionalIdentity(body, 'name', 'name') ?? deviceId,
     botId: optionalString(body, 'botId'),
     carried,
   };

@@ -194,6 +194,18 @@ describe('signed requests: the order of checks and every failure code', () => {
     expect(big.status).toBe(413);
     expect(big.json['code']).toBe('too-large');
   });
+
+  it.each([
+    ['a deviceId outside its form', { deviceId: 'SN 1' }, 'deviceId must be 1 to 64 of A-Z a-z 0-9 . _ : -'],
+    ['a deviceId of 65 characters', { deviceId: 'S'.repeat(65) }, 'deviceId must be 1 to 64 of A-Z a-z 0-9 . _ : -'],
+    ['an appId with a dot', { appId: 'app.1' }, 'appId must be 1 to 64 of A-Z a-z 0-9 _ -'],
+    ['a name with a bidi override', { name: 'evil\u202eexe' }, 'name must be 1 to 64 characters, none a control or format character'],
+  ])('an enrollment with %s is 400 bad-request naming the field, and spends nothing', async (_, fields, msg) => {
+    const enrolling = await code();
+    const reply = await new TestDevice().enroll(url(), { code: enrolling, deviceId: nextSerial(), ...fields });
+    expect([reply.status, reply.json['code'], reply.json['msg']]).toEqual([400, 'bad-request', msg]);
+    expect((await new TestDevice().enroll(url(), { code: enrolling, deviceId: nextSerial() })).status).toBe(200);
+  });
 });
 
 describe('token (DESIGN §3.7)', () => {
