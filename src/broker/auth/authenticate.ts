@@ -132,8 +132,8 @@ function checkWindow(auth: DeviceAuthorization, now: number): void {
 /**
  * An enrolled key. A device that asked lately has its public key in the cache: the signature is checked
  * with it first, and whether the key is still active is read in the nonce stage, which writes only then.
- * Any other, or a signature that fails with a cached key, takes §3.7's order: the key read first, so an
- * unknown or revoked key is told before a bad signature.
+ * Any other, or a signature that fails with a cached key, takes §3.7's order: the key read, its signature
+ * checked, and only then its state told (revoked) — nothing about a key goes to a request it did not sign.
  */
 async function enrolledKey(ctx: BrokerContext, req: SignedBytes): Promise<Signer<EnrolledKey, HeldKey>> {
   const keyId = req.auth.keyId;
@@ -142,20 +142,21 @@ async function enrolledKey(ctx: BrokerContext, req: SignedBytes): Promise<Signer
     return { found: { botId: cached.botId, known: undefined }, spend: held(cached.publicKey) };
   }
   const row = await ctx.store.findKey(keyId);
-  refuseInactive(row);
+  if (row === undefined) throw new Refusal('unknown-key', 'no device is enrolled with this key');
   // Failed with this very key already: a second verification would only double a forger's cost to us.
   if (cached?.publicKey === row.publicKey) throw badSignature();
   const key = storedKey(row.publicKey);
   verifySignature(key, req);
+  refuseInactive(row);
   ctx.keyCache.set(keyId, { key, publicKey: row.publicKey, botId: row.botId });
   return { found: { botId: row.botId, known: row }, spend: held(row.publicKey) };
 }
 
-/** The key an enrollment carries: a revoked one is told so; its signature proves the sender holds it. */
+/** The key an enrollment carries: its signature proves the sender holds it, and only then is a revoked one told so. */
 async function carriedKey(ctx: BrokerContext, req: SignedBytes, carried: CarriedKey): Promise<Signer<CarriedKnown, unknown>> {
   const known = await ctx.store.findKey(carried.keyId);
-  if (known?.state === 'revoked') throw revokedKey();
   verifySignature(carried.key, req);
+  if (known?.state === 'revoked') throw revokedKey();
   return { found: { known }, spend: async (c, r) => ({ spent: await c.store.spend(r), held: {} }) };
 }
 
