@@ -1,6 +1,6 @@
 /**
  * The one authentication step of every signed route: DESIGN §3.7's checks as an ordered list of stages —
- * form → window → key → signature → admission → nonce (with the route's rate limit) — that a route cannot
+ * form → window → key → signature → admission → the route's rate limit, then the nonce — that a route cannot
  * skip or reorder. A route declares what each stage needs of it (keyRoute, carriedKeyRoute), and its own
  * work receives an Authenticated request, which only these stages make. Nothing is written before the
  * nonce stage, and the nonce only once every check before it held.
@@ -112,8 +112,9 @@ function stages<F, K, A, S>(
       const spend: RequestSpend = { keyId: auth.keyId, nonce: auth.nonce, keepUntil: auth.tsMs + NONCE_KEEP_MS };
       if (admission.limit) spend.window = windowOf(admission.limit, now);
       const { spent, held } = await signer.spend(ctx, spend, now);
-      if (spent.replayed) throw new Refusal('replayed', 'this nonce was used before');
+      // The limit first: a request past it took no nonce, so it is no replay either.
       if (admission.limit && spent.count !== undefined) judge(ctx.metrics, admission.limit, spent.count, now);
+      if (spent.replayed) throw new Refusal('replayed', 'this nonce was used before');
       if ('refused' in admission) throw admission.refused;
       return route.serve(ctx, { ...verified, ...held, admitted: admission.admitted } as Authenticated<F, K, A, S>);
     },

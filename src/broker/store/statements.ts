@@ -109,9 +109,9 @@ export const SWEEP_WINDOWS = 'DELETE FROM rate_windows WHERE window_start < $1';
  * A request's bookkeeping as the steps of a gated chain (chain.ts), over the values
  * $1 keyId, $2 nonce, $3 keepUntil, $4 the public key the signature was verified with (null: no key to
  * hold), $5 the rate bucket (null: no limit), $6 its window's start, $7 the limit, $8 the request's time.
- * Each step gates the next: the nonce only while the key is active with that public key (or with no key
- * to hold: an enrollment's new key); the count only for a new nonce; last seen only within the limit, a
- * step past the one recorded.
+ * Each step gates the next: the count only while the key is active with that public key (or with no key
+ * to hold: an enrollment's new key); the nonce only within the limit (a refused request leaves no nonce);
+ * last seen only for a new nonce, a step past the one recorded.
  */
 export const REQUEST_STEPS = [
   {
@@ -121,23 +121,23 @@ export const REQUEST_STEPS = [
       'UNION ALL SELECT 1 WHERE CAST($4 AS TEXT) IS NULL',
   },
   {
-    name: 'n',
-    sql:
-      'INSERT INTO nonces (key_id, nonce, keep_until) SELECT CAST($1 AS TEXT), CAST($2 AS TEXT), CAST($3 AS BIGINT) ' +
-      'WHERE {k.ok} = 1 ON CONFLICT DO NOTHING RETURNING 1 AS ok',
-  },
-  {
     name: 'h',
     sql:
       'INSERT INTO rate_windows (bucket, window_start, count) SELECT CAST($5 AS TEXT), CAST($6 AS BIGINT), 1 ' +
-      'WHERE {n.ok} = 1 AND CAST($5 AS TEXT) IS NOT NULL ' +
+      'WHERE {k.ok} = 1 AND CAST($5 AS TEXT) IS NOT NULL ' +
       'ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_windows.count + 1 RETURNING count',
+  },
+  {
+    name: 'n',
+    sql:
+      'INSERT INTO nonces (key_id, nonce, keep_until) SELECT CAST($1 AS TEXT), CAST($2 AS TEXT), CAST($3 AS BIGINT) ' +
+      'WHERE {k.ok} = 1 AND (CAST($5 AS TEXT) IS NULL OR {h.count} <= CAST($7 AS BIGINT)) ON CONFLICT DO NOTHING RETURNING 1 AS ok',
   },
   {
     name: 't',
     sql:
       'UPDATE keys SET last_seen_at = CAST($8 AS BIGINT) WHERE key_id = CAST($1 AS TEXT) AND CAST($4 AS TEXT) IS NOT NULL ' +
-      `AND {h.count} <= CAST($7 AS BIGINT) AND (last_seen_at IS NULL OR last_seen_at <= CAST($8 AS BIGINT) - ${LAST_SEEN_STEP_MS}) ` +
+      `AND {n.ok} = 1 AND (last_seen_at IS NULL OR last_seen_at <= CAST($8 AS BIGINT) - ${LAST_SEEN_STEP_MS}) ` +
       'RETURNING 1 AS ok',
   },
 ] as const;

@@ -143,8 +143,14 @@ export interface VerifiedRequestSpend extends RequestSpend {
   now: number;
 }
 
-/** replayed: any replica saw the nonce before, and nothing was written; else the window's count after this hit, if counted. */
-export type SpendOutcome = { replayed: true } | { replayed: false; count: number | undefined };
+/**
+ * count: the window's count after this hit, when the request is under a limit (counted first: a request
+ * past its limit takes no nonce). replayed: within its limit, the nonce was one some replica saw before.
+ */
+export interface SpendOutcome {
+  count: number | undefined;
+  replayed: boolean;
+}
 
 /**
  * What spendVerified found and did. No key: nothing written. A key that is not active, or whose stored
@@ -156,12 +162,12 @@ export type VerifiedSpend = { key: undefined } | { key: KeyRow; token: TokenRow 
 /** Per-request bookkeeping: the keys requests name, their nonces and their counts. */
 export interface RequestBook {
   findKey(keyId: string): Promise<KeyRow | undefined>;
-  /** The nonce, atomically across replicas (refused when seen before), then the window's hit: one step. */
+  /** The window's hit, then — within the limit — the nonce, atomically across replicas: one step. */
   spend(r: RequestSpend): Promise<SpendOutcome>;
   /**
    * spend, for a request whose signature was verified with `r.publicKey`, in one step (one round trip):
    * the key and its botId's cached token are read, and only while the key is active with that public key
-   * is anything written — the nonce, then (a new nonce) the hit, then (within the limit) last seen.
+   * is anything written — the hit, then (within the limit) the nonce, then (a new nonce) last seen.
    * Revocation is read in the same step as the write it stops.
    */
   spendVerified(r: VerifiedRequestSpend): Promise<VerifiedSpend>;

@@ -48,22 +48,26 @@ describe.each(['sqlite', 'postgres'] as const)('spendVerified on %s', (kind) => 
     now,
   });
 
-  it('counts a new nonce and records last seen; a replay writes nothing; past the limit last seen stays', async () => {
+  it('counts every verified request, then takes its nonce only within the limit; last seen only for a new nonce', async () => {
     const store = await stores[kind]();
     const keyId = await enrolled(store, 1);
-    const spend = async (nonce: string, now: number) => (await store.spendVerified(spendOf(keyId, nonce, now))) as { spent: unknown };
+    const spend = async (nonce: string, now: number) =>
+      (await store.spendVerified(spendOf(keyId, nonce, now, publicKey, 3))) as { spent: unknown };
     const minute = LAST_SEEN_STEP_MS;
-    expect((await spend('nonce-1', 100)).spent).toEqual({ replayed: false, count: 1 });
+    expect((await spend('nonce-1', 100)).spent).toEqual({ count: 1, replayed: false });
     expect(await store.findKey(keyId)).toMatchObject({ lastSeenAt: 100 });
-    expect((await spend('nonce-1', 100 + minute)).spent).toEqual({ replayed: true });
+    // A replay is counted (its signature verified) but takes nothing and sees no one.
+    expect((await spend('nonce-1', 100 + minute)).spent).toEqual({ count: 2, replayed: true });
     expect(await store.findKey(keyId)).toMatchObject({ lastSeenAt: 100 });
-    expect((await spend('nonce-2', 100 + minute)).spent).toEqual({ replayed: false, count: 2 });
+    expect((await spend('nonce-2', 100 + minute)).spent).toEqual({ count: 3, replayed: false });
     expect(await store.findKey(keyId)).toMatchObject({ lastSeenAt: 100 + minute });
-    expect((await spend('nonce-3', 100 + 2 * minute)).spent).toEqual({ replayed: false, count: 3 });
+    // Past the limit: counted, and no nonce taken, no one seen — the route answers 429.
+    expect((await spend('nonce-3', 100 + 2 * minute)).spent).toEqual({ count: 4, replayed: true });
     expect(await store.findKey(keyId)).toMatchObject({ lastSeenAt: 100 + minute });
+    expect(await takeNonce(store, keyId, 'nonce-3', Date.now() + 360_000)).toBe(true);
     // The nonce of a verified spend is the one a plain spend sees, and its count the one a plain spend continues.
     expect(await takeNonce(store, keyId, 'nonce-2', Date.now() + 360_000)).toBe(false);
-    expect(await hitIn(store, `key:${keyId}/3600000`, 0)).toBe(4);
+    expect(await hitIn(store, `key:${keyId}/3600000`, 0)).toBe(5);
   });
 
   it('last seen moves forward only, and only a step at a time', async () => {
@@ -86,7 +90,7 @@ describe.each(['sqlite', 'postgres'] as const)('spendVerified on %s', (kind) => 
     const store = await stores[kind]();
     const keyId = await enrolled(store, 2);
     const key = await store.findKey(keyId);
-    expect(await store.spendVerified(spendOf(keyId, 'n-1', 100))).toEqual({ key, token: undefined, spent: { replayed: false, count: 1 } });
+    expect(await store.spendVerified(spendOf(keyId, 'n-1', 100))).toEqual({ key, token: undefined, spent: { count: 1, replayed: false } });
     const token = {
       botId: 'bot-2',
       accessSealed: Buffer.from('sealed access'),

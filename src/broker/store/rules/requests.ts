@@ -39,9 +39,8 @@ function values(r: RequestSpend, publicKey: string | null, now: number | null): 
 }
 
 function outcome({ out }: ChainResult): SpendOutcome {
-  if (out['n.ok'] == null) return { replayed: true };
   const count = out['h.count'];
-  return { replayed: false, count: count == null ? undefined : Number(count) };
+  return { count: count == null ? undefined : Number(count), replayed: out['n.ok'] == null };
 }
 
 /** A KEY_WITH_TOKEN row as the key and, when there is one, its token. */
