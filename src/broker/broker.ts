@@ -14,6 +14,7 @@ import { CloudGate } from './cloud-gate.js';
 import { BrokerConfigError, type BrokerConfig } from './config.js';
 import type { BrokerContext } from './context.js';
 import { brokerKeys, readAccountSecret, readStorePassword, readTokenKey, refuseKeyBesideStore } from './keys.js';
+import { UnsignedRefusals } from './auth/unsigned.js';
 import { KeyCache } from './key-cache.js';
 import { BrokerMetrics } from './metrics.js';
 import { ConnectionGuard } from './connections.js';
@@ -68,6 +69,7 @@ export async function startBroker({ config, clock, log }: BrokerDeps): Promise<R
     store,
     keys,
     keyCache: new KeyCache(),
+    unsigned: new UnsignedRefusals(config.limits.unsignedPerMinute),
     cloud,
     gate,
     issuer: new TokenIssuer({ store, keys, cloud, gate, clock }),

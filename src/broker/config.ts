@@ -35,6 +35,8 @@ export interface BrokerLimits {
   connectionsMax: number;
   /** Open connections per source (IPv6 by /64); trusted proxies are exempt. */
   connectionsPerSource: number;
+  /** Requests refused before their signature verified, per source and minute, before a source is held off. */
+  unsignedPerMinute: number;
 }
 
 export interface BrokerConfig {
@@ -74,6 +76,7 @@ const KEYS = [
   'rotatePerDay',
   'connectionsMax',
   'connectionsPerSource',
+  'unsignedPerMinute',
 ] as const;
 type Key = (typeof KEYS)[number];
 
@@ -84,6 +87,7 @@ const NUMBER_KEYS: ReadonlySet<Key> = new Set([
   'rotatePerDay',
   'connectionsMax',
   'connectionsPerSource',
+  'unsignedPerMinute',
 ]);
 const LEVELS = new Set(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
 /** The agent's own variables share the prefix: they are not the broker's, so they are ignored. */
@@ -241,6 +245,7 @@ export function parseBrokerConfig(raw: Raw, env: NodeJS.ProcessEnv): BrokerConfi
       rotatePerDay: count('rotatePerDay', 4),
       connectionsMax: count('connectionsMax', 1024),
       connectionsPerSource: count('connectionsPerSource', 32),
+      unsignedPerMinute: count('unsignedPerMinute', 120),
     },
   };
 }

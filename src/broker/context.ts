@@ -4,6 +4,7 @@ import type { CloudClient } from '../cloud/client.js';
 import type { Clock } from '../clock.js';
 import type { CloudGate } from './cloud-gate.js';
 import type { BrokerLimits } from './config.js';
+import type { UnsignedRefusals } from './auth/unsigned.js';
 import type { KeyCache } from './key-cache.js';
 import type { BrokerKeys } from './keys.js';
 import type { BrokerMetrics } from './metrics.js';
@@ -16,6 +17,8 @@ export interface BrokerContext {
   keys: BrokerKeys;
   /** Public keys of the devices that asked lately (a read saved, never a decision). */
   keyCache: KeyCache;
+  /** Refusals of requests whose signature did not verify, per source, in memory. */
+  unsigned: UnsignedRefusals;
   cloud: CloudClient;
   gate: CloudGate;
   issuer: TokenIssuer;

@@ -42,6 +42,11 @@ export class KeyCache {
     if (this.#entries.size > this.#max) this.#entries.delete(this.#entries.keys().next().value as string);
   }
 
+  /** Whether the key is held, leaving its place in the order as it is. */
+  has(keyId: string): boolean {
+    return this.#entries.has(keyId);
+  }
+
   delete(keyId: string): void {
     this.#entries.delete(keyId);
   }

@@ -1,5 +1,6 @@
 /** A device as the broker sees it (DESIGN §3.7): its own Ed25519 key, and requests signed with it. */
 import { generateKeyPairSync, type KeyObject, randomBytes } from 'node:crypto';
+import { Agent } from 'undici';
 import { expect } from 'vitest';
 import { keyIdOf, rawPublicKeyOf, signRequest, signRotateProof } from '../../src/protocol/device-sig.js';
 
@@ -21,6 +22,19 @@ export interface SendOptions {
   /** Signs for another path than the one sent to. */
   signedPath?: string;
   query?: string;
+  /** Sends from this local address (127.0.0.0/8 on loopback), as another source. */
+  from?: string;
+}
+
+/** One agent per local address the tests send from. */
+const agents = new Map<string, Agent>();
+function agentFrom(address: string): Agent {
+  let agent = agents.get(address);
+  if (!agent) {
+    agent = new Agent({ localAddress: address });
+    agents.set(address, agent);
+  }
+  return agent;
 }
 
 export class TestDevice {
@@ -45,7 +59,8 @@ export class TestDevice {
       method: 'POST',
       headers: { 'content-type': o.contentType ?? 'application/json', authorization },
       body: raw,
-    });
+      ...(o.from !== undefined && { dispatcher: agentFrom(o.from) }),
+    } as unknown as RequestInit);
     const text = await res.text();
     return { status: res.status, json: JSON.parse(text) as Record<string, unknown>, headers: res.headers };
   }

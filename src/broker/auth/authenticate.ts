@@ -82,9 +82,10 @@ export function carriedKeyRoute<F, A>(route: RouteStages<F, CarriedKnown, A, unk
   return stages(route, (ctx, bytes, fields) => carriedKey(ctx, bytes, route.carried(fields)));
 }
 
-/** The key stage's outcome: what it found, and how the nonce stage spends for it. */
+/** The key stage's outcome: what it found, whether that key was revoked (told once its signature verified), and how the nonce stage spends for it. */
 interface Signer<K, S> {
   found: K;
+  revoked: boolean;
   spend(ctx: BrokerContext, r: RequestSpend, now: number): Promise<{ spent: SpendOutcome; held: S }>;
 }
 
@@ -96,15 +97,27 @@ function stages<F, K, A, S>(
   const served = {
     name: route.name,
     async handle(ctx: BrokerContext, http: SignedRequest): Promise<RouteAnswer> {
-      // form
-      const { auth, body } = readForm(http.authorization, http.raw);
-      const fields = route.form(body, auth);
-      const bytes: SignedBytes = { method: http.method, path: http.path, auth, raw: http.raw };
-      // window
-      checkWindow(auth, ctx.clock.wallNow());
-      // key, then signature
-      const signer = await keyStage(ctx, bytes, fields);
-      const verified: Verified<F, K> = { ...signer.found, source: http.source, auth, fields };
+      let signer: Signer<K, S>;
+      let verified: Verified<F, K>;
+      try {
+        // form
+        const { auth, body } = readForm(http.authorization, http.raw);
+        const fields = route.form(body, auth);
+        const bytes: SignedBytes = { method: http.method, path: http.path, auth, raw: http.raw };
+        // window
+        checkWindow(auth, ctx.clock.wallNow());
+        // A source past its unsigned refusals this minute reaches the store only with a key this replica knows.
+        if (!ctx.keyCache.has(auth.keyId)) ctx.unsigned.refuseIfOver(http.source, ctx.clock.wallNow());
+        // key, then signature
+        signer = await keyStage(ctx, bytes, fields);
+        verified = { ...signer.found, source: http.source, auth, fields };
+      } catch (err) {
+        // Refused before its signature verified: counted in memory for its source, nothing written.
+        if (err instanceof Refusal) ctx.unsigned.count(http.source, ctx.clock.wallNow());
+        throw err;
+      }
+      if (signer.revoked) throw revokedKey();
+      const { auth } = verified;
       // admission
       const admission = await route.admit(ctx, verified);
       // nonce, with the limit's count in the same step of the store
@@ -140,7 +153,7 @@ async function enrolledKey(ctx: BrokerContext, req: SignedBytes): Promise<Signer
   const keyId = req.auth.keyId;
   const cached = ctx.keyCache.get(keyId);
   if (cached !== undefined && signatureMatches(cached.key, req)) {
-    return { found: { botId: cached.botId, known: undefined }, spend: held(cached.publicKey) };
+    return { found: { botId: cached.botId, known: undefined }, revoked: false, spend: held(cached.publicKey) };
   }
   const row = await ctx.store.findKey(keyId);
   if (row === undefined) throw new Refusal('unknown-key', 'no device is enrolled with this key');
@@ -148,17 +161,16 @@ async function enrolledKey(ctx: BrokerContext, req: SignedBytes): Promise<Signer
   if (cached?.publicKey === row.publicKey) throw badSignature();
   const key = storedKey(row.publicKey);
   verifySignature(key, req);
-  refuseInactive(row);
+  if (row.state !== 'active') return { found: { botId: row.botId, known: row }, revoked: true, spend: held(row.publicKey) };
   ctx.keyCache.set(keyId, { key, publicKey: row.publicKey, botId: row.botId });
-  return { found: { botId: row.botId, known: row }, spend: held(row.publicKey) };
+  return { found: { botId: row.botId, known: row }, revoked: false, spend: held(row.publicKey) };
 }
 
 /** The key an enrollment carries: its signature proves the sender holds it, and only then is a revoked one told so. */
 async function carriedKey(ctx: BrokerContext, req: SignedBytes, carried: CarriedKey): Promise<Signer<CarriedKnown, unknown>> {
   const known = await ctx.store.findKey(carried.keyId);
   verifySignature(carried.key, req);
-  if (known?.state === 'revoked') throw revokedKey();
-  return { found: { known }, spend: async (c, r) => ({ spent: await c.store.spend(r), held: {} }) };
+  return { found: { known }, revoked: known?.state === 'revoked', spend: async (c, r) => ({ spent: await c.store.spend(r), held: {} }) };
 }
 
 /**

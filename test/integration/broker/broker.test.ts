@@ -195,6 +195,25 @@ describe('signed requests: the order of checks and every failure code', () => {
     expect(big.json['code']).toBe('too-large');
   });
 
+  it('a source past unsignedPerMinute is refused 429 without the store for keys this replica does not hold; devices it knows go on', {
+    timeout: 40_000,
+  }, async () => {
+    const { device } = await enrolled();
+    const from = '127.0.0.77';
+    // The count is per minute of the broker's clock: start early in one, so the whole flood falls inside it.
+    const intoMinute = Date.now() % 60_000;
+    if (intoMinute > 45_000) await new Promise((resolve) => setTimeout(resolve, 60_000 - intoMinute));
+    expect((await device.token(url(), {}, { from })).status).toBe(200);
+    // 121 requests whose signature does not verify, from one source, in one minute: each answered as it is, then past 120 none is.
+    for (let i = 0; i < 121; i++) expect((await new TestDevice().token(url(), {}, { from })).json['code']).toBe('unknown-key');
+    const held = await new TestDevice().token(url(), {}, { from });
+    expect([held.status, held.json['code']]).toEqual([429, 'rate-limited']);
+    expect(Number(held.headers.get('retry-after'))).toBeLessThanOrEqual(60);
+    // The device that asked before from that source is not shut out by its neighbours, nor is any other source.
+    expect((await device.token(url(), {}, { from })).status).toBe(200);
+    expect((await new TestDevice().token(url(), {}, { from: '127.0.0.78' })).json['code']).toBe('unknown-key');
+  });
+
   it.each([
     ['a deviceId outside its form', { deviceId: 'SN 1' }, 'deviceId must be 1 to 64 of A-Z a-z 0-9 . _ : -'],
     ['a deviceId of 65 characters', { deviceId: 'S'.repeat(65) }, 'deviceId must be 1 to 64 of A-Z a-z 0-9 . _ : -'],
