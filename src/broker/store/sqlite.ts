@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
 import { realpathSync } from 'node:fs';
 import type { Clock } from '../../clock.js';
+import { GroupCommit } from '../../sqlite/group-commit.js';
 import {
   CODE_COLUMNS,
   deviceQuery,
@@ -14,7 +15,6 @@ import {
 } from './columns.js';
 import { KeyedChain } from './keyed-chain.js';
 import { addPreauthIn, enrollIn, rotateIn, type Sql } from './sqlite-bind.js';
-import { TurnBatch } from './sqlite-batch.js';
 import { openSqliteDatabase } from './sqlite-schema.js';
 import type {
   BrokerStore,
@@ -42,7 +42,7 @@ const TOUCH = 'UPDATE keys SET last_seen_at = ? WHERE key_id = ? AND (last_seen_
 
 /**
  * The broker's store on one host: a SQLite file that one broker process owns. Writes are group-committed
- * (sqlite-batch.ts): each turn's in one BEGIN IMMEDIATE transaction, so operator commands (`broker code`, `broker revoke`…) that open the same file
+ * (src/sqlite/group-commit.ts): each turn's in one BEGIN IMMEDIATE transaction, so operator commands (`broker code`, `broker revoke`…) that open the same file
  * from other processes are serialised with the broker by SQLite's write lock; withBotLock holds only
  * in this process, which is why a second broker on the same file is not supported (run PostgreSQL).
  */
@@ -68,14 +68,14 @@ class SqliteStore implements BrokerStore {
   readonly #clock: Pick<Clock, 'wallNow'>;
   readonly #locks: KeyedChain;
   readonly #statements = new Map<string, Database.Statement>();
-  readonly #batch: TurnBatch;
+  readonly #batch: GroupCommit;
   readonly #sql: Sql = { get: (sql, ...params) => this.#get(sql, ...params), run: (sql, ...params) => this.#run(sql, ...params) };
 
   constructor(db: Database.Database, clock: Pick<Clock, 'wallNow'>, locks: KeyedChain) {
     this.#db = db;
     this.#clock = clock;
     this.#locks = locks;
-    this.#batch = new TurnBatch(db);
+    this.#batch = new GroupCommit(db);
   }
 
   async now(): Promise<number> {
