@@ -5,6 +5,7 @@ import type { Seed } from './seed.js';
 import { openServiceDb, prepareStatements, tokenRow, type TokenRecord } from './store-schema.js';
 
 const CHECKPOINT_MS = 1000;
+const ATOMIC = { atomic: true } as const;
 
 /**
  * The reference service's state in SQLite: accounts, vendors, bots, token hashes, used nonces, and which
@@ -85,7 +86,7 @@ export class ServiceStore {
 
   /** Runs fn atomically (rolled back alone if it throws) in the batch that commits at the end of this turn. */
   transaction<T>(fn: () => T): T {
-    return this.#batch.run(fn, { atomic: true });
+    return this.#batch.run(fn, ATOMIC);
   }
 
   /**

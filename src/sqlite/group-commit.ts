@@ -73,13 +73,13 @@ export class GroupCommit {
   }
 
   /** Runs body now, inside the turn's transaction, and returns its value; its writes commit at the end of the turn. */
-  run<T>(body: () => T, options: WriteOptions<T> = {}): T {
-    this.#enter(options.durable === true && this.#raise);
-    return options.atomic || options.keep ? this.#alone(body, options.keep) : this.#joined(body);
+  run<T>(body: () => T, options?: WriteOptions<T>): T {
+    this.#enter(options?.durable === true && this.#raise);
+    return options?.atomic || options?.keep ? this.#alone(body, options.keep) : this.#joined(body);
   }
 
   /** run() as a promise, settled once the body's writes are committed (rejected if the body or the commit failed). */
-  write<T>(body: () => T, options: WriteOptions<T> = {}): Promise<T> {
+  write<T>(body: () => T, options?: WriteOptions<T>): Promise<T> {
     try {
       const value = this.run(body, options);
       return this.committed().then(() => value);
