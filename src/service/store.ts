@@ -62,7 +62,7 @@ export class ServiceStore {
 
   /** Reads again what another process changed in the file. A batch catches up as it begins, and then holds the write lock. */
   #catchUp(): void {
-    if (!this.#db.inTransaction) this.#readIfChanged();
+    if (!this.#batch.pending) this.#readIfChanged();
   }
 
   #readIfChanged(): void {
@@ -103,7 +103,7 @@ export class ServiceStore {
   }
 
   #checkpoint(): void {
-    if (this.#db.inTransaction) return;
+    if (this.#batch.pending) return;
     try {
       this.#db.pragma('wal_checkpoint(PASSIVE)');
     } catch {

@@ -88,6 +88,11 @@ export class GroupCommit {
     }
   }
 
+  /** Whether a transaction of this turn is open (holding the write lock, its writes not yet committed). */
+  get pending(): boolean {
+    return this.#batch !== undefined && this.#batch.failure === undefined;
+  }
+
   /** Resolves once every write made so far is committed; rejects if that commit failed. */
   committed(): Promise<void> {
     return this.#batch?.committed ?? DONE;

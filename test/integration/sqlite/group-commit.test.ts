@@ -87,10 +87,10 @@ describe('GroupCommit', () => {
     expect(r.engine.run(() => r.db.prepare('SELECT count(*) FROM t').pluck().get())).toBe(1);
     const written = r.engine.write(() => r.put('b').changes, { durable: false });
     const turn = r.engine.committed();
-    expect([r.committed(), begun, r.db.inTransaction]).toEqual([[], 1, true]);
+    expect([r.committed(), begun, r.db.inTransaction, r.engine.pending]).toEqual([[], 1, true, true]);
     expect(await written).toBe(1);
     await turn;
-    expect([r.committed(), begun, r.db.inTransaction]).toEqual([['a', 'b'], 1, false]);
+    expect([r.committed(), begun, r.db.inTransaction, r.engine.pending]).toEqual([['a', 'b'], 1, false, false]);
     r.engine.run(() => r.put('c'));
     await r.engine.committed();
     expect([r.committed(), begun]).toEqual([['a', 'b', 'c'], 2]);
@@ -248,7 +248,7 @@ describe('GroupCommit', () => {
     } catch (err) {
       error = err;
     }
-    expect(error).toMatchObject({ code: 'SQLITE_BUSY' });
+    expect([error, r.engine.pending]).toMatchObject([{ code: 'SQLITE_BUSY' }, false]);
     holder.exec('ROLLBACK');
     // The lock is free now, yet this turn's writes fail as its first did, without a second BEGIN.
     const late = r.engine.write(() => r.put('b'), { durable: false });
