@@ -96,6 +96,25 @@ describe('GroupCommit', () => {
     expect([r.committed(), begun]).toEqual([['a', 'b', 'c'], 2]);
   });
 
+  it('write() runs its body at the end of the turn, back to back with the others, after the turn’s run()s', async () => {
+    const r = rig();
+    const order: string[] = [];
+    const count = r.db.prepare('SELECT count(*) FROM t').pluck();
+    const first = r.engine.write(() => {
+      order.push('write 1');
+      return count.get();
+    });
+    r.engine.run(() => {
+      order.push('run');
+      r.put('a');
+    });
+    const second = r.engine.write(() => order.push('write 2'), { durable: false });
+    expect(order).toEqual(['run']);
+    expect(await first).toBe(1);
+    await second;
+    expect([order, r.committed()]).toEqual([['run', 'write 1', 'write 2'], ['a']]);
+  });
+
   it('onBegin runs under the write lock, after BEGIN', () => {
     let inside: boolean | undefined;
     const r = rig({
@@ -178,32 +197,30 @@ describe('GroupCommit', () => {
     expect(seen[2]).toBe(1);
   });
 
-  it('a durable write after others in one turn: those commit at once, unsynced, and it runs in a FULL transaction', async () => {
+  it('write()s of a turn begin it FULL when any is durable; a durable run() after others splits the turn', async () => {
     const r = rig();
     const seen: unknown[] = [];
-    const first = r.engine.write(
-      () => {
-        r.put('a');
-        return seen.push(level(r.db));
-      },
-      { durable: false },
-    );
-    const decision = r.engine.write(
+    const saw = (): number => seen.push(level(r.db));
+    await Promise.all([r.engine.write(saw, { durable: false }), r.engine.write(saw, { durable: true })]);
+    expect(seen.splice(0)).toEqual([2, 2]);
+    r.engine.run(() => {
+      r.put('a');
+      saw();
+    });
+    r.engine.run(
       () => {
         r.put('b');
-        return seen.push(level(r.db));
+        saw();
       },
       { durable: true },
     );
+    // What came before the durable write is committed already, unsynced.
     expect(r.committed()).toEqual(['a']);
-    const after = r.engine.write(
-      () => {
-        r.put('c');
-        return seen.push(level(r.db));
-      },
-      { durable: false },
-    );
-    await Promise.all([first, decision, after]);
+    const after = r.engine.write(() => {
+      r.put('c');
+      saw();
+    });
+    await after;
     expect([seen, r.committed(), level(r.db)]).toEqual([[1, 2, 2], ['a', 'b', 'c'], 1]);
   });
 
@@ -293,10 +310,11 @@ describe('GroupCommit', () => {
     r.db.pragma('busy_timeout = 0');
     const other = new GroupCommit(db2);
     const put2 = db2.prepare('INSERT INTO t (k, v) VALUES (?, 0)');
-    const writes = ['a', 'b', 'c', 'd'].map((k, i) =>
-      i % 2 ? other.write(() => put2.run(k), { durable: true }) : r.engine.write(() => r.put(k), { durable: false }),
-    );
-    await Promise.all(writes);
+    for (const [i, k] of ['a', 'b', 'c', 'd'].entries()) {
+      if (i % 2) other.run(() => put2.run(k), { durable: true });
+      else r.engine.run(() => r.put(k));
+    }
+    await Promise.all([r.engine.committed(), other.committed()]);
     expect(r.committed()).toEqual(['a', 'b', 'c', 'd']);
   });
 
