@@ -2,6 +2,7 @@
 //   src/protocol            the wire contract: imports nothing of ours outside itself
 //   src/*.ts                shared leaves (clock, log, native, ownership, version, ws-close, exposition, raw-response, private-file): protocol and each other only
 //   src/cloud               the cloud client (signing, getToken, refreshToken, register) that agent and broker share
+//   src/sqlite              opening, migrating and group-committing SQLite, for agent, service and broker
 //   src/agent, src/service, src/broker
 //                           the three products: each may use the layers below, never each other
 //   src/doctor, src/cli     applications on top: nothing below imports them
@@ -31,14 +32,22 @@ module.exports = {
         'src/*.ts (clock, log, native, ownership, version, ws-close, exposition, raw-response, private-file) serve every product: they import only src/protocol and each other.',
       severity: 'error',
       from: { path: '^src/[^/]+\\.ts$' },
-      to: { path: '^src/(cloud|agent|service|broker|doctor|cli)/' },
+      to: { path: '^src/(cloud|sqlite|agent|service|broker|doctor|cli)/' },
     },
     {
       name: 'cloud-is-shared',
       comment: 'src/cloud is what agent and broker both need of the cloud: it imports only protocol and the shared leaves.',
       severity: 'error',
       from: { path: '^src/cloud/' },
-      to: { path: '^src/(agent|service|broker|doctor|cli)/' },
+      to: { path: '^src/(sqlite|agent|service|broker|doctor|cli)/' },
+    },
+    {
+      name: 'sqlite-is-shared',
+      comment:
+        'src/sqlite is how agent, service and broker open, migrate and group-commit SQLite: it imports only protocol and the shared leaves.',
+      severity: 'error',
+      from: { path: '^src/sqlite/' },
+      to: { path: '^src/(cloud|agent|service|broker|doctor|cli)/' },
     },
     {
       name: 'agent-not-service',
@@ -56,7 +65,7 @@ module.exports = {
     },
     {
       name: 'broker-alone',
-      comment: 'The broker is a third application: it shares only protocol, cloud and the leaves with agent and service.',
+      comment: 'The broker is a third application: it shares only protocol, cloud, sqlite and the leaves with agent and service.',
       severity: 'error',
       from: { path: '^src/broker/' },
       to: { path: '^src/(agent|service)/' },
@@ -65,7 +74,7 @@ module.exports = {
       name: 'doctor-and-cli-on-top',
       comment: 'doctor and cli are applications of the agent and service: move what is shared down into agent, service or protocol.',
       severity: 'error',
-      from: { path: '^src/(agent|service|broker|cloud|protocol)/' },
+      from: { path: '^src/(agent|service|broker|cloud|sqlite|protocol)/' },
       to: { path: '^src/(doctor|cli)/' },
     },
     {

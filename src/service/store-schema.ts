@@ -1,10 +1,10 @@
 /** The reference service's SQLite file: its schema, how it is opened (and migrated), and its statements. */
 
-import { chmodSync, closeSync, existsSync, openSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import { BotlinkError, messageOf } from '../protocol/errors.js';
 import type { Identity } from '../protocol/wire.js';
-import { openDatabase } from '../native.js';
+import { migrate, type Migration } from '../sqlite/migrate.js';
+import { openSqlite } from '../sqlite/open.js';
 
 export type TokenKind = 'access' | 'refresh';
 
@@ -56,47 +56,53 @@ const REKEYED: readonly { table: string; columns: string; index: string }[] = [
   { table: 'nonces', columns: 'access_key_id, nonce, expires_at', index: 'nonces_by_expiry' },
 ];
 
-/** Moves the rows of a first-schema database into the appended tables, once. */
-function migrate(db: Database.Database): void {
-  const sqlOf = db.prepare<[string], string>("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?").pluck();
-  db.transaction(() => {
+/**
+ * Migration i takes the file from user_version i to i + 1: append new ones, never edit old ones.
+ * Version 1 is every file of the releases before versions, all at user_version 0: empty, or holding the
+ * current tables, or the first schema's (tokens and nonces keyed by a random value, maybe no refreshed),
+ * whose rows move into the appended tables.
+ */
+export const SERVICE_MIGRATIONS: readonly Migration[] = [
+  (db) => {
+    db.exec(SCHEMA);
+    const sqlOf = db.prepare<[string], string>("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?").pluck();
     for (const { table, columns, index } of REKEYED) {
       if (!/WITHOUT ROWID/i.test(sqlOf.get(table) ?? '')) continue;
       db.exec(`DROP INDEX ${index}; ALTER TABLE ${table} RENAME TO ${table}_v1; ${SCHEMA}`);
       db.exec(`INSERT INTO ${table} (${columns}) SELECT ${columns} FROM ${table}_v1; DROP TABLE ${table}_v1;`);
     }
-  })();
-}
+  },
+];
 
 export function openServiceDb(file: string): Database.Database {
-  const onDisk = file !== ':memory:';
   let db: Database.Database | undefined;
   try {
-    // The account secrets are in it in plain text: created 0600 before SQLite sees it, and an older 0644 file is fixed.
-    if (onDisk) {
-      closeSync(openSync(file, 'a', 0o600));
-      chmodSync(file, 0o600);
-    }
-    db = openDatabase(file);
-    if (onDisk) {
-      db.pragma('journal_mode = WAL');
-      // Answers wait for COMMIT, so a killed process loses nothing; a power loss may roll back the commits since
-      // the last checkpoint (≤ CHECKPOINT_MS: clients holding those tokens sign again), never corrupts.
-      // FULL (an fsync per group commit) cost a third of getToken/s.
-      db.pragma('synchronous = NORMAL');
-      // Checkpoints (the only fsyncs under NORMAL) run on a timer instead of inside a request.
-      db.pragma('wal_autocheckpoint = 0');
-    }
-    db.pragma('busy_timeout = 2000');
-    db.exec(SCHEMA);
-    migrate(db);
-    // SQLite gives its side files the database's mode; these may predate the chmod above.
-    for (const side of ['-wal', '-shm']) if (onDisk && existsSync(file + side)) chmodSync(file + side, 0o600);
+    // The account secrets are in it in plain text: created 0600, and an older 0644 file is closed to others.
+    db = openSqlite(
+      file,
+      file === ':memory:'
+        ? { busyTimeoutMs: 2000 }
+        : {
+            busyTimeoutMs: 2000,
+            journalMode: 'WAL',
+            // Answers wait for COMMIT, so a killed process loses nothing; a power loss may roll back the commits since
+            // the last checkpoint (≤ CHECKPOINT_MS: clients holding those tokens sign again), never corrupts.
+            // FULL (an fsync per group commit) cost a third of getToken/s.
+            synchronous: 'NORMAL',
+            // Checkpoints (the only fsyncs under NORMAL) run on a timer instead of inside a request.
+            pragmas: ['wal_autocheckpoint = 0'],
+          },
+    );
+    migrate(db, SERVICE_MIGRATIONS, (version, known) => new ServiceDbError(file, newerRelease(version, known)));
     return db;
   } catch (err) {
     db?.close();
-    throw new ServiceDbError(file, err);
+    throw err instanceof ServiceDbError ? err : new ServiceDbError(file, err);
   }
+}
+
+function newerRelease(version: number, known: number): Error {
+  return new Error(`it has schema version ${version} but this botlink knows only up to ${known}: it was written by a newer release`);
 }
 
 /** A token's values in the column order of the tokens table (id, hash, kind, access_key_id, identity_kind, identity_id, expires_at). */

@@ -1,21 +1,17 @@
 import type Database from 'better-sqlite3';
 import type { Identity, RegisterDeviceRequest } from '../protocol/wire.js';
+import { GroupCommit } from '../sqlite/group-commit.js';
 import type { Seed } from './seed.js';
 import { openServiceDb, prepareStatements, tokenRow, type TokenRecord } from './store-schema.js';
 
 const CHECKPOINT_MS = 1000;
-
-interface Batch {
-  committed: Promise<void>;
-  resolve(): void;
-  reject(err: unknown): void;
-}
+const ATOMIC = { atomic: true } as const;
 
 /**
  * The reference service's state in SQLite: accounts, vendors, bots, token hashes, used nonces, and which
  * access tokens each refresh token issued.
- * Writes are group-committed: every transaction() of one event-loop turn shares one COMMIT, so pages
- * touched by many requests are written once; callers answer only after committed() resolves.
+ * Writes are group-committed (src/sqlite/group-commit.ts): every transaction() of one event-loop turn shares
+ * one COMMIT, so pages touched by many requests are written once; callers answer only after committed() resolves.
  * Tokens and nonces are appended and found through indexes in memory, rebuilt on open and undone with any
  * rollback: an insert writes only the tables' last pages. Another process writing the same file (a second
  * `serve --db`) is seen through PRAGMA data_version, and everything held in memory is then read again.
@@ -23,12 +19,8 @@ interface Batch {
 export class ServiceStore {
   readonly #db: Database.Database;
   readonly #stmt: ReturnType<typeof prepareStatements>;
-  /** Inside the open batch, better-sqlite3 runs this as a SAVEPOINT: fn is atomic on its own. */
-  readonly #atomically: (fn: () => unknown) => unknown;
-  readonly #begin: Database.Statement;
-  readonly #commit: Database.Statement;
+  readonly #batch: GroupCommit;
   readonly #checkpointer: NodeJS.Timeout | undefined;
-  #batch: Batch | undefined;
   /** Secrets found so far; accounts change only in applySeed, which clears it (as #load does). Unknown keys are not kept. */
   readonly #secrets = new Map<string, string>();
   /** Ownerships found so far; only applySeed can take one away, and it clears this (as #load does). */
@@ -39,8 +31,6 @@ export class ServiceStore {
   #nextTokenId = 1;
   /** nonceKey() of every row of nonces. */
   readonly #nonces = new Set<string>();
-  /** How to take back the index changes of the open batch, newest last. */
-  #undo: (() => void)[] = [];
   readonly #dataVersion: Database.Statement<[], number>;
   /** data_version when what is in memory was read: it changes when another connection commits. */
   #seenVersion = 0;
@@ -48,10 +38,8 @@ export class ServiceStore {
   constructor(file: string) {
     this.#db = openServiceDb(file);
     this.#stmt = prepareStatements(this.#db);
-    this.#atomically = this.#db.transaction((fn: () => unknown) => fn());
-    // IMMEDIATE: the batch holds the write lock from its start, so no other writer lands between catching up and writing.
-    this.#begin = this.#db.prepare('BEGIN IMMEDIATE');
-    this.#commit = this.#db.prepare('COMMIT');
+    // A batch begins holding the write lock, so no other writer lands between catching up and writing.
+    this.#batch = new GroupCommit(this.#db, { onBegin: () => this.#readIfChanged() });
     this.#dataVersion = this.#db.prepare<[], number>('PRAGMA data_version').pluck();
     this.#load();
     if (file !== ':memory:') this.#checkpointer = setInterval(() => this.#checkpoint(), CHECKPOINT_MS).unref();
@@ -74,7 +62,11 @@ export class ServiceStore {
 
   /** Reads again what another process changed in the file. A batch catches up as it begins, and then holds the write lock. */
   #catchUp(): void {
-    if (!this.#batch && this.#dataVersion.get() !== this.#seenVersion) this.#load();
+    if (!this.#batch.pending) this.#readIfChanged();
+  }
+
+  #readIfChanged(): void {
+    if (this.#dataVersion.get() !== this.#seenVersion) this.#load();
   }
 
   /** Adds or updates the seed's accounts, vendors and bots; registered devices and tokens stay. */
@@ -94,18 +86,7 @@ export class ServiceStore {
 
   /** Runs fn atomically (rolled back alone if it throws) in the batch that commits at the end of this turn. */
   transaction<T>(fn: () => T): T {
-    if (!this.#batch) this.#openBatch();
-    const mark = this.#undo.length;
-    try {
-      return this.#atomically(fn) as T;
-    } catch (err) {
-      this.#undoTo(mark);
-      throw err;
-    }
-  }
-
-  #undoTo(mark: number): void {
-    for (const undo of this.#undo.splice(mark).reverse()) undo();
+    return this.#batch.run(fn, ATOMIC);
   }
 
   /**
@@ -113,47 +94,16 @@ export class ServiceStore {
    * fewer): only for writes each harmless alone should a later one throw.
    */
   inBatch<T>(fn: () => T): T {
-    if (!this.#batch) this.#openBatch();
-    return fn();
+    return this.#batch.run(fn);
   }
 
   /** Resolves once every write made so far is committed; rejects if that commit failed. */
   committed(): Promise<void> {
-    return this.#batch?.committed ?? Promise.resolve();
-  }
-
-  #openBatch(): void {
-    let resolve!: () => void;
-    let reject!: (err: unknown) => void;
-    const committed = new Promise<void>((res, rej) => {
-      resolve = res;
-      reject = rej;
-    });
-    // A failed batch is reported to whoever awaits committed(); nobody awaiting is not an error.
-    committed.catch(() => undefined);
-    this.#begin.run();
-    this.#catchUp();
-    this.#batch = { committed, resolve, reject };
-    setImmediate(() => this.#commitBatch());
-  }
-
-  #commitBatch(): void {
-    const batch = this.#batch;
-    if (!batch) return;
-    this.#batch = undefined;
-    try {
-      this.#commit.run();
-      this.#undo = [];
-      batch.resolve();
-    } catch (err) {
-      if (this.#db.inTransaction) this.#db.exec('ROLLBACK');
-      this.#undoTo(0);
-      batch.reject(err);
-    }
+    return this.#batch.committed();
   }
 
   #checkpoint(): void {
-    if (this.#batch) return;
+    if (this.#batch.pending) return;
     try {
       this.#db.pragma('wal_checkpoint(PASSIVE)');
     } catch {
@@ -187,7 +137,7 @@ export class ServiceStore {
     if (this.#nonces.has(key)) return false;
     this.#stmt.claimNonce.run(accessKeyId, nonce, expiresAt);
     this.#nonces.add(key);
-    this.#undo.push(() => this.#nonces.delete(key));
+    this.#batch.onRollback(() => this.#nonces.delete(key));
     return true;
   }
 
@@ -206,12 +156,12 @@ export class ServiceStore {
 
   #indexToken(hash: string, id: number): void {
     this.#tokenIds.set(hash, id);
-    this.#undo.push(() => this.#tokenIds.delete(hash));
+    this.#batch.onRollback(() => this.#tokenIds.delete(hash));
   }
 
   #forgetToken(hash: string, id: number): void {
     this.#tokenIds.delete(hash);
-    this.#undo.push(() => this.#tokenIds.set(hash, id));
+    this.#batch.onRollback(() => this.#tokenIds.set(hash, id));
   }
 
   /** An access and a refresh token in one statement. Call inside transaction() or inBatch(). */
@@ -270,7 +220,7 @@ export class ServiceStore {
       for (const row of this.#stmt.purgeNonces.iterate(now)) {
         const key = nonceKey(row.access_key_id, row.nonce);
         this.#nonces.delete(key);
-        this.#undo.push(() => this.#nonces.add(key));
+        this.#batch.onRollback(() => this.#nonces.add(key));
       }
       for (const { id, hash } of this.#stmt.purgeTokens.iterate(now)) this.#forgetToken(hash, id);
       this.#stmt.purgeRefreshed.run(now);
@@ -279,7 +229,7 @@ export class ServiceStore {
 
   close(): void {
     clearInterval(this.#checkpointer);
-    this.#commitBatch();
+    this.#batch.flush();
     this.#db.close();
   }
 }

@@ -1,8 +1,9 @@
 import type Database from 'better-sqlite3';
-import { chmodSync, closeSync, existsSync, openSync, renameSync, statSync } from 'node:fs';
-import { openDatabase, SqliteError } from '../../native.js';
-import { giveToFolderOwner } from '../../ownership.js';
+import { existsSync, renameSync } from 'node:fs';
+import { SqliteError } from '../../native.js';
 import { BotlinkError, messageOf, type BotlinkErrorOptions, type RetryClass } from '../../protocol/errors.js';
+import { migrate as migrateSchema, type Migration, type NewerSchema, schemaVersion } from '../../sqlite/migrate.js';
+import { openSqlite, SIDE_FILES } from '../../sqlite/open.js';
 
 // The token store's file: schema versions, opening, and what goes wrong with the disk under it.
 
@@ -16,7 +17,7 @@ export class StoreError extends BotlinkError {
 }
 
 /** Migration i takes the schema from user_version i to i + 1: append new ones, never edit old ones. */
-export const MIGRATIONS: readonly string[] = [
+export const MIGRATIONS: readonly Migration[] = [
   `CREATE TABLE token_pair (
      slot INTEGER PRIMARY KEY CHECK (slot = 1),
      base_url TEXT NOT NULL, access_key_id TEXT NOT NULL,
@@ -53,32 +54,25 @@ export const MIGRATIONS: readonly string[] = [
    DROP TABLE leases;`,
 ];
 
-export function schemaVersion(db: Database.Database): number {
-  return db.pragma('user_version', { simple: true }) as number;
+/** A file written by a newer release: never migrated down or guessed at. */
+function newerRelease(db: Database.Database): NewerSchema {
+  return (version, known) =>
+    new StoreError(
+      'ERR_STORE_VERSION',
+      `${db.name} has schema version ${version} but this botlink knows only up to ${known}: it was written by a newer release`,
+      'fatal',
+      { fix: 'upgrade botlink, or move the file aside to start with an empty token cache' },
+    );
 }
 
-export function refuseNewer(db: Database.Database, version: number, known: number): void {
-  if (version <= known) return;
-  throw new StoreError(
-    'ERR_STORE_VERSION',
-    `${db.name} has schema version ${version} but this botlink knows only up to ${known}: it was written by a newer release`,
-    'fatal',
-    { fix: 'upgrade botlink, or move the file aside to start with an empty token cache' },
-  );
+/** Brings `db` to the last version of `migrations` (src/sqlite/migrate.ts); a newer file is a StoreError. */
+export function migrate(db: Database.Database, migrations: readonly Migration[]): void {
+  migrateSchema(db, migrations, newerRelease(db));
 }
 
-/** Brings `db` to the last schema version in one write transaction, so concurrent openers migrate once. */
-export function migrate(db: Database.Database, migrations: readonly string[]): void {
-  // Judged before taking the write lock: a current file opens without a write (full or read-only disk).
-  const current = schemaVersion(db);
-  refuseNewer(db, current, migrations.length);
-  if (current === migrations.length) return;
-  db.transaction(() => {
-    const from = schemaVersion(db);
-    refuseNewer(db, from, migrations.length);
-    for (const sql of migrations.slice(from)) db.exec(sql);
-    if (from < migrations.length) db.pragma(`user_version = ${migrations.length}`);
-  }).immediate();
+/** For a read-only open, which migrates nothing: a file of a newer release is refused all the same. */
+export function refuseNewer(db: Database.Database): void {
+  schemaVersion(db, MIGRATIONS.length, newerRelease(db));
 }
 
 /** Errors that mean the file's contents are unusable (as opposed to the file being unreachable). */
@@ -128,29 +122,10 @@ export function readError(path: string, error: unknown): StoreError {
 }
 
 /** A hot rollback journal belongs to its database: moved with it, the copy stays consistent. */
-export const SIDE_FILES = ['', '-journal', '-wal', '-shm'];
-
 export function moveAside(path: string, wallMs: number): string {
   const movedTo = `${path}.corrupt-${wallMs}`;
-  for (const suffix of SIDE_FILES) if (existsSync(path + suffix)) renameSync(path + suffix, movedTo + suffix);
+  for (const suffix of ['', ...SIDE_FILES]) if (existsSync(path + suffix)) renameSync(path + suffix, movedTo + suffix);
   return movedTo;
-}
-
-/** Created before SQLite sees it so the tokens are never readable by others, even for a moment. */
-export function prepareFile(path: string): void {
-  if (!existsSync(path)) {
-    closeSync(openSync(path, 'a', 0o600));
-    giveToFolderOwner(path);
-  }
-  tighten(path);
-}
-
-export function tighten(path: string): void {
-  try {
-    if ((statSync(path).mode & 0o777) !== 0o600) chmodSync(path, 0o600);
-  } catch {
-    // A read-only disk, or another user's file: whether it can be used is SQLite's to say.
-  }
 }
 
 /**
@@ -170,9 +145,7 @@ export function leaveWal(db: Database.Database): void {
   }
 }
 
+/** stateDir made 0700 and the file 0600 before SQLite sees them (src/sqlite/open.ts); a reader changes nothing. */
 export function connect(path: string, readOnly: boolean): Database.Database {
-  const db = openDatabase(path, readOnly ? { readonly: true, fileMustExist: true } : {});
-  db.pragma('busy_timeout = 5000');
-  if (!readOnly) db.pragma('synchronous = FULL');
-  return db;
+  return openSqlite(path, readOnly ? { readOnly, busyTimeoutMs: 5000 } : { folderMode: 0o700, busyTimeoutMs: 5000, synchronous: 'FULL' });
 }

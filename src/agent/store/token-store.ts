@@ -1,8 +1,6 @@
 import type Database from 'better-sqlite3';
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { SqliteError } from '../../native.js';
-import { makeFolders } from '../../ownership.js';
 import { systemClock, type TimeReader } from '../../clock.js';
 import {
   accessError,
@@ -12,13 +10,9 @@ import {
   migrate,
   MIGRATIONS,
   moveAside,
-  prepareFile,
   readError,
   refuseNewer,
-  schemaVersion,
-  SIDE_FILES,
   StoreError,
-  tighten,
 } from './store-file.js';
 
 export interface StoreIdentity {
@@ -128,7 +122,6 @@ export class TokenStore {
     }
     let corrupt: unknown;
     try {
-      makeFolders(stateDir, 0o700);
       return new TokenStore(path, opts);
     } catch (error) {
       if (!isCorruption(error)) throw accessError(path, error);
@@ -152,12 +145,11 @@ export class TokenStore {
     this.path = path;
     const readOnly = opts.readOnly === true;
     this.readOnly = readOnly;
-    if (!readOnly) prepareFile(path);
     this.db = connect(path, readOnly);
     try {
       const check = this.db.pragma('quick_check', { simple: true });
       if (check !== 'ok') throw new SqliteError(`quick_check: ${String(check)}`, 'SQLITE_CORRUPT');
-      if (readOnly) refuseNewer(this.db, schemaVersion(this.db), MIGRATIONS.length);
+      if (readOnly) refuseNewer(this.db);
       else migrate(this.db, MIGRATIONS);
       // Preparing every statement proves the tables have the columns this release uses.
       this.stmt = prepareStatements(this.db);
@@ -168,7 +160,6 @@ export class TokenStore {
       this.db.close();
       throw error;
     }
-    if (!readOnly) for (const suffix of SIDE_FILES.slice(1)) if (existsSync(path + suffix)) tighten(path + suffix);
   }
 
   /** The key every lock of this stateDir is named with. */

@@ -1,9 +1,7 @@
 import type Database from 'better-sqlite3';
-import { chmodSync, closeSync, existsSync, openSync, statSync } from 'node:fs';
-import { dirname } from 'node:path';
-import { openDatabase } from '../../native.js';
-import { giveToFolderOwner, makeFolders } from '../../ownership.js';
 import { messageOf } from '../../protocol/errors.js';
+import { migrate } from '../../sqlite/migrate.js';
+import { openSqlite } from '../../sqlite/open.js';
 import { BrokerStoreError, newerSchema } from './errors.js';
 
 /**
@@ -46,22 +44,6 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
    ) STRICT;`,
 ];
 
-/** Brings the file to the last version in one write transaction, so two processes opening it migrate once. */
-function migrate(db: Database.Database, path: string): void {
-  const version = (): number => db.pragma('user_version', { simple: true }) as number;
-  const check = (v: number): void => {
-    if (v > SQLITE_MIGRATIONS.length) throw newerSchema(path, v, SQLITE_MIGRATIONS.length);
-  };
-  check(version());
-  if (version() === SQLITE_MIGRATIONS.length) return;
-  db.transaction(() => {
-    const from = version();
-    check(from);
-    for (const sql of SQLITE_MIGRATIONS.slice(from)) db.exec(sql);
-    db.pragma(`user_version = ${SQLITE_MIGRATIONS.length}`);
-  }).immediate();
-}
-
 /**
  * Opens (creating it 0600, its folder 0700, both owned as the folder above when root makes them for the
  * broker's user) the broker's database, in WAL so that readers never wait for the writer.
@@ -69,25 +51,14 @@ function migrate(db: Database.Database, path: string): void {
  * whole and loses, on a power cut, only the last commits — acceptable for the writes of every request
  * (nonces, rate hits, last seen) and for saved tokens (the broker signs again), which would otherwise pay
  * an fsync each. The commits whose loss would undo a decision — a code spent, a key bound, rotated or
- * revoked — run with FULL (see `durably` in sqlite.ts).
+ * revoked — run with FULL (see `durably` in sqlite.ts). src/sqlite does the opening, migrating and group commit.
  */
 export function openSqliteDatabase(path: string): Database.Database {
   let db: Database.Database | undefined;
   try {
-    makeFolders(dirname(path), 0o700);
-    if (!existsSync(path)) {
-      // Created before SQLite sees it: the -wal and -shm files SQLite makes take this file's mode.
-      closeSync(openSync(path, 'a', 0o600));
-      giveToFolderOwner(path);
-    } else if ((statSync(path).mode & 0o077) !== 0) {
-      chmodSync(path, 0o600);
-    }
-    db = openDatabase(path);
     // Only operator commands share the file, each holding the write lock for milliseconds.
-    db.pragma('busy_timeout = 5000');
-    db.pragma('journal_mode = WAL');
-    db.pragma('synchronous = NORMAL');
-    migrate(db, path);
+    db = openSqlite(path, { folderMode: 0o700, busyTimeoutMs: 5000, journalMode: 'WAL', synchronous: 'NORMAL' });
+    migrate(db, SQLITE_MIGRATIONS, (version, known) => newerSchema(path, version, known));
     return db;
   } catch (err) {
     db?.close();

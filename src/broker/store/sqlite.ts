@@ -2,6 +2,7 @@ import type Database from 'better-sqlite3';
 import { realpathSync } from 'node:fs';
 import type { Clock } from '../../clock.js';
 import { SqliteError } from '../../native.js';
+import { GroupCommit } from '../../sqlite/group-commit.js';
 import type { GatedChain } from './chain.js';
 import type { Driver } from './driver.js';
 import { KeyedChain } from './keyed-chain.js';
@@ -9,13 +10,12 @@ import type { Body, ChainResult, Op, Row } from './sql.js';
 import { UniqueViolation } from './sql.js';
 import { StoreUnavailable } from './errors.js';
 import { SqlStore } from './sql-store.js';
-import { TurnBatch } from './sqlite-batch.js';
 import { openSqliteDatabase } from './sqlite-schema.js';
 import type { BrokerStore } from './types.js';
 
 /**
  * The broker's store on one host: a SQLite file that one broker process owns. Writes are group-committed
- * (sqlite-batch.ts): each turn's in one BEGIN IMMEDIATE transaction, so operator commands (`broker code`,
+ * (src/sqlite/group-commit.ts): each turn's in one BEGIN IMMEDIATE transaction, so operator commands (`broker code`,
  * `broker revoke`…) that open the same file from other processes are serialised with the broker by
  * SQLite's write lock; withBotLock holds only in this process, which is why a second broker on the same
  * file is not supported (run PostgreSQL).
@@ -54,14 +54,14 @@ class SqliteDriver implements Driver {
   readonly #db: Database.Database;
   readonly #clock: Pick<Clock, 'wallNow'>;
   readonly #locks: KeyedChain;
-  readonly #batch: TurnBatch;
+  readonly #batch: GroupCommit;
   readonly #compiled = new Map<string, Compiled>();
 
   constructor(db: Database.Database, clock: Pick<Clock, 'wallNow'>, locks: KeyedChain) {
     this.#db = db;
     this.#clock = clock;
     this.#locks = locks;
-    this.#batch = new TurnBatch(db);
+    this.#batch = new GroupCommit(db);
   }
 
   /** Reads run at once; writes join the turn's group commit, unsynced. */

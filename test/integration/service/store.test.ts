@@ -188,6 +188,46 @@ describe('ServiceStore', () => {
         .all();
       expect(JSON.stringify(sql)).not.toMatch(/WITHOUT ROWID|_v1/);
       expect(sql.map((r) => (r as { name: string }).name)).toEqual(['nonces', 'nonces_by_expiry', 'tokens', 'tokens_by_expiry']);
+      expect(reader.pragma('user_version', { simple: true })).toBe(1);
+    } finally {
+      reader.close();
+    }
+  });
+
+  it('opens a file of the releases before schema versions (the current tables at user_version 0), keeping its rows', async () => {
+    store.transaction(() =>
+      store.saveToken('h', { kind: 'access', accessKeyId: 'AK', identity: { kind: 'bot', id: 'bot-1' }, expiresAt: 9000 }),
+    );
+    store.close();
+    const raw = new Database(file);
+    expect(raw.pragma('user_version', { simple: true })).toBe(1);
+    raw.pragma('user_version = 0');
+    raw.close();
+    store = new ServiceStore(file);
+    expect(store.findToken('h')?.expiresAt).toBe(9000);
+    expect(store.secretOf('AK')).toBe('SK');
+    const reader = new Database(file, { readonly: true });
+    try {
+      expect(reader.pragma('user_version', { simple: true })).toBe(1);
+    } finally {
+      reader.close();
+    }
+  });
+
+  it('refuses a file of a newer release with a ServiceDbError naming it, and leaves it alone', () => {
+    const newer = join(dir, `newer-${n++}.db`);
+    const raw = new Database(newer);
+    raw.pragma('user_version = 9');
+    raw.close();
+    expect(() => new ServiceStore(newer)).toThrow(ServiceDbError);
+    expect(() => new ServiceStore(newer)).toThrow(
+      `cannot open database ${newer}: it has schema version 9 but this botlink knows only up to 1`,
+    );
+    const reader = new Database(newer, { readonly: true });
+    try {
+      expect([reader.pragma('user_version', { simple: true }), reader.prepare('SELECT count(*) FROM sqlite_master').pluck().get()]).toEqual(
+        [9, 0],
+      );
     } finally {
       reader.close();
     }
