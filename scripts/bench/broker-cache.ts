@@ -1,6 +1,3 @@
-// Row 1 of the broker bench: token requests answered from the broker's cache, on SQLite and on PostgreSQL,
-// beside the floor (node:http doing the same Ed25519 verification and nothing else), in alternating rounds.
-import { join } from 'node:path';
 import { cpuMs } from '../lib/procfs.js';
 import { type BenchDevice, load, type LoadResult, type Prepared, signedTokenRequest, tokenOk } from './broker-load.js';
 import type { BrokerProcess, BrokerRig, CloudAndFloor } from './broker-rig.js';
@@ -42,7 +39,7 @@ export async function measureCache(
   postgresUrl: string,
   o: CacheOptions,
 ): Promise<CacheMeasured> {
-  const stores = { sqlite: `sqlite:${join(rig.dir, 'cache.db')}`, postgres: postgresUrl };
+  const stores = { sqlite: rig.sqliteStore('cache'), postgres: postgresUrl };
   const preloadMs = { sqlite: await rig.preload(stores.sqlite, devices), postgres: await rig.preload(stores.postgres, devices) };
   const brokers: Partial<Record<'sqlite' | 'postgres', BrokerProcess>> = {};
   try {

@@ -74,7 +74,7 @@ export async function measureDevice(ws: Workspace, rig: BrokerRig, n: number): P
     const broker = await rig.broker({
       name: 'device',
       cloud: svc.url,
-      store: `sqlite:${join(ws.dir, 'device-broker.db')}`,
+      store: rig.sqliteStore('device'),
       secretKeyFile: join(signing.dir, 'secret-key'),
     });
     try {

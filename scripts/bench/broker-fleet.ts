@@ -1,9 +1,3 @@
-// Row 2 of the broker bench: a fleet's first tokens. Every enrolled device asks the broker once, so every
-// request costs a getToken at the cloud. Beside it, for the same devices at the same cloud: the floor
-// (broker-floor.ts: what any broker must do for a first token, and nothing else) and getToken signed with
-// the account secret and sent straight to the cloud (the cloud's own rate, which the capacity model uses).
-// The three take turns chunk by chunk, so each meets the cloud's growing store and the machine's moods alike.
-import { join } from 'node:path';
 import { cpuMs } from '../lib/procfs.js';
 import { quantile } from '../lib/stats.js';
 import { type FleetFloor, startFleetFloor } from './broker-floor.js';
@@ -124,8 +118,7 @@ export async function measureFleet(
   o: FleetOptions,
   progress: (what: string) => void,
 ): Promise<FleetMeasured> {
-  const stores =
-    o.store === 'sqlite' ? { broker: `sqlite:${join(rig.dir, 'fleet.db')}`, floor: `sqlite:${join(rig.dir, 'floor.db')}` } : o.store;
+  const stores = o.store === 'sqlite' ? { broker: rig.sqliteStore('fleet'), floor: rig.sqliteStore('floor') } : o.store;
   progress(`writing ${devices.length} enrolled devices into the fleet's store (BrokerStore.enroll)`);
   const preloadMs = await rig.preload(stores.broker, devices);
   // The floor keeps each token as the broker does, only for a key its store holds active: its store holds the fleet too.

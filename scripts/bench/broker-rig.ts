@@ -123,12 +123,18 @@ export class BrokerRig {
     /** Node flags replacing the unit's (profiling, or a flag tried before it goes into the unit); undefined runs as the unit does. */
     readonly nodeFlags: readonly string[] | undefined,
   ) {
-    // The broker's secrets in a folder of their own: never the stores' (keys.ts refuses a token key beside a SQLite store).
+    // The broker's secrets and its SQLite stores in folders apart (keys.ts refuses a token key in a store's folder).
     mkdirSync(join(dir, 'keys'), { mode: 0o700 });
+    mkdirSync(join(dir, 'stores'), { mode: 0o700 });
     this.secretKeyFile = join(dir, 'keys', 'secret-key');
     this.tokenKeyFile = join(dir, 'keys', 'token-key');
     writeFileSync(this.secretKeyFile, `${SECRET}\n`, { mode: 0o600 });
     writeFileSync(this.tokenKeyFile, Buffer.alloc(32, 0x5a).toString('hex'), { mode: 0o600 });
+  }
+
+  /** A SQLite store of the rig's, apart from its keys: `sqlite:<dir>/stores/<name>.db`. */
+  sqliteStore(name: string): string {
+    return `sqlite:${join(this.dir, 'stores', `${name}.db`)}`;
   }
 
   /** `botlink broker --config FILE` from the bundle; resolves once it prints its listening line. */
