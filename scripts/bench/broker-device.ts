@@ -56,7 +56,10 @@ async function brokerDevice(
     ...rest
   } = JSON.parse(readFileSync(device.configFile, 'utf8')) as Record<string, unknown>;
   writeFileSync(device.configFile, JSON.stringify(rest, null, 2));
-  const code = (await botlink(ws, ['broker', 'code', '--config', brokerConfig, '--vendor-id', 'V1'])).trim().split('\n').pop()!;
+  const code = (await botlink(ws, ['broker', 'code', '--config', brokerConfig, '--vendor-id', 'V1', '--device-id', 'SN-bench-device']))
+    .trim()
+    .split('\n')
+    .pop()!;
   await botlink(ws, ['provision', '--broker', brokerUrl, '--code', code, '--device-id', 'SN-bench-device', '--config', device.configFile]);
   const botId = (JSON.parse(readFileSync(device.configFile, 'utf8')) as { botId: string }).botId;
   return { device, botId };
