@@ -148,6 +148,8 @@ export class BrokerRig {
       tokenKeyFile: this.tokenKeyFile,
       store: s.store,
       logFile: join(this.dir, `${s.name}.log`),
+      // The load comes from one address standing for a fleet: allow it as many connections as the broker allows all.
+      connectionsPerSource: 1024,
       ...(s.deviceTokensPerHour !== undefined && { deviceTokensPerHour: s.deviceTokensPerHour }),
       ...(s.cloudConcurrency !== undefined && { cloudConcurrency: s.cloudConcurrency }),
     };

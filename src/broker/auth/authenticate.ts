@@ -11,7 +11,7 @@ import type { DeviceAuthorization } from '../../protocol/device-sig.js';
 import type { BrokerContext, RouteAnswer, SignedRequest } from '../context.js';
 import type { RouteName } from '../metrics.js';
 import { Refusal } from '../refusal.js';
-import type { KeyRow, RequestSpend, SpendOutcome, TokenRow } from '../store/types.js';
+import { isTombstone, type KeyRow, type RequestSpend, type SpendOutcome, type TokenRow } from '../store/types.js';
 import { readForm } from './form.js';
 import { badSignature, refuseInactive, revokedKey, type SignedBytes, signatureMatches, storedKey, verifySignature } from './keys.js';
 import { judge, type RateLimit, windowOf } from './limits.js';
@@ -161,6 +161,8 @@ async function enrolledKey(ctx: BrokerContext, req: SignedBytes): Promise<Signer
   if (cached?.publicKey === row.publicKey) throw badSignature();
   const key = storedKey(row.publicKey);
   verifySignature(key, req);
+  // A tombstone is a key retired long ago (or rejected): verified like any, then refused.
+  if (isTombstone(row)) return { found: { botId: '', known: undefined }, revoked: true, spend: held(row.publicKey) };
   if (row.state !== 'active') return { found: { botId: row.botId, known: row }, revoked: true, spend: held(row.publicKey) };
   ctx.keyCache.set(keyId, { key, publicKey: row.publicKey, botId: row.botId });
   return { found: { botId: row.botId, known: row }, revoked: false, spend: held(row.publicKey) };
@@ -170,8 +172,11 @@ async function enrolledKey(ctx: BrokerContext, req: SignedBytes): Promise<Signer
 async function carriedKey(ctx: BrokerContext, req: SignedBytes, carried: CarriedKey): Promise<Signer<CarriedKnown, unknown>> {
   const known = await ctx.store.findKey(carried.keyId);
   verifySignature(carried.key, req);
-  return { found: { known }, revoked: known?.state === 'revoked', spend: async (c, r) => ({ spent: await c.store.spend(r), held: {} }) };
+  if (known !== undefined && isTombstone(known)) return { found: { known: undefined }, revoked: true, spend: spendCarried };
+  return { found: { known }, revoked: known?.state === 'revoked', spend: spendCarried };
 }
+
+const spendCarried: Signer<CarriedKnown, unknown>['spend'] = async (c, r) => ({ spent: await c.store.spend(r), held: {} });
 
 /**
  * An enrolled key's nonce and count, written only while the key is still active with the public key that
@@ -180,6 +185,11 @@ async function carriedKey(ctx: BrokerContext, req: SignedBytes, carried: Carried
 function held(publicKey: string): Signer<EnrolledKey, HeldKey>['spend'] {
   return async (ctx, r, now) => {
     const found = await ctx.store.spendVerified({ ...r, publicKey, now });
+    // Verified with a key this replica held, now gone from the keys table: entombed, so revoked long ago.
+    if (found.key === undefined) {
+      ctx.keyCache.delete(r.keyId);
+      throw revokedKey();
+    }
     refuseInactive(found.key);
     if (found.spent === undefined) {
       // Active, yet not the key verified: no store holds two keys under one keyId, so only a cache gone wrong.

@@ -4,14 +4,13 @@
  */
 import type { Driver } from './driver.js';
 import { addPreauthTx, enrollTx, revokeTx, rotateTx } from './rules/enrollment.js';
-import { spendTx, spendVerifiedTx, sweepTx } from './rules/requests.js';
+import { findKeyTx, spendTx, spendVerifiedTx, sweepTx } from './rules/requests.js';
 import { all, get, run, storeNow } from './sql.js';
 import {
   ADD_CODE,
   DEVICE_BY_BOT_ID,
   DEVICE_BY_DEVICE_ID,
   FIND_CODE,
-  FIND_KEY,
   FIND_PREAUTH,
   LIST_DEVICES,
   PREAUTH_OF_DEVICE,
@@ -25,7 +24,7 @@ import type {
   DeviceRow,
   EnrollCommit,
   EnrollOutcome,
-  KeyRow,
+  KnownKey,
   PreauthRow,
   RequestSpend,
   RotateOutcome,
@@ -57,8 +56,8 @@ export class SqlStore implements BrokerStore {
     return this.#d.run(get<CodeRow>(FIND_CODE, hmac), 'read');
   }
 
-  findKey(keyId: string): Promise<KeyRow | undefined> {
-    return this.#d.run(get<KeyRow>(FIND_KEY, keyId), 'read');
+  findKey(keyId: string): Promise<KnownKey | undefined> {
+    return this.#d.run(findKeyTx(keyId), 'read');
   }
 
   findPreauth(keyId: string): Promise<PreauthRow | undefined> {

@@ -42,6 +42,19 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
      bot_id TEXT PRIMARY KEY, access_sealed BLOB NOT NULL, access_expires_at INTEGER NOT NULL,
      access_lifetime_s INTEGER NOT NULL, refresh_sealed BLOB, refresh_expires_at INTEGER, updated_at INTEGER NOT NULL
    ) STRICT;`,
+  // 2: tombstones of keys dropped from the keys table (a botId keeps its last 16 retired keys), and the audit.
+  `CREATE TABLE tombstones (
+     key_id TEXT PRIMARY KEY, public_key TEXT NOT NULL,
+     state TEXT NOT NULL CHECK (state IN ('revoked', 'rejected')), at INTEGER NOT NULL
+   ) STRICT;
+   CREATE INDEX keys_retired ON keys (bot_id, revoked_at) WHERE state <> 'active';
+   CREATE TABLE audit (
+     id INTEGER PRIMARY KEY, at INTEGER NOT NULL, action TEXT NOT NULL, actor TEXT NOT NULL,
+     vendor_id TEXT, device_id TEXT, bot_id TEXT, key_id TEXT, code_id TEXT, source TEXT, outcome TEXT NOT NULL,
+     count INTEGER NOT NULL DEFAULT 1, fold TEXT UNIQUE
+   ) STRICT;
+   CREATE INDEX audit_at ON audit (at);
+   CREATE INDEX audit_bot ON audit (bot_id, at);`,
 ];
 
 /**

@@ -27,9 +27,14 @@ export const SPEND_CODE_USE =
   'UPDATE codes SET uses_left = uses_left - 1 WHERE hmac = $1 AND uses_left > 0 AND expires_at > $2 AND vendor_id = $3 ' +
   'AND (device_id IS NULL OR device_id = $4) RETURNING hmac';
 
-export const FIND_KEY = `SELECT ${KEY_COLUMNS} FROM keys WHERE key_id = $1`;
-/** A keyId is enrolled once, in any state; a pre-authorised one is reserved for its own enrollment. */
-export const KEY_KNOWN = 'SELECT 1 AS known FROM keys WHERE key_id = $1 UNION ALL SELECT 1 FROM preauth WHERE key_id = $1';
+/** A key in any state: its row, else its tombstone (`entombedAt` set, the device's fields null). */
+export const FIND_KEY =
+  `SELECT ${KEY_COLUMNS}, NULL AS "entombedAt" FROM keys WHERE key_id = $1 UNION ALL ` +
+  'SELECT key_id, public_key, NULL, NULL, NULL, state, NULL, NULL, NULL, NULL, at FROM tombstones WHERE key_id = $1';
+/** A keyId is enrolled once, in any state, tombstones included; a pre-authorised one is reserved for its own enrollment. */
+export const KEY_KNOWN =
+  'SELECT 1 AS known FROM keys WHERE key_id = $1 UNION ALL SELECT 1 FROM preauth WHERE key_id = $1 ' +
+  'UNION ALL SELECT 1 FROM tombstones WHERE key_id = $1';
 export const INSERT_KEY =
   "INSERT INTO keys (key_id, public_key, bot_id, device_id, vendor_id, state, created_at) VALUES ($1, $2, $3, $4, $5, 'active', $6)";
 /** A key the botId or the device already holds while active. */
@@ -44,6 +49,17 @@ export const REVOKE_REPLACED =
 export const ROTATE_AWAY =
   "UPDATE keys SET state = 'revoked', reason = 'rotated', revoked_at = $1 WHERE key_id = $2 AND state = 'active' " +
   'RETURNING bot_id AS "botId", device_id AS "deviceId", vendor_id AS "vendorId"';
+
+/** How many retired (revoked, replaced, rotated) keys a botId keeps as rows; older ones become tombstones. */
+export const RETIRED_KEPT = 16;
+const OLDER_RETIRED =
+  "bot_id = $1 AND state <> 'active' AND key_id NOT IN " +
+  `(SELECT key_id FROM keys WHERE bot_id = $1 AND state <> 'active' ORDER BY revoked_at DESC, key_id DESC LIMIT ${RETIRED_KEPT})`;
+/** The botId's retired keys past the newest RETIRED_KEPT, as tombstones (then ENTOMBED_DROP drops their rows). */
+export const ENTOMB_RETIRED =
+  `INSERT INTO tombstones (key_id, public_key, state, at) SELECT key_id, public_key, 'revoked', revoked_at FROM keys WHERE ${OLDER_RETIRED} ` +
+  'ON CONFLICT (key_id) DO NOTHING';
+export const DROP_ENTOMBED = `DELETE FROM keys WHERE ${OLDER_RETIRED}`;
 
 export const FIND_PREAUTH = `SELECT ${PREAUTH_COLUMNS} FROM preauth WHERE key_id = $1`;
 export const PREAUTH_OF_DEVICE = 'SELECT 1 AS held FROM preauth WHERE vendor_id = $1 AND device_id = $2';

@@ -41,6 +41,25 @@ export interface KeyRow {
   revokedAt: number | null;
 }
 
+/**
+ * A key dropped from the keys table (a botId keeps its last RETIRED_KEPT retired keys as rows) or rejected:
+ * its public key and its final state, so its requests are still verified before they are answered.
+ */
+export interface Tombstone {
+  keyId: string;
+  publicKey: string;
+  state: 'revoked' | 'rejected';
+  /** When it was revoked or rejected. */
+  entombedAt: number;
+}
+
+/** A key the store knows, in any state: its row, or its tombstone. */
+export type KnownKey = KeyRow | Tombstone;
+
+export function isTombstone(key: KnownKey): key is Tombstone {
+  return 'entombedAt' in key;
+}
+
 export interface PreauthRow {
   keyId: string;
   publicKey: string;
@@ -161,7 +180,8 @@ export type VerifiedSpend = { key: undefined } | { key: KeyRow; token: TokenRow 
 
 /** Per-request bookkeeping: the keys requests name, their nonces and their counts. */
 export interface RequestBook {
-  findKey(keyId: string): Promise<KeyRow | undefined>;
+  /** A key in any state, its tombstone included. */
+  findKey(keyId: string): Promise<KnownKey | undefined>;
   /** The window's hit, then — within the limit — the nonce, atomically across replicas: one step. */
   spend(r: RequestSpend): Promise<SpendOutcome>;
   /**

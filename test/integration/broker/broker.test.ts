@@ -12,6 +12,7 @@ import type { CodeKind } from '../../../src/broker/store/types.js';
 import { systemClock } from '../../../src/clock.js';
 import { createTestService, type TestService } from '../../../src/service/testing.js';
 import { TestDevice } from '../../helpers/broker-device.js';
+import { signRequest } from '../../../src/protocol/device-sig.js';
 import { brokerSettings } from '../../helpers/broker-files.js';
 
 const SECRET = 'SK-broker-test-secret';
@@ -330,6 +331,39 @@ describe('rotate (DESIGN §3.7)', () => {
     expect(Math.abs(Number(limited.headers.get('retry-after')) - untilWindowEnds)).toBeLessThanOrEqual(2);
     expect(await broker.store.findKey(fifth.keyId)).toBeUndefined();
     expect((await current.token(url())).json['botId']).toBe(botId);
+  });
+
+  it('a key entombed past the 16 retired a botId keeps still answers revoked, signed or not, cached or not', async () => {
+    const { device, botId } = await enrolled();
+    // The device asked lately: this replica holds its public key.
+    expect((await device.token(url())).json['botId']).toBe(botId);
+    let current = device.keyId;
+    for (let i = 0; i < 17; i++) {
+      const next = new TestDevice();
+      expect(await broker.store.rotate(current, { keyId: next.keyId, publicKey: next.publicKey }, Date.now())).toBe('ok');
+      current = next.keyId;
+    }
+    expect(await broker.store.findKey(device.keyId)).toMatchObject({ state: 'revoked', entombedAt: expect.any(Number) });
+    for (let round = 0; round < 2; round++) {
+      // Once with the cached key, then read from its tombstone.
+      const token = await device.token(url());
+      expect([token.status, token.json['code']]).toEqual([403, 'revoked']);
+    }
+    const again = await device.send(url(), '/v1/enroll', { deviceId: 'SN-tomb', publicKey: device.publicKey, vendorId: 'V1' });
+    expect([again.status, again.json['code']]).toEqual([403, 'revoked']);
+    // Nothing about it is told to a request its key did not sign.
+    const thief = new TestDevice();
+    const ts = String(Date.now());
+    const authorization = signRequest(thief.key, {
+      method: 'POST',
+      path: '/v1/token',
+      keyId: device.keyId,
+      ts,
+      nonce: 'n'.repeat(20),
+      body: '{}',
+    });
+    const forged = await thief.send(url(), '/v1/token', {}, { authorization, raw: '{}' });
+    expect([forged.status, forged.json['code']]).toEqual([401, 'bad-signature']);
   });
 
   it('refuses a proof not made by the new key', async () => {

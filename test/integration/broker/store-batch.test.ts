@@ -3,7 +3,7 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore } from '../../../src/broker/store/open.js';
-import { type BrokerStore, LAST_SEEN_STEP_MS, type VerifiedRequestSpend } from '../../../src/broker/store/types.js';
+import { type BrokerStore, type KeyRow, LAST_SEEN_STEP_MS, type VerifiedRequestSpend } from '../../../src/broker/store/types.js';
 import { byCode, codeRow, hitIn, takeNonce } from '../../helpers/broker-store.js';
 import { useHarness } from '../../helpers/harness.js';
 import { type PostgresServer, startPostgres } from '../../helpers/postgres.js';
@@ -77,7 +77,7 @@ describe.each(['sqlite', 'postgres'] as const)('spendVerified on %s', (kind) => 
       expect((await store.spendVerified(spendOf(keyId, nonce, at, publicKey, 100))) as { spent: unknown }).toMatchObject({
         spent: { replayed: false },
       });
-      return (await store.findKey(keyId))?.lastSeenAt;
+      return ((await store.findKey(keyId)) as KeyRow | undefined)?.lastSeenAt;
     };
     const minute = LAST_SEEN_STEP_MS;
     expect(await seen('a', 2 * minute)).toBe(2 * minute);

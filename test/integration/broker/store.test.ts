@@ -411,6 +411,36 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     expect(await b.findDeviceByBotId('bot-T')).toMatchObject({ keyId: winner.keyId });
   });
 
+  it('a botId keeps its last 16 retired keys as rows; older ones are tombstones, still known and never enrolled again', async () => {
+    const [a, b] = await two();
+    const code = codeRow({ usesLeft: 2 });
+    await a.addCode(code);
+    const first = byCode(code, { deviceId: 'SN-G', botId: 'bot-G' });
+    expect(await a.enroll(first)).toBe('ok');
+    const keys = [first.key];
+    for (let i = 1; i <= 19; i += 1) {
+      keys.push(newKey());
+      expect(await (i % 2 ? a : b).rotate(keys[i - 1]!.keyId, keys[i]!, 100 + i)).toBe('ok');
+    }
+    // 20 keys: the active one, the 16 newest retired as rows, the 3 oldest as tombstones.
+    for (const [i, key] of keys.entries()) {
+      const found = await b.findKey(key.keyId);
+      if (i < 3) expect(found).toEqual({ keyId: key.keyId, publicKey: key.publicKey, state: 'revoked', entombedAt: 101 + i });
+      else if (i < 19) expect(found).toMatchObject({ keyId: key.keyId, state: 'revoked', reason: 'rotated', botId: 'bot-G' });
+      else expect(found).toMatchObject({ state: 'active', botId: 'bot-G' });
+    }
+    // An entombed keyId is known in every state: no rotation, enrollment or pre-authorisation takes it again.
+    const entombed = keys[0]!;
+    expect(await a.rotate(keys[19]!.keyId, entombed, 500)).toBe('key-exists');
+    expect(await a.enroll({ ...byCode(code, { deviceId: 'SN-H', botId: 'bot-H' }), key: entombed })).toBe('key-exists');
+    expect(await a.addPreauth([preauthRow('SN-J', entombed)])).toEqual({ conflict: 'SN-J' });
+    // A revoke entombs past the 16 too: the botId's 17 retired keys leave 16 rows.
+    expect(await b.revoke('bot-G', 600)).toEqual([keys[19]!.keyId]);
+    expect(await a.findKey(keys[3]!.keyId)).toMatchObject({ state: 'revoked', entombedAt: 104 });
+    expect(await a.findKey(keys[19]!.keyId)).toMatchObject({ state: 'revoked', reason: 'revoked', revokedAt: 600 });
+    expect((await a.listDevices()).filter((d) => d.botId === 'bot-G')).toMatchObject([{ state: 'revoked', keyId: keys[19]!.keyId }]);
+  });
+
   it('lists each device once with its state and last seen, then the pre-authorised keys', async () => {
     const [store] = await two();
     const code = codeRow({ usesLeft: 3 });

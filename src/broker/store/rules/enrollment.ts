@@ -10,8 +10,10 @@ import {
   ADD_PREAUTH,
   BOT_OF_KEY,
   DROP_PREAUTH_OF_BOT,
+  DROP_ENTOMBED,
   DROP_PREAUTH_OF_DEVICE,
   DROP_TOKENS,
+  ENTOMB_RETIRED,
   INSERT_KEY,
   KEY_KNOWN,
   PREAUTH_OF_DEVICE,
@@ -64,6 +66,7 @@ function* enrollChecked(e: EnrollCommit): Body<EnrollOutcome> {
     yield* run(REVOKE_REPLACED, e.now, botId, vendorId, deviceId);
     yield* run(DROP_TOKENS, botId);
     yield* run(DROP_PREAUTH_OF_DEVICE, vendorId, deviceId);
+    yield* entombRetired(botId);
   } else if (e.admission.by === 'code' && (yield* get(PREAUTH_OF_DEVICE, vendorId, deviceId))) {
     return 'device-exists';
   }
@@ -87,6 +90,7 @@ export function* rotateTx(oldKeyId: string, newKey: { keyId: string; publicKey: 
     if (err instanceof UniqueViolation) return 'key-exists';
     throw err;
   }
+  yield* entombRetired(device.botId);
   return 'ok';
 }
 
@@ -116,7 +120,14 @@ export function* revokeTx(botId: string, now: number): Body<string[]> {
   const revoked = yield* all<{ keyId: string }>(REVOKE_BOT, now, botId);
   yield* run(DROP_PREAUTH_OF_BOT, botId);
   yield* run(DROP_TOKENS, botId);
+  yield* entombRetired(botId);
   return revoked.map((r) => r.keyId);
+}
+
+/** A botId keeps its newest RETIRED_KEPT retired keys as rows; older ones become tombstones (DESIGN §3.7). */
+function* entombRetired(botId: string): Body<void> {
+  yield* run(ENTOMB_RETIRED, botId);
+  yield* run(DROP_ENTOMBED, botId);
 }
 
 function* insertKey(key: { keyId: string; publicKey: string }, d: Device, now: number): Body<void> {

@@ -1,8 +1,17 @@
 /** A request's bookkeeping (RequestBook), written once: one gated chain (chain.ts) for both spends. */
 import { checkChain, type GatedChain } from '../chain.js';
-import { type Body, chain, type ChainResult, run, storeNow } from '../sql.js';
-import { KEY_WITH_TOKEN, REQUEST_STEPS, SWEEP_NONCES, SWEEP_WINDOWS } from '../statements.js';
-import type { KeyRow, KeyWithToken, RequestSpend, SpendOutcome, TokenRow, VerifiedRequestSpend, VerifiedSpend } from '../types.js';
+import { type Body, chain, type ChainResult, get, run, storeNow } from '../sql.js';
+import { FIND_KEY, KEY_WITH_TOKEN, REQUEST_STEPS, SWEEP_NONCES, SWEEP_WINDOWS } from '../statements.js';
+import type {
+  KeyRow,
+  KeyWithToken,
+  KnownKey,
+  RequestSpend,
+  SpendOutcome,
+  TokenRow,
+  VerifiedRequestSpend,
+  VerifiedSpend,
+} from '../types.js';
 
 const OUTPUTS = ['n.ok', 'h.count'];
 
@@ -16,6 +25,15 @@ export const SPEND_VERIFIED: GatedChain = checkChain({
   steps: REQUEST_STEPS,
   outputs: OUTPUTS,
 });
+
+/** BrokerStore.findKey: the key's row, else its tombstone (its device's fields dropped). */
+export function* findKeyTx(keyId: string): Body<KnownKey | undefined> {
+  const row = yield* get<Record<string, unknown>>(FIND_KEY, keyId);
+  if (row === undefined) return undefined;
+  const { entombedAt, ...key } = row;
+  if (entombedAt == null) return key as unknown as KeyRow;
+  return { keyId, publicKey: String(row['publicKey']), state: row['state'] as 'revoked' | 'rejected', entombedAt: Number(entombedAt) };
+}
 
 /** BrokerStore.spend. */
 export function* spendTx(r: RequestSpend): Body<SpendOutcome> {
