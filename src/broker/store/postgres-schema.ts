@@ -41,7 +41,8 @@ export const POSTGRES_MIGRATIONS: readonly string[] = [
      bot_id TEXT PRIMARY KEY, access_sealed BYTEA NOT NULL, access_expires_at BIGINT NOT NULL,
      access_lifetime_s INTEGER NOT NULL, refresh_sealed BYTEA, refresh_expires_at BIGINT, updated_at BIGINT NOT NULL
    );`,
-  // 2: tombstones of keys dropped from the keys table (a botId keeps its last 16 retired keys), and the audit.
+  // 2: tombstones of keys dropped from the keys table (a botId keeps its last 16 retired keys), the audit,
+  // and the displacements (revoke --displace) due once the last token handed out has ended.
   `CREATE TABLE tombstones (
      key_id TEXT PRIMARY KEY, public_key TEXT NOT NULL,
      state TEXT NOT NULL CHECK (state IN ('revoked', 'rejected')), at BIGINT NOT NULL
@@ -53,7 +54,8 @@ export const POSTGRES_MIGRATIONS: readonly string[] = [
      count INTEGER NOT NULL DEFAULT 1, fold TEXT UNIQUE
    );
    CREATE INDEX audit_at ON audit (at);
-   CREATE INDEX audit_bot ON audit (bot_id, at);`,
+   CREATE INDEX audit_bot ON audit (bot_id, at);
+   CREATE TABLE displacements (bot_id TEXT PRIMARY KEY, due_at BIGINT NOT NULL);`,
 ];
 
 /** The advisory lock (two-int key space, apart from the bot and device locks) that orders schema changes. */

@@ -42,7 +42,8 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
      bot_id TEXT PRIMARY KEY, access_sealed BLOB NOT NULL, access_expires_at INTEGER NOT NULL,
      access_lifetime_s INTEGER NOT NULL, refresh_sealed BLOB, refresh_expires_at INTEGER, updated_at INTEGER NOT NULL
    ) STRICT;`,
-  // 2: tombstones of keys dropped from the keys table (a botId keeps its last 16 retired keys), and the audit.
+  // 2: tombstones of keys dropped from the keys table (a botId keeps its last 16 retired keys), the audit,
+  // and the displacements (revoke --displace) due once the last token handed out has ended.
   `CREATE TABLE tombstones (
      key_id TEXT PRIMARY KEY, public_key TEXT NOT NULL,
      state TEXT NOT NULL CHECK (state IN ('revoked', 'rejected')), at INTEGER NOT NULL
@@ -54,7 +55,8 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
      count INTEGER NOT NULL DEFAULT 1, fold TEXT UNIQUE
    ) STRICT;
    CREATE INDEX audit_at ON audit (at);
-   CREATE INDEX audit_bot ON audit (bot_id, at);`,
+   CREATE INDEX audit_bot ON audit (bot_id, at);
+   CREATE TABLE displacements (bot_id TEXT PRIMARY KEY, due_at INTEGER NOT NULL) STRICT;`,
 ];
 
 /**
