@@ -124,11 +124,13 @@ function stages<F, K, A, S>(
       const now = ctx.clock.wallNow();
       const spend: RequestSpend = { keyId: auth.keyId, nonce: auth.nonce, keepUntil: auth.tsMs + NONCE_KEEP_MS };
       if (admission.limit) spend.window = windowOf(admission.limit, now);
+      // A refused admission counts against its limit and writes no nonce: a refusal leaves nothing that decides a later request.
+      if ('refused' in admission) spend.countOnly = true;
       const { spent, held } = await signer.spend(ctx, spend, now);
       // The limit first: a request past it took no nonce, so it is no replay either.
       if (admission.limit && spent.count !== undefined) judge(ctx.metrics, admission.limit, spent.count, now);
-      if (spent.replayed) throw new Refusal('replayed', 'this nonce was used before');
       if ('refused' in admission) throw admission.refused;
+      if (spent.replayed) throw new Refusal('replayed', 'this nonce was used before');
       return route.serve(ctx, { ...verified, ...held, admitted: admission.admitted } as Authenticated<F, K, A, S>);
     },
   };

@@ -123,7 +123,7 @@ export const SWEEP_WINDOWS = 'DELETE FROM rate_windows WHERE window_start < $1';
 
 /**
  * A request's bookkeeping as the steps of a gated chain (chain.ts), over the values
- * $1 keyId, $2 nonce, $3 keepUntil, $4 the public key the signature was verified with (null: no key to
+ * $1 keyId, $2 nonce (null: count only, a refused request's), $3 keepUntil, $4 the public key the signature was verified with (null: no key to
  * hold), $5 the rate bucket (null: no limit), $6 its window's start, $7 the limit, $8 the request's time.
  * Each step gates the next: the count only while the key is active with that public key (or with no key
  * to hold: an enrollment's new key); the nonce only within the limit (a refused request leaves no nonce);
@@ -147,7 +147,8 @@ export const REQUEST_STEPS = [
     name: 'n',
     sql:
       'INSERT INTO nonces (key_id, nonce, keep_until) SELECT CAST($1 AS TEXT), CAST($2 AS TEXT), CAST($3 AS BIGINT) ' +
-      'WHERE {k.ok} = 1 AND (CAST($5 AS TEXT) IS NULL OR {h.count} <= CAST($7 AS BIGINT)) ON CONFLICT DO NOTHING RETURNING 1 AS ok',
+      'WHERE {k.ok} = 1 AND CAST($2 AS TEXT) IS NOT NULL AND (CAST($5 AS TEXT) IS NULL OR {h.count} <= CAST($7 AS BIGINT)) ' +
+      'ON CONFLICT DO NOTHING RETURNING 1 AS ok',
   },
   {
     name: 't',

@@ -152,6 +152,8 @@ export interface RequestSpend {
   keepUntil: number;
   /** Absent: the request is under no limit, and nothing is counted. */
   window?: RateWindow;
+  /** A request its admission refused: its count is taken (a failed code attempt), its nonce is not (DESIGN §3.7). */
+  countOnly?: boolean;
 }
 
 /** A request signed by an enrolled key (BrokerStore.spendVerified). */

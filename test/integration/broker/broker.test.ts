@@ -112,6 +112,14 @@ describe('enroll (DESIGN §3.7)', () => {
     await device.mustEnroll(url(), { code: bound, deviceId: 'SN-bound' });
   });
 
+  it('a refused code takes no nonce: the same request again is refused for its code, not as a replay', async () => {
+    const device = new TestDevice();
+    const nonce = 'nonce-of-a-refused-code-1';
+    const fields = { code: 'AAAAA-AAAAA-AAAAA-AAAAA-AAAAB', deviceId: nextSerial() };
+    for (let i = 0; i < 2; i++) expect((await device.enroll(url(), fields, { nonce })).json['code']).toBe('bad-code');
+    expect(await broker.store.spend({ keyId: device.keyId, nonce, keepUntil: Date.now() + 60_000 })).toMatchObject({ replayed: false });
+  });
+
   it('refuses a plain code for a deviceId the broker knows (409), and spends nothing doing so', async () => {
     const { deviceId } = await enrolled();
     const c = await code();

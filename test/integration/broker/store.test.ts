@@ -616,7 +616,7 @@ describe('the broker store on postgres, replicas', () => {
     const code = codeRow();
     await stores[0]!.addCode(code);
     expect(await stores[3]!.findCode(code.hmac)).toEqual(code);
-    expect(await server.query(p.spec, 'SELECT version FROM broker_schema')).toEqual([{ version: 1 }]);
+    expect(await server.query(p.spec, 'SELECT version FROM broker_schema')).toEqual([{ version: 2 }]);
   });
 
   it('an unreachable server is an access error naming the URL without its password', async () => {

@@ -76,6 +76,8 @@ describe('enrollTx: the binding transaction', () => {
       'run UPDATE keys SET',
       'run DELETE FROM tokens',
       'run DELETE FROM preauth',
+      'run INSERT INTO tombstones',
+      'run DELETE FROM keys',
       'run INSERT INTO keys',
     ]);
   });

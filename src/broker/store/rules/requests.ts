@@ -37,7 +37,7 @@ export function* findKeyTx(keyId: string): Body<KnownKey | undefined> {
 
 /** BrokerStore.spend. */
 export function* spendTx(r: RequestSpend): Body<SpendOutcome> {
-  return outcome(yield* chain(SPEND, ...values(r, null, null)));
+  return outcome(yield* chain(SPEND, ...values(r, null, null)), r.countOnly === true);
 }
 
 /** BrokerStore.spendVerified. */
@@ -47,18 +47,18 @@ export function* spendVerifiedTx(r: VerifiedRequestSpend): Body<VerifiedSpend> {
   if (found === undefined) return { key: undefined };
   // The chain wrote only for a key that may spend: active, with the very public key the signature was verified with.
   if (found.key.state !== 'active' || found.key.publicKey !== r.publicKey) return { ...found, spent: undefined };
-  return { ...found, spent: outcome(result) };
+  return { ...found, spent: outcome(result, r.countOnly === true) };
 }
 
 /** The chain's values, in REQUEST_STEPS' order. */
 function values(r: RequestSpend, publicKey: string | null, now: number | null): unknown[] {
   const w = r.window;
-  return [r.keyId, r.nonce, r.keepUntil, publicKey, w?.bucket ?? null, w?.start ?? null, w?.limit ?? null, now];
+  return [r.keyId, r.countOnly ? null : r.nonce, r.keepUntil, publicKey, w?.bucket ?? null, w?.start ?? null, w?.limit ?? null, now];
 }
 
-function outcome({ out }: ChainResult): SpendOutcome {
+function outcome({ out }: ChainResult, countOnly: boolean): SpendOutcome {
   const count = out['h.count'];
-  return { count: count == null ? undefined : Number(count), replayed: out['n.ok'] == null };
+  return { count: count == null ? undefined : Number(count), replayed: !countOnly && out['n.ok'] == null };
 }
 
 /** A KEY_WITH_TOKEN row as the key and, when there is one, its token. */
