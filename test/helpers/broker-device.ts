@@ -31,7 +31,8 @@ const agents = new Map<string, Agent>();
 function agentFrom(address: string): Agent {
   let agent = agents.get(address);
   if (!agent) {
-    agent = new Agent({ localAddress: address });
+    // At most the broker's connectionsPerSource (32): undici may otherwise open one more while the last is released.
+    agent = new Agent({ localAddress: address, connections: 32 });
     agents.set(address, agent);
   }
   return agent;

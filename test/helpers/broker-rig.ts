@@ -1,12 +1,13 @@
 // A vendor's broker as its operator runs it (DESIGN §3.7): a config and its key files in a folder of its
 // own, `botlink broker` processes started from a bundle on it, and the operator's commands against it.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'vitest';
 import type { Seed } from '../../src/service/seed.js';
 import { cleanEnv } from '../../scripts/lib/env.js';
 import { type CliRun, exec } from '../../scripts/lib/exec.js';
+import { execStartOf } from '../../scripts/lib/exec-start.js';
 import { writeBrokerConfig } from './broker-files.js';
 import { listening, type ServeRun, startListener } from './serve-proc.js';
 
@@ -25,7 +26,14 @@ export interface BrokerRigOptions {
   store?: string;
   /** More settings (limits …) over brokerSettings' defaults. */
   extra?: Record<string, unknown>;
+  /** Run node with the unit's flags (systemd/botlink-broker.service), for figures of memory. */
+  asUnit?: boolean;
 }
+
+/** The node flags systemd/botlink-broker.service starts the broker with. */
+const UNIT_NODE_FLAGS = execStartOf(
+  readFileSync(join(import.meta.dirname, '..', '..', 'systemd', 'botlink-broker.service'), 'utf8'),
+).nodeFlags;
 
 /** A `botlink broker` process that has said where it listens. */
 export interface BrokerProc extends ServeRun {
@@ -76,7 +84,10 @@ export function brokerRig(o: BrokerRigOptions): BrokerRig {
     },
     async start() {
       // As for cli(): no CREDENTIALS_DIRECTORY of a unit the tests themselves may run under.
-      const run = startListener(o.bundle, ['broker', '--config', configFile], { CREDENTIALS_DIRECTORY: '' });
+      const run = startListener(o.bundle, ['broker', '--config', configFile], {
+        CREDENTIALS_DIRECTORY: '',
+        ...(o.asUnit && { NODE_OPTIONS: UNIT_NODE_FLAGS.join(' ') }),
+      });
       const stop = async (): ReturnType<BrokerProc['stop']> => {
         if (run.child.exitCode === null && run.child.signalCode === null) run.child.kill('SIGTERM');
         return run.exit;
