@@ -68,7 +68,7 @@ describe('enrollTx: the binding transaction', () => {
     expect(() => runScripted(enrollTx(commit), (op) => answerOr(op, new Error('disk I/O error')))).toThrow('disk I/O error');
   });
 
-  it('a replace revokes the old key, drops its tokens and the device’s pre-authorisation before it binds', () => {
+  it('a replace revokes the old key, drops its tokens and the device’s pre-authorisation, entombs past 16 retired keys, then binds', () => {
     const { ops } = runScripted(enrollTx({ ...commit, replace: true }), (op) =>
       sqlOf(op) === SPEND_CODE_USE ? { hmac: 'h' } : op.kind === 'run' ? 1 : undefined,
     );
@@ -76,6 +76,8 @@ describe('enrollTx: the binding transaction', () => {
       'run UPDATE keys SET',
       'run DELETE FROM tokens',
       'run DELETE FROM preauth',
+      'run INSERT INTO tombstones',
+      'run DELETE FROM keys',
       'run INSERT INTO keys',
     ]);
   });
