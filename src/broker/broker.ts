@@ -9,8 +9,11 @@ import type { AddressInfo, Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { CloudClient } from '../cloud/client.js';
 import type { Cancel, Clock } from '../clock.js';
+import { voiceChatUrl } from '../protocol/conversation.js';
 import { messageOf } from '../protocol/errors.js';
 import { CloudGate } from './cloud-gate.js';
+import { displace } from './displace.js';
+import { DueDisplacements } from './displacements.js';
 import { BrokerConfigError, type BrokerConfig } from './config.js';
 import type { BrokerContext } from './context.js';
 import { brokerKeys, readAccountSecret, readStorePassword, readTokenKey, refuseKeyBesideStore } from './keys.js';
@@ -103,9 +106,17 @@ export async function startBroker({ config, clock, log }: BrokerDeps): Promise<R
     await Promise.all([store.close(), cloud.close()]);
     throw err;
   }
+  const wsUrl = voiceChatUrl(config.baseUrl);
+  const displacements = new DueDisplacements({
+    store,
+    displace: (botId, signal) => displace({ cloud, gate, wsUrl, clock }, botId, signal),
+    audit: log,
+  });
   let cancelSweep: Cancel = () => undefined;
+  // Each minute: what has expired goes, and the displacements that fell due are made.
   const sweep = (): void => {
     store.sweep(clock.wallNow() - KEEP_WINDOWS_MS).catch((err: unknown) => log.warn({ err: messageOf(err) }, 'sweeping old nonces failed'));
+    void displacements.run();
     cancelSweep = clock.setTimer(SWEEP_MS, sweep);
   };
   cancelSweep = clock.setTimer(SWEEP_MS, sweep);
@@ -118,6 +129,7 @@ export async function startBroker({ config, clock, log }: BrokerDeps): Promise<R
     async close() {
       cancelSweep();
       health.stop();
+      await displacements.stop();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();

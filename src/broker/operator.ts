@@ -7,6 +7,8 @@ import { IDENTITY_FIELDS, type IdentityField, isIdentity } from '../protocol/bro
 import { publicKeyFromWire } from '../protocol/device-sig.js';
 import { BotlinkError, messageOf } from '../protocol/errors.js';
 import { newCode, normaliseCode } from './codes.js';
+import { type Displacement, type DisplacerDeps, displace } from './displace.js';
+import { auditDisplacement, DISPLACE_AFTER_EXPIRY_MS } from './displacements.js';
 import type { BrokerKeys } from './keys.js';
 import type { BrokerStore, CodeKind, DeviceListing, PreauthRow } from './store/types.js';
 
@@ -79,20 +81,42 @@ export function listDevices(store: BrokerStore): Promise<DeviceListing[]> {
   return store.listDevices();
 }
 
+export interface RevokeResult {
+  /** How many keys were revoked (at least one: none throws). */
+  revoked: number;
+  /** With displace: when the broker displaces again, once the last token handed out has expired (null: none cached). */
+  displaceAt: number | null;
+}
+
 /**
  * Revokes every active key of the botId, and says how many: none is an input error (exit 65), not a silent
  * success — an unknown botId, or one whose keys were all revoked already. One audit line per key revoked
- * (DESIGN §3.7), naming the botId and the keyId, never the key itself.
+ * (DESIGN §3.7), naming the botId and the keyId, never the key itself. `displace` (revoke --displace) queues,
+ * in the same transaction, the displacement due just after the last token handed out expires; the one right
+ * after the revoke is the caller's (displaceRevoked), once this has committed.
  */
-export async function revoke(store: BrokerStore, botId: string, now: number, audit?: Logger): Promise<number> {
-  const revoked = await store.revoke(botId, now);
-  for (const keyId of revoked) audit?.info({ audit: 'revoke', botId, keyId, source: 'operator', outcome: 'revoked' }, 'revocation');
-  if (revoked.length > 0) return revoked.length;
+export async function revoke(
+  store: BrokerStore,
+  botId: string,
+  now: number,
+  audit?: Logger,
+  opts: { displace?: boolean } = {},
+): Promise<RevokeResult> {
+  const { keyIds, displaceAt } = await store.revoke(botId, now, opts.displace ? { displaceAfterExpiryMs: DISPLACE_AFTER_EXPIRY_MS } : {});
+  for (const keyId of keyIds) audit?.info({ audit: 'revoke', botId, keyId, source: 'operator', outcome: 'revoked' }, 'revocation');
+  if (keyIds.length > 0) return { revoked: keyIds.length, displaceAt };
   const device = await store.findDeviceByBotId(botId);
   audit?.info({ audit: 'revoke', botId, keyId: null, source: 'operator', outcome: device ? 'none-active' : 'unknown-bot' }, 'revocation');
   throw new OperatorInputError(
     device ? `botId ${botId} has no active key: nothing was revoked` : `no device with botId ${botId} is known to this broker`,
   );
+}
+
+/** revoke --displace's first displacement, right after the revoke committed; audited, and told, never thrown. */
+export async function displaceRevoked(deps: DisplacerDeps, botId: string, audit?: Logger): Promise<Displacement> {
+  const result = await displace(deps, botId);
+  auditDisplacement(audit, botId, 'operator', result);
+  return result;
 }
 
 /** An operator's identity field of §3.7's form, else exit 65 naming the flag and the form. */

@@ -5,6 +5,11 @@
 
 /** The conversation's path, on the cloud and on botlink's local socket alike (DESIGN §1.7, §3.5). */
 export const VOICE_CHAT_PATH = '/soulmate/voiceChat/v1';
+
+/** The cloud's socket address when only its baseUrl is known (DESIGN §3.2 `wsUrl`'s default): ws(s) + VOICE_CHAT_PATH. */
+export function voiceChatUrl(baseUrl: string): string {
+  return baseUrl.replace(/^http/, 'ws') + VOICE_CHAT_PATH;
+}
 /** botlink's own path on the local socket for read-only observers of the conversation (DESIGN §3.5). */
 export const OBSERVE_PATH = '/v1/observe';
 

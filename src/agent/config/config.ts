@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { ParserTier } from '../../cloud/http.js';
-import { VOICE_CHAT_PATH } from '../../protocol/conversation.js';
+import { voiceChatUrl } from '../../protocol/conversation.js';
 import { DEFAULT_CONFIG_FILE, DEFAULTS, type LogLevel, type TunableKey } from './defaults.js';
 import { ConfigError } from './error.js';
 import { readConfigFile } from './file.js';
@@ -172,7 +172,7 @@ function readValues(opts: LoadOptions): { values: ConfigValues; file: string | n
 
   const values: ConfigValues = Object.freeze({
     baseUrl,
-    wsUrl: text('wsUrl') ?? baseUrl.replace(/^http/, 'ws') + VOICE_CHAT_PATH,
+    wsUrl: text('wsUrl') ?? voiceChatUrl(baseUrl),
     ...mode,
     botId,
     vendorId,

@@ -3,6 +3,7 @@
  * write, or a decision. The databases differ only in their drivers (sqlite.ts, postgres.ts).
  */
 import type { Driver } from './driver.js';
+import { claimDisplacementsTx, requeueDisplacementTx } from './rules/displacements.js';
 import { addPreauthTx, enrollTx, revokeTx, rotateTx } from './rules/enrollment.js';
 import { findKeyTx, spendTx, spendVerifiedTx, sweepTx } from './rules/requests.js';
 import { all, get, run, storeNow } from './sql.js';
@@ -22,11 +23,14 @@ import type {
   CodeRow,
   DeviceListing,
   DeviceRow,
+  DueDisplacement,
   EnrollCommit,
   EnrollOutcome,
   KnownKey,
   PreauthRow,
   RequestSpend,
+  Revocation,
+  RevokeOptions,
   RotateOutcome,
   SpendOutcome,
   StoreKind,
@@ -96,8 +100,8 @@ export class SqlStore implements BrokerStore {
     return this.#d.decide(rotateTx(oldKeyId, newKey, now), (outcome) => outcome === 'ok');
   }
 
-  revoke(botId: string, now: number): Promise<string[]> {
-    return this.#d.decide(revokeTx(botId, now), () => true);
+  revoke(botId: string, now: number, opts?: RevokeOptions): Promise<Revocation> {
+    return this.#d.decide(revokeTx(botId, now, opts), () => true);
   }
 
   listDevices(): Promise<DeviceListing[]> {
@@ -119,6 +123,15 @@ export class SqlStore implements BrokerStore {
 
   withBotLock<T>(botId: string, fn: () => Promise<T>): Promise<T> {
     return this.#d.withBotLock(botId, fn);
+  }
+
+  /** A claim lost to a power cut only displaces once more: written like nonces, not as a decision. */
+  claimDisplacements(max: number): Promise<DueDisplacement[]> {
+    return this.#d.run(claimDisplacementsTx(max), 'write');
+  }
+
+  requeueDisplacement(botId: string, afterMs: number, attempts: number): Promise<void> {
+    return this.#d.run(requeueDisplacementTx(botId, afterMs, attempts), 'write');
   }
 
   sweep(windowsBefore: number): Promise<void> {

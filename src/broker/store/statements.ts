@@ -118,6 +118,20 @@ export const KEY_WITH_TOKEN =
   'access_lifetime_s AS "accessLifetimeS", refresh_sealed AS "refreshSealed", refresh_expires_at AS "refreshExpiresAt", ' +
   'updated_at AS "tokenUpdatedAt" FROM keys LEFT JOIN tokens USING (bot_id) WHERE key_id = $1';
 
+/** The botId's cached token's expiry: a revoke reads it before it drops the token (revoke --displace). */
+export const TOKEN_EXPIRY = 'SELECT access_expires_at AS "expiresAt" FROM tokens WHERE bot_id = $1';
+/** A displacement of botId $1 due at $2, after $3 failed attempts; of two for one botId the later due time stands. */
+export const QUEUE_DISPLACEMENT =
+  'INSERT INTO displacements (bot_id, due_at, attempts) VALUES ($1, $2, $3) ' +
+  'ON CONFLICT (bot_id) DO UPDATE SET due_at = excluded.due_at, attempts = excluded.attempts WHERE excluded.due_at > displacements.due_at';
+/**
+ * At most $2 displacements due by $1, taken off the queue in one statement: a row one replica deleted is
+ * returned to no other (PostgreSQL's second DELETE waits on the row, then finds it gone).
+ */
+export const CLAIM_DISPLACEMENTS =
+  'DELETE FROM displacements WHERE bot_id IN (SELECT bot_id FROM displacements WHERE due_at <= $1 ORDER BY due_at, bot_id LIMIT $2) ' +
+  'RETURNING bot_id AS "botId", due_at AS "dueAt", attempts';
+
 export const SWEEP_NONCES = 'DELETE FROM nonces WHERE keep_until < $1';
 export const SWEEP_WINDOWS = 'DELETE FROM rate_windows WHERE window_start < $1';
 

@@ -120,6 +120,25 @@ export type EnrollOutcome = 'ok' | 'spent' | 'device-exists' | 'key-exists';
 /** ok: the new key is active and the old one rotated away. revoked: the old key is no longer active. */
 export type RotateOutcome = 'ok' | 'revoked' | 'key-exists';
 
+export interface RevokeOptions {
+  /** revoke --displace: queue a displacement due this long after the dropped token's expiry. */
+  displaceAfterExpiryMs?: number;
+}
+
+export interface Revocation {
+  /** The keys revoked: every key of the botId that was active when the revoke committed. */
+  keyIds: string[];
+  /** When the displacement this revoke queued is due (null: none was asked, no key revoked, or no token cached). */
+  displaceAt: number | null;
+}
+
+/** A displacement taken off the queue: its botId, when it was due, and how many attempts at it failed before. */
+export interface DueDisplacement {
+  botId: string;
+  dueAt: number;
+  attempts: number;
+}
+
 /** One line per device (its active key, else its latest one), and one per pre-authorised key. */
 export interface DeviceListing {
   /** null for a pre-authorised device: the cloud gives its botId only at enrollment. */
@@ -216,8 +235,10 @@ export interface Enrollment {
   /**
    * Revokes every key of the botId active when it commits (a key a concurrent rotation made included: the
    * botId's keys change one at a time), drops its preauth rows and its cached tokens; the keyIds revoked.
+   * With `displaceAfterExpiryMs`, a revoke that revoked a key queues a displacement due that long after the
+   * expiry of the token it dropped (none without one), in the same transaction.
    */
-  revoke(botId: string, now: number): Promise<string[]>;
+  revoke(botId: string, now: number, opts?: RevokeOptions): Promise<Revocation>;
   listDevices(): Promise<DeviceListing[]>;
 }
 
@@ -234,6 +255,17 @@ export interface TokenCache {
   withBotLock<T>(botId: string, fn: () => Promise<T>): Promise<T>;
 }
 
+/**
+ * The displacements revoke --displace leaves due (DESIGN §3.7): a replica's housekeeping takes each off the
+ * queue once due by the store's clock — exactly one replica takes each — and puts back one that failed.
+ */
+export interface DisplacementQueue {
+  /** At most `max` displacements due by the store's clock, removed from the queue, soonest first. */
+  claimDisplacements(max: number): Promise<DueDisplacement[]>;
+  /** Queues one again, due `afterMs` from the store's now with `attempts`; a later one queued for the botId meanwhile stands. */
+  requeueDisplacement(botId: string, afterMs: number, attempts: number): Promise<void>;
+}
+
 /** The store itself: which database, its clock, the sweep of what has expired, and closing. */
 export interface Housekeeping {
   readonly kind: StoreKind;
@@ -244,4 +276,4 @@ export interface Housekeeping {
   close(): Promise<void>;
 }
 
-export interface BrokerStore extends RequestBook, Enrollment, TokenCache, Housekeeping {}
+export interface BrokerStore extends RequestBook, Enrollment, TokenCache, DisplacementQueue, Housekeeping {}

@@ -6,11 +6,14 @@ import { readFileSync } from 'node:fs';
 import type { Logger } from 'pino';
 import { startBroker } from '../../broker/broker.js';
 import { type BrokerConfig, configFileFor, loadBrokerConfig } from '../../broker/config.js';
-import { brokerKeys, readStorePassword, readTokenKey } from '../../broker/keys.js';
+import type { Displacement } from '../../broker/displace.js';
+import { auditDisplacement } from '../../broker/displacements.js';
+import { brokerKeys, readAccountSecret, readStorePassword, readTokenKey } from '../../broker/keys.js';
 import {
   createCode,
   DEFAULT_CODE_TTL_S,
   DEFAULT_CODE_USES,
+  displaceRevoked,
   listDevices,
   OperatorInputError,
   parsePreauth,
@@ -19,12 +22,14 @@ import {
 } from '../../broker/operator.js';
 import { openStore } from '../../broker/store/open.js';
 import type { BrokerStore, CodeKind } from '../../broker/store/types.js';
+import { CloudClient } from '../../cloud/client.js';
 import { systemClock } from '../../clock.js';
 import { createLogger } from '../../log.js';
+import { voiceChatUrl } from '../../protocol/conversation.js';
 import { messageOf } from '../../protocol/errors.js';
 import { defineCommand } from '../frame/command.js';
 import { Failure } from '../frame/exit.js';
-import type { Env } from '../frame/io.js';
+import type { Env, Output } from '../frame/io.js';
 import { stoppingOn, untilSignal } from '../frame/signals.js';
 import { formatTime } from '../format.js';
 import { printable, printableJson } from '../printable.js';
@@ -32,7 +37,7 @@ import { printable, printableJson } from '../printable.js';
 const USAGE = `usage: botlink broker [--config FILE]
        botlink broker code    [--config FILE] --vendor-id V (--device-id SN | --any-device) [--uses N] [--ttl S] [--adopt | --replace] [--json]
        botlink broker devices [--config FILE] [--json]
-       botlink broker revoke  [--config FILE] BOTID
+       botlink broker revoke  [--config FILE] [--displace] BOTID
        botlink broker preauth [--config FILE] --vendor-id V FILE
 
 The vendor's broker (DESIGN §3.7): it alone holds the account secret and signs on the devices'
@@ -42,7 +47,8 @@ behalf. The config is --config, else $BOTLINK_BROKER_CONFIG, else /etc/botlink-b
             --any-device. --adopt (a signing device keeps its botId) and --replace (a new key for a known
             device) need --device-id and are single-use
   devices   botId, deviceId, keyId, state and last seen of every device (--json: one array)
-  revoke    the botId's key answers 403 revoked from the next request on
+  revoke    the botId's key answers 403 revoked from the next request on; --displace also closes the
+            socket the device holds, now and once its last token has expired
   preauth   lines deviceId,publicKey: those keys enroll without a code`;
 
 /** The broker's config: --config, else $BOTLINK_BROKER_CONFIG, else the default file; a bad one throws what to fix (78). */
@@ -138,17 +144,64 @@ const devices = defineCommand({
 });
 
 const revokeBot = defineCommand({
-  usage: 'usage: botlink broker revoke [--config FILE] BOTID',
-  help: "The botId's key answers 403 revoked from the next request on.",
-  flags: { config: { type: 'string' } },
+  usage: 'usage: botlink broker revoke [--config FILE] [--displace] BOTID',
+  help: `The botId's key answers 403 revoked from the next request on. A token it already holds lives until it
+expires (2–8 h), and a socket open with it stays open: --displace opens one socket for the botId right
+after the revoke, and the broker another once that token has expired, so the cloud closes the device's.`,
+  flags: { config: { type: 'string' }, displace: { type: 'boolean' } },
   positionals: [{ name: 'botId', required: true }],
-  async run({ flags, args, stdout, env }) {
+  async run({ flags, args, stdout, stderr, env }) {
     const { botId } = args;
     const config = brokerConfig(flags.config, env);
-    const n = await withAudit(config, (audit) => withStore(config, (store) => revoke(store, botId, systemClock.wallNow(), audit)));
-    stdout.write(`${printable(`revoked ${n} key(s) of ${botId}`)}; a token it already holds lives until it expires (2–8 h)\n`);
+    await withAudit(config, async (audit) => {
+      const displace = flags.displace === true;
+      const result = await withStore(config, (store) => revoke(store, botId, systemClock.wallNow(), audit, { displace }));
+      stdout.write(
+        `${printable(`revoked ${result.revoked} key(s) of ${botId}`)}; a token it already holds lives until it expires (2–8 h)\n`,
+      );
+      if (displace) await displaceNow(config, botId, result.displaceAt, audit, stdout, stderr);
+    });
   },
 });
+
+/**
+ * revoke --displace once the revoke committed: the cloud closes whatever socket holds the botId. A failure
+ * is told (stderr) and leaves the exit status alone: the revoke stands, and so does the later displacement.
+ */
+async function displaceNow(
+  config: BrokerConfig,
+  botId: string,
+  displaceAt: number | null,
+  audit: Logger,
+  stdout: Output,
+  stderr: Output,
+): Promise<void> {
+  let result: Displacement;
+  let cloud: CloudClient | undefined;
+  try {
+    const secret = readAccountSecret(config.secretKeyFile);
+    cloud = new CloudClient({
+      baseUrl: config.baseUrl,
+      accessKeyId: config.accessKeyId,
+      secretKey: { reveal: () => secret },
+      clock: systemClock,
+    });
+    result = await displaceRevoked({ cloud, wsUrl: voiceChatUrl(config.baseUrl), clock: systemClock }, botId, audit);
+  } catch (err) {
+    // The account secret unreadable: no displacement was even tried, and that too is audited.
+    result = { outcome: 'failed', reason: messageOf(err) };
+    auditDisplacement(audit, botId, 'operator', result);
+  } finally {
+    await cloud?.close();
+  }
+  if (result.outcome === 'displaced') stdout.write(`${printable(`displaced ${botId}: the cloud closed any socket it held`)}\n`);
+  else stderr.write(`${printable(`could not displace ${botId} now: ${result.reason}`)}; the revoke stands\n`);
+  stdout.write(
+    displaceAt === null
+      ? 'no token of it was cached: no later displacement is due\n'
+      : `the broker displaces it again at ${formatTime(displaceAt)}, once its last token has expired\n`,
+  );
+}
 
 const preauth = defineCommand({
   usage: 'usage: botlink broker preauth [--config FILE] --vendor-id V FILE',

@@ -1,8 +1,14 @@
+import { once } from 'node:events';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { DISPLACE_AFTER_EXPIRY_MS } from '../../../src/broker/displacements.js';
 import { openSqliteStore } from '../../../src/broker/store/sqlite.js';
+import { formatTime } from '../../../src/cli/format.js';
+import { openDatabase } from '../../../src/native.js';
+import { DISPLACED_CLOSE_CODE } from '../../../src/service/ws.js';
 import { createTestService, type TestService } from '../../../src/service/testing.js';
 import { privateDaemonBundle, type Bundle } from '../../helpers/bundle.js';
 import { TestDevice } from '../../helpers/broker-device.js';
@@ -10,6 +16,7 @@ import { byCode, codeRow } from '../../helpers/broker-store.js';
 import { type BrokerRig, brokerRig, vendorSeed } from '../../helpers/broker-rig.js';
 import { exec } from '../../../scripts/lib/exec.js';
 import { terminalHazards } from '../../helpers/terminal.js';
+import { freePort } from '../../helpers/ports.js';
 import { requireTool } from '../../../scripts/lib/tools.js';
 
 const CLIENT = fileURLToPath(new URL('../../clients/broker_client.py', import.meta.url));
@@ -104,6 +111,73 @@ describe('botlink broker (the process)', () => {
         expect.objectContaining({ audit: 'revoke', botId, keyId: device.keyId, source: 'operator', outcome: 'revoked' }),
       );
       for (const secret of [SECRET, code, token.json['accessToken'] as string]) expect(log).not.toContain(secret);
+    } finally {
+      expect((await broker.stop()).code).toBe(0);
+    }
+  });
+
+  it('revoke --displace closes the device’s socket at once and queues the next displacement at its token’s expiry; the cloud away, it says so and the revoke stands', async () => {
+    const broker = await rig.start();
+    try {
+      const device = new TestDevice();
+      const botId = await device.mustEnroll(broker.url, { code: await rig.code(), deviceId: 'SN-CLI-DISPLACE' });
+      const token = await device.token(broker.url);
+      const { accessToken, expiresAt } = token.json as { accessToken: string; expiresAt: number };
+      // The device's own socket to the cloud, open with the token the broker handed it.
+      const socket = new WebSocket(`${cloud.wsUrl}?botId=${botId}`, { headers: { Authorization: `Bearer ${accessToken}` } });
+      const frames: string[] = [];
+      socket.on('message', (data) => frames.push(data.toString()));
+      const closed = new Promise<number>((resolve) => socket.on('close', (code) => resolve(code)));
+      await once(socket, 'open');
+      const r = await rig.cli(['revoke', '--config', rig.configFile, '--displace', botId]);
+      expect(r.code, r.stderr).toBe(0);
+      const dueAt = expiresAt + DISPLACE_AFTER_EXPIRY_MS;
+      expect(r.stdout).toBe(
+        `revoked 1 key(s) of ${botId}; a token it already holds lives until it expires (2–8 h)\n` +
+          `displaced ${botId}: the cloud closed any socket it held\n` +
+          `the broker displaces it again at ${formatTime(dueAt)}, once its last token has expired\n`,
+      );
+      expect(await closed).toBe(DISPLACED_CLOSE_CODE);
+      expect(frames.map((f) => (JSON.parse(f) as { content?: { eventType?: string } }).content?.eventType)).toContain(
+        'REPEAT_CLIENT_SESSION',
+      );
+      const db = openDatabase(join(rig.dir, 'state', 'broker.db'));
+      try {
+        expect(db.prepare('SELECT due_at AS dueAt FROM displacements WHERE bot_id = ?').get(botId)).toEqual({ dueAt });
+      } finally {
+        db.close();
+      }
+      // Nothing left to revoke: 65, and no displacement is tried.
+      const again = await rig.cli(['revoke', '--config', rig.configFile, '--displace', botId]);
+      expect([again.code, again.stdout]).toEqual([65, '']);
+
+      // The cloud away: the revoke stands (exit 0), the displacement is told as failed.
+      const away = rig.writeConfig('cloud-away.json', { baseUrl: `http://127.0.0.1:${await freePort()}` });
+      const second = new TestDevice();
+      const secondBot = await second.mustEnroll(broker.url, { code: await rig.code(), deviceId: 'SN-CLI-DISPLACE-2' });
+      const failed = await rig.cli(['revoke', '--config', away, '--displace', secondBot]);
+      expect(failed.code, failed.stderr).toBe(0);
+      expect(failed.stdout).toBe(
+        `revoked 1 key(s) of ${secondBot}; a token it already holds lives until it expires (2–8 h)\n` +
+          'no token of it was cached: no later displacement is due\n',
+      );
+      expect(failed.stderr).toMatch(new RegExp(`^could not displace ${secondBot} now: .*ECONNREFUSED.*; the revoke stands\n$`));
+      expect((await second.token(broker.url)).json['code']).toBe('revoked');
+
+      const log = readFileSync(rig.logFile, 'utf8');
+      const audits = log
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+        .filter((a) => a['audit'] === 'displace');
+      expect(audits).toEqual([
+        expect.objectContaining({ botId, source: 'operator', outcome: 'displaced' }),
+        expect.objectContaining({ botId: secondBot, source: 'operator', outcome: 'failed' }),
+      ]);
+      for (const out of [r.stdout, r.stderr, failed.stdout, failed.stderr, log]) {
+        expect(out).not.toContain(accessToken);
+        expect(out).not.toContain(SECRET);
+      }
     } finally {
       expect((await broker.stop()).code).toBe(0);
     }

@@ -117,7 +117,7 @@ describe.each(['sqlite', 'postgres'] as const)('spendVerified on %s', (kind) => 
     const other = await store.spendVerified(spendOf(keyId, 'n-2', 100, 'y'.repeat(43)));
     expect(other).toMatchObject({ key: { keyId, state: 'active', lastSeenAt: null }, spent: undefined });
 
-    expect(await store.revoke('bot-3', 150)).toEqual([keyId]);
+    expect((await store.revoke('bot-3', 150)).keyIds).toEqual([keyId]);
     const revoked = await store.spendVerified(spendOf(keyId, 'n-3', 200));
     expect(revoked).toMatchObject({ key: { keyId, state: 'revoked', lastSeenAt: null }, spent: undefined });
 

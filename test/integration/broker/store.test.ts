@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../../src/native.js';
 import { openStore } from '../../../src/broker/store/open.js';
+import { POSTGRES_MIGRATIONS } from '../../../src/broker/store/postgres-schema.js';
 import type { BrokerStore, EnrollCommit, PreauthRow, StoreKind, TokenRow } from '../../../src/broker/store/types.js';
 import { bundleChild } from '../../helpers/bundle.js';
 import { closed, exec } from '../../../scripts/lib/exec.js';
@@ -249,7 +250,7 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     const revoked = byCode(code);
     const rotated = byCode(code);
     for (const c of [active, revoked, rotated]) expect(await store.enroll(c)).toBe('ok');
-    expect(await store.revoke(revoked.botId, Date.now())).toEqual([revoked.key.keyId]);
+    expect((await store.revoke(revoked.botId, Date.now())).keyIds).toEqual([revoked.key.keyId]);
     const next = newKey();
     expect(await store.rotate(rotated.key.keyId, next, Date.now())).toBe('ok');
     const pending = newKey();
@@ -273,7 +274,7 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     expect(await store.enroll(byCode(code, { deviceId: 'SN-P' }))).toBe('device-exists');
     expect(await store.findCode(code.hmac)).toMatchObject({ usesLeft: 9 });
     // Revoked, the device is no longer bound: the store admits it again (the route decides which codes may).
-    expect(await store.revoke('bot-H', Date.now())).toEqual([held.key.keyId]);
+    expect((await store.revoke('bot-H', Date.now())).keyIds).toEqual([held.key.keyId]);
     expect(await store.findDeviceByDeviceId('V1', 'SN-H')).toEqual({ botId: 'bot-H', deviceId: 'SN-H', vendorId: 'V1', keyId: null });
     expect(await store.enroll(byCode(code, { deviceId: 'SN-H', botId: 'bot-H' }))).toBe('ok');
   });
@@ -372,18 +373,67 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     const c = byCode(code, { deviceId: 'SN-V', botId: 'bot-V' });
     expect(await store.enroll(c)).toBe('ok');
     expect(await store.keepToken(c.key.keyId, token('bot-V'))).toBe(true);
-    expect(await store.revoke('bot-V', 1234)).toEqual([c.key.keyId]);
+    expect((await store.revoke('bot-V', 1234)).keyIds).toEqual([c.key.keyId]);
     expect(await other.findKey(c.key.keyId)).toMatchObject({ state: 'revoked', reason: 'revoked', revokedAt: 1234 });
     expect(await other.readToken('bot-V')).toBeUndefined();
     expect(await store.rotate(c.key.keyId, newKey(), Date.now())).toBe('revoked');
     // Revoked, the device may be pre-authorised for a new key; a second revoke takes that back too.
     expect(await store.addPreauth([preauthRow('SN-V')])).toEqual({ added: 1 });
-    expect(await store.revoke('bot-V', 1235)).toEqual([]);
+    expect((await store.revoke('bot-V', 1235)).keyIds).toEqual([]);
     expect(await other.isPreauthorized('V1', 'SN-V')).toBe(false);
-    expect(await store.revoke('bot-none', 1236)).toEqual([]);
+    expect((await store.revoke('bot-none', 1236)).keyIds).toEqual([]);
     // A token renewed for the revoked key is not kept: the request that asked for it is refused.
     expect(await other.keepToken(c.key.keyId, token('bot-V'))).toBe(false);
     expect(await other.readToken('bot-V')).toBeUndefined();
+  });
+
+  it('revoke --displace queues a displacement just after the dropped token expires, and only then is it due', async () => {
+    const [store, other] = await two();
+    const code = codeRow({ usesLeft: 3 });
+    await store.addCode(code);
+    const displace = { displaceAfterExpiryMs: 60_000 };
+    // A token that expired two minutes ago (its displacement due now), one that expires in an hour, and none.
+    const [past, future, none] = ['bot-DP', 'bot-DF', 'bot-DN'].map((botId) => byCode(code, { botId })) as [
+      EnrollCommit,
+      EnrollCommit,
+      EnrollCommit,
+    ];
+    for (const c of [past, future, none]) expect(await store.enroll(c)).toBe('ok');
+    const pastExpiry = Date.now() - 120_000;
+    const futureExpiry = Date.now() + H;
+    expect(await store.keepToken(past.key.keyId, token(past.botId, { accessExpiresAt: pastExpiry }))).toBe(true);
+    expect(await store.keepToken(future.key.keyId, token(future.botId, { accessExpiresAt: futureExpiry }))).toBe(true);
+    expect(await store.revoke(past.botId, Date.now(), displace)).toEqual({ keyIds: [past.key.keyId], displaceAt: pastExpiry + 60_000 });
+    expect(await store.revoke(future.botId, Date.now(), displace)).toEqual({
+      keyIds: [future.key.keyId],
+      displaceAt: futureExpiry + 60_000,
+    });
+    expect(await store.revoke(none.botId, Date.now(), displace)).toEqual({ keyIds: [none.key.keyId], displaceAt: null });
+    // Nothing revoked, nothing queued.
+    expect(await store.revoke(past.botId, Date.now(), displace)).toEqual({ keyIds: [], displaceAt: null });
+    expect(await other.claimDisplacements(16)).toEqual([{ botId: past.botId, dueAt: pastExpiry + 60_000, attempts: 0 }]);
+    expect(await other.claimDisplacements(16)).toEqual([]);
+    // Queued again (a failure), the earlier time gives way to a later one queued for the botId, and not the reverse.
+    await store.requeueDisplacement(past.botId, -1000, 3);
+    await store.requeueDisplacement(future.botId, -1000, 1);
+    const claimed = await other.claimDisplacements(16);
+    expect(claimed).toEqual([{ botId: past.botId, dueAt: expect.any(Number), attempts: 3 }]);
+    expect(Math.abs(claimed[0]!.dueAt + 1000 - (await store.now()))).toBeLessThan(5_000);
+  });
+
+  it('two instances claiming the same due displacements at once take each exactly once', async () => {
+    const [a, b] = await two();
+    const botIds = Array.from({ length: 40 }, (_, i) => `bot-claim-${i}`);
+    for (let trial = 0; trial < 5; trial++) {
+      await Promise.all(botIds.map((botId) => a.requeueDisplacement(botId, -1000, trial)));
+      const taken: string[] = [];
+      // Claimers racing for the same rows may each come back with fewer than asked: claim until none is left.
+      for (let round = 0; round < 10 && taken.length < botIds.length; round++) {
+        const claims = await Promise.all([0, 1, 2, 3].map((i) => (i % 2 ? b : a).claimDisplacements(16)));
+        taken.push(...claims.flat().map((d) => d.botId));
+      }
+      expect(taken.sort()).toEqual([...botIds].sort());
+    }
   });
 
   it('rotate hands the device to a new key once; the old key is rotated away', async () => {
@@ -435,7 +485,7 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     expect(await a.enroll({ ...byCode(code, { deviceId: 'SN-H', botId: 'bot-H' }), key: entombed })).toBe('key-exists');
     expect(await a.addPreauth([preauthRow('SN-J', entombed)])).toEqual({ conflict: 'SN-J' });
     // A revoke entombs past the 16 too: the botId's 17 retired keys leave 16 rows.
-    expect(await b.revoke('bot-G', 600)).toEqual([keys[19]!.keyId]);
+    expect((await b.revoke('bot-G', 600)).keyIds).toEqual([keys[19]!.keyId]);
     expect(await a.findKey(keys[3]!.keyId)).toMatchObject({ state: 'revoked', entombedAt: 104 });
     expect(await a.findKey(keys[19]!.keyId)).toMatchObject({ state: 'revoked', reason: 'revoked', revokedAt: 600 });
     expect((await a.listDevices()).filter((d) => d.botId === 'bot-G')).toMatchObject([{ state: 'revoked', keyId: keys[19]!.keyId }]);
@@ -616,7 +666,7 @@ describe('the broker store on postgres, replicas', () => {
     const code = codeRow();
     await stores[0]!.addCode(code);
     expect(await stores[3]!.findCode(code.hmac)).toEqual(code);
-    expect(await server.query(p.spec, 'SELECT version FROM broker_schema')).toEqual([{ version: 2 }]);
+    expect(await server.query(p.spec, 'SELECT version FROM broker_schema')).toEqual([{ version: POSTGRES_MIGRATIONS.length }]);
   });
 
   it('an unreachable server is an access error naming the URL without its password', async () => {

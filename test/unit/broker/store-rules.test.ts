@@ -3,7 +3,15 @@ import { checkChain, fusedStatement } from '../../../src/broker/store/chain.js';
 import { enrollTx, revokeTx, rotateTx } from '../../../src/broker/store/rules/enrollment.js';
 import { SPEND_VERIFIED } from '../../../src/broker/store/rules/requests.js';
 import { type Body, type Op, UniqueViolation } from '../../../src/broker/store/sql.js';
-import { BOT_OF_KEY, INSERT_KEY, REVOKE_BOT, ROTATE_AWAY, SPEND_CODE_USE } from '../../../src/broker/store/statements.js';
+import {
+  BOT_OF_KEY,
+  INSERT_KEY,
+  QUEUE_DISPLACEMENT,
+  REVOKE_BOT,
+  ROTATE_AWAY,
+  SPEND_CODE_USE,
+  TOKEN_EXPIRY,
+} from '../../../src/broker/store/statements.js';
 import type { EnrollCommit } from '../../../src/broker/store/types.js';
 
 // The store's rules are plain generators (sql.ts): here they run against scripted answers, with no
@@ -68,7 +76,7 @@ describe('enrollTx: the binding transaction', () => {
     expect(() => runScripted(enrollTx(commit), (op) => answerOr(op, new Error('disk I/O error')))).toThrow('disk I/O error');
   });
 
-  it('a replace revokes the old key, drops its tokens and the device’s pre-authorisation before it binds', () => {
+  it('a replace revokes the old key, drops its tokens and the device’s pre-authorisation, entombs past 16 retired keys, then binds', () => {
     const { ops } = runScripted(enrollTx({ ...commit, replace: true }), (op) =>
       sqlOf(op) === SPEND_CODE_USE ? { hmac: 'h' } : op.kind === 'run' ? 1 : undefined,
     );
@@ -121,8 +129,35 @@ describe('rotateTx and revokeTx', () => {
 
   it('revoke takes the botId’s keys lock first, and says which keys it revoked', () => {
     const { ops, outcome } = runScripted(revokeTx('bot-1', 5), (op) => (sqlOf(op) === REVOKE_BOT ? [{ keyId: 'k1' }, { keyId: 'k2' }] : 0));
-    expect(outcome).toEqual(['k1', 'k2']);
+    expect(outcome).toEqual({ keyIds: ['k1', 'k2'], displaceAt: null });
     expect(ops[0]).toBe('lock keys:bot-1');
+    expect(ops).not.toContain('run INSERT INTO displacements');
+  });
+
+  /** revoke --displace, the botId's cached token expiring at `expiresAt` (none: undefined), `revoked` keys revoked. */
+  function displacing(expiresAt: number | undefined, revoked = [{ keyId: 'k1' }]) {
+    const queued: unknown[][] = [];
+    const run = runScripted(revokeTx('bot-1', 5, { displaceAfterExpiryMs: 60_000 }), (op) => {
+      if (sqlOf(op) === REVOKE_BOT) return revoked;
+      if (sqlOf(op) === TOKEN_EXPIRY) return expiresAt === undefined ? undefined : { expiresAt };
+      if (sqlOf(op) === QUEUE_DISPLACEMENT && 'params' in op) queued.push([...op.params]);
+      return 0;
+    });
+    return { ...run, queued };
+  }
+
+  it('revoke --displace reads the token’s expiry before it drops the token, and queues a displacement just after it', () => {
+    const { ops, outcome, queued } = displacing(7_200_000);
+    expect(outcome).toEqual({ keyIds: ['k1'], displaceAt: 7_260_000 });
+    expect(queued).toEqual([['bot-1', 7_260_000, 0]]);
+    expect(ops.indexOf('get SELECT access_expires_at AS')).toBeLessThan(ops.indexOf('run DELETE FROM tokens'));
+  });
+
+  it('revoke --displace queues nothing with no token cached, or no key revoked', () => {
+    for (const { outcome, queued } of [displacing(undefined), displacing(7_200_000, [])]) {
+      expect(outcome.displaceAt).toBeNull();
+      expect(queued).toEqual([]);
+    }
   });
 });
 

@@ -2,7 +2,7 @@
  * The deciding transactions of the broker's store, written once for both databases (sql.ts): the
  * driver runs each between BEGIN and COMMIT, and rolls it back whole for any outcome but success.
  */
-import type { EnrollCommit, EnrollOutcome, KeyRow, PreauthRow, RotateOutcome } from '../types.js';
+import type { EnrollCommit, EnrollOutcome, KeyRow, PreauthRow, Revocation, RevokeOptions, RotateOutcome } from '../types.js';
 import { all, type Body, get, KEY_ID_INDEX, lock, run, UniqueViolation } from '../sql.js';
 import {
   ACTIVE_KEY_OF_BOT_OR_DEVICE,
@@ -18,11 +18,13 @@ import {
   KEY_KNOWN,
   PREAUTH_OF_DEVICE,
   PREAUTH_OF_DEVICE_OR_KEY,
+  QUEUE_DISPLACEMENT,
   REVOKE_BOT,
   REVOKE_REPLACED,
   ROTATE_AWAY,
   SPEND_CODE_USE,
   TAKE_PREAUTH,
+  TOKEN_EXPIRY,
 } from '../statements.js';
 
 type Device = Pick<KeyRow, 'botId' | 'deviceId' | 'vendorId'>;
@@ -114,14 +116,22 @@ export function* addPreauthTx(rows: readonly PreauthRow[]): Body<{ added: number
   return { added: rows.length };
 }
 
-/** BrokerStore.revoke: the keyIds it revoked — every key of the botId active when it commits. */
-export function* revokeTx(botId: string, now: number): Body<string[]> {
+/**
+ * BrokerStore.revoke: every key of the botId active when it commits. The token it drops may still be in a
+ * thief's hands until it expires: with displaceAfterExpiryMs, a displacement is queued for just after then.
+ */
+export function* revokeTx(botId: string, now: number, opts: RevokeOptions = {}): Body<Revocation> {
   yield* lock(keysLock(botId));
-  const revoked = yield* all<{ keyId: string }>(REVOKE_BOT, now, botId);
+  const keyIds = (yield* all<{ keyId: string }>(REVOKE_BOT, now, botId)).map((r) => r.keyId);
+  const after = opts.displaceAfterExpiryMs;
+  const token = after === undefined || keyIds.length === 0 ? undefined : yield* get<{ expiresAt: number }>(TOKEN_EXPIRY, botId);
   yield* run(DROP_PREAUTH_OF_BOT, botId);
   yield* run(DROP_TOKENS, botId);
   yield* entombRetired(botId);
-  return revoked.map((r) => r.keyId);
+  if (token === undefined || after === undefined) return { keyIds, displaceAt: null };
+  const displaceAt = Number(token.expiresAt) + after;
+  yield* run(QUEUE_DISPLACEMENT, botId, displaceAt, 0);
+  return { keyIds, displaceAt };
 }
 
 /** A botId keeps its newest RETIRED_KEPT retired keys as rows; older ones become tombstones (DESIGN §3.7). */
