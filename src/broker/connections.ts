@@ -8,6 +8,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Cancel, Clock } from '../clock.js';
 import { addressBucket } from './auth/limits.js';
+import { plainAddress } from './source.js';
 
 export interface ConnectionLimits {
   max: number;
@@ -69,7 +70,7 @@ export class ConnectionGuard {
 
   /** The server's 'connection': take it, make room for it, or close it at once. */
   accept(socket: Socket): void {
-    const peer = (socket.remoteAddress ?? '').replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, '');
+    const peer = plainAddress(socket.remoteAddress ?? '');
     const source = this.#trusted.has(peer) ? undefined : addressBucket(peer);
     if (source !== undefined && (this.#perSource.get(source) ?? 0) >= this.#limits.perSource) return this.#refuse(socket);
     if (this.#open.size >= this.#limits.max && !this.#evictOne()) return this.#refuse(socket);

@@ -3,7 +3,6 @@
  * JSON answers that always carry Date, and every failure as `{code, msg}` with its status.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { isIP } from 'node:net';
 import type { Logger } from 'pino';
 import { messageOf } from '../protocol/errors.js';
 import type { Duplex } from 'node:stream';
@@ -17,6 +16,7 @@ import type { SignedRoute } from './auth/authenticate.js';
 import type { BrokerContext, SignedRequest } from './context.js';
 import type { RouteName } from './metrics.js';
 import { Refusal } from './refusal.js';
+import { requestSource } from './source.js';
 import { enroll } from './routes/enroll.js';
 import { rotate } from './routes/rotate.js';
 import { token } from './routes/token.js';
@@ -139,19 +139,9 @@ function tooLarge(): Refusal {
   return new Refusal('too-large', `the body is larger than ${BODY_LIMIT} bytes`);
 }
 
-/** The client's address: the socket's, or — when the socket is a trusted proxy — the last address it was not told by another trusted proxy. */
+/** The request's source (source.ts). */
 export function sourceOf(req: IncomingMessage, trusted: ReadonlySet<string>): string {
-  const peer = (req.socket.remoteAddress ?? '').replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, '');
-  if (!trusted.has(peer)) return peer;
-  const chain = String(req.headers['x-forwarded-for'] ?? '')
-    .split(',')
-    .map((s) => s.trim())
-    .filter((s) => isIP(s) !== 0);
-  for (let i = chain.length - 1; i >= 0; i--) {
-    const hop = chain[i] as string;
-    if (!trusted.has(hop)) return hop;
-  }
-  return peer;
+  return requestSource(req.socket.remoteAddress ?? '', req.headers['x-forwarded-for'], trusted);
 }
 
 function retryAfter(refusal: Refusal): Record<string, string> {

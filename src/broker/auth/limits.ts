@@ -6,6 +6,7 @@
 import { isIPv6 } from 'node:net';
 import { Refusal } from '../refusal.js';
 import type { RateWindow } from '../store/types.js';
+import { plainAddress } from '../source.js';
 
 /**
  * bot: token requests of a botId, across all its keys; rotate: rotations of a botId; code: enrollment
@@ -39,7 +40,7 @@ export function judge(metrics: { rateLimited(kind: LimitKind): void }, l: RateLi
 
 /** A source address as a limit counts it: IPv6 by its /64 (one host owns a whole /64), IPv4 whole. */
 export function addressBucket(address: string): string {
-  const plain = address.replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, '');
+  const plain = plainAddress(address);
   if (!isIPv6(plain)) return plain;
   const [head = '', tail = ''] = plain.split('::');
   const left = head === '' ? [] : head.split(':');
