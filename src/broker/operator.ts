@@ -2,10 +2,10 @@
  * The operator's actions on the broker's store (DESIGN §3.7 `broker code | devices | revoke | preauth`),
  * apart from the command line that parses their flags and prints their results.
  */
-import type { Logger } from 'pino';
 import { IDENTITY_FIELDS, type IdentityField, isIdentity } from '../protocol/broker.js';
 import { publicKeyFromWire } from '../protocol/device-sig.js';
 import { BotlinkError, messageOf } from '../protocol/errors.js';
+import type { AuditTrail } from './audit/trail.js';
 import { newCode, normaliseCode } from './codes.js';
 import type { BrokerKeys } from './keys.js';
 import type { BrokerStore, CodeKind, DeviceListing, PreauthRow } from './store/types.js';
@@ -18,6 +18,12 @@ export class OperatorInputError extends BotlinkError {
   constructor(message: string) {
     super('ERR_CONFIG', message, 'fatal');
   }
+}
+
+/** Who acts (`cli:<OS user>`), and the audit their actions go to. */
+export interface Operator {
+  actor: string;
+  audit: AuditTrail;
 }
 
 /**
@@ -40,8 +46,8 @@ export interface IssuedCode {
   uses: number;
 }
 
-/** A new code; the audit line (DESIGN §3.7) says its vendor, binding, kind and uses — never the code. */
-export async function createCode(store: BrokerStore, keys: BrokerKeys, req: CodeRequest, now: number, audit?: Logger): Promise<IssuedCode> {
+/** A new code; its audit event (DESIGN §3.7) says its vendor, binding, kind and uses — never the code. */
+export async function createCode(store: BrokerStore, keys: BrokerKeys, req: CodeRequest, now: number, by: Operator): Promise<IssuedCode> {
   const deviceId = req.binding === 'any-device' ? null : req.binding.deviceId;
   refuseUnlessIdentity('--vendor-id', 'vendorId', req.vendorId);
   if (deviceId !== null) refuseUnlessIdentity('--device-id', 'deviceId', deviceId);
@@ -59,18 +65,11 @@ export async function createCode(store: BrokerStore, keys: BrokerKeys, req: Code
     expiresAt,
     createdAt: now,
   });
-  audit?.info(
-    {
-      audit: 'code',
-      vendorId: req.vendorId,
-      deviceId,
-      anyDevice: deviceId === null,
-      kind: req.kind,
-      uses: req.uses,
-      source: 'operator',
-      outcome: 'made',
-    },
+  const binding = deviceId === null ? 'any-device' : 'device';
+  by.audit.record(
+    { action: 'code', actor: by.actor, vendorId: req.vendorId, deviceId, outcome: `made ${req.kind} uses=${req.uses} ${binding}` },
     deviceId === null ? 'enrollment code made for any device of its vendor' : 'enrollment code made',
+    { anyDevice: deviceId === null, kind: req.kind, uses: req.uses },
   );
   return { code, expiresAt, uses: req.uses };
 }
@@ -84,12 +83,14 @@ export function listDevices(store: BrokerStore): Promise<DeviceListing[]> {
  * success — an unknown botId, or one whose keys were all revoked already. One audit line per key revoked
  * (DESIGN §3.7), naming the botId and the keyId, never the key itself.
  */
-export async function revoke(store: BrokerStore, botId: string, now: number, audit?: Logger): Promise<number> {
+export async function revoke(store: BrokerStore, botId: string, now: number, by: Operator): Promise<number> {
   const revoked = await store.revoke(botId, now);
-  for (const keyId of revoked) audit?.info({ audit: 'revoke', botId, keyId, source: 'operator', outcome: 'revoked' }, 'revocation');
-  if (revoked.length > 0) return revoked.length;
+  // A botId is one device's: its row names the vendorId and deviceId of every key it had.
   const device = await store.findDeviceByBotId(botId);
-  audit?.info({ audit: 'revoke', botId, keyId: null, source: 'operator', outcome: device ? 'none-active' : 'unknown-bot' }, 'revocation');
+  const event = { action: 'revoke', actor: by.actor, vendorId: device?.vendorId, deviceId: device?.deviceId, botId } as const;
+  for (const keyId of revoked) by.audit.record({ ...event, keyId, outcome: 'revoked' }, 'revocation');
+  if (revoked.length > 0) return revoked.length;
+  by.audit.record({ ...event, outcome: device ? 'none-active' : 'unknown-bot' }, 'revocation');
   throw new OperatorInputError(
     device ? `botId ${botId} has no active key: nothing was revoked` : `no device with botId ${botId} is known to this broker`,
   );
@@ -126,8 +127,14 @@ export function parsePreauth(text: string, vendorId: string, now: number): Preau
   return rows;
 }
 
-export async function preauthorize(store: BrokerStore, rows: readonly PreauthRow[]): Promise<number> {
+/** Pre-authorises every row or none; one audit event per row added (DESIGN §3.7). */
+export async function preauthorize(store: BrokerStore, rows: readonly PreauthRow[], by: Operator): Promise<number> {
   const result = await store.addPreauth(rows);
   if ('conflict' in result) throw new OperatorInputError(`deviceId ${result.conflict} is enrolled or pre-authorised already`);
+  for (const { vendorId, deviceId, keyId } of rows) {
+    by.audit.record({ action: 'preauth', actor: by.actor, vendorId, deviceId, keyId, outcome: 'added' }, 'device pre-authorised');
+    // A file of many lines: each row waits for room rather than be dropped.
+    await by.audit.room();
+  }
   return result.added;
 }

@@ -71,10 +71,12 @@ async function handle(deps: FrontDeps, req: IncomingMessage, res: ServerResponse
   const [path = '/'] = url.split('?', 1);
   if (path === '/v1/health' || path === '/metrics') {
     named(path === '/metrics' ? 'metrics' : 'health');
-    if (req.method !== 'GET' && req.method !== 'HEAD') throw new Refusal('bad-request', 'GET only');
+    if (req.method !== 'GET' && req.method !== 'HEAD') throw unsigned(deps, req, new Refusal('bad-request', 'GET only'));
     if (path === '/metrics') {
-      const text = deps.ctx.metrics.text(deps.ctx.gate.stats(), deps.ctx.store.kind, deps.guard.stats());
-      sendRaw(deps, res, 200, METRICS_CONTENT_TYPE, text);
+      const { ctx } = deps;
+      const devices = await ctx.census.counts();
+      const sources = { gate: ctx.gate.stats(), store: ctx.store.kind, connections: deps.guard.stats(), audit: ctx.audit.stats(), devices };
+      sendRaw(deps, res, 200, METRICS_CONTENT_TYPE, ctx.metrics.text(sources));
       return 'ok';
     }
     const verdict = await deps.health.check();
@@ -84,24 +86,32 @@ async function handle(deps: FrontDeps, req: IncomingMessage, res: ServerResponse
     return 'ok';
   }
   const signed = SIGNED.get(path);
-  if (!signed) throw new Refusal('not-found', `no route ${path}`);
+  if (!signed) throw unsigned(deps, req, new Refusal('not-found', `no route ${path}`));
   named(signed.name);
+  const request = await signedRequest(deps, req, url, path).catch((err: unknown) => {
+    throw err instanceof Refusal ? unsigned(deps, req, err) : err;
+  });
+  // The route's stages audit its refusals themselves: signed or not, they know.
+  const answer = await signed.handle(deps.ctx, request);
+  send(deps, res, answer.status, answer.body);
+  return 'ok';
+}
+
+/** A signed route's request as its stages take it: POST, no query, JSON, the body read whole. */
+async function signedRequest(deps: FrontDeps, req: IncomingMessage, url: string, path: string): Promise<SignedRequest> {
   deps.health.refuseWhileSkewed();
   if (req.method !== 'POST') throw new Refusal('bad-request', `${path} takes POST`);
   if (url !== path) throw new Refusal('bad-request', 'a query string is not allowed');
   const type = (req.headers['content-type'] ?? '').split(';', 1)[0]?.trim().toLowerCase();
   if (type !== 'application/json') throw new Refusal('bad-request', 'Content-Type must be application/json');
   const raw = await readBody(req);
-  const request: SignedRequest = {
-    method: 'POST',
-    path,
-    authorization: req.headers.authorization,
-    raw,
-    source: sourceOf(req, deps.trustedProxies),
-  };
-  const answer = await signed.handle(deps.ctx, request);
-  send(deps, res, answer.status, answer.body);
-  return 'ok';
+  return { method: 'POST', path, authorization: req.headers.authorization, raw, source: sourceOf(req, deps.trustedProxies) };
+}
+
+/** A refusal before any signature was read: audited per source and code in the minute, never in the store. */
+function unsigned(deps: FrontDeps, req: IncomingMessage, refusal: Refusal): Refusal {
+  deps.ctx.audit.refusedUnsigned(sourceOf(req, deps.trustedProxies), refusal.code);
+  return refusal;
 }
 
 /** The body, or a Refusal 'too-large' as soon as it is known to pass the limit (the connection closes after the answer). */

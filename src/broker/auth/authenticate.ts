@@ -28,6 +28,8 @@ export interface EnrolledKey {
   readonly botId: string;
   /** Undefined when the signature was checked with a cached public key: the nonce stage reads the key then. */
   readonly known: KeyRow | undefined;
+  /** The key's device as the cache holds it, when `known` is not read. */
+  readonly device?: { readonly vendorId: string; readonly deviceId: string };
 }
 
 /** The key an enrollment carries, as the store knows it: undefined for a new key (a revoked one was refused). */
@@ -60,6 +62,8 @@ interface RouteStages<F, K, A, S> {
   readonly name: RouteName;
   /** form: the route's fields from the JSON body, else a Refusal 'bad-request'. */
   form(body: Record<string, unknown>, auth: DeviceAuthorization): F;
+  /** What the fields say of the device, for the audit of a refusal when the store knows no row of the key yet (enroll). */
+  device?(fields: F): { deviceId: string };
   /** admission: after the signature, before the nonce. */
   admit(ctx: BrokerContext, req: Verified<F, K>): Promise<Admission<A>>;
   serve(ctx: BrokerContext, req: Authenticated<F, K, A, S>): Promise<RouteAnswer>;
@@ -89,8 +93,15 @@ interface Signer<K, S> {
   spend(ctx: BrokerContext, r: RequestSpend, now: number): Promise<{ spent: SpendOutcome; held: S }>;
 }
 
+/** What every key stage finds: the key's row when it was read; else its botId and device when the cache held them. */
+interface Found {
+  readonly known: KeyRow | undefined;
+  readonly botId?: string;
+  readonly device?: { readonly vendorId: string; readonly deviceId: string };
+}
+
 /** §3.7's order, the one list every signed route runs. */
-function stages<F, K, A, S>(
+function stages<F, K extends Found, A, S>(
   route: RouteStages<F, K, A, S>,
   keyStage: (ctx: BrokerContext, bytes: SignedBytes, fields: F) => Promise<Signer<K, S>>,
 ): SignedRoute {
@@ -113,26 +124,55 @@ function stages<F, K, A, S>(
         verified = { ...signer.found, source: http.source, auth, fields };
       } catch (err) {
         // Refused before its signature verified: counted in memory for its source, nothing written.
-        if (err instanceof Refusal) ctx.unsigned.count(http.source, ctx.clock.wallNow());
+        if (err instanceof Refusal) {
+          ctx.unsigned.count(http.source, ctx.clock.wallNow());
+          ctx.audit.refusedUnsigned(http.source, err.code);
+        }
         throw err;
       }
-      if (signer.revoked) throw revokedKey();
-      const { auth } = verified;
-      // admission
-      const admission = await route.admit(ctx, verified);
-      // nonce, with the limit's count in the same step of the store
-      const now = ctx.clock.wallNow();
-      const spend: RequestSpend = { keyId: auth.keyId, nonce: auth.nonce, keepUntil: auth.tsMs + NONCE_KEEP_MS };
-      if (admission.limit) spend.window = windowOf(admission.limit, now);
-      const { spent, held } = await signer.spend(ctx, spend, now);
-      // The limit first: a request past it took no nonce, so it is no replay either.
-      if (admission.limit && spent.count !== undefined) judge(ctx.metrics, admission.limit, spent.count, now);
-      if (spent.replayed) throw new Refusal('replayed', 'this nonce was used before');
-      if ('refused' in admission) throw admission.refused;
-      return route.serve(ctx, { ...verified, ...held, admitted: admission.admitted } as Authenticated<F, K, A, S>);
+      try {
+        return await afterSignature(ctx, route, signer, verified);
+      } catch (err) {
+        // Refused once its key signed it: one audit row per key, code and minute, with the count.
+        if (err instanceof Refusal)
+          ctx.audit.refusedSigned({ keyId: verified.auth.keyId, code: err.code, source: http.source, ...deviceOf(route, verified) });
+        throw err;
+      }
     },
   };
   return served as SignedRoute;
+}
+
+/** The stages after the signature: the key's state, admission, the limit and the nonce, then the route's own work. */
+async function afterSignature<F, K extends Found, A, S>(
+  ctx: BrokerContext,
+  route: RouteStages<F, K, A, S>,
+  signer: Signer<K, S>,
+  verified: Verified<F, K>,
+): Promise<RouteAnswer> {
+  if (signer.revoked) throw revokedKey();
+  const { auth } = verified;
+  // admission
+  const admission = await route.admit(ctx, verified);
+  // nonce, with the limit's count in the same step of the store
+  const now = ctx.clock.wallNow();
+  const spend: RequestSpend = { keyId: auth.keyId, nonce: auth.nonce, keepUntil: auth.tsMs + NONCE_KEEP_MS };
+  if (admission.limit) spend.window = windowOf(admission.limit, now);
+  const { spent, held } = await signer.spend(ctx, spend, now);
+  // The limit first: a request past it took no nonce, so it is no replay either.
+  if (admission.limit && spent.count !== undefined) judge(ctx.metrics, admission.limit, spent.count, now);
+  if (spent.replayed) throw new Refusal('replayed', 'this nonce was used before');
+  if ('refused' in admission) throw admission.refused;
+  return route.serve(ctx, { ...verified, ...held, admitted: admission.admitted } as Authenticated<F, K, A, S>);
+}
+
+/** The device a refused request's key belongs to, as far as the key stage (or the route's fields) tell it. */
+function deviceOf<F, K extends Found, A, S>(
+  route: RouteStages<F, K, A, S>,
+  req: Verified<F, K>,
+): { vendorId?: string; deviceId?: string; botId?: string } {
+  if (req.known) return { vendorId: req.known.vendorId, deviceId: req.known.deviceId, botId: req.known.botId };
+  return { ...route.device?.(req.fields), ...req.device, ...(req.botId ? { botId: req.botId } : {}) };
 }
 
 function checkWindow(auth: DeviceAuthorization, now: number): void {
@@ -153,7 +193,7 @@ async function enrolledKey(ctx: BrokerContext, req: SignedBytes): Promise<Signer
   const keyId = req.auth.keyId;
   const cached = ctx.keyCache.get(keyId);
   if (cached !== undefined && signatureMatches(cached.key, req)) {
-    return { found: { botId: cached.botId, known: undefined }, revoked: false, spend: held(cached.publicKey) };
+    return { found: { botId: cached.botId, known: undefined, device: cached.device }, revoked: false, spend: held(cached.publicKey) };
   }
   const row = await ctx.store.findKey(keyId);
   if (row === undefined) throw new Refusal('unknown-key', 'no device is enrolled with this key');
@@ -164,7 +204,7 @@ async function enrolledKey(ctx: BrokerContext, req: SignedBytes): Promise<Signer
   // A tombstone is a key retired long ago (or rejected): verified like any, then refused.
   if (isTombstone(row)) return { found: { botId: '', known: undefined }, revoked: true, spend: held(row.publicKey) };
   if (row.state !== 'active') return { found: { botId: row.botId, known: row }, revoked: true, spend: held(row.publicKey) };
-  ctx.keyCache.set(keyId, { key, publicKey: row.publicKey, botId: row.botId });
+  ctx.keyCache.set(keyId, { key, publicKey: row.publicKey, botId: row.botId, device: { vendorId: row.vendorId, deviceId: row.deviceId } });
   return { found: { botId: row.botId, known: row }, revoked: false, spend: held(row.publicKey) };
 }
 

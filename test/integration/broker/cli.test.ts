@@ -1,12 +1,14 @@
 import { readFileSync, writeFileSync } from 'node:fs';
+import { userInfo } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openSqliteStore } from '../../../src/broker/store/sqlite.js';
+import { openDatabase } from '../../../src/native.js';
 import { createTestService, type TestService } from '../../../src/service/testing.js';
 import { privateDaemonBundle, type Bundle } from '../../helpers/bundle.js';
 import { TestDevice } from '../../helpers/broker-device.js';
-import { byCode, codeRow } from '../../helpers/broker-store.js';
+import { AUDIT_ROWS_SQL, byCode, codeRow } from '../../helpers/broker-store.js';
 import { type BrokerRig, brokerRig, vendorSeed } from '../../helpers/broker-rig.js';
 import { exec } from '../../../scripts/lib/exec.js';
 import { terminalHazards } from '../../helpers/terminal.js';
@@ -100,8 +102,32 @@ describe('botlink broker (the process)', () => {
         .trim()
         .split('\n')
         .map((l) => JSON.parse(l) as Record<string, unknown>);
+      // The operator's commands audit as who ran them, in the log and in the store beside the broker's own events.
+      const actor = `cli:${userInfo().username}`;
       expect(audits).toContainEqual(
-        expect.objectContaining({ audit: 'revoke', botId, keyId: device.keyId, source: 'operator', outcome: 'revoked' }),
+        expect.objectContaining({ audit: 'revoke', actor, botId, keyId: device.keyId, source: null, outcome: 'revoked' }),
+      );
+      const stored = (): unknown[][] => {
+        const db = openDatabase(join(rig.dir, 'state', 'broker.db'), { readonly: true });
+        try {
+          const rows = db.prepare(AUDIT_ROWS_SQL).all() as Record<string, unknown>[];
+          const mine = rows.filter((r) => r['deviceId'] === 'SN-CLI-1');
+          return mine.map((r) => [r['action'], r['actor'], r['deviceId'], r['keyId'], r['outcome']]).sort();
+        } finally {
+          db.close();
+        }
+      };
+      // The broker writes its rows within a second (after the commands', which wrote theirs before they exited).
+      await expect.poll(stored, { timeout: 10_000 }).toEqual(
+        [
+          ['code', actor, 'SN-CLI-1', null, 'made plain uses=1 device'],
+          ['enroll', 'device', 'SN-CLI-1', device.keyId, 'enrolled'],
+          ['token', 'device', 'SN-CLI-1', device.keyId, 'sign'],
+          ['revoke', actor, 'SN-CLI-1', device.keyId, 'revoked'],
+          ['revoke', actor, 'SN-CLI-1', null, 'none-active'],
+          // The token request after the revoke, refused.
+          ['refusal', 'device', 'SN-CLI-1', device.keyId, 'revoked'],
+        ].sort(),
       );
       for (const secret of [SECRET, code, token.json['accessToken'] as string]) expect(log).not.toContain(secret);
     } finally {
@@ -125,7 +151,7 @@ describe('botlink broker (the process)', () => {
     try {
       const code = codeRow();
       await store.addCode(code);
-      expect(await store.enroll(byCode(code, { deviceId: hostile }))).toBe('ok');
+      expect((await store.enroll(byCode(code, { deviceId: hostile }))).outcome).toBe('ok');
     } finally {
       await store.close();
     }

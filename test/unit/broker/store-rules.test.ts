@@ -3,7 +3,7 @@ import { checkChain, fusedStatement } from '../../../src/broker/store/chain.js';
 import { enrollTx, revokeTx, rotateTx } from '../../../src/broker/store/rules/enrollment.js';
 import { SPEND_VERIFIED } from '../../../src/broker/store/rules/requests.js';
 import { type Body, type Op, UniqueViolation } from '../../../src/broker/store/sql.js';
-import { BOT_OF_KEY, INSERT_KEY, REVOKE_BOT, ROTATE_AWAY, SPEND_CODE_USE } from '../../../src/broker/store/statements.js';
+import { BOT_OF_KEY, INSERT_KEY, REVOKE_BOT, REVOKE_REPLACED, ROTATE_AWAY, SPEND_CODE_USE } from '../../../src/broker/store/statements.js';
 import type { EnrollCommit } from '../../../src/broker/store/types.js';
 
 // The store's rules are plain generators (sql.ts): here they run against scripted answers, with no
@@ -51,7 +51,7 @@ describe('enrollTx: the binding transaction', () => {
     const { ops, outcome } = runScripted(enrollTx(commit), (op) =>
       sqlOf(op) === SPEND_CODE_USE ? { hmac: 'h' } : op.kind === 'run' ? 1 : undefined,
     );
-    expect(outcome).toBe('ok');
+    expect(outcome).toEqual({ outcome: 'ok', replaced: [] });
     expect(ops.slice(0, 2)).toEqual(['lock device:V1\nSN-1', 'lock keys:bot-1']);
     expect(ops.at(-1)).toBe('run INSERT INTO keys');
   });
@@ -61,21 +61,30 @@ describe('enrollTx: the binding transaction', () => {
     ['another replica bound the keyId first', (op) => answerOr(op, new UniqueViolation('keys_pkey')), 'key-exists'],
     ['another replica bound the botId first', (op) => answerOr(op, new UniqueViolation('keys_active_bot')), 'device-exists'],
   ])('%s → %s', (_, answer, expected) => {
-    expect(runScripted(enrollTx(commit), answer).outcome).toBe(expected);
+    expect(runScripted(enrollTx(commit), answer).outcome).toEqual({ outcome: expected, replaced: [] });
   });
 
   it('an error other than a unique index is not an outcome: it propagates', () => {
     expect(() => runScripted(enrollTx(commit), (op) => answerOr(op, new Error('disk I/O error')))).toThrow('disk I/O error');
   });
 
-  it('a replace revokes the old key, drops its tokens and the device’s pre-authorisation before it binds', () => {
-    const { ops } = runScripted(enrollTx({ ...commit, replace: true }), (op) =>
-      sqlOf(op) === SPEND_CODE_USE ? { hmac: 'h' } : op.kind === 'run' ? 1 : undefined,
+  it('a replace revokes the old key, drops its tokens and the device’s pre-authorisation before it binds, and says which keys it revoked', () => {
+    const { ops, outcome } = runScripted(enrollTx({ ...commit, replace: true }), (op) =>
+      sqlOf(op) === SPEND_CODE_USE
+        ? { hmac: 'h' }
+        : sqlOf(op) === REVOKE_REPLACED
+          ? [{ keyId: 'k-old' }]
+          : op.kind === 'run'
+            ? 1
+            : undefined,
     );
-    expect(ops.filter((o) => o.startsWith('run'))).toEqual([
-      'run UPDATE keys SET',
+    expect(outcome).toEqual({ outcome: 'ok', replaced: ['k-old'] });
+    expect(ops.filter((o) => o.startsWith('run') || o.startsWith('all'))).toEqual([
+      'all UPDATE keys SET',
       'run DELETE FROM tokens',
       'run DELETE FROM preauth',
+      'run INSERT INTO tombstones',
+      'run DELETE FROM keys',
       'run INSERT INTO keys',
     ]);
   });
