@@ -57,7 +57,7 @@ export interface AuditStats {
 export interface AuditTrailOptions {
   /** Rows waiting for the store at most; past it a new row is dropped and counted (its log line is written). */
   maxQueued?: number;
-  /** Rows one write takes at most; a queue this long is written at once. */
+  /** Rows one write (one transaction) takes at most; a queue this long is written at once. */
   batchRows?: number;
   /** How long a row waits for its write at most, while the store answers. */
   flushMs?: number;
@@ -70,6 +70,13 @@ export interface AuditTrailDeps {
   log: Logger;
   clock: Pick<Clock, 'wallNow' | 'setTimer'>;
 }
+
+/**
+ * A batch is one transaction: on SQLite every leaf of the (bot_id, at) index a batch touches is written to
+ * the WAL once per commit, whatever the rows per leaf, so a busy replica's second of rows is one batch, not
+ * a dozen (measured: 256-row batches cost twice the CPU per row of 4,096-row ones once the index is large).
+ */
+const DEFAULT_BATCH_ROWS = 4_096;
 
 export class AuditTrail {
   readonly #d: AuditTrailDeps;
@@ -87,7 +94,7 @@ export class AuditTrail {
 
   constructor(deps: AuditTrailDeps, o: AuditTrailOptions = {}) {
     this.#d = deps;
-    this.#batchRows = o.batchRows ?? 256;
+    this.#batchRows = o.batchRows ?? DEFAULT_BATCH_ROWS;
     this.#flushMs = o.flushMs ?? 1_000;
     this.#queue = new AuditQueue(o.maxQueued ?? 10_000);
     this.#signed = new MinuteTally(o.maxTallied ?? 10_000);
@@ -95,9 +102,9 @@ export class AuditTrail {
   }
 
   /** An event: its log line now, its row for the store. `extra` goes to the log line alone (no column holds it). */
-  record(event: AuditEvent, msg: string, extra: Record<string, unknown> = {}): void {
+  record(event: AuditEvent, msg: string, extra?: Record<string, unknown>): void {
     const row = rowOf(event, this.#d.clock.wallNow(), null);
-    this.#d.log.info({ ...lineOf(row), ...extra }, msg);
+    this.#d.log.info(extra === undefined ? lineOf(row) : { ...lineOf(row), ...extra }, msg);
     this.#enqueue(row);
   }
 

@@ -176,6 +176,8 @@ describe('the audit through a real broker (DESIGN §3.7)', () => {
     for (let i = 0; i < 30; i++) expect((await device.token(b.url, {}, { nonce })).json['code']).toBe('replayed');
     const strangers = Array.from({ length: 20 }, () => new TestDevice());
     for (const s of strangers) expect((await s.token(b.url)).json['code']).toBe('unknown-key');
+    // Refused before any route read a signature, as unsigned as the rest.
+    expect((await fetch(`${b.url}/v1/nothing`, { method: 'POST' })).status).toBe(404);
 
     const refusals = (await b.rows()).filter((r) => r.action === 'refusal');
     expect(refusals).toEqual([
@@ -205,6 +207,7 @@ describe('the audit through a real broker (DESIGN §3.7)', () => {
     expect(lines).toEqual([
       expect.objectContaining({ keyId: device.keyId, outcome: 'replayed', count: 30, signed: true }),
       expect.objectContaining({ keyId: null, source: '127.0.0.1', outcome: 'unknown-key', count: 20, signed: false }),
+      expect.objectContaining({ keyId: null, source: '127.0.0.1', outcome: 'not-found', count: 1, signed: false }),
     ]);
     for (const s of strangers) expect(readFileSync(b.logFile, 'utf8')).not.toContain(s.keyId);
   });
