@@ -1,7 +1,7 @@
 /** What every route of the broker works with, built once by broker.ts. */
 import type { CloudClient } from '../cloud/client.js';
 import type { Clock } from '../clock.js';
-import type { AuditTrail } from './audit/trail.js';
+import type { AuditTrail, RefusedKey } from './audit/trail.js';
 import type { CloudGate } from './cloud-gate.js';
 import type { BrokerLimits } from './config.js';
 import type { UnsignedRefusals } from './auth/unsigned.js';
@@ -40,6 +40,8 @@ export interface SignedRequest {
   authorization: string | undefined;
   raw: Buffer;
   source: string;
+  /** Set by the authentication stages once the signature verified: the key a refusal from then on is audited against. */
+  signer?: RefusedKey;
 }
 
 export interface RouteAnswer {

@@ -38,15 +38,20 @@ export interface FrontDeps {
   health: Pick<StoreHealth, 'check' | 'refuseWhileSkewed'>;
 }
 
+/** What a request's handling got to: its route, and its signed request once read (for its refusal's audit). */
+interface Handling {
+  route: RouteName;
+  request: SignedRequest | undefined;
+}
+
 export function createListener(deps: FrontDeps): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
     deps.guard.request(req, res);
-    let name: RouteName = 'other';
-    handle(deps, req, res, (n) => {
-      name = n;
-    }).then(
-      (outcome) => deps.ctx.metrics.request(name, outcome),
+    const handling: Handling = { route: 'other', request: undefined };
+    handle(deps, req, res, handling).then(
+      (outcome) => deps.ctx.metrics.request(handling.route, outcome),
       (err: unknown) => {
+        const name = handling.route;
         if (err instanceof Abandoned) {
           // The client's doing, not the broker's: no error, no answer.
           deps.ctx.metrics.request(name, 'abandoned');
@@ -55,6 +60,7 @@ export function createListener(deps: FrontDeps): (req: IncomingMessage, res: Ser
         }
         const refusal = err instanceof StoreUnavailable ? storeUnavailable(err.message) : err instanceof Refusal ? err : undefined;
         deps.ctx.metrics.request(name, refusal ? refusal.code : 'error');
+        if (refusal) auditRefusal(deps, req, handling.request, refusal.code);
         if (err instanceof StoreUnavailable) deps.log.warn({ err: messageOf(err), route: name }, 'the store did not answer a request');
         else if (!refusal) deps.log.error({ err: messageOf(err), route: name }, 'request failed');
         if (res.headersSent) return void res.destroy();
@@ -66,12 +72,12 @@ export function createListener(deps: FrontDeps): (req: IncomingMessage, res: Ser
   };
 }
 
-async function handle(deps: FrontDeps, req: IncomingMessage, res: ServerResponse, named: (n: RouteName) => void): Promise<'ok'> {
+async function handle(deps: FrontDeps, req: IncomingMessage, res: ServerResponse, handling: Handling): Promise<'ok'> {
   const url = req.url ?? '/';
   const [path = '/'] = url.split('?', 1);
   if (path === '/v1/health' || path === '/metrics') {
-    named(path === '/metrics' ? 'metrics' : 'health');
-    if (req.method !== 'GET' && req.method !== 'HEAD') throw unsigned(deps, req, new Refusal('bad-request', 'GET only'));
+    handling.route = path === '/metrics' ? 'metrics' : 'health';
+    if (req.method !== 'GET' && req.method !== 'HEAD') throw new Refusal('bad-request', 'GET only');
     if (path === '/metrics') {
       const { ctx } = deps;
       const devices = await ctx.census.counts();
@@ -86,32 +92,35 @@ async function handle(deps: FrontDeps, req: IncomingMessage, res: ServerResponse
     return 'ok';
   }
   const signed = SIGNED.get(path);
-  if (!signed) throw unsigned(deps, req, new Refusal('not-found', `no route ${path}`));
-  named(signed.name);
-  const request = await signedRequest(deps, req, url, path).catch((err: unknown) => {
-    throw err instanceof Refusal ? unsigned(deps, req, err) : err;
-  });
-  // The route's stages audit its refusals themselves: signed or not, they know.
-  const answer = await signed.handle(deps.ctx, request);
-  send(deps, res, answer.status, answer.body);
-  return 'ok';
-}
-
-/** A signed route's request as its stages take it: POST, no query, JSON, the body read whole. */
-async function signedRequest(deps: FrontDeps, req: IncomingMessage, url: string, path: string): Promise<SignedRequest> {
+  if (!signed) throw new Refusal('not-found', `no route ${path}`);
+  handling.route = signed.name;
   deps.health.refuseWhileSkewed();
   if (req.method !== 'POST') throw new Refusal('bad-request', `${path} takes POST`);
   if (url !== path) throw new Refusal('bad-request', 'a query string is not allowed');
   const type = (req.headers['content-type'] ?? '').split(';', 1)[0]?.trim().toLowerCase();
   if (type !== 'application/json') throw new Refusal('bad-request', 'Content-Type must be application/json');
   const raw = await readBody(req);
-  return { method: 'POST', path, authorization: req.headers.authorization, raw, source: sourceOf(req, deps.trustedProxies) };
+  const request: SignedRequest = {
+    method: 'POST',
+    path,
+    authorization: req.headers.authorization,
+    raw,
+    source: sourceOf(req, deps.trustedProxies),
+  };
+  handling.request = request;
+  const answer = await signed.handle(deps.ctx, request);
+  send(deps, res, answer.status, answer.body);
+  return 'ok';
 }
 
-/** A refusal before any signature was read: audited per source and code in the minute, never in the store. */
-function unsigned(deps: FrontDeps, req: IncomingMessage, refusal: Refusal): Refusal {
-  deps.ctx.audit.refusedUnsigned(sourceOf(req, deps.trustedProxies), refusal.code);
-  return refusal;
+/**
+ * A refusal in the audit (DESIGN §3.7): against its key once its signature verified (the stages set
+ * `signer`), else — before any signature was read, or one that failed — per source and code, never per keyId.
+ */
+function auditRefusal(deps: FrontDeps, req: IncomingMessage, request: SignedRequest | undefined, code: RefusalCode): void {
+  const source = request?.source ?? sourceOf(req, deps.trustedProxies);
+  if (request?.signer) deps.ctx.audit.refusedSigned({ ...request.signer, code, source });
+  else deps.ctx.audit.refusedUnsigned(source, code);
 }
 
 /** The body, or a Refusal 'too-large' as soon as it is known to pass the limit (the connection closes after the answer). */

@@ -32,14 +32,18 @@ export interface AuditEvent {
   outcome: string;
 }
 
-/** A refusal of a request whose signature verified: its key and code, where it came from, what is known of its device. */
-export interface SignedRefusal {
+/** The key a request's signature verified with, and what is known of its device: whom its refusal is audited against. */
+export interface RefusedKey {
   keyId: string;
-  code: RefusalCode;
-  source: string;
   vendorId?: string | undefined;
   deviceId?: string | undefined;
   botId?: string | undefined;
+}
+
+/** A refusal of a request whose signature verified: its key and code, where it came from. */
+export interface SignedRefusal extends RefusedKey {
+  code: RefusalCode;
+  source: string;
 }
 
 interface UnsignedRefusal {

@@ -8,6 +8,7 @@
 import type { KeyObject } from 'node:crypto';
 import { BROKER_WINDOW_MS, NONCE_KEEP_MS } from '../../protocol/broker.js';
 import type { DeviceAuthorization } from '../../protocol/device-sig.js';
+import type { RefusedKey } from '../audit/trail.js';
 import type { BrokerContext, RouteAnswer, SignedRequest } from '../context.js';
 import type { RouteName } from '../metrics.js';
 import { Refusal } from '../refusal.js';
@@ -124,53 +125,32 @@ function stages<F, K extends Found, A, S>(
         verified = { ...signer.found, source: http.source, auth, fields };
       } catch (err) {
         // Refused before its signature verified: counted in memory for its source, nothing written.
-        if (err instanceof Refusal) {
-          ctx.unsigned.count(http.source, ctx.clock.wallNow());
-          ctx.audit.refusedUnsigned(http.source, err.code);
-        }
+        if (err instanceof Refusal) ctx.unsigned.count(http.source, ctx.clock.wallNow());
         throw err;
       }
-      try {
-        return await afterSignature(ctx, route, signer, verified);
-      } catch (err) {
-        // Refused once its key signed it: one audit row per key, code and minute, with the count.
-        if (err instanceof Refusal)
-          ctx.audit.refusedSigned({ keyId: verified.auth.keyId, code: err.code, source: http.source, ...deviceOf(route, verified) });
-        throw err;
-      }
+      // Its key signed it: a refusal from here on is audited against that key (server.ts).
+      http.signer = { keyId: verified.auth.keyId, ...deviceOf(route, verified) };
+      if (signer.revoked) throw revokedKey();
+      const { auth } = verified;
+      // admission
+      const admission = await route.admit(ctx, verified);
+      // nonce, with the limit's count in the same step of the store
+      const now = ctx.clock.wallNow();
+      const spend: RequestSpend = { keyId: auth.keyId, nonce: auth.nonce, keepUntil: auth.tsMs + NONCE_KEEP_MS };
+      if (admission.limit) spend.window = windowOf(admission.limit, now);
+      const { spent, held } = await signer.spend(ctx, spend, now);
+      // The limit first: a request past it took no nonce, so it is no replay either.
+      if (admission.limit && spent.count !== undefined) judge(ctx.metrics, admission.limit, spent.count, now);
+      if (spent.replayed) throw new Refusal('replayed', 'this nonce was used before');
+      if ('refused' in admission) throw admission.refused;
+      return route.serve(ctx, { ...verified, ...held, admitted: admission.admitted } as Authenticated<F, K, A, S>);
     },
   };
   return served as SignedRoute;
 }
 
-/** The stages after the signature: the key's state, admission, the limit and the nonce, then the route's own work. */
-async function afterSignature<F, K extends Found, A, S>(
-  ctx: BrokerContext,
-  route: RouteStages<F, K, A, S>,
-  signer: Signer<K, S>,
-  verified: Verified<F, K>,
-): Promise<RouteAnswer> {
-  if (signer.revoked) throw revokedKey();
-  const { auth } = verified;
-  // admission
-  const admission = await route.admit(ctx, verified);
-  // nonce, with the limit's count in the same step of the store
-  const now = ctx.clock.wallNow();
-  const spend: RequestSpend = { keyId: auth.keyId, nonce: auth.nonce, keepUntil: auth.tsMs + NONCE_KEEP_MS };
-  if (admission.limit) spend.window = windowOf(admission.limit, now);
-  const { spent, held } = await signer.spend(ctx, spend, now);
-  // The limit first: a request past it took no nonce, so it is no replay either.
-  if (admission.limit && spent.count !== undefined) judge(ctx.metrics, admission.limit, spent.count, now);
-  if (spent.replayed) throw new Refusal('replayed', 'this nonce was used before');
-  if ('refused' in admission) throw admission.refused;
-  return route.serve(ctx, { ...verified, ...held, admitted: admission.admitted } as Authenticated<F, K, A, S>);
-}
-
-/** The device a refused request's key belongs to, as far as the key stage (or the route's fields) tell it. */
-function deviceOf<F, K extends Found, A, S>(
-  route: RouteStages<F, K, A, S>,
-  req: Verified<F, K>,
-): { vendorId?: string; deviceId?: string; botId?: string } {
+/** The device a request's key belongs to, as far as the key stage (or the route's fields) tell it. */
+function deviceOf<F, K extends Found, A, S>(route: RouteStages<F, K, A, S>, req: Verified<F, K>): Omit<RefusedKey, 'keyId'> {
   if (req.known) return { vendorId: req.known.vendorId, deviceId: req.known.deviceId, botId: req.known.botId };
   return { ...route.device?.(req.fields), ...req.device, ...(req.botId ? { botId: req.botId } : {}) };
 }
