@@ -5,6 +5,8 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { pino } from 'pino';
+import { AuditTrail } from '../../src/broker/audit/trail.js';
 import { type BrokerConfig, loadBrokerConfig } from '../../src/broker/config.js';
 import { brokerKeys, readTokenKey } from '../../src/broker/keys.js';
 import { createCode } from '../../src/broker/operator.js';
@@ -189,18 +191,21 @@ export class BrokerRig {
     try {
       const keys = brokerKeys(readTokenKey(this.tokenKeyFile));
       const now = Date.now();
+      const audit = new AuditTrail({ store: s, log: pino({ level: 'silent' }), clock: systemClock });
       const { code } = await createCode(
         s,
         keys,
         { vendorId: VENDOR, binding: 'any-device', uses: devices.length, ttlS: 3600, kind: 'plain' },
         now,
+        { actor: 'bench', audit },
       );
+      await audit.close();
       const admission = { by: 'code', hmac: keys.codeHmac(normaliseCode(code)!) } as const;
       let next = 0;
       const lane = async (): Promise<void> => {
         for (let i = next++; i < devices.length; i = next++) {
           const d = devices[i]!;
-          const outcome = await s.enroll({
+          const { outcome } = await s.enroll({
             admission,
             key: { keyId: d.keyId, publicKey: d.publicKey },
             botId: d.botId,

@@ -8,9 +8,10 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { CloudClient } from '../cloud/client.js';
-import type { Cancel, Clock } from '../clock.js';
+import type { Clock } from '../clock.js';
 import { voiceChatUrl } from '../protocol/conversation.js';
 import { messageOf } from '../protocol/errors.js';
+import { AuditTrail } from './audit/trail.js';
 import { CloudGate } from './cloud-gate.js';
 import { displace } from './displace.js';
 import { DueDisplacements } from './displacements.js';
@@ -18,6 +19,8 @@ import { BrokerConfigError, type BrokerConfig } from './config.js';
 import type { BrokerContext } from './context.js';
 import { brokerKeys, readAccountSecret, readStorePassword, readTokenKey, refuseKeyBesideStore } from './keys.js';
 import { UnsignedRefusals } from './auth/unsigned.js';
+import { DeviceCensus } from './device-census.js';
+import { startHousekeeping } from './housekeeping.js';
 import { KeyCache } from './key-cache.js';
 import { BrokerMetrics } from './metrics.js';
 import { ConnectionGuard } from './connections.js';
@@ -30,9 +33,6 @@ import { VendorTokens } from './vendor-tokens.js';
 
 /** Waiting cloud calls per replica past the in-flight cap; beyond it a request is told 503 at once. */
 const MAX_QUEUED_CLOUD_CALLS = 100_000;
-const SWEEP_MS = 60_000;
-/** Rate windows are at most an hour long: older ones count for nothing. */
-const KEEP_WINDOWS_MS = 2 * 3_600_000;
 /** Each connection's deadlines (connections.ts): idle between requests, a request's head, its body. */
 const IDLE_MS = 5_000;
 const HEAD_MS = 10_000;
@@ -47,6 +47,8 @@ export interface BrokerDeps {
 export interface RunningBroker {
   url: string;
   store: BrokerStore;
+  /** Its audit, which operators acting in the same process (the demo) record into too. */
+  audit: AuditTrail;
   close(): Promise<void>;
 }
 
@@ -80,7 +82,8 @@ export async function startBroker({ config, clock, log }: BrokerDeps): Promise<R
     clock,
     limits: config.limits,
     metrics: new BrokerMetrics(),
-    audit: log,
+    census: new DeviceCensus(store, clock),
+    audit: new AuditTrail({ store, log, clock }),
   };
   const trustedProxies = new Set(config.trustedProxies);
   const { connectionsMax: max, connectionsPerSource: perSource } = config.limits;
@@ -110,30 +113,27 @@ export async function startBroker({ config, clock, log }: BrokerDeps): Promise<R
   const displacements = new DueDisplacements({
     store,
     displace: (botId, signal) => displace({ cloud, gate, wsUrl, clock }, botId, signal),
-    audit: log,
+    audit: ctx.audit,
+    log,
   });
-  let cancelSweep: Cancel = () => undefined;
-  // Each minute: what has expired goes, and the displacements that fell due are made.
-  const sweep = (): void => {
-    store.sweep(clock.wallNow() - KEEP_WINDOWS_MS).catch((err: unknown) => log.warn({ err: messageOf(err) }, 'sweeping old nonces failed'));
-    void displacements.run();
-    cancelSweep = clock.setTimer(SWEEP_MS, sweep);
-  };
-  cancelSweep = clock.setTimer(SWEEP_MS, sweep);
+  const stopHousekeeping = startHousekeeping({ store, clock, log, auditRetentionDays: config.auditRetentionDays, displacements });
   health.start();
   const { port } = server.address() as AddressInfo;
   const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host;
   return {
     url: `${tls ? 'https' : 'http'}://${host}:${port}`,
     store,
+    audit: ctx.audit,
     async close() {
-      cancelSweep();
+      stopHousekeeping();
       health.stop();
       await displacements.stop();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
       });
+      // What the requests audited reaches the store before it closes.
+      await ctx.audit.close();
       await Promise.all([cloud.close(), store.close()]);
     },
   };

@@ -3,6 +3,7 @@ import { closeSync, fstatSync, openSync, readSync, type Stats } from 'node:fs';
 import { isIP } from 'node:net';
 import { join } from 'node:path';
 import { refuseUnlessPrivate } from '../private-file.js';
+import { DEFAULT_AUDIT_RETENTION_DAYS } from './audit/retention.js';
 import { BotlinkError, type BotlinkErrorOptions, messageOf } from '../protocol/errors.js';
 
 export const DEFAULT_CONFIG_FILE = '/etc/botlink-broker/config.json';
@@ -52,6 +53,8 @@ export interface BrokerConfig {
   tokenKeyFile: string;
   logFile: string;
   logLevel: string;
+  /** Days the audit keeps its rows (token-issued events 30 at most), pruned daily. */
+  auditRetentionDays: number;
   limits: BrokerLimits;
 }
 
@@ -77,6 +80,7 @@ const KEYS = [
   'connectionsMax',
   'connectionsPerSource',
   'unsignedPerMinute',
+  'auditRetentionDays',
 ] as const;
 type Key = (typeof KEYS)[number];
 
@@ -88,6 +92,7 @@ const NUMBER_KEYS: ReadonlySet<Key> = new Set([
   'connectionsMax',
   'connectionsPerSource',
   'unsignedPerMinute',
+  'auditRetentionDays',
 ]);
 const LEVELS = new Set(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
 /** The agent's own variables share the prefix: they are not the broker's, so they are ignored. */
@@ -237,6 +242,7 @@ export function parseBrokerConfig(raw: Raw, env: NodeJS.ProcessEnv): BrokerConfi
     tokenKeyFile: credential('tokenKeyFile', 'token-key'),
     logFile: str('logFile', '-'),
     logLevel,
+    auditRetentionDays: count('auditRetentionDays', DEFAULT_AUDIT_RETENTION_DAYS),
     limits: {
       deviceTokensPerHour: count('deviceTokensPerHour', 12),
       enrollPerMinute: count('enrollPerMinute', 5),

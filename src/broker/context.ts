@@ -1,10 +1,11 @@
 /** What every route of the broker works with, built once by broker.ts. */
-import type { Logger } from 'pino';
 import type { CloudClient } from '../cloud/client.js';
 import type { Clock } from '../clock.js';
+import type { AuditTrail, RefusedKey } from './audit/trail.js';
 import type { CloudGate } from './cloud-gate.js';
 import type { BrokerLimits } from './config.js';
 import type { UnsignedRefusals } from './auth/unsigned.js';
+import type { DeviceCensus } from './device-census.js';
 import type { KeyCache } from './key-cache.js';
 import type { BrokerKeys } from './keys.js';
 import type { BrokerMetrics } from './metrics.js';
@@ -26,8 +27,10 @@ export interface BrokerContext {
   clock: Clock;
   limits: BrokerLimits;
   metrics: BrokerMetrics;
-  /** Audit lines: botId, keyId, source address, outcome — never a token, a code or a key. */
-  audit: Logger;
+  /** Devices by state for /metrics, counted by the store at most every 30 s. */
+  census: DeviceCensus;
+  /** Every audit event: a log line at once, a row for the store in a batch — never a token, a code or a key. */
+  audit: AuditTrail;
 }
 
 /** A request to a signed route once its body is read: who sent it, and from where (a trusted proxy's client). */
@@ -37,6 +40,8 @@ export interface SignedRequest {
   authorization: string | undefined;
   raw: Buffer;
   source: string;
+  /** Set by the authentication stages once the signature verified: the key a refusal from then on is audited against. */
+  signer?: RefusedKey;
 }
 
 export interface RouteAnswer {

@@ -6,6 +6,7 @@
  */
 import type { Logger } from 'pino';
 import { messageOf } from '../protocol/errors.js';
+import type { AuditTrail } from './audit/trail.js';
 import type { Displacement } from './displace.js';
 import type { DisplacementQueue } from './store/types.js';
 
@@ -18,24 +19,31 @@ export const MAX_DISPLACE_ATTEMPTS = 10;
 /** Displacements taken off the queue at once, and so in flight at once, per replica. */
 const CLAIM_BATCH = 16;
 
-/** Who displaced: the operator's command right after the revoke, or a replica once the token expired. */
-export type DisplacedBy = 'operator' | 'broker';
+/** The actor of the displacement a replica makes once the token expired (the operator's is `cli:<OS user>`). */
+export const BROKER_ACTOR = 'broker';
 
-/** The audit line of one displacement (DESIGN §3.7): botId and outcome, never the token it used. */
-export function auditDisplacement(audit: Logger | undefined, botId: string, by: DisplacedBy, result: Displacement, attempt = 1): void {
+/** The audit event of one displacement (DESIGN §3.7): botId and outcome, never the token it used. */
+export function auditDisplacement(
+  audit: Pick<AuditTrail, 'record'>,
+  actor: string,
+  botId: string,
+  result: Displacement,
+  attempt = 1,
+): void {
   const failed = result.outcome === 'failed';
-  const outcome = failed ? (by === 'broker' && attempt >= MAX_DISPLACE_ATTEMPTS ? 'gave-up' : 'failed') : 'displaced';
-  audit?.info(
-    { audit: 'displace', botId, source: by, outcome, attempt, ...(failed && { reason: result.reason }) },
-    failed ? 'displacement failed' : 'displacement',
-  );
+  const outcome = failed ? (actor === BROKER_ACTOR && attempt >= MAX_DISPLACE_ATTEMPTS ? 'gave-up' : 'failed') : 'displaced';
+  audit.record({ action: 'displace', actor, botId, outcome }, failed ? 'displacement failed' : 'displacement', {
+    attempt,
+    ...(failed && { reason: result.reason }),
+  });
 }
 
 export interface DueDisplacementsDeps {
   store: DisplacementQueue;
   /** One displacement (displace.ts with the broker's cloud client and gate); never rejects. */
   displace(botId: string, signal: AbortSignal): Promise<Displacement>;
-  audit: Logger;
+  audit: Pick<AuditTrail, 'record'>;
+  log: Logger;
 }
 
 /** The housekeeping's part in displacement: run() each round; stop() at close. */
@@ -64,10 +72,10 @@ export class DueDisplacements {
   }
 
   async #drain(): Promise<void> {
-    const { store, audit } = this.#d;
+    const { store, log } = this.#d;
     for (;;) {
       const due = await store.claimDisplacements(CLAIM_BATCH).catch((err: unknown) => {
-        audit.warn({ err: messageOf(err) }, 'taking due displacements failed; trying again next round');
+        log.warn({ err: messageOf(err) }, 'taking due displacements failed; trying again next round');
         return [];
       });
       await Promise.all(due.map(({ botId, attempts }) => this.#one(botId, attempts)));
@@ -83,7 +91,7 @@ export class DueDisplacements {
       return;
     }
     const attempt = attempts + 1;
-    auditDisplacement(this.#d.audit, botId, 'broker', result, attempt);
+    auditDisplacement(this.#d.audit, BROKER_ACTOR, botId, result, attempt);
     if (result.outcome === 'failed' && attempt < MAX_DISPLACE_ATTEMPTS) await this.#requeue(botId, DISPLACE_RETRY_MS, attempt);
   }
 
@@ -91,7 +99,7 @@ export class DueDisplacements {
     try {
       await this.#d.store.requeueDisplacement(botId, afterMs, attempts);
     } catch (err) {
-      this.#d.audit.warn({ botId, err: messageOf(err) }, 'a displacement could not be queued again: it is lost');
+      this.#d.log.warn({ botId, err: messageOf(err) }, 'a displacement could not be queued again: it is lost');
     }
   }
 }

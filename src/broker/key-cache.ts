@@ -10,6 +10,8 @@ export interface CachedKey {
   publicKey: string;
   /** The key's botId, which never changes: the limits that count per botId count before the store is read. */
   botId: string;
+  /** Its device, which never changes either: the audit of a refusal names it without a read. */
+  device: { vendorId: string; deviceId: string };
 }
 
 /**

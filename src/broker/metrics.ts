@@ -2,25 +2,40 @@
 import { type Family, renderMetrics } from '../exposition.js';
 import type { GateStats } from './cloud-gate.js';
 import type { ConnectionStats } from './connections.js';
-import type { RefusalCode } from '../protocol/broker.js';
+import { isRefusalCode, REFUSAL_STATUS, type RefusalCode } from '../protocol/broker.js';
+import type { AuditStats } from './audit/trail.js';
 import { LIMIT_KINDS, type LimitKind } from './auth/limits.js';
-import type { CodeKind } from './store/types.js';
+import type { CodeKind, DeviceCounts } from './store/types.js';
 
 export const ROUTE_NAMES = ['enroll', 'token', 'rotate', 'health', 'metrics', 'other'] as const;
 export type RouteName = (typeof ROUTE_NAMES)[number];
 type Outcome = 'ok' | RefusalCode | 'abandoned' | 'error';
 const SOURCES = ['cache', 'refresh', 'sign'] as const;
 const KINDS: readonly CodeKind[] = ['plain', 'adopt', 'replace'];
+const REFUSAL_CODES = Object.keys(REFUSAL_STATUS) as RefusalCode[];
+const DEVICE_STATES: readonly (keyof DeviceCounts)[] = ['active', 'revoked', 'preauthorized'];
+
+/** What a scrape reads of the broker's parts, besides its own counters. */
+export interface MetricsSources {
+  gate: GateStats;
+  store: string;
+  connections: ConnectionStats;
+  audit: AuditStats;
+  /** Undefined while the store has never answered the count. */
+  devices: DeviceCounts | undefined;
+}
 
 export class BrokerMetrics {
   readonly #requests = new Map<string, number>();
   readonly #issued = new Map<string, number>();
   readonly #enrolled = new Map<string, number>();
   readonly #limited = new Map<string, number>();
+  readonly #refused = new Map<RefusalCode, number>();
 
   request(route: RouteName, outcome: Outcome): void {
     const key = `${route}\u0000${outcome}`;
     this.#requests.set(key, (this.#requests.get(key) ?? 0) + 1);
+    if (isRefusalCode(outcome)) this.#refused.set(outcome, (this.#refused.get(outcome) ?? 0) + 1);
   }
 
   issued(source: (typeof SOURCES)[number]): void {
@@ -35,7 +50,7 @@ export class BrokerMetrics {
     this.#limited.set(limit, (this.#limited.get(limit) ?? 0) + 1);
   }
 
-  text(gate: GateStats, store: string, connections: ConnectionStats): string {
+  text({ gate, store, connections, audit, devices }: MetricsSources): string {
     const families: Family[] = [
       {
         name: 'botlink_broker_requests_total',
@@ -45,6 +60,30 @@ export class BrokerMetrics {
           const [route = '', outcome = ''] = k.split('\u0000');
           return [{ route, outcome }, n] as const;
         }),
+      },
+      {
+        name: 'botlink_broker_refusals_total',
+        type: 'counter',
+        help: 'Requests refused, by code (every route; signed or not).',
+        samples: REFUSAL_CODES.map((c) => [{ code: c }, this.#refused.get(c) ?? 0] as const),
+      },
+      {
+        name: 'botlink_broker_devices',
+        type: 'gauge',
+        help: "Devices by state, as the store counted them at most 30 s ago ('broker devices' lines).",
+        samples: devices === undefined ? [] : DEVICE_STATES.map((s) => [{ state: s }, devices[s]] as const),
+      },
+      {
+        name: 'botlink_broker_audit_rows_queued',
+        type: 'gauge',
+        help: 'Audit rows waiting for the store in this replica.',
+        samples: [[{}, audit.queued]],
+      },
+      {
+        name: 'botlink_broker_audit_rows_dropped_total',
+        type: 'counter',
+        help: 'Audit rows this replica dropped because too many waited for the store (their log lines were written).',
+        samples: [[{}, audit.dropped]],
       },
       {
         name: 'botlink_broker_tokens_issued_total',

@@ -2,10 +2,10 @@
  * The operator's actions on the broker's store (DESIGN §3.7 `broker code | devices | revoke | preauth`),
  * apart from the command line that parses their flags and prints their results.
  */
-import type { Logger } from 'pino';
 import { IDENTITY_FIELDS, type IdentityField, isIdentity } from '../protocol/broker.js';
 import { publicKeyFromWire } from '../protocol/device-sig.js';
 import { BotlinkError, messageOf } from '../protocol/errors.js';
+import type { AuditTrail } from './audit/trail.js';
 import { newCode, normaliseCode } from './codes.js';
 import { type Displacement, type DisplacerDeps, displace } from './displace.js';
 import { auditDisplacement, DISPLACE_AFTER_EXPIRY_MS } from './displacements.js';
@@ -20,6 +20,12 @@ export class OperatorInputError extends BotlinkError {
   constructor(message: string) {
     super('ERR_CONFIG', message, 'fatal');
   }
+}
+
+/** Who acts (`cli:<OS user>`), and the audit their actions go to. */
+export interface Operator {
+  actor: string;
+  audit: AuditTrail;
 }
 
 /**
@@ -42,8 +48,8 @@ export interface IssuedCode {
   uses: number;
 }
 
-/** A new code; the audit line (DESIGN §3.7) says its vendor, binding, kind and uses — never the code. */
-export async function createCode(store: BrokerStore, keys: BrokerKeys, req: CodeRequest, now: number, audit?: Logger): Promise<IssuedCode> {
+/** A new code; its audit event (DESIGN §3.7) says its vendor, binding, kind and uses — never the code. */
+export async function createCode(store: BrokerStore, keys: BrokerKeys, req: CodeRequest, now: number, by: Operator): Promise<IssuedCode> {
   const deviceId = req.binding === 'any-device' ? null : req.binding.deviceId;
   refuseUnlessIdentity('--vendor-id', 'vendorId', req.vendorId);
   if (deviceId !== null) refuseUnlessIdentity('--device-id', 'deviceId', deviceId);
@@ -61,18 +67,11 @@ export async function createCode(store: BrokerStore, keys: BrokerKeys, req: Code
     expiresAt,
     createdAt: now,
   });
-  audit?.info(
-    {
-      audit: 'code',
-      vendorId: req.vendorId,
-      deviceId,
-      anyDevice: deviceId === null,
-      kind: req.kind,
-      uses: req.uses,
-      source: 'operator',
-      outcome: 'made',
-    },
+  const binding = deviceId === null ? 'any-device' : 'device';
+  by.audit.record(
+    { action: 'code', actor: by.actor, vendorId: req.vendorId, deviceId, outcome: `made ${req.kind} uses=${req.uses} ${binding}` },
     deviceId === null ? 'enrollment code made for any device of its vendor' : 'enrollment code made',
+    { anyDevice: deviceId === null, kind: req.kind, uses: req.uses },
   );
   return { code, expiresAt, uses: req.uses };
 }
@@ -99,23 +98,25 @@ export async function revoke(
   store: BrokerStore,
   botId: string,
   now: number,
-  audit?: Logger,
+  by: Operator,
   opts: { displace?: boolean } = {},
 ): Promise<RevokeResult> {
   const { keyIds, displaceAt } = await store.revoke(botId, now, opts.displace ? { displaceAfterExpiryMs: DISPLACE_AFTER_EXPIRY_MS } : {});
-  for (const keyId of keyIds) audit?.info({ audit: 'revoke', botId, keyId, source: 'operator', outcome: 'revoked' }, 'revocation');
-  if (keyIds.length > 0) return { revoked: keyIds.length, displaceAt };
+  // A botId is one device's: its row names the vendorId and deviceId of every key it had.
   const device = await store.findDeviceByBotId(botId);
-  audit?.info({ audit: 'revoke', botId, keyId: null, source: 'operator', outcome: device ? 'none-active' : 'unknown-bot' }, 'revocation');
+  const event = { action: 'revoke', actor: by.actor, vendorId: device?.vendorId, deviceId: device?.deviceId, botId } as const;
+  for (const keyId of keyIds) by.audit.record({ ...event, keyId, outcome: 'revoked' }, 'revocation');
+  if (keyIds.length > 0) return { revoked: keyIds.length, displaceAt };
+  by.audit.record({ ...event, outcome: device ? 'none-active' : 'unknown-bot' }, 'revocation');
   throw new OperatorInputError(
     device ? `botId ${botId} has no active key: nothing was revoked` : `no device with botId ${botId} is known to this broker`,
   );
 }
 
 /** revoke --displace's first displacement, right after the revoke committed; audited, and told, never thrown. */
-export async function displaceRevoked(deps: DisplacerDeps, botId: string, audit?: Logger): Promise<Displacement> {
+export async function displaceRevoked(deps: DisplacerDeps, botId: string, by: Operator): Promise<Displacement> {
   const result = await displace(deps, botId);
-  auditDisplacement(audit, botId, 'operator', result);
+  auditDisplacement(by.audit, by.actor, botId, result);
   return result;
 }
 
@@ -150,8 +151,14 @@ export function parsePreauth(text: string, vendorId: string, now: number): Preau
   return rows;
 }
 
-export async function preauthorize(store: BrokerStore, rows: readonly PreauthRow[]): Promise<number> {
+/** Pre-authorises every row or none; one audit event per row added (DESIGN §3.7). */
+export async function preauthorize(store: BrokerStore, rows: readonly PreauthRow[], by: Operator): Promise<number> {
   const result = await store.addPreauth(rows);
   if ('conflict' in result) throw new OperatorInputError(`deviceId ${result.conflict} is enrolled or pre-authorised already`);
+  for (const { vendorId, deviceId, keyId } of rows) {
+    by.audit.record({ action: 'preauth', actor: by.actor, vendorId, deviceId, keyId, outcome: 'added' }, 'device pre-authorised');
+    // A file of many lines: each row waits for room rather than be dropped.
+    await by.audit.room();
+  }
   return result.added;
 }

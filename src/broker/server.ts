@@ -38,15 +38,20 @@ export interface FrontDeps {
   health: Pick<StoreHealth, 'check' | 'refuseWhileSkewed'>;
 }
 
+/** What a request's handling got to: its route, and its signed request once read (for its refusal's audit). */
+interface Handling {
+  route: RouteName;
+  request: SignedRequest | undefined;
+}
+
 export function createListener(deps: FrontDeps): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
     deps.guard.request(req, res);
-    let name: RouteName = 'other';
-    handle(deps, req, res, (n) => {
-      name = n;
-    }).then(
-      (outcome) => deps.ctx.metrics.request(name, outcome),
+    const handling: Handling = { route: 'other', request: undefined };
+    handle(deps, req, res, handling).then(
+      (outcome) => deps.ctx.metrics.request(handling.route, outcome),
       (err: unknown) => {
+        const name = handling.route;
         if (err instanceof Abandoned) {
           // The client's doing, not the broker's: no error, no answer.
           deps.ctx.metrics.request(name, 'abandoned');
@@ -55,6 +60,7 @@ export function createListener(deps: FrontDeps): (req: IncomingMessage, res: Ser
         }
         const refusal = err instanceof StoreUnavailable ? storeUnavailable(err.message) : err instanceof Refusal ? err : undefined;
         deps.ctx.metrics.request(name, refusal ? refusal.code : 'error');
+        if (refusal) auditRefusal(deps, req, handling.request, refusal.code);
         if (err instanceof StoreUnavailable) deps.log.warn({ err: messageOf(err), route: name }, 'the store did not answer a request');
         else if (!refusal) deps.log.error({ err: messageOf(err), route: name }, 'request failed');
         if (res.headersSent) return void res.destroy();
@@ -66,15 +72,17 @@ export function createListener(deps: FrontDeps): (req: IncomingMessage, res: Ser
   };
 }
 
-async function handle(deps: FrontDeps, req: IncomingMessage, res: ServerResponse, named: (n: RouteName) => void): Promise<'ok'> {
+async function handle(deps: FrontDeps, req: IncomingMessage, res: ServerResponse, handling: Handling): Promise<'ok'> {
   const url = req.url ?? '/';
   const [path = '/'] = url.split('?', 1);
   if (path === '/v1/health' || path === '/metrics') {
-    named(path === '/metrics' ? 'metrics' : 'health');
+    handling.route = path === '/metrics' ? 'metrics' : 'health';
     if (req.method !== 'GET' && req.method !== 'HEAD') throw new Refusal('bad-request', 'GET only');
     if (path === '/metrics') {
-      const text = deps.ctx.metrics.text(deps.ctx.gate.stats(), deps.ctx.store.kind, deps.guard.stats());
-      sendRaw(deps, res, 200, METRICS_CONTENT_TYPE, text);
+      const { ctx } = deps;
+      const devices = await ctx.census.counts();
+      const sources = { gate: ctx.gate.stats(), store: ctx.store.kind, connections: deps.guard.stats(), audit: ctx.audit.stats(), devices };
+      sendRaw(deps, res, 200, METRICS_CONTENT_TYPE, ctx.metrics.text(sources));
       return 'ok';
     }
     const verdict = await deps.health.check();
@@ -85,7 +93,7 @@ async function handle(deps: FrontDeps, req: IncomingMessage, res: ServerResponse
   }
   const signed = SIGNED.get(path);
   if (!signed) throw new Refusal('not-found', `no route ${path}`);
-  named(signed.name);
+  handling.route = signed.name;
   deps.health.refuseWhileSkewed();
   if (req.method !== 'POST') throw new Refusal('bad-request', `${path} takes POST`);
   if (url !== path) throw new Refusal('bad-request', 'a query string is not allowed');
@@ -99,9 +107,20 @@ async function handle(deps: FrontDeps, req: IncomingMessage, res: ServerResponse
     raw,
     source: sourceOf(req, deps.trustedProxies),
   };
+  handling.request = request;
   const answer = await signed.handle(deps.ctx, request);
   send(deps, res, answer.status, answer.body);
   return 'ok';
+}
+
+/**
+ * A refusal in the audit (DESIGN §3.7): against its key once its signature verified (the stages set
+ * `signer`), else — before any signature was read, or one that failed — per source and code, never per keyId.
+ */
+function auditRefusal(deps: FrontDeps, req: IncomingMessage, request: SignedRequest | undefined, code: RefusalCode): void {
+  const source = request?.source ?? sourceOf(req, deps.trustedProxies);
+  if (request?.signer) deps.ctx.audit.refusedSigned({ ...request.signer, code, source });
+  else deps.ctx.audit.refusedUnsigned(source, code);
 }
 
 /** The body, or a Refusal 'too-large' as soon as it is known to pass the limit (the connection closes after the answer). */

@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import type { BrokerStore, CodeRow, EnrollCommit } from '../../src/broker/store/types.js';
+import type { AuditRow, BrokerStore, CodeRow, EnrollCommit } from '../../src/broker/store/types.js';
 import { H } from './time.js';
 
 const hex = (bytes: number): string => randomBytes(bytes).toString('hex');
@@ -55,3 +55,27 @@ export async function hitIn(store: BrokerStore, bucket: string, start: number): 
   if (spent.replayed || spent.count === undefined) throw new Error('a fresh nonce was refused, or nothing was counted');
   return spent.count;
 }
+
+/** An audit row of a token issued to bot-1 from 192.0.2.1; `over` changes any field. */
+export function auditRow(over: Partial<AuditRow> = {}): AuditRow {
+  return {
+    at: 1_000,
+    action: 'token',
+    actor: 'device',
+    vendorId: 'V1',
+    deviceId: 'SN-1',
+    botId: 'bot-1',
+    keyId: 'k1',
+    codeId: null,
+    source: '192.0.2.1',
+    outcome: 'cache',
+    count: 1,
+    fold: null,
+    ...over,
+  };
+}
+
+/** The audit table as AuditRow fields, oldest first, on either database (BIGINT columns as the driver reads them). */
+export const AUDIT_ROWS_SQL =
+  'SELECT at, action, actor, vendor_id AS "vendorId", device_id AS "deviceId", bot_id AS "botId", key_id AS "keyId", ' +
+  'code_id AS "codeId", source, outcome, count, fold FROM audit ORDER BY id';

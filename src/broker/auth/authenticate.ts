@@ -8,6 +8,7 @@
 import type { KeyObject } from 'node:crypto';
 import { BROKER_WINDOW_MS, NONCE_KEEP_MS } from '../../protocol/broker.js';
 import type { DeviceAuthorization } from '../../protocol/device-sig.js';
+import type { RefusedKey } from '../audit/trail.js';
 import type { BrokerContext, RouteAnswer, SignedRequest } from '../context.js';
 import type { RouteName } from '../metrics.js';
 import { Refusal } from '../refusal.js';
@@ -28,6 +29,8 @@ export interface EnrolledKey {
   readonly botId: string;
   /** Undefined when the signature was checked with a cached public key: the nonce stage reads the key then. */
   readonly known: KeyRow | undefined;
+  /** The key's device as the cache holds it, when `known` is not read. */
+  readonly device?: { readonly vendorId: string; readonly deviceId: string };
 }
 
 /** The key an enrollment carries, as the store knows it: undefined for a new key (a revoked one was refused). */
@@ -60,6 +63,8 @@ interface RouteStages<F, K, A, S> {
   readonly name: RouteName;
   /** form: the route's fields from the JSON body, else a Refusal 'bad-request'. */
   form(body: Record<string, unknown>, auth: DeviceAuthorization): F;
+  /** What the fields say of the device, for the audit of a refusal when the store knows no row of the key yet (enroll). */
+  device?(fields: F): { deviceId: string };
   /** admission: after the signature, before the nonce. */
   admit(ctx: BrokerContext, req: Verified<F, K>): Promise<Admission<A>>;
   serve(ctx: BrokerContext, req: Authenticated<F, K, A, S>): Promise<RouteAnswer>;
@@ -89,8 +94,15 @@ interface Signer<K, S> {
   spend(ctx: BrokerContext, r: RequestSpend, now: number): Promise<{ spent: SpendOutcome; held: S }>;
 }
 
+/** What every key stage finds: the key's row when it was read; else its botId and device when the cache held them. */
+interface Found {
+  readonly known: KeyRow | undefined;
+  readonly botId?: string;
+  readonly device?: { readonly vendorId: string; readonly deviceId: string };
+}
+
 /** §3.7's order, the one list every signed route runs. */
-function stages<F, K, A, S>(
+function stages<F, K extends Found, A, S>(
   route: RouteStages<F, K, A, S>,
   keyStage: (ctx: BrokerContext, bytes: SignedBytes, fields: F) => Promise<Signer<K, S>>,
 ): SignedRoute {
@@ -116,6 +128,8 @@ function stages<F, K, A, S>(
         if (err instanceof Refusal) ctx.unsigned.count(http.source, ctx.clock.wallNow());
         throw err;
       }
+      // Its key signed it: a refusal from here on is audited against that key (server.ts).
+      http.signer = { keyId: verified.auth.keyId, ...deviceOf(route, verified) };
       if (signer.revoked) throw revokedKey();
       const { auth } = verified;
       // admission
@@ -137,6 +151,12 @@ function stages<F, K, A, S>(
   return served as SignedRoute;
 }
 
+/** The device a request's key belongs to, as far as the key stage (or the route's fields) tell it. */
+function deviceOf<F, K extends Found, A, S>(route: RouteStages<F, K, A, S>, req: Verified<F, K>): Omit<RefusedKey, 'keyId'> {
+  if (req.known) return { vendorId: req.known.vendorId, deviceId: req.known.deviceId, botId: req.known.botId };
+  return { ...route.device?.(req.fields), ...req.device, ...(req.botId ? { botId: req.botId } : {}) };
+}
+
 function checkWindow(auth: DeviceAuthorization, now: number): void {
   if (Math.abs(auth.tsMs - now) > BROKER_WINDOW_MS) {
     throw new Refusal('clock-skew', `ts is ${Math.round((auth.tsMs - now) / 1000)} s from the broker's time`, {
@@ -155,7 +175,7 @@ async function enrolledKey(ctx: BrokerContext, req: SignedBytes): Promise<Signer
   const keyId = req.auth.keyId;
   const cached = ctx.keyCache.get(keyId);
   if (cached !== undefined && signatureMatches(cached.key, req)) {
-    return { found: { botId: cached.botId, known: undefined }, revoked: false, spend: held(cached.publicKey) };
+    return { found: { botId: cached.botId, known: undefined, device: cached.device }, revoked: false, spend: held(cached.publicKey) };
   }
   const row = await ctx.store.findKey(keyId);
   if (row === undefined) throw new Refusal('unknown-key', 'no device is enrolled with this key');
@@ -166,7 +186,7 @@ async function enrolledKey(ctx: BrokerContext, req: SignedBytes): Promise<Signer
   // A tombstone is a key retired long ago (or rejected): verified like any, then refused.
   if (isTombstone(row)) return { found: { botId: '', known: undefined }, revoked: true, spend: held(row.publicKey) };
   if (row.state !== 'active') return { found: { botId: row.botId, known: row }, revoked: true, spend: held(row.publicKey) };
-  ctx.keyCache.set(keyId, { key, publicKey: row.publicKey, botId: row.botId });
+  ctx.keyCache.set(keyId, { key, publicKey: row.publicKey, botId: row.botId, device: { vendorId: row.vendorId, deviceId: row.deviceId } });
   return { found: { botId: row.botId, known: row }, revoked: false, spend: held(row.publicKey) };
 }
 

@@ -6,13 +6,14 @@
 import { publicKeyFromWire } from '../../protocol/device-sig.js';
 import { messageOf } from '../../protocol/errors.js';
 import type { DeviceType } from '../../protocol/wire.js';
+import { DEVICE_ACTOR } from '../audit/trail.js';
 import { type Admission, type CarriedKey, carriedKeyRoute } from '../auth/authenticate.js';
 import { optionalIdentity, optionalString, requiredIdentity, requiredString } from '../auth/form.js';
 import { addressBucket } from '../auth/limits.js';
 import { normaliseCode } from '../codes.js';
 import type { BrokerContext, RouteAnswer } from '../context.js';
 import { Refusal } from '../refusal.js';
-import type { CodeRow } from '../store/types.js';
+import type { CodeKind, CodeRow } from '../store/types.js';
 import { cloudRefusal } from '../tokens.js';
 import { type Admitted, admitEnrollment, bindingOf, refuseAfterRegistering, refuseBeforeRegistering } from './admission.js';
 
@@ -58,6 +59,7 @@ export const enroll = carriedKeyRoute({
   name: 'enroll',
   carried: (fields: EnrollFields) => fields.carried,
   form: (body, auth) => readFields(body, auth.keyId),
+  device: (fields: EnrollFields) => ({ deviceId: fields.deviceId }),
   async admit(ctx, req): Promise<Admission<Admitted>> {
     const { fields } = req;
     const code = fields.code === undefined || req.known ? undefined : await findCode(ctx, fields.code);
@@ -81,12 +83,23 @@ export const enroll = carriedKeyRoute({
     const keyId = req.auth.keyId;
     if (admitted.by === 'again') {
       // The same key for the same device: a retry after a lost answer, answered again and spending nothing.
-      if (admitted.key.deviceId !== fields.deviceId) throw new Refusal('device-exists', 'this key is enrolled for another device');
-      ctx.audit.info({ audit: 'enroll', botId: admitted.key.botId, keyId, source: req.source, outcome: 'again' }, 'enrollment repeated');
-      return { status: 200, body: { botId: admitted.key.botId, vendorId: admitted.key.vendorId, keyId } };
+      const { botId, vendorId, deviceId } = admitted.key;
+      if (deviceId !== fields.deviceId) throw new Refusal('device-exists', 'this key is enrolled for another device');
+      ctx.audit.record(
+        { action: 'enroll', actor: DEVICE_ACTOR, vendorId, deviceId, botId, keyId, source: req.source, outcome: 'again' },
+        'enrollment repeated',
+      );
+      return { status: 200, body: { botId, vendorId, keyId } };
     }
-    const answer = await bind(ctx, admitted, fields, keyId);
-    ctx.audit.info({ audit: 'enroll', botId: answer.body.botId, keyId, source: req.source, outcome: 'enrolled' }, 'device enrolled');
+    const { answer, replaced, kind } = await bind(ctx, admitted, fields, keyId);
+    const { botId, vendorId } = answer.body;
+    const device = { actor: DEVICE_ACTOR, vendorId, deviceId: fields.deviceId, botId, source: req.source };
+    // One revocation per key the replace revoked (DESIGN §3.7), each naming the key that took its place.
+    for (const old of replaced)
+      ctx.audit.record({ ...device, action: 'revoke', keyId: old, outcome: 'replaced' }, 'key revoked by a replace enrollment', {
+        newKeyId: keyId,
+      });
+    ctx.audit.record({ ...device, action: 'enroll', keyId, outcome: 'enrolled' }, 'device enrolled', { kind, by: admitted.by });
     return answer;
   },
 });
@@ -102,7 +115,7 @@ async function bind(
   admitted: Exclude<Admitted, { by: 'again' }>,
   fields: EnrollFields,
   keyId: string,
-): Promise<RouteAnswer & { body: { botId: string; vendorId: string; keyId: string } }> {
+): Promise<{ answer: RouteAnswer & { body: { botId: string; vendorId: string; keyId: string } }; replaced: string[]; kind: CodeKind }> {
   const { vendorId } = admitted.row;
   const binding = bindingOf(admitted);
   const known = await ctx.store.findDeviceByDeviceId(vendorId, fields.deviceId);
@@ -117,7 +130,7 @@ async function bind(
     preauthorized: await ctx.store.isPreauthorized(vendorId, fields.deviceId),
   });
   if (after) throw after;
-  const outcome = await ctx.store.enroll({
+  const { outcome, replaced } = await ctx.store.enroll({
     admission: admitted.by === 'code' ? { by: 'code', hmac: admitted.row.hmac } : { by: 'preauth', keyId: admitted.row.keyId },
     key: { keyId, publicKey: fields.publicKey },
     botId,
@@ -130,7 +143,7 @@ async function bind(
   if (outcome === 'key-exists') throw new Refusal('revoked', 'this key was enrolled before');
   if (outcome === 'device-exists') throw new Refusal('device-exists', 'the device or its botId is bound to another key');
   ctx.metrics.enrolled(binding.kind);
-  return { status: 200, body: { botId, vendorId, keyId } };
+  return { answer: { status: 200, body: { botId, vendorId, keyId } }, replaced, kind: binding.kind };
 }
 
 /** Registers the device with the cloud under the vendor (DESIGN §1.5): the same deviceId gives the same botId. */

@@ -1,6 +1,7 @@
 /** POST /v1/rotate (DESIGN §3.7): the current key hands its device over to a new key that proves itself. */
 import { publicKeyFromWire, verifyRotateProof } from '../../protocol/device-sig.js';
 import { messageOf } from '../../protocol/errors.js';
+import { DEVICE_ACTOR } from '../audit/trail.js';
 import { keyRoute } from '../auth/authenticate.js';
 import { requiredString } from '../auth/form.js';
 import { revokedKey } from '../auth/keys.js';
@@ -28,13 +29,18 @@ export const rotate = keyRoute({
   },
   async serve(ctx, req) {
     const { key, fields } = req;
-    const outcome = await ctx.store.rotate(key.keyId, { keyId: fields.next.keyId, publicKey: fields.publicKey }, ctx.clock.wallNow());
-    ctx.audit.info(
-      { audit: 'rotate', botId: key.botId, keyId: key.keyId, newKeyId: fields.next.keyId, source: req.source, outcome },
-      'key rotation',
-    );
+    const newKeyId = fields.next.keyId;
+    const outcome = await ctx.store.rotate(key.keyId, { keyId: newKeyId, publicKey: fields.publicKey }, ctx.clock.wallNow());
+    // A rotation refused is audited as the refusal it is answered with.
     if (outcome === 'revoked') throw revokedKey();
     if (outcome === 'key-exists') throw new Refusal('device-exists', 'the new key was enrolled before');
-    return { status: 200, body: { keyId: fields.next.keyId } };
+    const { vendorId, deviceId, botId, keyId } = key;
+    // The new keyId in the outcome too: the row that tells where a key came from has no other column for it.
+    ctx.audit.record(
+      { action: 'rotate', actor: DEVICE_ACTOR, vendorId, deviceId, botId, keyId, source: req.source, outcome: `rotated to ${newKeyId}` },
+      'key rotation',
+      { newKeyId },
+    );
+    return { status: 200, body: { keyId: newKeyId } };
   },
 });

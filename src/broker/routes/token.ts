@@ -1,4 +1,5 @@
 /** POST /v1/token (DESIGN §3.7): the access token of the key's own botId — never a refresh token. */
+import { DEVICE_ACTOR } from '../audit/trail.js';
 import { keyRoute } from '../auth/authenticate.js';
 import { Refusal } from '../refusal.js';
 import { DEFAULT_MIN_VALIDITY_S } from '../tokens.js';
@@ -21,11 +22,14 @@ export const token = keyRoute({
     return { admitted: undefined, limit: { kind: 'bot', id: req.botId, windowMs: HOUR_MS, max: ctx.limits.deviceTokensPerHour } };
   },
   async serve(ctx, req) {
-    const { botId } = req.key;
+    const { botId, keyId, vendorId, deviceId } = req.key;
     // The token as the nonce stage read it with the key: not read again when it serves.
     const issued = await ctx.issuer.issue(req.key, req.fields.minValidityS, { token: req.token });
     ctx.metrics.issued(issued.source);
-    ctx.audit.info({ audit: 'token', botId, keyId: req.key.keyId, source: req.source, outcome: issued.source }, 'token issued');
+    ctx.audit.record(
+      { action: 'token', actor: DEVICE_ACTOR, vendorId, deviceId, botId, keyId, source: req.source, outcome: issued.source },
+      'token issued',
+    );
     return {
       status: 200,
       body: { botId, accessToken: issued.accessToken, expireIn: issued.expireIn, expiresAt: issued.expiresAt },

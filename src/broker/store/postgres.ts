@@ -150,6 +150,15 @@ class PostgresDriver implements Driver {
     return answering(this.#drive(body, this.#pool));
   }
 
+  batch<T>(body: Body<T>): Promise<T> {
+    return answering(
+      this.#transact(
+        (c) => this.#drive(body, c),
+        () => true,
+      ),
+    );
+  }
+
   decide<T>(body: Body<T>, keep: (value: T) => boolean): Promise<T> {
     return answering(this.#transact((c) => this.#drive(body, c), keep));
   }

@@ -4,11 +4,13 @@
  */
 import type { Driver } from './driver.js';
 import { claimDisplacementsTx, requeueDisplacementTx } from './rules/displacements.js';
+import { pruneAuditTx, writeAuditTx } from './rules/audit.js';
 import { addPreauthTx, enrollTx, revokeTx, rotateTx } from './rules/enrollment.js';
 import { findKeyTx, spendTx, spendVerifiedTx, sweepTx } from './rules/requests.js';
 import { all, get, run, storeNow } from './sql.js';
 import {
   ADD_CODE,
+  COUNT_DEVICES,
   DEVICE_BY_BOT_ID,
   DEVICE_BY_DEVICE_ID,
   FIND_CODE,
@@ -19,13 +21,16 @@ import {
   READ_TOKEN,
 } from './statements.js';
 import type {
+  AuditPrune,
+  AuditRow,
   BrokerStore,
   CodeRow,
+  DeviceCounts,
   DeviceListing,
   DeviceRow,
   DueDisplacement,
   EnrollCommit,
-  EnrollOutcome,
+  Enrolled,
   KnownKey,
   PreauthRow,
   RequestSpend,
@@ -92,8 +97,8 @@ export class SqlStore implements BrokerStore {
     return this.#d.run(spendVerifiedTx(r), 'write');
   }
 
-  enroll(commit: EnrollCommit): Promise<EnrollOutcome> {
-    return this.#d.decide(enrollTx(commit), (outcome) => outcome === 'ok');
+  enroll(commit: EnrollCommit): Promise<Enrolled> {
+    return this.#d.decide(enrollTx(commit), (enrolled) => enrolled.outcome === 'ok');
   }
 
   rotate(oldKeyId: string, newKey: { keyId: string; publicKey: string }, now: number): Promise<RotateOutcome> {
@@ -106,6 +111,11 @@ export class SqlStore implements BrokerStore {
 
   listDevices(): Promise<DeviceListing[]> {
     return this.#d.run(all<DeviceListing>(LIST_DEVICES), 'read');
+  }
+
+  async countDevices(): Promise<DeviceCounts> {
+    const row = await this.#d.run(get<DeviceCounts>(COUNT_DEVICES), 'read');
+    return { active: Number(row?.active ?? 0), revoked: Number(row?.revoked ?? 0), preauthorized: Number(row?.preauthorized ?? 0) };
   }
 
   readToken(botId: string): Promise<TokenRow | undefined> {
@@ -132,6 +142,15 @@ export class SqlStore implements BrokerStore {
 
   requeueDisplacement(botId: string, afterMs: number, attempts: number): Promise<void> {
     return this.#d.run(requeueDisplacementTx(botId, afterMs, attempts), 'write');
+  }
+
+  /** Not a decision: rows lost to a power cut lose their story, not a rule; written whole or not at all, so a retry never doubles one. */
+  writeAudit(rows: readonly AuditRow[]): Promise<void> {
+    return this.#d.batch(writeAuditTx(rows));
+  }
+
+  pruneAudit(p: AuditPrune): Promise<{ deleted: number; reached: number }> {
+    return this.#d.run(pruneAuditTx(p), 'write');
   }
 
   sweep(windowsBefore: number): Promise<void> {

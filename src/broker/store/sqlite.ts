@@ -70,6 +70,11 @@ class SqliteDriver implements Driver {
     return answering(this.#batch.write(() => this.#drive(body), { durable: false }));
   }
 
+  /** In the turn's transaction, in a savepoint of its own (all or nothing), unsynced. */
+  batch<T>(body: Body<T>): Promise<T> {
+    return answering(this.#batch.write(() => this.#drive(body), { durable: false, atomic: true }));
+  }
+
   /** In the turn's transaction, its own writes undone unless kept, committed with synchronous=FULL. */
   decide<T>(body: Body<T>, keep: (value: T) => boolean): Promise<T> {
     return answering(this.#batch.write(() => this.#drive(body), { durable: true, keep }));

@@ -45,7 +45,8 @@ export const REVOKE_BOT =
   "UPDATE keys SET state = 'revoked', reason = 'revoked', revoked_at = $1 WHERE bot_id = $2 AND state = 'active' RETURNING key_id AS \"keyId\"";
 export const BOT_OF_KEY = 'SELECT bot_id AS "botId" FROM keys WHERE key_id = $1';
 export const REVOKE_REPLACED =
-  "UPDATE keys SET state = 'revoked', reason = 'replaced', revoked_at = $1 WHERE bot_id = $2 AND state = 'active' AND vendor_id = $3 AND device_id = $4";
+  "UPDATE keys SET state = 'revoked', reason = 'replaced', revoked_at = $1 WHERE bot_id = $2 AND state = 'active' AND vendor_id = $3 AND device_id = $4 " +
+  'RETURNING key_id AS "keyId"';
 export const ROTATE_AWAY =
   "UPDATE keys SET state = 'revoked', reason = 'rotated', revoked_at = $1 WHERE key_id = $2 AND state = 'active' " +
   'RETURNING bot_id AS "botId", device_id AS "deviceId", vendor_id AS "vendorId"';
@@ -97,6 +98,12 @@ export const LIST_DEVICES = `
   SELECT NULL, device_id, vendor_id, key_id, 'preauthorized', NULL FROM preauth
   ORDER BY 3, 2, 5`;
 
+/** listDevices' lines by state: botIds with an active key, botIds without one, pre-authorised keys. */
+export const COUNT_DEVICES =
+  "SELECT COUNT(DISTINCT CASE WHEN state = 'active' THEN bot_id END) AS active, " +
+  "COUNT(DISTINCT bot_id) - COUNT(DISTINCT CASE WHEN state = 'active' THEN bot_id END) AS revoked, " +
+  '(SELECT COUNT(*) FROM preauth) AS preauthorized FROM keys';
+
 export const READ_TOKEN = `SELECT ${TOKEN_COLUMNS} FROM tokens WHERE bot_id = $1`;
 export const DROP_TOKENS = 'DELETE FROM tokens WHERE bot_id = $1';
 /**
@@ -131,6 +138,45 @@ export const QUEUE_DISPLACEMENT =
 export const CLAIM_DISPLACEMENTS =
   'DELETE FROM displacements WHERE bot_id IN (SELECT bot_id FROM displacements WHERE due_at <= $1 ORDER BY due_at, bot_id LIMIT $2) ' +
   'RETURNING bot_id AS "botId", due_at AS "dueAt", attempts';
+/** The columns of an audit row, in AuditRow's order (rules/audit.ts binds them so). */
+export const AUDIT_COLUMNS = [
+  'at',
+  'action',
+  'actor',
+  'vendor_id',
+  'device_id',
+  'bot_id',
+  'key_id',
+  'code_id',
+  'source',
+  'outcome',
+  'count',
+  'fold',
+];
+const auditInserts = new Map<number, string>();
+/**
+ * `rows` audit rows in one statement; a folded refusal adds its count to the row of its fold, whichever
+ * replica wrote it (a NULL fold never conflicts). One text per row count, made once.
+ */
+export function auditInsert(rows: number): string {
+  let sql = auditInserts.get(rows);
+  if (sql === undefined) {
+    const n = AUDIT_COLUMNS.length;
+    const tuples = Array.from({ length: rows }, (_, r) => `(${AUDIT_COLUMNS.map((_, c) => `$${r * n + c + 1}`).join(', ')})`);
+    sql =
+      `INSERT INTO audit (${AUDIT_COLUMNS.join(', ')}) VALUES ${tuples.join(', ')} ` +
+      'ON CONFLICT (fold) DO UPDATE SET count = audit.count + excluded.count';
+    auditInserts.set(rows, sql);
+  }
+  return sql;
+}
+/**
+ * One batch of a prune, oldest first from $2 (so a batch never walks again the rows the batches before it
+ * kept): rows before $3, of the action $1 alone unless it is null, at most $4; their times.
+ */
+export const PRUNE_AUDIT =
+  'DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE (CAST($1 AS TEXT) IS NULL OR action = CAST($1 AS TEXT)) ' +
+  'AND at >= $2 AND at < $3 ORDER BY at LIMIT $4) RETURNING at';
 
 export const SWEEP_NONCES = 'DELETE FROM nonces WHERE keep_until < $1';
 export const SWEEP_WINDOWS = 'DELETE FROM rate_windows WHERE window_start < $1';

@@ -117,6 +117,12 @@ export interface EnrollCommit {
  */
 export type EnrollOutcome = 'ok' | 'spent' | 'device-exists' | 'key-exists';
 
+/** An enrollment's outcome, and the keyIds a replace revoked with it (none for any outcome but ok: rolled back). */
+export interface Enrolled {
+  outcome: EnrollOutcome;
+  replaced: string[];
+}
+
 /** ok: the new key is active and the old one rotated away. revoked: the old key is no longer active. */
 export type RotateOutcome = 'ok' | 'revoked' | 'key-exists';
 
@@ -149,6 +155,9 @@ export interface DeviceListing {
   state: 'active' | 'revoked' | 'preauthorized';
   lastSeenAt: number | null;
 }
+
+/** How many devices are in each state, as `broker devices` would list them (its one line per botId, and per pre-authorised key). */
+export type DeviceCounts = Record<DeviceListing['state'], number>;
 
 /**
  * Last seen is kept to the minute: `broker devices` needs no finer, and writing the key row on every
@@ -229,7 +238,7 @@ export interface Enrollment {
   /** Whether a preauth row names this device (a plain code may not take a pre-authorised device). */
   isPreauthorized(vendorId: string, deviceId: string): Promise<boolean>;
   /** One transaction: re-check and spend the admission, check bindings, bind the key (and revoke the old on replace). */
-  enroll(commit: EnrollCommit): Promise<EnrollOutcome>;
+  enroll(commit: EnrollCommit): Promise<Enrolled>;
   /** One transaction: the old key must still be active; the new keyId must be new in every state. */
   rotate(oldKeyId: string, newKey: { keyId: string; publicKey: string }, now: number): Promise<RotateOutcome>;
   /**
@@ -240,6 +249,8 @@ export interface Enrollment {
    */
   revoke(botId: string, now: number, opts?: RevokeOptions): Promise<Revocation>;
   listDevices(): Promise<DeviceListing[]>;
+  /** listDevices' lines counted by state: one scan of the keys, for /metrics (which caches it). */
+  countDevices(): Promise<DeviceCounts>;
 }
 
 /** The botIds' sealed tokens, and the lock that makes one cloud call per botId at a time. */
@@ -266,6 +277,44 @@ export interface DisplacementQueue {
   requeueDisplacement(botId: string, afterMs: number, attempts: number): Promise<void>;
 }
 
+/** One audit event as the store keeps it (DESIGN §3.7): never a token, a code, a key or a cookie. */
+export interface AuditRow {
+  at: number;
+  action: string;
+  /** `cli:<OS user>` for an operator's command, `device` for a device's own request. */
+  actor: string;
+  vendorId: string | null;
+  deviceId: string | null;
+  botId: string | null;
+  keyId: string | null;
+  codeId: string | null;
+  source: string | null;
+  outcome: string;
+  /** How many events the row stands for: a refusal's row counts every refusal of its key and code in its minute. */
+  count: number;
+  /** A refusal's aggregation key (its keyId, code and minute); null for every other event. */
+  fold: string | null;
+}
+
+/** One batch of a prune: rows older than `before` (of `action` alone, when not null) from `from` on, oldest first, at most `limit`. */
+export interface AuditPrune {
+  action: string | null;
+  from: number;
+  before: number;
+  limit: number;
+}
+
+/** The audit's rows: written in batches, pruned by age. */
+export interface AuditLog {
+  /**
+   * Writes the rows in one transaction; a row with a fold adds its count to the row any replica wrote for
+   * that fold, so two replicas folding one refusal leave one row with the sum. Folds are unique within `rows`.
+   */
+  writeAudit(rows: readonly AuditRow[]): Promise<void>;
+  /** Deletes one batch: how many rows, and the latest `at` among them (where the next batch starts). */
+  pruneAudit(p: AuditPrune): Promise<{ deleted: number; reached: number }>;
+}
+
 /** The store itself: which database, its clock, the sweep of what has expired, and closing. */
 export interface Housekeeping {
   readonly kind: StoreKind;
@@ -276,4 +325,4 @@ export interface Housekeeping {
   close(): Promise<void>;
 }
 
-export interface BrokerStore extends RequestBook, Enrollment, TokenCache, DisplacementQueue, Housekeeping {}
+export interface BrokerStore extends RequestBook, Enrollment, TokenCache, DisplacementQueue, AuditLog, Housekeeping {}

@@ -3,7 +3,8 @@
  * `code | devices | revoke | preauth`, which act on the broker's store directly, on its host.
  */
 import { readFileSync } from 'node:fs';
-import type { Logger } from 'pino';
+import { userInfo } from 'node:os';
+import { AuditTrail } from '../../broker/audit/trail.js';
 import { startBroker } from '../../broker/broker.js';
 import { type BrokerConfig, configFileFor, loadBrokerConfig } from '../../broker/config.js';
 import type { Displacement } from '../../broker/displace.js';
@@ -15,6 +16,7 @@ import {
   DEFAULT_CODE_USES,
   displaceRevoked,
   listDevices,
+  type Operator,
   OperatorInputError,
   parsePreauth,
   preauthorize,
@@ -66,14 +68,33 @@ async function withStore<T>(config: BrokerConfig, fn: (store: BrokerStore) => Pr
   }
 }
 
-/** Runs `fn` with the broker's audit log (its logFile), flushed and closed after: operators' actions are audited beside its own. */
-async function withAudit<T>(config: BrokerConfig, fn: (audit: Logger) => Promise<T>): Promise<T> {
+/**
+ * Runs `fn` on the broker's store as the operator: their actions audited beside the broker's own, in its
+ * store and its logFile, every row written before the store closes.
+ */
+async function asOperator<T>(config: BrokerConfig, fn: (store: BrokerStore, by: Operator) => Promise<T>): Promise<T> {
   const logging = createLogger({ file: config.logFile, level: config.logLevel, name: 'botlink-broker' });
   try {
-    return await fn(logging.logger);
+    return await withStore(config, async (store) => {
+      const audit = new AuditTrail({ store, log: logging.logger, clock: systemClock });
+      try {
+        return await fn(store, { actor: operatorActor(), audit });
+      } finally {
+        await audit.close();
+      }
+    });
   } finally {
     await logging.flush();
     logging.close();
+  }
+}
+
+/** `cli:<OS user>`: who ran the command, as the audit names them (a uid with no name: its number). */
+function operatorActor(): string {
+  try {
+    return `cli:${userInfo().username}`;
+  } catch {
+    return `cli:uid-${process.getuid?.() ?? 'unknown'}`;
   }
 }
 
@@ -110,9 +131,7 @@ a device that still signs included (registration returns its own botId): say it 
       ttlS: flags.ttl ?? DEFAULT_CODE_TTL_S,
       kind,
     };
-    const issued = await withAudit(config, (audit) =>
-      withStore(config, (store) => createCode(store, keys, request, systemClock.wallNow(), audit)),
-    );
+    const issued = await asOperator(config, (store, by) => createCode(store, keys, request, systemClock.wallNow(), by));
     if (flags.json) stdout.write(`${printableJson(issued)}\n`);
     else {
       const binding = deviceId === undefined ? 'for any device' : `for device ${deviceId}`;
@@ -153,13 +172,15 @@ after the revoke, and the broker another once that token has expired, so the clo
   async run({ flags, args, stdout, stderr, env }) {
     const { botId } = args;
     const config = brokerConfig(flags.config, env);
-    await withAudit(config, async (audit) => {
-      const displace = flags.displace === true;
-      const result = await withStore(config, (store) => revoke(store, botId, systemClock.wallNow(), audit, { displace }));
+    const displace = flags.displace === true;
+    // The displacement runs as the operator too: its audit row is written before the store closes.
+    await asOperator(config, async (store, by) => {
+      const result = await revoke(store, botId, systemClock.wallNow(), by, { displace });
       stdout.write(
-        `${printable(`revoked ${result.revoked} key(s) of ${botId}`)}; a token it already holds lives until it expires (2–8 h)\n`,
+        `${printable(`revoked ${result.revoked} key(s) of ${botId}`)}; a token it already holds lives until it expires (2–8 h)
+`,
       );
-      if (displace) await displaceNow(config, botId, result.displaceAt, audit, stdout, stderr);
+      if (displace) await displaceNow(config, botId, result.displaceAt, by, stdout, stderr);
     });
   },
 });
@@ -172,7 +193,7 @@ async function displaceNow(
   config: BrokerConfig,
   botId: string,
   displaceAt: number | null,
-  audit: Logger,
+  by: Operator,
   stdout: Output,
   stderr: Output,
 ): Promise<void> {
@@ -186,11 +207,11 @@ async function displaceNow(
       secretKey: { reveal: () => secret },
       clock: systemClock,
     });
-    result = await displaceRevoked({ cloud, wsUrl: voiceChatUrl(config.baseUrl), clock: systemClock }, botId, audit);
+    result = await displaceRevoked({ cloud, wsUrl: voiceChatUrl(config.baseUrl), clock: systemClock }, botId, by);
   } catch (err) {
     // The account secret unreadable: no displacement was even tried, and that too is audited.
     result = { outcome: 'failed', reason: messageOf(err) };
-    auditDisplacement(audit, botId, 'operator', result);
+    auditDisplacement(by.audit, by.actor, botId, result);
   } finally {
     await cloud?.close();
   }
@@ -217,7 +238,8 @@ const preauth = defineCommand({
     } catch (err) {
       throw new OperatorInputError(`cannot read ${args.file} (${messageOf(err)})`);
     }
-    const added = await withStore(config, (store) => preauthorize(store, parsePreauth(text, vendorId, systemClock.wallNow())));
+    const rows = parsePreauth(text, vendorId, systemClock.wallNow());
+    const added = await asOperator(config, (store, by) => preauthorize(store, rows, by));
     stdout.write(`${printable(`pre-authorised ${added} device(s) for vendor ${vendorId}`)}\n`);
   },
 });

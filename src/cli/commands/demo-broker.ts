@@ -63,6 +63,7 @@ export async function brokerDevice(
       brokerKeys(tokenKey),
       { vendorId: account.vendorId, binding: { deviceId: account.deviceId }, uses: 1, ttlS: 600, kind: 'plain' },
       systemClock.wallNow(),
+      { actor: 'demo', audit: broker.audit },
     );
     log.info(`demo: the operator made a one-use enrollment code for ${account.deviceId} (botlink broker code)`);
     const configFile = join(deviceDir, 'config.json');

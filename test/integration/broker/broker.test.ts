@@ -59,6 +59,8 @@ afterAll(async () => {
 });
 
 const url = (): string => broker.url;
+/** The operator's actions, as an in-process `broker code | revoke | preauth` would audit them: into the broker's own trail. */
+const operator = () => ({ actor: 'cli:test', audit: broker.audit });
 const nextSerial = (): string => `SN-${process.pid}-${++serial}`;
 
 async function code(opts: { vendorId?: string; deviceId?: string; uses?: number; ttlS?: number; kind?: CodeKind } = {}): Promise<string> {
@@ -73,6 +75,7 @@ async function code(opts: { vendorId?: string; deviceId?: string; uses?: number;
       kind: opts.kind ?? 'plain',
     },
     Date.now(),
+    operator(),
   );
   return issued.code;
 }
@@ -141,7 +144,7 @@ describe('enroll (DESIGN §3.7)', () => {
     const deviceId = nextSerial();
     const registered = await new TestDevice().enroll(url(), { code: await code(), deviceId });
     const botId = registered.json['botId'] as string;
-    await revoke(broker.store, botId, Date.now());
+    await revoke(broker.store, botId, Date.now(), operator());
     const otherSerial = nextSerial();
     const wrong = await new TestDevice().enroll(url(), {
       code: await code({ kind: 'adopt', deviceId: otherSerial }),
@@ -160,7 +163,7 @@ describe('enroll (DESIGN §3.7)', () => {
   it('a pre-authorised key enrolls without a code, once', async () => {
     const device = new TestDevice();
     const deviceId = nextSerial();
-    await preauthorize(broker.store, parsePreauth(`# factory batch\n${deviceId},${device.publicKey}\n`, 'V2', Date.now()));
+    await preauthorize(broker.store, parsePreauth(`# factory batch\n${deviceId},${device.publicKey}\n`, 'V2', Date.now()), operator());
     const stranger = await new TestDevice().enroll(url(), { deviceId });
     expect(stranger.json['code']).toBe('bad-code');
     const reply = await device.enroll(url(), { deviceId });
@@ -284,7 +287,7 @@ describe('token (DESIGN §3.7)', () => {
   it('revocation holds from the next request on, on every route', async () => {
     const { device, botId, deviceId } = await enrolled();
     expect((await device.token(url())).status).toBe(200);
-    expect(await revoke(broker.store, botId, Date.now())).toEqual({ revoked: 1, displaceAt: null });
+    expect(await revoke(broker.store, botId, Date.now(), operator())).toEqual({ revoked: 1, displaceAt: null });
     expect((await device.token(url())).json['code']).toBe('revoked');
     // The key's state is told only to a request it signed (§3.7), also for a key the broker verified with lately.
     expect((await device.token(url(), {}, { signedPath: '/v1/rotate' })).json['code']).toBe('bad-signature');
@@ -299,7 +302,7 @@ describe('token (DESIGN §3.7)', () => {
       const asked = once(cloud.events, 'http-request');
       const pending = device.token(url());
       await asked;
-      expect(await revoke(broker.store, botId, Date.now())).toEqual({ revoked: 1, displaceAt: null });
+      expect(await revoke(broker.store, botId, Date.now(), operator())).toEqual({ revoked: 1, displaceAt: null });
       const reply = await pending;
       expect([reply.status, reply.json['code']]).toEqual([403, 'revoked']);
       expect(reply.json['accessToken']).toBeUndefined();

@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { userInfo } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,7 +13,7 @@ import { DISPLACED_CLOSE_CODE } from '../../../src/service/ws.js';
 import { createTestService, type TestService } from '../../../src/service/testing.js';
 import { privateDaemonBundle, type Bundle } from '../../helpers/bundle.js';
 import { TestDevice } from '../../helpers/broker-device.js';
-import { byCode, codeRow } from '../../helpers/broker-store.js';
+import { AUDIT_ROWS_SQL, byCode, codeRow } from '../../helpers/broker-store.js';
 import { type BrokerRig, brokerRig, vendorSeed } from '../../helpers/broker-rig.js';
 import { exec } from '../../../scripts/lib/exec.js';
 import { terminalHazards } from '../../helpers/terminal.js';
@@ -107,8 +108,32 @@ describe('botlink broker (the process)', () => {
         .trim()
         .split('\n')
         .map((l) => JSON.parse(l) as Record<string, unknown>);
+      // The operator's commands audit as who ran them, in the log and in the store beside the broker's own events.
+      const actor = `cli:${userInfo().username}`;
       expect(audits).toContainEqual(
-        expect.objectContaining({ audit: 'revoke', botId, keyId: device.keyId, source: 'operator', outcome: 'revoked' }),
+        expect.objectContaining({ audit: 'revoke', actor, botId, keyId: device.keyId, source: null, outcome: 'revoked' }),
+      );
+      const stored = (): unknown[][] => {
+        const db = openDatabase(join(rig.dir, 'state', 'broker.db'), { readonly: true });
+        try {
+          const rows = db.prepare(AUDIT_ROWS_SQL).all() as Record<string, unknown>[];
+          const mine = rows.filter((r) => r['deviceId'] === 'SN-CLI-1');
+          return mine.map((r) => [r['action'], r['actor'], r['deviceId'], r['keyId'], r['outcome']]).sort();
+        } finally {
+          db.close();
+        }
+      };
+      // The broker writes its rows within a second (after the commands', which wrote theirs before they exited).
+      await expect.poll(stored, { timeout: 10_000 }).toEqual(
+        [
+          ['code', actor, 'SN-CLI-1', null, 'made plain uses=1 device'],
+          ['enroll', 'device', 'SN-CLI-1', device.keyId, 'enrolled'],
+          ['token', 'device', 'SN-CLI-1', device.keyId, 'sign'],
+          ['revoke', actor, 'SN-CLI-1', device.keyId, 'revoked'],
+          ['revoke', actor, 'SN-CLI-1', null, 'none-active'],
+          // The token request after the revoke, refused.
+          ['refusal', 'device', 'SN-CLI-1', device.keyId, 'revoked'],
+        ].sort(),
       );
       for (const secret of [SECRET, code, token.json['accessToken'] as string]) expect(log).not.toContain(secret);
     } finally {
@@ -171,9 +196,19 @@ describe('botlink broker (the process)', () => {
         .map((l) => JSON.parse(l) as Record<string, unknown>)
         .filter((a) => a['audit'] === 'displace');
       expect(audits).toEqual([
-        expect.objectContaining({ botId, source: 'operator', outcome: 'displaced' }),
-        expect.objectContaining({ botId: secondBot, source: 'operator', outcome: 'failed' }),
+        expect.objectContaining({ botId, actor: `cli:${userInfo().username}`, outcome: 'displaced' }),
+        expect.objectContaining({ botId: secondBot, actor: `cli:${userInfo().username}`, outcome: 'failed' }),
       ]);
+      // The rows too: the operator's command writes its audit into the store before it exits.
+      const rows = openDatabase(join(rig.dir, 'state', 'broker.db'), { readonly: true });
+      try {
+        expect(rows.prepare("SELECT bot_id AS botId, outcome FROM audit WHERE action = 'displace' ORDER BY id").all()).toEqual([
+          { botId, outcome: 'displaced' },
+          { botId: secondBot, outcome: 'failed' },
+        ]);
+      } finally {
+        rows.close();
+      }
       for (const out of [r.stdout, r.stderr, failed.stdout, failed.stderr, log]) {
         expect(out).not.toContain(accessToken);
         expect(out).not.toContain(SECRET);
@@ -199,7 +234,7 @@ describe('botlink broker (the process)', () => {
     try {
       const code = codeRow();
       await store.addCode(code);
-      expect(await store.enroll(byCode(code, { deviceId: hostile }))).toBe('ok');
+      expect((await store.enroll(byCode(code, { deviceId: hostile }))).outcome).toBe('ok');
     } finally {
       await store.close();
     }

@@ -64,11 +64,20 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+/** The operator's commands, audited through the broker's own trail. */
+const operator = () => ({ actor: 'cli:test', audit: broker.audit });
+
 /** A device enrolled on the broker with a fresh code, and the token the broker handed it. */
 async function deviceWithToken(deviceId: string): Promise<{ device: TestDevice; botId: string; accessToken: string; expiresAt: number }> {
   const keys = brokerKeys(readTokenKey(config.tokenKeyFile));
   const binding = { deviceId };
-  const issued = await createCode(broker.store, keys, { vendorId: 'V1', binding, uses: 1, ttlS: 600, kind: 'plain' }, clock.wallNow());
+  const issued = await createCode(
+    broker.store,
+    keys,
+    { vendorId: 'V1', binding, uses: 1, ttlS: 600, kind: 'plain' },
+    clock.wallNow(),
+    operator(),
+  );
   const device = new TestDevice();
   // Signed by the broker's clock, which the tests move on.
   const enrolled = await device.enroll(broker.url, { code: issued.code, deviceId }, { ts: clock.wallNow() });
@@ -140,20 +149,20 @@ describe('revoke --displace', () => {
     const { device, botId, accessToken, expiresAt } = await deviceWithToken('SN-THIEF-1');
     const thief = await openSocket(botId, accessToken);
 
-    const result = await revoke(broker.store, botId, clock.wallNow(), log, { displace: true });
+    const result = await revoke(broker.store, botId, clock.wallNow(), operator(), { displace: true });
     expect(result).toEqual({ revoked: 1, displaceAt: expiresAt + DISPLACE_AFTER_EXPIRY_MS });
     expect(queued()).toEqual([{ bot_id: botId, due_at: expiresAt + DISPLACE_AFTER_EXPIRY_MS, attempts: 0 }]);
     const opCloud = operatorCloud();
     try {
       const wsUrl = voiceChatUrl(config.baseUrl);
-      expect(await displaceRevoked({ cloud: opCloud, wsUrl, clock }, botId, log)).toEqual({ outcome: 'displaced' });
+      expect(await displaceRevoked({ cloud: opCloud, wsUrl, clock }, botId, operator())).toEqual({ outcome: 'displaced' });
     } finally {
       await opCloud.close();
     }
     // The cloud told the device's socket it was displaced (the guide's event), then closed it.
     expect(await thief.closed).toEqual({ code: DISPLACED_CLOSE_CODE, reason: '' });
     expect(displacementEvents(thief.frames)).toHaveLength(1);
-    expect(audit).toContainEqual(expect.objectContaining({ audit: 'displace', botId, source: 'operator', outcome: 'displaced' }));
+    expect(audit).toContainEqual(expect.objectContaining({ audit: 'displace', botId, actor: 'cli:test', outcome: 'displaced' }));
     expect((await device.token(broker.url, {}, { ts: clock.wallNow() })).json['code']).toBe('revoked');
 
     // Its token still lives: the device opens a socket again. This is what the second displacement is for.
@@ -167,13 +176,13 @@ describe('revoke --displace', () => {
     expect(await again.closed).toEqual({ code: DISPLACED_CLOSE_CODE, reason: '' });
     expect(displacementEvents(again.frames)).toHaveLength(1);
     await waitFor(
-      () => audit.some((a) => a['audit'] === 'displace' && a['botId'] === botId && a['source'] === 'broker'),
+      () => audit.some((a) => a['audit'] === 'displace' && a['botId'] === botId && a['actor'] === 'broker'),
       10_000,
       "the broker's displacement audit line",
     );
     expect(audit.filter((a) => a['audit'] === 'displace' && a['botId'] === botId)).toEqual([
-      expect.objectContaining({ source: 'operator', outcome: 'displaced', attempt: 1 }),
-      expect.objectContaining({ source: 'broker', outcome: 'displaced', attempt: 1 }),
+      expect.objectContaining({ actor: 'cli:test', outcome: 'displaced', attempt: 1 }),
+      expect.objectContaining({ actor: 'broker', outcome: 'displaced', attempt: 1 }),
     ]);
     // And now for good: the token has expired, so the device opens no socket again.
     const refused = await refusedHandshake(botId, accessToken);
@@ -185,12 +194,12 @@ describe('revoke --displace', () => {
   it('gives up after 10 s when the cloud does not answer, and the revoke stands', async () => {
     const { device, botId, accessToken } = await deviceWithToken('SN-THIEF-2');
     const thief = await openSocket(botId, accessToken);
-    expect((await revoke(broker.store, botId, clock.wallNow(), log, { displace: true })).revoked).toBe(1);
+    expect((await revoke(broker.store, botId, clock.wallNow(), operator(), { displace: true })).revoked).toBe(1);
     const opCloud = operatorCloud();
     cloud.faults.setLatencyMs(60_000);
     try {
       const asked = once(cloud.events, 'http-request');
-      const displacing = displaceRevoked({ cloud: opCloud, wsUrl: voiceChatUrl(config.baseUrl), clock }, botId, log);
+      const displacing = displaceRevoked({ cloud: opCloud, wsUrl: voiceChatUrl(config.baseUrl), clock }, botId, operator());
       await asked;
       await clock.advance(10_000);
       expect(await displacing).toEqual({ outcome: 'failed', reason: 'no displacement within 10 s' });
@@ -199,7 +208,7 @@ describe('revoke --displace', () => {
       await opCloud.close();
     }
     expect(audit).toContainEqual(
-      expect.objectContaining({ audit: 'displace', botId, source: 'operator', outcome: 'failed', reason: 'no displacement within 10 s' }),
+      expect.objectContaining({ audit: 'displace', botId, actor: 'cli:test', outcome: 'failed', reason: 'no displacement within 10 s' }),
     );
     expect((await device.token(broker.url, {}, { ts: clock.wallNow() })).json['code']).toBe('revoked');
     thief.close();

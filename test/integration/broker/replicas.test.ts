@@ -1,4 +1,6 @@
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AuditTrail } from '../../../src/broker/audit/trail.js';
 import { createTestService, type TestService } from '../../../src/service/testing.js';
 import { revoke } from '../../../src/broker/operator.js';
 import { openStore } from '../../../src/broker/store/open.js';
@@ -102,6 +104,7 @@ describe('two broker replicas on one PostgreSQL', () => {
   it('revocation is final: 30 trials of a device rotating on one replica as the operator revokes it, 0 keys left active', async () => {
     // The operator's revoke, as `broker revoke` runs it: on the store, from a third process's connection.
     const operator = await openStore(storeUrl, { clock: systemClock });
+    const by = { actor: 'cli:test', audit: new AuditTrail({ store: operator, log: pino({ level: 'silent' }), clock: systemClock }) };
     const trials = 30;
     const survivors: string[] = [];
     let rotated = 0;
@@ -114,7 +117,7 @@ describe('two broker replicas on one PostgreSQL', () => {
         // key's row never sees the key the rotation inserted (READ COMMITTED), and that key stays active.
         const [rotation] = await Promise.all([
           device.rotate(trial % 2 ? a() : b(), next),
-          new Promise((resolve) => setTimeout(resolve, trial % 3)).then(() => revoke(operator, botId, Date.now())),
+          new Promise((resolve) => setTimeout(resolve, trial % 3)).then(() => revoke(operator, botId, Date.now(), by)),
         ]);
         if (rotation.status === 200) rotated++;
         if ((await operator.findDeviceByBotId(botId))?.keyId) survivors.push(botId);
@@ -125,6 +128,7 @@ describe('two broker replicas on one PostgreSQL', () => {
         }
       }
     } finally {
+      await by.audit.close();
       await operator.close();
     }
     console.log(`revoke during rotation: ${trials} trials, ${rotated} rotated first, ${survivors.length} active keys left`);

@@ -33,7 +33,7 @@ async function enrolled(store: BrokerStore, n: number): Promise<string> {
   const keyId = `${n}`.padStart(32, 'a');
   const code = codeRow();
   await store.addCode(code);
-  expect(await store.enroll(byCode(code, { key: { keyId, publicKey: 'x'.repeat(43) }, botId: `bot-${n}`, now: 1 }))).toBe('ok');
+  expect((await store.enroll(byCode(code, { key: { keyId, publicKey: 'x'.repeat(43) }, botId: `bot-${n}`, now: 1 }))).outcome).toBe('ok');
   return keyId;
 }
 
@@ -143,8 +143,8 @@ describe('SQLite group commit', () => {
       store.addCode(oneUse),
       takeNonce(store, 'k'.repeat(32), 'n-1', Date.now() + 60_000),
     ]);
-    expect(first).toEqual({ status: 'fulfilled', value: 'ok' });
-    expect(second).toEqual({ status: 'fulfilled', value: 'spent' });
+    expect(first).toEqual({ status: 'fulfilled', value: { outcome: 'ok', replaced: [] } });
+    expect(second).toEqual({ status: 'fulfilled', value: { outcome: 'spent', replaced: [] } });
     expect(duplicate.status).toBe('rejected');
     expect(nonce).toEqual({ status: 'fulfilled', value: true });
     expect(await store.findKey(commit(1).key.keyId)).toMatchObject({ botId: 'bot-b1', state: 'active' });

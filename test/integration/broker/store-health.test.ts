@@ -53,6 +53,7 @@ async function brokerOn(
     brokerKeys(readTokenKey(config.tokenKeyFile)),
     { vendorId: 'V1', binding: 'any-device', uses: 1, ttlS: 600, kind: 'plain' },
     Date.now(),
+    { actor: 'cli:test', audit: broker.audit },
   );
   await device.mustEnroll(broker.url, { code: issued.code, deviceId: `SN-${running.length}` });
   return { broker, url: broker.url, database, device };

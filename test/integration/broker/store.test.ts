@@ -163,7 +163,7 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     const code = codeRow({ usesLeft: 2 });
     await store.addCode(code);
     const commit = byCode(code, { deviceId: 'SN-A', botId: 'bot-A' });
-    expect(await store.enroll(commit)).toBe('ok');
+    expect((await store.enroll(commit)).outcome).toBe('ok');
     expect(await store.findCode(code.hmac)).toMatchObject({ usesLeft: 1 });
     expect(await store.findKey(commit.key.keyId)).toEqual({
       ...commit.key,
@@ -188,7 +188,7 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     const code = codeRow();
     await a.addCode(code);
     const commits = Array.from({ length: 20 }, () => byCode(code));
-    const outcomes = await Promise.all(commits.map((c, i) => (i % 2 ? a : b).enroll(c)));
+    const outcomes = (await Promise.all(commits.map((c, i) => (i % 2 ? a : b).enroll(c)))).map((e) => e.outcome);
     expect(outcomes.filter((o) => o === 'ok')).toHaveLength(1);
     expect(outcomes.filter((o) => o === 'spent')).toHaveLength(19);
     expect(await a.findCode(code.hmac)).toMatchObject({ usesLeft: 0 });
@@ -210,11 +210,12 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
       byCode(codeRow()),
       byCode(bound, { deviceId: 'SN-OTHER', vendorId: 'V2' }),
     ];
-    for (const commit of refused) expect(await store.enroll(commit)).toBe('spent');
+    for (const commit of refused) expect((await store.enroll(commit)).outcome).toBe('spent');
     expect(await store.findCode(expired.hmac)).toMatchObject({ usesLeft: 1 });
     expect(await store.findCode(bound.hmac)).toMatchObject({ usesLeft: 1 });
     expect(await store.listDevices()).toEqual([]);
-    expect(await store.enroll(byCode(bound, { deviceId: 'SN-OTHER' }))).toBe('ok');
+    expect(await store.countDevices()).toEqual({ active: 0, revoked: 0, preauthorized: 0 });
+    expect((await store.enroll(byCode(bound, { deviceId: 'SN-OTHER' }))).outcome).toBe('ok');
   });
 
   it('a replace binds the new key and revokes the old one, its tokens and any pending pre-authorisation', async () => {
@@ -222,12 +223,12 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     const first = codeRow();
     await store.addCode(first);
     const old = byCode(first, { deviceId: 'SN-R', botId: 'bot-R' });
-    expect(await store.enroll(old)).toBe('ok');
+    expect((await store.enroll(old)).outcome).toBe('ok');
     expect(await store.keepToken(old.key.keyId, token('bot-R'))).toBe(true);
     const replace = codeRow({ kind: 'replace', deviceId: 'SN-R' });
     await store.addCode(replace);
     const swapped = byCode(replace, { deviceId: 'SN-R', botId: 'bot-R', now: Date.now() + 5 });
-    expect(await store.enroll(swapped)).toBe('ok');
+    expect(await store.enroll(swapped)).toEqual({ outcome: 'ok', replaced: [old.key.keyId] });
     expect(await store.findKey(old.key.keyId)).toMatchObject({ state: 'revoked', reason: 'replaced', revokedAt: swapped.now });
     expect(await store.findKey(swapped.key.keyId)).toMatchObject({ state: 'active', botId: 'bot-R', reason: null });
     expect(await store.findDeviceByBotId('bot-R')).toMatchObject({ keyId: swapped.key.keyId });
@@ -237,7 +238,7 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     // A replace never takes a botId that another device's key holds: refused, nothing spent.
     const other = codeRow({ kind: 'replace', deviceId: 'SN-X' });
     await store.addCode(other);
-    expect(await store.enroll(byCode(other, { deviceId: 'SN-X', botId: 'bot-R' }))).toBe('device-exists');
+    expect((await store.enroll(byCode(other, { deviceId: 'SN-X', botId: 'bot-R' }))).outcome).toBe('device-exists');
     expect(await store.findCode(other.hmac)).toMatchObject({ usesLeft: 1 });
     expect(await store.findKey(swapped.key.keyId)).toMatchObject({ state: 'active' });
   });
@@ -249,14 +250,14 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     const active = byCode(code);
     const revoked = byCode(code);
     const rotated = byCode(code);
-    for (const c of [active, revoked, rotated]) expect(await store.enroll(c)).toBe('ok');
+    for (const c of [active, revoked, rotated]) expect((await store.enroll(c)).outcome).toBe('ok');
     expect((await store.revoke(revoked.botId, Date.now())).keyIds).toEqual([revoked.key.keyId]);
     const next = newKey();
     expect(await store.rotate(rotated.key.keyId, next, Date.now())).toBe('ok');
     const pending = newKey();
     expect(await store.addPreauth([preauthRow('SN-P', pending)])).toEqual({ added: 1 });
     for (const key of [active.key, revoked.key, rotated.key, next, pending]) {
-      expect(await store.enroll(byCode(code, { key }))).toBe('key-exists');
+      expect((await store.enroll(byCode(code, { key }))).outcome).toBe('key-exists');
     }
     expect(await store.findCode(code.hmac)).toMatchObject({ usesLeft: 7 });
   });
@@ -266,24 +267,24 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     const code = codeRow({ usesLeft: 10 });
     await store.addCode(code);
     const held = byCode(code, { deviceId: 'SN-H', botId: 'bot-H' });
-    expect(await store.enroll(held)).toBe('ok');
-    expect(await store.enroll(byCode(code, { deviceId: 'SN-H', botId: 'bot-other' }))).toBe('device-exists');
-    expect(await store.enroll(byCode(code, { deviceId: 'SN-other', botId: 'bot-H' }))).toBe('device-exists');
+    expect((await store.enroll(held)).outcome).toBe('ok');
+    expect((await store.enroll(byCode(code, { deviceId: 'SN-H', botId: 'bot-other' }))).outcome).toBe('device-exists');
+    expect((await store.enroll(byCode(code, { deviceId: 'SN-other', botId: 'bot-H' }))).outcome).toBe('device-exists');
     expect(await store.addPreauth([preauthRow('SN-P')])).toEqual({ added: 1 });
     expect(await store.isPreauthorized('V1', 'SN-P')).toBe(true);
-    expect(await store.enroll(byCode(code, { deviceId: 'SN-P' }))).toBe('device-exists');
+    expect((await store.enroll(byCode(code, { deviceId: 'SN-P' }))).outcome).toBe('device-exists');
     expect(await store.findCode(code.hmac)).toMatchObject({ usesLeft: 9 });
     // Revoked, the device is no longer bound: the store admits it again (the route decides which codes may).
     expect((await store.revoke('bot-H', Date.now())).keyIds).toEqual([held.key.keyId]);
     expect(await store.findDeviceByDeviceId('V1', 'SN-H')).toEqual({ botId: 'bot-H', deviceId: 'SN-H', vendorId: 'V1', keyId: null });
-    expect(await store.enroll(byCode(code, { deviceId: 'SN-H', botId: 'bot-H' }))).toBe('ok');
+    expect((await store.enroll(byCode(code, { deviceId: 'SN-H', botId: 'bot-H' }))).outcome).toBe('ok');
   });
 
   it('pre-authorises keys whole or not at all, and enrolls each once with its own key', async () => {
     const [store] = await two();
     const code = codeRow();
     await store.addCode(code);
-    expect(await store.enroll(byCode(code, { deviceId: 'SN-B' }))).toBe('ok');
+    expect((await store.enroll(byCode(code, { deviceId: 'SN-B' }))).outcome).toBe('ok');
     const a = preauthRow('SN-1');
     const b = preauthRow('SN-2');
     expect(await store.addPreauth([a, b])).toEqual({ added: 2 });
@@ -299,12 +300,12 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     expect(await store.addPreauth([])).toEqual({ added: 0 });
 
     const enrollA: EnrollCommit = { ...byCode(code, { deviceId: 'SN-1' }), admission: { by: 'preauth', keyId: a.keyId }, key: a };
-    expect(await store.enroll({ ...enrollA, deviceId: 'SN-2' })).toBe('spent');
-    expect(await store.enroll({ ...enrollA, key: { ...a, publicKey: 'pk-forged' } })).toBe('spent');
-    expect(await store.enroll(enrollA)).toBe('ok');
+    expect((await store.enroll({ ...enrollA, deviceId: 'SN-2' })).outcome).toBe('spent');
+    expect((await store.enroll({ ...enrollA, key: { ...a, publicKey: 'pk-forged' } })).outcome).toBe('spent');
+    expect((await store.enroll(enrollA)).outcome).toBe('ok');
     expect(await store.findPreauth(a.keyId)).toBeUndefined();
     expect(await store.isPreauthorized('V1', 'SN-1')).toBe(false);
-    expect(await store.enroll(enrollA)).toBe('spent');
+    expect((await store.enroll(enrollA)).outcome).toBe('spent');
     expect(await store.findKey(a.keyId)).toMatchObject({ state: 'active', deviceId: 'SN-1' });
   });
 
@@ -371,7 +372,7 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     const code = codeRow();
     await store.addCode(code);
     const c = byCode(code, { deviceId: 'SN-V', botId: 'bot-V' });
-    expect(await store.enroll(c)).toBe('ok');
+    expect((await store.enroll(c)).outcome).toBe('ok');
     expect(await store.keepToken(c.key.keyId, token('bot-V'))).toBe(true);
     expect((await store.revoke('bot-V', 1234)).keyIds).toEqual([c.key.keyId]);
     expect(await other.findKey(c.key.keyId)).toMatchObject({ state: 'revoked', reason: 'revoked', revokedAt: 1234 });
@@ -442,8 +443,8 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     await a.addCode(code);
     const c = byCode(code, { deviceId: 'SN-T', botId: 'bot-T' });
     const bystander = byCode(code);
-    expect(await a.enroll(c)).toBe('ok');
-    expect(await a.enroll(bystander)).toBe('ok');
+    expect((await a.enroll(c)).outcome).toBe('ok');
+    expect((await a.enroll(bystander)).outcome).toBe('ok');
     expect(await a.rotate(c.key.keyId, bystander.key, 10)).toBe('key-exists');
     expect(await a.findKey(c.key.keyId)).toMatchObject({ state: 'active' });
     const next = [newKey(), newKey()];
@@ -466,7 +467,7 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     const code = codeRow({ usesLeft: 2 });
     await a.addCode(code);
     const first = byCode(code, { deviceId: 'SN-G', botId: 'bot-G' });
-    expect(await a.enroll(first)).toBe('ok');
+    expect((await a.enroll(first)).outcome).toBe('ok');
     const keys = [first.key];
     for (let i = 1; i <= 19; i += 1) {
       keys.push(newKey());
@@ -482,7 +483,7 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     // An entombed keyId is known in every state: no rotation, enrollment or pre-authorisation takes it again.
     const entombed = keys[0]!;
     expect(await a.rotate(keys[19]!.keyId, entombed, 500)).toBe('key-exists');
-    expect(await a.enroll({ ...byCode(code, { deviceId: 'SN-H', botId: 'bot-H' }), key: entombed })).toBe('key-exists');
+    expect((await a.enroll({ ...byCode(code, { deviceId: 'SN-H', botId: 'bot-H' }), key: entombed })).outcome).toBe('key-exists');
     expect(await a.addPreauth([preauthRow('SN-J', entombed)])).toEqual({ conflict: 'SN-J' });
     // A revoke entombs past the 16 too: the botId's 17 retired keys leave 16 rows.
     expect((await b.revoke('bot-G', 600)).keyIds).toEqual([keys[19]!.keyId]);
@@ -491,14 +492,14 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     expect((await a.listDevices()).filter((d) => d.botId === 'bot-G')).toMatchObject([{ state: 'revoked', keyId: keys[19]!.keyId }]);
   });
 
-  it('lists each device once with its state and last seen, then the pre-authorised keys', async () => {
+  it('lists each device once with its state and last seen, then the pre-authorised keys, and counts them by state', async () => {
     const [store] = await two();
     const code = codeRow({ usesLeft: 3 });
     await store.addCode(code);
     const active = byCode(code, { deviceId: 'SN-1', botId: 'bot-1' });
     const rotated = byCode(code, { deviceId: 'SN-2', botId: 'bot-2' });
     const revoked = byCode(code, { deviceId: 'SN-3', botId: 'bot-3' });
-    for (const c of [active, rotated, revoked]) expect(await store.enroll(c)).toBe('ok');
+    for (const c of [active, rotated, revoked]) expect((await store.enroll(c)).outcome).toBe('ok');
     await seen(store, rotated.key, 500);
     const next = newKey();
     expect(await store.rotate(rotated.key.keyId, next, Date.now())).toBe('ok');
@@ -512,6 +513,8 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
       { botId: 'bot-3', deviceId: 'SN-3', vendorId: 'V1', keyId: revoked.key.keyId, state: 'revoked', lastSeenAt: null },
       { botId: null, deviceId: 'SN-4', vendorId: 'V1', keyId: pending.keyId, state: 'preauthorized', lastSeenAt: null },
     ]);
+    // /metrics' devices by state count those lines: a botId once, however many keys it had.
+    expect(await store.countDevices()).toEqual({ active: 2, revoked: 1, preauthorized: 1 });
   });
 
   it('keeps sealed tokens as bytes, replacing a botId’s row whole, and only for its active key', async () => {
@@ -519,7 +522,7 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     const code = codeRow();
     await a.addCode(code);
     const enrolled = byCode(code, { deviceId: 'SN-K', botId: 'bot-K' });
-    expect(await a.enroll(enrolled)).toBe('ok');
+    expect((await a.enroll(enrolled)).outcome).toBe('ok');
     const first = token('bot-K');
     expect(await a.keepToken(enrolled.key.keyId, first)).toBe(true);
     expect(await b.readToken('bot-K')).toEqual(first);
@@ -627,7 +630,7 @@ const store = await openStore('sqlite:' + file, { clock: { wallNow: () => Date.n
 for (let i = 0; ; i++) {
   const deviceId = 'SN-' + process.pid + '-' + i;
   const keyId = randomBytes(16).toString('hex');
-  const outcome = await store.enroll({
+  const { outcome } = await store.enroll({
     admission: { by: 'code', hmac }, key: { keyId, publicKey: 'pk-' + keyId },
     botId: 'bot-' + deviceId, deviceId, vendorId: 'V1', replace: false, now: Date.now(),
   });

@@ -35,7 +35,9 @@ function rig(batches: (DueDisplacement[] | Error)[], answer: (botId: string, sig
       displaced.push(botId);
       return answer(botId, signal);
     },
-    audit: pino({ level: 'info' }, { write: (line: string) => lines.push(JSON.parse(line) as Record<string, unknown>) }),
+    // The audit's events and the log's lines, in one list, in the order they came.
+    audit: { record: (event, msg, extra) => void lines.push({ audit: event.action, ...event, ...extra, msg }) },
+    log: pino({ level: 'info' }, { write: (line: string) => lines.push(JSON.parse(line) as Record<string, unknown>) }),
   };
   return { due: new DueDisplacements(deps), lines, requeued, displaced, claims: () => claims };
 }
@@ -51,8 +53,8 @@ describe('DueDisplacements', () => {
     expect(r.displaced).toEqual(['b1', 'b2']);
     expect(r.requeued).toEqual([]);
     expect(r.lines).toEqual([
-      expect.objectContaining({ audit: 'displace', botId: 'b1', source: 'broker', outcome: 'displaced', attempt: 1 }),
-      expect.objectContaining({ audit: 'displace', botId: 'b2', source: 'broker', outcome: 'displaced', attempt: 1 }),
+      expect.objectContaining({ audit: 'displace', botId: 'b1', actor: 'broker', outcome: 'displaced', attempt: 1 }),
+      expect.objectContaining({ audit: 'displace', botId: 'b2', actor: 'broker', outcome: 'displaced', attempt: 1 }),
     ]);
   });
 

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { KeyCache } from '../../../src/broker/key-cache.js';
 
 const { publicKey: key } = generateKeyPairSync('ed25519');
-const entry = (name: string) => ({ key, publicKey: name, botId: `bot-${name}` });
+const entry = (name: string) => ({ key, publicKey: name, botId: `bot-${name}`, device: { vendorId: 'V1', deviceId: `SN-${name}` } });
 
 describe('KeyCache: the keys of the devices that asked last', () => {
   it('drops the least recently used past its size; a read or a write makes an entry the newest', () => {
@@ -33,7 +33,7 @@ describe('KeyCache: the keys of the devices that asked last', () => {
   it('answers the entry it was given', () => {
     const cache = new KeyCache();
     cache.set('k', entry('pk'));
-    expect(cache.get('k')).toEqual({ key, publicKey: 'pk', botId: 'bot-pk' });
+    expect(cache.get('k')).toEqual({ key, publicKey: 'pk', botId: 'bot-pk', device: { vendorId: 'V1', deviceId: 'SN-pk' } });
     expect(cache.get('other')).toBeUndefined();
   });
 });

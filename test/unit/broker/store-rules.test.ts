@@ -8,6 +8,7 @@ import {
   INSERT_KEY,
   QUEUE_DISPLACEMENT,
   REVOKE_BOT,
+  REVOKE_REPLACED,
   ROTATE_AWAY,
   SPEND_CODE_USE,
   TOKEN_EXPIRY,
@@ -59,7 +60,7 @@ describe('enrollTx: the binding transaction', () => {
     const { ops, outcome } = runScripted(enrollTx(commit), (op) =>
       sqlOf(op) === SPEND_CODE_USE ? { hmac: 'h' } : op.kind === 'run' ? 1 : undefined,
     );
-    expect(outcome).toBe('ok');
+    expect(outcome).toEqual({ outcome: 'ok', replaced: [] });
     expect(ops.slice(0, 2)).toEqual(['lock device:V1\nSN-1', 'lock keys:bot-1']);
     expect(ops.at(-1)).toBe('run INSERT INTO keys');
   });
@@ -69,19 +70,26 @@ describe('enrollTx: the binding transaction', () => {
     ['another replica bound the keyId first', (op) => answerOr(op, new UniqueViolation('keys_pkey')), 'key-exists'],
     ['another replica bound the botId first', (op) => answerOr(op, new UniqueViolation('keys_active_bot')), 'device-exists'],
   ])('%s → %s', (_, answer, expected) => {
-    expect(runScripted(enrollTx(commit), answer).outcome).toBe(expected);
+    expect(runScripted(enrollTx(commit), answer).outcome).toEqual({ outcome: expected, replaced: [] });
   });
 
   it('an error other than a unique index is not an outcome: it propagates', () => {
     expect(() => runScripted(enrollTx(commit), (op) => answerOr(op, new Error('disk I/O error')))).toThrow('disk I/O error');
   });
 
-  it('a replace revokes the old key, drops its tokens and the device’s pre-authorisation, entombs past 16 retired keys, then binds', () => {
-    const { ops } = runScripted(enrollTx({ ...commit, replace: true }), (op) =>
-      sqlOf(op) === SPEND_CODE_USE ? { hmac: 'h' } : op.kind === 'run' ? 1 : undefined,
+  it('a replace revokes the old key, drops its tokens and the device’s pre-authorisation, entombs past 16 retired keys, then binds, and says which keys it revoked', () => {
+    const { ops, outcome } = runScripted(enrollTx({ ...commit, replace: true }), (op) =>
+      sqlOf(op) === SPEND_CODE_USE
+        ? { hmac: 'h' }
+        : sqlOf(op) === REVOKE_REPLACED
+          ? [{ keyId: 'k-old' }]
+          : op.kind === 'run'
+            ? 1
+            : undefined,
     );
-    expect(ops.filter((o) => o.startsWith('run'))).toEqual([
-      'run UPDATE keys SET',
+    expect(outcome).toEqual({ outcome: 'ok', replaced: ['k-old'] });
+    expect(ops.filter((o) => o.startsWith('run') || o.startsWith('all'))).toEqual([
+      'all UPDATE keys SET',
       'run DELETE FROM tokens',
       'run DELETE FROM preauth',
       'run INSERT INTO tombstones',

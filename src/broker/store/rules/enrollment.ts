@@ -2,7 +2,7 @@
  * The deciding transactions of the broker's store, written once for both databases (sql.ts): the
  * driver runs each between BEGIN and COMMIT, and rolls it back whole for any outcome but success.
  */
-import type { EnrollCommit, EnrollOutcome, KeyRow, PreauthRow, Revocation, RevokeOptions, RotateOutcome } from '../types.js';
+import type { EnrollCommit, Enrolled, EnrollOutcome, KeyRow, PreauthRow, Revocation, RevokeOptions, RotateOutcome } from '../types.js';
 import { all, type Body, get, KEY_ID_INDEX, lock, run, UniqueViolation } from '../sql.js';
 import {
   ACTIVE_KEY_OF_BOT_OR_DEVICE,
@@ -44,16 +44,21 @@ function keysLock(botId: string): string {
 }
 
 /** BrokerStore.enroll; a unique index broken means another replica bound the keyId, botId or device first. */
-export function* enrollTx(e: EnrollCommit): Body<EnrollOutcome> {
+export function* enrollTx(e: EnrollCommit): Body<Enrolled> {
   try {
     return yield* enrollChecked(e);
   } catch (err) {
-    if (err instanceof UniqueViolation) return err.index === KEY_ID_INDEX ? 'key-exists' : 'device-exists';
+    if (err instanceof UniqueViolation) return refused(err.index === KEY_ID_INDEX ? 'key-exists' : 'device-exists');
     throw err;
   }
 }
 
-function* enrollChecked(e: EnrollCommit): Body<EnrollOutcome> {
+/** An outcome that rolls the transaction back: nothing it revoked stays revoked. */
+function refused(outcome: Exclude<EnrollOutcome, 'ok'>): Enrolled {
+  return { outcome, replaced: [] };
+}
+
+function* enrollChecked(e: EnrollCommit): Body<Enrolled> {
   const { vendorId, deviceId, botId } = e;
   yield* lock(deviceLock(vendorId, deviceId));
   yield* lock(keysLock(botId));
@@ -61,21 +66,22 @@ function* enrollChecked(e: EnrollCommit): Body<EnrollOutcome> {
     e.admission.by === 'code'
       ? yield* get(SPEND_CODE_USE, e.admission.hmac, e.now, vendorId, deviceId)
       : yield* get(TAKE_PREAUTH, e.admission.keyId, e.key.publicKey, vendorId, deviceId);
-  if (!admitted) return 'spent';
-  if (yield* get(KEY_KNOWN, e.key.keyId)) return 'key-exists';
+  if (!admitted) return refused('spent');
+  if (yield* get(KEY_KNOWN, e.key.keyId)) return refused('key-exists');
+  let replaced: { keyId: string }[] = [];
   if (e.replace) {
     // The old key goes, and with it the tokens issued for it; a pending pre-authorisation of the device too.
-    yield* run(REVOKE_REPLACED, e.now, botId, vendorId, deviceId);
+    replaced = yield* all<{ keyId: string }>(REVOKE_REPLACED, e.now, botId, vendorId, deviceId);
     yield* run(DROP_TOKENS, botId);
     yield* run(DROP_PREAUTH_OF_DEVICE, vendorId, deviceId);
     yield* entombRetired(botId);
   } else if (e.admission.by === 'code' && (yield* get(PREAUTH_OF_DEVICE, vendorId, deviceId))) {
-    return 'device-exists';
+    return refused('device-exists');
   }
   // A bound botId or deviceId (replace: bound to another device) is a conflict.
-  if (yield* get(ACTIVE_KEY_OF_BOT_OR_DEVICE, botId, vendorId, deviceId)) return 'device-exists';
+  if (yield* get(ACTIVE_KEY_OF_BOT_OR_DEVICE, botId, vendorId, deviceId)) return refused('device-exists');
   yield* insertKey(e.key, { botId, deviceId, vendorId }, e.now);
-  return 'ok';
+  return { outcome: 'ok', replaced: replaced.map((r) => r.keyId) };
 }
 
 /** BrokerStore.rotate. */
