@@ -99,7 +99,7 @@ describe('the audit through a real broker (DESIGN §3.7)', () => {
     const replaceCode = await b.code('replace');
     const third = new TestDevice();
     expect(await third.mustEnroll(b.url, { code: replaceCode, deviceId: 'SN-1' })).toBe(botId);
-    expect(await revoke(b.broker.store, botId, Date.now(), b.operator)).toBe(1);
+    expect(await revoke(b.broker.store, botId, Date.now(), b.operator)).toMatchObject({ revoked: 1 });
     const spare = [new TestDevice(), new TestDevice()];
     const lines = `SN-P1,${spare[0]!.publicKey}\nSN-P2,${spare[1]!.publicKey}\n`;
     expect(await preauthorize(b.broker.store, parsePreauth(lines, 'V1', Date.now()), b.operator)).toBe(2);

@@ -399,7 +399,7 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
       EnrollCommit,
       EnrollCommit,
     ];
-    for (const c of [past, future, none]) expect(await store.enroll(c)).toBe('ok');
+    for (const c of [past, future, none]) expect((await store.enroll(c)).outcome).toBe('ok');
     const pastExpiry = Date.now() - 120_000;
     const futureExpiry = Date.now() + H;
     expect(await store.keepToken(past.key.keyId, token(past.botId, { accessExpiresAt: pastExpiry }))).toBe(true);
