@@ -112,6 +112,18 @@ export class AuditTrail {
     this.#enqueue(row);
   }
 
+  /**
+   * An event that folds into its key's row of the minute for the same outcome (a token issued): its log line
+   * now, as record's; its row counts every such event of that key and minute, so a device asking in a loop
+   * costs the store one row a minute, not one a request.
+   */
+  recordFolded(event: AuditEvent & { keyId: string }, msg: string): void {
+    const at = this.#d.clock.wallNow();
+    const row = rowOf(event, at, foldOf(event.keyId, `${event.action}:${event.outcome}`, at));
+    this.#d.log.info(lineOf(row), msg);
+    this.#enqueue(row);
+  }
+
   /** A refusal of a signed request: its row folds into its key's, code's and minute's; its line comes at the minute's end, with the count. */
   refusedSigned(r: SignedRefusal): void {
     const at = this.#d.clock.wallNow();

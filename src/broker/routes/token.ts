@@ -26,7 +26,7 @@ export const token = keyRoute({
     // The token as the nonce stage read it with the key: not read again when it serves.
     const issued = await ctx.issuer.issue(req.key, req.fields.minValidityS, { token: req.token });
     ctx.metrics.issued(issued.source);
-    ctx.audit.record(
+    ctx.audit.recordFolded(
       { action: 'token', actor: DEVICE_ACTOR, vendorId, deviceId, botId, keyId, source: req.source, outcome: issued.source },
       'token issued',
     );

@@ -104,15 +104,26 @@ describe('the audit through a real broker (DESIGN §3.7)', () => {
     const lines = `SN-P1,${spare[0]!.publicKey}\nSN-P2,${spare[1]!.publicKey}\n`;
     expect(await preauthorize(b.broker.store, parsePreauth(lines, 'V1', Date.now()), b.operator)).toBe(2);
 
-    const rows = await b.rows();
+    const all = await b.rows();
     const device = { vendorId: 'V1', deviceId: 'SN-1', codeId: null, count: 1, fold: null };
     const fromDevice = { ...device, actor: 'device', botId, source: '127.0.0.1' };
     const byOperator = { ...device, actor: 'cli:test', source: null };
+    // A token's row folds with its key's others of the minute (so it is written with the folds, after the rest).
+    expect(all.filter((r) => r.action === 'token')).toEqual([
+      {
+        ...fromDevice,
+        at: expect.any(Number),
+        action: 'token',
+        keyId: first.keyId,
+        outcome: 'sign',
+        fold: expect.stringContaining(first.keyId),
+      },
+    ]);
+    const rows = all.filter((r) => r.action !== 'token');
     expect(rows).toEqual([
       { ...byOperator, at: expect.any(Number), action: 'code', botId: null, keyId: null, outcome: 'made plain uses=1 device' },
       { ...fromDevice, at: expect.any(Number), action: 'enroll', keyId: first.keyId, outcome: 'enrolled' },
       { ...fromDevice, at: expect.any(Number), action: 'enroll', keyId: first.keyId, outcome: 'again' },
-      { ...fromDevice, at: expect.any(Number), action: 'token', keyId: first.keyId, outcome: 'sign' },
       { ...fromDevice, at: expect.any(Number), action: 'rotate', keyId: first.keyId, outcome: `rotated to ${rotated.keyId}` },
       { ...byOperator, at: expect.any(Number), action: 'code', botId: null, keyId: null, outcome: 'made replace uses=1 device' },
       // The replace revoked the rotated key: one revocation for it, then the new key's enrollment.
@@ -142,12 +153,13 @@ describe('the audit through a real broker (DESIGN §3.7)', () => {
     expect(times).toEqual([...times].sort((x, y) => x - y));
 
     // Each row is also a log line with the same fields, `audit` naming the action.
-    const logged = b.lines().filter((l) => l['audit'] !== undefined);
+    const logged = b.lines().filter((l) => l['audit'] !== undefined && l['audit'] !== 'token');
     expect(logged).toHaveLength(rows.length);
     for (const [i, { action, at, actor, vendorId, deviceId, botId, keyId, codeId, source, outcome }] of rows.entries()) {
       expect(logged[i]).toMatchObject({ audit: action, at, actor, vendorId, deviceId, botId, keyId, codeId, source, outcome });
     }
-    const written = `${JSON.stringify(rows)}\n${readFileSync(b.logFile, 'utf8')}`;
+    expect(b.lines().filter((l) => l['audit'] === 'token')).toEqual([expect.objectContaining({ keyId: first.keyId, outcome: 'sign' })]);
+    const written = `${JSON.stringify(all)}\n${readFileSync(b.logFile, 'utf8')}`;
     for (const secret of [
       token,
       code,
@@ -210,6 +222,30 @@ describe('the audit through a real broker (DESIGN §3.7)', () => {
       expect.objectContaining({ keyId: null, source: '127.0.0.1', outcome: 'not-found', count: 1, signed: false }),
     ]);
     for (const s of strangers) expect(readFileSync(b.logFile, 'utf8')).not.toContain(s.keyId);
+  });
+
+  it('folds the tokens one key is issued in a minute into one row per outcome with its count; each still a log line', async () => {
+    // The broker's clock stands still: every request falls in one minute of it.
+    const clock = new ManualClock({ wall: Date.now() });
+    const b = await audited(clock, { deviceTokensPerHour: 1000 });
+    const device = new TestDevice();
+    const botId = await device.mustEnroll(b.url, { code: await b.code(), deviceId: 'SN-1' });
+    for (let i = 0; i < 25; i++) expect((await device.token(b.url)).status).toBe(200);
+    const tokens = (await b.rows()).filter((r) => r.action === 'token');
+    // Folds are written in their own order (never crosswise between replicas), not in the order they came.
+    expect(tokens).toHaveLength(2);
+    expect(tokens).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ botId, keyId: device.keyId, outcome: 'sign', count: 1 }),
+        expect.objectContaining({ botId, keyId: device.keyId, outcome: 'cache', count: 24 }),
+      ]),
+    );
+    expect(b.lines().filter((l) => l['audit'] === 'token')).toHaveLength(25);
+    // The next minute starts another row.
+    await clock.advance(60_000);
+    expect((await device.token(b.url, {}, { ts: clock.wallNow() })).status).toBe(200);
+    const minutes = (await b.rows()).filter((r) => r.action === 'token').map((r) => `${r.outcome} ${r.count}`);
+    expect(minutes.sort()).toEqual(['cache 1', 'cache 24', 'sign 1']);
   });
 
   it('/metrics counts the devices by state from the store, and names no device', async () => {
