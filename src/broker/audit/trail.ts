@@ -99,7 +99,8 @@ export class AuditTrail {
   constructor(deps: AuditTrailDeps, o: AuditTrailOptions = {}) {
     this.#d = deps;
     this.#batchRows = o.batchRows ?? DEFAULT_BATCH_ROWS;
-    this.#flushMs = o.flushMs ?? 1_000;
+    // 5 s, not 1: a key asking in a loop folds five times as long, and PostgreSQL takes a fifth of the upserts.
+    this.#flushMs = o.flushMs ?? 5_000;
     this.#queue = new AuditQueue(o.maxQueued ?? 10_000);
     this.#signed = new MinuteTally(o.maxTallied ?? 10_000);
     this.#unsigned = new MinuteTally(o.maxTallied ?? 10_000);

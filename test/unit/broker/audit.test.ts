@@ -140,12 +140,14 @@ function fakeStore() {
   return store;
 }
 
-function trail(o: ConstructorParameters<typeof AuditTrail>[1] = {}) {
+/** A trail flushing each second (the tests step its clock by that) unless told 'default', `o` over it. */
+function trail(o: ConstructorParameters<typeof AuditTrail>[1] = {}, flushMs: number | 'default' = 1_000) {
   const clock = new ManualClock({ wall: 600_000 });
   const store = fakeStore();
   const lines: Record<string, unknown>[] = [];
   const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
-  return { clock, store, lines, audit: new AuditTrail({ store, log, clock }, o) };
+  const options = flushMs === 'default' ? o : { flushMs, ...o };
+  return { clock, store, lines, audit: new AuditTrail({ store, log, clock }, options) };
 }
 
 const event = { action: 'token', actor: 'device', botId: 'bot-1', keyId: 'k1', source: '192.0.2.1', outcome: 'sign' } as const;
@@ -175,6 +177,16 @@ describe('AuditTrail: every event a log line at once and a row in a batch', () =
     expect(store.writes).toEqual([[{ ...row(), at: 600_000, deviceId: null, vendorId: null, outcome: 'sign', codeId: null }]]);
     // Nothing waits: no timer is left armed.
     expect(clock.pending()).toEqual([]);
+  });
+
+  it('by default a row waits 5 s for its write, folding meanwhile', async () => {
+    const { clock, store, audit } = trail({}, 'default');
+    audit.recordFolded(event, 'token issued');
+    await clock.advance(4_999);
+    audit.recordFolded(event, 'token issued');
+    expect(store.writes).toEqual([]);
+    await clock.advance(1);
+    expect(store.writes.map((w) => w.map((r) => r.count))).toEqual([[2]]);
   });
 
   it('writes a full batch at once, without waiting for the timer', async () => {
