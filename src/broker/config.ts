@@ -60,6 +60,17 @@ export interface BrokerConfig {
 
 type Raw = Record<string, unknown>;
 
+/** The keys whose value is a count (a positive integer), the limits among them. */
+const COUNT_KEYS = [
+  'deviceTokensPerHour',
+  'enrollPerMinute',
+  'cloudConcurrency',
+  'rotatePerDay',
+  'connectionsMax',
+  'connectionsPerSource',
+  'unsignedPerMinute',
+  'auditRetentionDays',
+] as const;
 const KEYS = [
   'listen',
   'baseUrl',
@@ -73,27 +84,11 @@ const KEYS = [
   'tokenKeyFile',
   'logFile',
   'logLevel',
-  'deviceTokensPerHour',
-  'enrollPerMinute',
-  'cloudConcurrency',
-  'rotatePerDay',
-  'connectionsMax',
-  'connectionsPerSource',
-  'unsignedPerMinute',
-  'auditRetentionDays',
+  ...COUNT_KEYS,
 ] as const;
 type Key = (typeof KEYS)[number];
 
-const NUMBER_KEYS: ReadonlySet<Key> = new Set([
-  'deviceTokensPerHour',
-  'enrollPerMinute',
-  'cloudConcurrency',
-  'rotatePerDay',
-  'connectionsMax',
-  'connectionsPerSource',
-  'unsignedPerMinute',
-  'auditRetentionDays',
-]);
+const NUMBER_KEYS: ReadonlySet<Key> = new Set(COUNT_KEYS);
 const LEVELS = new Set(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
 /** The agent's own variables share the prefix: they are not the broker's, so they are ignored. */
 const AGENT_VARS = new Set(['BOTLINK_BROKER_URL', 'BOTLINK_BROKER_CA_FILE', 'BOTLINK_BROKER_CONFIG']);

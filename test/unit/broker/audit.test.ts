@@ -7,25 +7,12 @@ import { AuditTrail } from '../../../src/broker/audit/trail.js';
 import { startHousekeeping } from '../../../src/broker/housekeeping.js';
 import { statementSizes, writeOrder } from '../../../src/broker/store/rules/audit.js';
 import type { AuditPrune, AuditRow } from '../../../src/broker/store/types.js';
+import { auditRow } from '../../helpers/broker-store.js';
 import { ManualClock } from '../../helpers/manual-clock.js';
 
 const DAY = 86_400_000;
 
-const row = (over: Partial<AuditRow> = {}): AuditRow => ({
-  at: 0,
-  action: 'token',
-  actor: 'device',
-  vendorId: 'V1',
-  deviceId: 'SN-1',
-  botId: 'bot-1',
-  keyId: 'k1',
-  codeId: null,
-  source: '192.0.2.1',
-  outcome: 'cache',
-  count: 1,
-  fold: null,
-  ...over,
-});
+const row = (over: Partial<AuditRow> = {}): AuditRow => auditRow({ at: 0, ...over });
 const refusal = (fold: string, count = 1): AuditRow => row({ action: 'refusal', outcome: 'replayed', fold, count });
 
 describe('foldOf: a signed refusal’s aggregation key', () => {
