@@ -12,9 +12,12 @@ export function minuteOf(at: number): number {
   return Math.floor(at / MINUTE_MS) * MINUTE_MS;
 }
 
-/** A signed refusal's aggregation key: one row per keyId, code and minute, across replicas. */
+/**
+ * A signed refusal's aggregation key: one row per keyId, code and minute, across replicas. The minute comes
+ * first, so the unique index grows at its end as time goes, not at a random place per key.
+ */
 export function foldOf(keyId: string, code: string, at: number): string {
-  return `${keyId}/${code}/${minuteOf(at)}`;
+  return `${minuteOf(at)}/${keyId}/${code}`;
 }
 
 export class AuditQueue {

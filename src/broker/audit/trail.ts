@@ -76,9 +76,9 @@ export interface AuditTrailDeps {
 }
 
 /**
- * A batch is one transaction: on SQLite every leaf of the (bot_id, at) index a batch touches is written to
- * the WAL once per commit, whatever the rows per leaf, so a busy replica's second of rows is one batch, not
- * a dozen (measured: 256-row batches cost twice the CPU per row of 4,096-row ones once the index is large).
+ * A batch is one transaction: on SQLite every index leaf a batch touches is written to the WAL once per
+ * commit, whatever the rows per leaf, so a busy replica's rows are one batch, not a dozen (measured with a
+ * (bot_id, at) index: 256-row batches cost twice the CPU per row of 4,096-row ones once it was large).
  */
 const DEFAULT_BATCH_ROWS = 4_096;
 

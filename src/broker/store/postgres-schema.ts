@@ -54,7 +54,6 @@ export const POSTGRES_MIGRATIONS: readonly string[] = [
      count INTEGER NOT NULL DEFAULT 1, fold TEXT UNIQUE
    );
    CREATE INDEX audit_at ON audit (at);
-   CREATE INDEX audit_bot ON audit (bot_id, at);
    CREATE TABLE displacements (bot_id TEXT PRIMARY KEY, due_at BIGINT NOT NULL);`,
   // 3: how many times a displacement failed (the cloud away): it is tried again a minute later, a bounded number of times.
   'ALTER TABLE displacements ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;',
