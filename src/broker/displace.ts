@@ -92,12 +92,21 @@ export function displace(d: DisplacerDeps, botId: string, signal?: AbortSignal):
   });
 }
 
+/** The largest frame the displacing socket reads: the guide's refusal frames are a few hundred bytes. */
+const MAX_DISPLACE_FRAME_BYTES = 64 * 1024;
+
 function open(wsUrl: string, botId: string, accessToken: string): WebSocket {
   const url = new URL(wsUrl);
   url.searchParams.set('botId', botId);
   // A session of its own, as the guide advises for every connection (DESIGN §1.7).
   url.searchParams.set('sessionId', randomUUID());
-  return new WebSocket(url, { headers: { Authorization: `Bearer ${accessToken}` }, perMessageDeflate: false, followRedirects: false });
+  // Only the guide's small refusal frames matter here: a peer's larger message ends the socket, never grows a buffer.
+  return new WebSocket(url, {
+    headers: { Authorization: `Bearer ${accessToken}` },
+    perMessageDeflate: false,
+    followRedirects: false,
+    maxPayload: MAX_DISPLACE_FRAME_BYTES,
+  });
 }
 
 /** A refused handshake in words: the failure its body names, else its status. */

@@ -100,7 +100,7 @@ export class BrokerMetrics {
       {
         name: 'botlink_broker_rate_limited_total',
         type: 'counter',
-        help: 'Requests refused by a rate limit, by limit (key: tokens per device, code: enroll per code, addr: unknown codes per address).',
+        help: 'Requests refused by a rate limit, by limit (bot: tokens per botId, rotate: rotations per botId, code: enroll per code, addr: unknown codes per address).',
         samples: LIMIT_KINDS.map((l) => [{ limit: l }, this.#limited.get(l) ?? 0] as const),
       },
       {

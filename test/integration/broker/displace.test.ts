@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { type RunningBroker, startBroker } from '../../../src/broker/broker.js';
 import { type BrokerConfig, parseBrokerConfig } from '../../../src/broker/config.js';
+import { displace } from '../../../src/broker/displace.js';
 import { DISPLACE_AFTER_EXPIRY_MS } from '../../../src/broker/displacements.js';
 import { brokerKeys, readTokenKey } from '../../../src/broker/keys.js';
 import { createCode, displaceRevoked, revoke } from '../../../src/broker/operator.js';
@@ -212,5 +213,25 @@ describe('revoke --displace', () => {
     );
     expect((await device.token(broker.url, {}, { ts: clock.wallNow() })).json['code']).toBe('revoked');
     thief.close();
+  });
+});
+
+describe('the displacing socket', () => {
+  it('reads no frame past 64 KiB: a peer’s larger one ends the socket, named in the failure', async () => {
+    const { WebSocketServer } = await import('ws');
+    const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+    await once(server, 'listening');
+    server.on('connection', (peer) => peer.send('x'.repeat(100 * 1024)));
+    try {
+      const { port } = server.address() as { port: number };
+      const cloud = { getToken: async () => ({ accessToken: 'tok', expireIn: 60, refreshToken: 'r', refreshExpireIn: 60 }) };
+      const result = await displace(
+        { cloud: cloud as never, wsUrl: `ws://127.0.0.1:${port}/`, clock: new ManualClock({ wall: Date.now() }) },
+        'bot-x',
+      );
+      expect(result).toEqual({ outcome: 'failed', reason: expect.stringContaining('WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') });
+    } finally {
+      server.close();
+    }
   });
 });
