@@ -16,15 +16,15 @@ import { systemClock } from '../../src/clock.js';
 import { parseDeviceAuthorization, publicKeyFromWire, verifyRequest } from '../../src/protocol/device-sig.js';
 import { createTestService } from '../../src/service/testing.js';
 import { cleanEnv } from '../lib/env.js';
-import { environmentOf, execStartOf } from '../lib/exec-start.js';
+import { unitStart } from '../lib/unit-start.js';
 import { ACCESS_KEY_ID, type BenchDevice, SECRET, VENDOR } from './broker-load.js';
 import { Child, forkSelf, setupFromParent } from './child.js';
 import { ROOT } from './root.js';
 
-const unitText = readFileSync(join(ROOT, 'systemd', 'botlink-broker.service'), 'utf8');
+const brokerUnit = unitStart(ROOT, 'botlink-broker.service');
 /** The broker unit's node flags and Environment=: every broker here runs with them, and so does the fleet's floor. */
-export const NODE_FLAGS = execStartOf(unitText).nodeFlags;
-export const UNIT_ENV = environmentOf(unitText);
+export const NODE_FLAGS = brokerUnit.nodeFlags;
+export const UNIT_ENV = brokerUnit.env;
 
 /** What the child is asked to serve: the cloud's bots, and the keys the floor server verifies with. */
 interface ChildSetup {

@@ -1,13 +1,13 @@
 // A vendor's broker as its operator runs it (DESIGN §3.7): a config and its key files in a folder of its
 // own, `botlink broker` processes started from a bundle on it, and the operator's commands against it.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'vitest';
 import type { Seed } from '../../src/service/seed.js';
 import { cleanEnv } from '../../scripts/lib/env.js';
 import { type CliRun, exec } from '../../scripts/lib/exec.js';
-import { execStartOf } from '../../scripts/lib/exec-start.js';
+import { unitStart } from '../../scripts/lib/unit-start.js';
 import { writeBrokerConfig } from './broker-files.js';
 import { listening, type ServeRun, startListener } from './serve-proc.js';
 
@@ -31,9 +31,7 @@ export interface BrokerRigOptions {
 }
 
 /** The node flags systemd/botlink-broker.service starts the broker with. */
-const UNIT_NODE_FLAGS = execStartOf(
-  readFileSync(join(import.meta.dirname, '..', '..', 'systemd', 'botlink-broker.service'), 'utf8'),
-).nodeFlags;
+const UNIT_NODE_FLAGS = unitStart(join(import.meta.dirname, '..', '..'), 'botlink-broker.service').nodeFlags;
 
 /** A `botlink broker` process that has said where it listens. */
 export interface BrokerProc extends ServeRun {
