@@ -10,10 +10,10 @@ import { relayRig } from '../../helpers/relay-rig.js';
 import { requireTool } from '../../../scripts/lib/tools.js';
 
 const root = fileURLToPath(new URL('../../..', import.meta.url));
-const { cleanups, service, device, daemon, tempDir } = useHarness();
+const { cleanups, service, device, daemon } = useHarness();
 
 /** The fenced block of README.md whose first lines name `file`: the client exactly as a reader copies it. */
-function readmeBlock(lang: 'js' | 'python', file: string): string {
+function readmeBlock(lang: 'js', file: string): string {
   const readme = readFileSync(join(root, 'README.md'), 'utf8');
   for (const [, fenceLang, body] of readme.matchAll(/^```(\w+)\n([\s\S]*?)^```$/gm)) {
     if (fenceLang === lang && body!.split('\n').slice(0, 2).join('\n').includes(`${file}:`)) return body!;
@@ -45,10 +45,9 @@ function nodeClient(): string {
   return file;
 }
 
+/** The Python client the README links to, as a reader downloads it. */
 function pythonClient(): string {
-  const file = join(tempDir('botlink-readme-py-'), 'chat.py');
-  writeFileSync(file, readmeBlock('python', 'chat.py'));
-  return file;
+  return join(root, 'scripts', 'examples', 'chat.py');
 }
 
 /** A real link and relay on a Unix socket, before a cloud that sends exactly the guide's fixture frames. */
