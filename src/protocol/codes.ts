@@ -78,7 +78,8 @@ export type WsFailure = (typeof WsMessage)[keyof typeof WsMessage];
 export const WS_FAILURE_FIXES: Readonly<Record<WsFailure, string>> = Object.freeze({
   [WsMessage.BOT_INVALID]: 'check botId in the config or run botlink provision',
   [WsMessage.UNAUTHORIZED]: 'the account configuration may be incomplete: check it with the service provider',
-  [WsMessage.REPEAT_SESSION]: 'make sure no other device or agent uses the same botId',
+  [WsMessage.REPEAT_SESSION]:
+    'make sure no other device or agent uses the same botId; after an SD card swap the old card keeps its token until it ends (2–8 h): power it off, or have the vendor revoke it with --displace',
 });
 
 const WS_FAILURES: readonly string[] = Object.values(WsMessage);
