@@ -100,12 +100,8 @@ export const enroll = carriedKeyRoute({
         newKeyId: keyId,
       });
     // A code's use spent by this enrollment: its own event, and the enrollment's row, name the code by its id.
-    const code = admitted.by === 'code' ? admitted.row : undefined;
-    const codeId = code?.id ?? null;
-    if (code !== undefined)
-      ctx.audit.record({ ...device, action: 'code', keyId, codeId, outcome: 'spent' }, 'enrollment code spent', {
-        usesLeft: code.usesLeft - 1,
-      });
+    const codeId = admitted.by === 'code' ? admitted.row.id : null;
+    if (codeId !== null) ctx.audit.record({ ...device, action: 'code', keyId, codeId, outcome: 'spent' }, 'enrollment code spent');
     ctx.audit.record({ ...device, action: 'enroll', keyId, codeId, outcome: 'enrolled' }, 'device enrolled', { kind, by: admitted.by });
     return answer;
   },
