@@ -15,6 +15,14 @@ export function newCode(): string {
 }
 
 /**
+ * A code's id (DESIGN §3.7): 80 random bits in lower-case hex, drawn apart from the code, so knowing it
+ * tells nothing of the code; 20 characters, never the shape of a code (normaliseCode takes 25).
+ */
+export function newCodeId(): string {
+  return randomBytes(10).toString('hex');
+}
+
+/**
  * The code as it is hashed: upper case, separators and spaces dropped, and the letters people confuse
  * mapped as Crockford's base32 says (O → 0, I and L → 1); undefined when it cannot be a code.
  */

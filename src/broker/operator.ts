@@ -1,16 +1,17 @@
 /**
- * The operator's actions on the broker's store (DESIGN §3.7 `broker code | devices | revoke | preauth`),
- * apart from the command line that parses their flags and prints their results.
+ * The operator's actions on the broker's store (DESIGN §3.7 `broker code | devices | revoke | preauth | reset-limits`;
+ * the rest of codes: operator-codes.ts), apart from the command line that parses their flags and prints their results.
  */
 import { IDENTITY_FIELDS, type IdentityField, isIdentity } from '../protocol/broker.js';
 import { publicKeyFromWire } from '../protocol/device-sig.js';
 import { BotlinkError, messageOf } from '../protocol/errors.js';
 import type { AuditTrail } from './audit/trail.js';
-import { newCode, normaliseCode } from './codes.js';
+import { bucketPrefix, RESET_LIMIT_KINDS } from './auth/limits.js';
+import { newCode, newCodeId, normaliseCode } from './codes.js';
 import { type Displacement, type DisplacerDeps, displace } from './displace.js';
 import { auditDisplacement, DISPLACE_AFTER_EXPIRY_MS } from './displacements.js';
 import type { BrokerKeys } from './keys.js';
-import type { BrokerStore, CodeKind, DeviceListing, PreauthRow } from './store/types.js';
+import type { BrokerStore, CodeKind, DeviceFilter, DeviceListing, PreauthRow, RemovedPreauth } from './store/types.js';
 
 export const DEFAULT_CODE_USES = 1;
 export const DEFAULT_CODE_TTL_S = 24 * 3600;
@@ -43,12 +44,17 @@ export interface CodeRequest {
 }
 
 export interface IssuedCode {
+  /** What `broker codes` lists it by and `broker cancel` takes: never the code. */
+  id: string;
   code: string;
   expiresAt: number;
   uses: number;
 }
 
-/** A new code; its audit event (DESIGN §3.7) says its vendor, binding, kind and uses — never the code. */
+/**
+ * A new code; its audit event (DESIGN §3.7) says its id, vendor, binding, kind and uses — never the code. An
+ * operator's command asks refuseUnknownVendor (operator-codes.ts) first, so nothing is stored for a vendor the cloud does not know.
+ */
 export async function createCode(store: BrokerStore, keys: BrokerKeys, req: CodeRequest, now: number, by: Operator): Promise<IssuedCode> {
   const deviceId = req.binding === 'any-device' ? null : req.binding.deviceId;
   refuseUnlessIdentity('--vendor-id', 'vendorId', req.vendorId);
@@ -56,9 +62,11 @@ export async function createCode(store: BrokerStore, keys: BrokerKeys, req: Code
   if (req.kind !== 'plain' && deviceId === null)
     throw new OperatorInputError(`a --${req.kind} code must be bound to one device: use --device-id SN, not --any-device`);
   if (req.kind !== 'plain' && req.uses !== 1) throw new OperatorInputError(`a --${req.kind} code is single-use: drop --uses`);
+  const id = newCodeId();
   const code = newCode();
   const expiresAt = now + req.ttlS * 1000;
   await store.addCode({
+    id,
     hmac: keys.codeHmac(normaliseCode(code) as string),
     vendorId: req.vendorId,
     kind: req.kind,
@@ -69,15 +77,24 @@ export async function createCode(store: BrokerStore, keys: BrokerKeys, req: Code
   });
   const binding = deviceId === null ? 'any-device' : 'device';
   by.audit.record(
-    { action: 'code', actor: by.actor, vendorId: req.vendorId, deviceId, outcome: `made ${req.kind} uses=${req.uses} ${binding}` },
+    {
+      action: 'code',
+      actor: by.actor,
+      vendorId: req.vendorId,
+      deviceId,
+      codeId: id,
+      outcome: `made ${req.kind} uses=${req.uses} ${binding}`,
+    },
     deviceId === null ? 'enrollment code made for any device of its vendor' : 'enrollment code made',
     { anyDevice: deviceId === null, kind: req.kind, uses: req.uses },
   );
-  return { code, expiresAt, uses: req.uses };
+  return { id, code, expiresAt, uses: req.uses };
 }
 
-export function listDevices(store: BrokerStore): Promise<DeviceListing[]> {
-  return store.listDevices();
+/** `broker devices`: one line per device and per pre-authorised key, of one state and vendor when asked. */
+export function listDevices(store: BrokerStore, filter: DeviceFilter = {}): Promise<DeviceListing[]> {
+  if (filter.vendorId !== undefined) refuseUnlessIdentity('--vendor-id', 'vendorId', filter.vendorId);
+  return store.listDevices(filter);
 }
 
 export interface RevokeResult {
@@ -121,7 +138,7 @@ export async function displaceRevoked(deps: DisplacerDeps, botId: string, by: Op
 }
 
 /** An operator's identity field of §3.7's form, else exit 65 naming the flag and the form. */
-function refuseUnlessIdentity(flag: string, field: IdentityField, value: string): void {
+export function refuseUnlessIdentity(flag: string, field: IdentityField, value: string): void {
   if (!isIdentity(field, value)) throw new OperatorInputError(`${flag} must be ${IDENTITY_FIELDS[field].says}`);
 }
 
@@ -161,4 +178,32 @@ export async function preauthorize(store: BrokerStore, rows: readonly PreauthRow
     await by.audit.room();
   }
   return result.added;
+}
+
+/** `broker preauth --remove`: the device's pre-authorisation dropped, audited; none is 65. */
+export async function removePreauth(store: BrokerStore, vendorId: string, deviceId: string, by: Operator): Promise<RemovedPreauth> {
+  refuseUnlessIdentity('--vendor-id', 'vendorId', vendorId);
+  refuseUnlessIdentity('DEVICEID', 'deviceId', deviceId);
+  const removed = await store.removePreauth(vendorId, deviceId);
+  if (removed === undefined) throw new OperatorInputError(`no pre-authorisation of device ${deviceId} for vendor ${vendorId}`);
+  by.audit.record(
+    { action: 'preauth', actor: by.actor, vendorId, deviceId, keyId: removed.keyId, outcome: 'removed' },
+    'device pre-authorisation removed',
+  );
+  return removed;
+}
+
+/**
+ * `broker reset-limits`: the botId's hourly counts cleared — its token requests (and its checks: RESET_LIMIT_KINDS),
+ * never its rotations (rotatePerDay) — audited; a botId the broker does not know is 65.
+ */
+export async function resetLimits(store: BrokerStore, botId: string, by: Operator): Promise<number> {
+  const device = await store.findDeviceByBotId(botId);
+  if (device === undefined) throw new OperatorInputError(`no device with botId ${botId} is known to this broker`);
+  const cleared = await store.resetLimits(RESET_LIMIT_KINDS.map((kind) => bucketPrefix(kind, botId)));
+  by.audit.record(
+    { action: 'reset-limits', actor: by.actor, vendorId: device.vendorId, deviceId: device.deviceId, botId, outcome: `cleared ${cleared}` },
+    'rate limits reset',
+  );
+  return cleared;
 }

@@ -13,6 +13,7 @@ export function newKey(): { keyId: string; publicKey: string } {
 /** A code row as `broker code` stores it: plain, one use, vendor V1, an hour to live; `over` changes any field. */
 export function codeRow(over: Partial<CodeRow> = {}): CodeRow {
   return {
+    id: hex(10),
     hmac: hex(32),
     vendorId: 'V1',
     kind: 'plain',

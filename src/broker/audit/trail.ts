@@ -16,7 +16,7 @@ import type { AuditLog, AuditRow } from '../store/types.js';
 import { AuditQueue, foldOf } from './queue.js';
 import { MinuteTally, type TalliedMinute } from './tally.js';
 
-export type AuditAction = 'enroll' | 'token' | 'rotate' | 'revoke' | 'displace' | 'code' | 'preauth' | 'refusal';
+export type AuditAction = 'enroll' | 'token' | 'rotate' | 'revoke' | 'displace' | 'code' | 'preauth' | 'reset-limits' | 'refusal';
 
 /** The actor of a device's own request (an operator's is `cli:<OS user>`). */
 export const DEVICE_ACTOR = 'device';
@@ -28,6 +28,8 @@ export interface AuditEvent {
   deviceId?: string | null | undefined;
   botId?: string | null | undefined;
   keyId?: string | null | undefined;
+  /** The id of the code the event is about (made, cancelled, spent): never the code. */
+  codeId?: string | null | undefined;
   source?: string | null | undefined;
   outcome: string;
 }
@@ -253,8 +255,7 @@ function rowOf(e: AuditEvent, at: number, fold: string | null): AuditRow {
     // A tombstone's key has no botId left: '' is none.
     botId: e.botId || null,
     keyId: e.keyId ?? null,
-    // Codes have no id yet.
-    codeId: null,
+    codeId: e.codeId ?? null,
     source: e.source ?? null,
     outcome: e.outcome,
     count: 1,

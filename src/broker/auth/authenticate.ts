@@ -65,6 +65,8 @@ interface RouteStages<F, K, A, S> {
   form(body: Record<string, unknown>, auth: DeviceAuthorization): F;
   /** What the fields say of the device, for the audit of a refusal when the store knows no row of the key yet (enroll). */
   device?(fields: F): { deviceId: string };
+  /** The agent version the fields report (token): kept with the key's last seen, in the nonce stage's one step. */
+  agentVersion?(fields: F): string | undefined;
   /** admission: after the signature, before the nonce. */
   admit(ctx: BrokerContext, req: Verified<F, K>): Promise<Admission<A>>;
   serve(ctx: BrokerContext, req: Authenticated<F, K, A, S>): Promise<RouteAnswer>;
@@ -140,6 +142,7 @@ function stages<F, K extends Found, A, S>(
       if (admission.limit) spend.window = windowOf(admission.limit, now);
       // A refused admission counts against its limit and writes no nonce: a refusal leaves nothing that decides a later request.
       if ('refused' in admission) spend.countOnly = true;
+      spend.agentVersion = route.agentVersion?.(verified.fields);
       const { spent, held } = await signer.spend(ctx, spend, now);
       // The limit first: a request past it took no nonce, so it is no replay either.
       if (admission.limit && spent.count !== undefined) judge(ctx.metrics, admission.limit, spent.count, now);

@@ -23,9 +23,17 @@ export interface RateLimit {
   max: number;
 }
 
+/** The kinds of a botId's counts `broker reset-limits` clears: its hourly ones, not its rotations (rotatePerDay). */
+export const RESET_LIMIT_KINDS: readonly LimitKind[] = ['bot'];
+
+/** What every bucket of `kind` for `id` begins with, whatever its window. */
+export function bucketPrefix(kind: LimitKind, id: string): string {
+  return `${kind}:${id}/`;
+}
+
 /** Where the store counts `l` at `now`: the bucket, its current window's start, and the limit. */
 export function windowOf(l: RateLimit, now: number): RateWindow {
-  return { bucket: `${l.kind}:${l.id}/${l.windowMs}`, start: Math.floor(now / l.windowMs) * l.windowMs, limit: l.max };
+  return { bucket: `${bucketPrefix(l.kind, l.id)}${l.windowMs}`, start: Math.floor(now / l.windowMs) * l.windowMs, limit: l.max };
 }
 
 /** 429 with Retry-After (to the window's end) once the window holds more than the limit; `count` is after this hit. */

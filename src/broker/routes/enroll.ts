@@ -99,7 +99,10 @@ export const enroll = carriedKeyRoute({
       ctx.audit.record({ ...device, action: 'revoke', keyId: old, outcome: 'replaced' }, 'key revoked by a replace enrollment', {
         newKeyId: keyId,
       });
-    ctx.audit.record({ ...device, action: 'enroll', keyId, outcome: 'enrolled' }, 'device enrolled', { kind, by: admitted.by });
+    // A code's use spent by this enrollment: its own event, and the enrollment's row, name the code by its id.
+    const codeId = admitted.by === 'code' ? admitted.row.id : null;
+    if (codeId !== null) ctx.audit.record({ ...device, action: 'code', keyId, codeId, outcome: 'spent' }, 'enrollment code spent');
+    ctx.audit.record({ ...device, action: 'enroll', keyId, codeId, outcome: 'enrolled' }, 'device enrolled', { kind, by: admitted.by });
     return answer;
   },
 });

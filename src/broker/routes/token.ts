@@ -1,6 +1,7 @@
 /** POST /v1/token (DESIGN §3.7): the access token of the key's own botId — never a refresh token. */
 import { DEVICE_ACTOR } from '../audit/trail.js';
 import { keyRoute } from '../auth/authenticate.js';
+import { IDENTITY_FIELDS, isIdentity } from '../../protocol/broker.js';
 import { Refusal } from '../refusal.js';
 import { DEFAULT_MIN_VALIDITY_S } from '../tokens.js';
 
@@ -15,8 +16,9 @@ export const token = keyRoute({
     if (typeof min !== 'number' || !Number.isInteger(min) || min < 0 || min > MAX_MIN_VALIDITY_S) {
       throw new Refusal('bad-request', `minValidityS must be a whole number of seconds from 0 to ${MAX_MIN_VALIDITY_S}`);
     }
-    return { minValidityS: min };
+    return { minValidityS: min, agentVersion: reportedVersion(body['agent']) };
   },
+  agentVersion: (fields) => fields.agentVersion,
   // Counted per botId, across all its keys: a rotation does not start a fresh hour.
   async admit(ctx, req) {
     return { admitted: undefined, limit: { kind: 'bot', id: req.botId, windowMs: HOUR_MS, max: ctx.limits.deviceTokensPerHour } };
@@ -36,3 +38,13 @@ export const token = keyRoute({
     };
   },
 });
+
+/** `agent: {version}` (DESIGN §3.7), absent or of the identity fields' form: the version the key last reported. */
+function reportedVersion(agent: unknown): string | undefined {
+  if (agent === undefined) return undefined;
+  if (typeof agent !== 'object' || agent === null || Array.isArray(agent))
+    throw new Refusal('bad-request', 'agent must be an object {version}');
+  const version = (agent as Record<string, unknown>)['version'];
+  if (!isIdentity('version', version)) throw new Refusal('bad-request', `agent.version must be ${IDENTITY_FIELDS.version.says}`);
+  return version;
+}

@@ -57,6 +57,13 @@ export const POSTGRES_MIGRATIONS: readonly string[] = [
    CREATE TABLE displacements (bot_id TEXT PRIMARY KEY, due_at BIGINT NOT NULL);`,
   // 3: how many times a displacement failed (the cloud away): it is tried again a minute later, a bounded number of times.
   'ALTER TABLE displacements ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;',
+  // 4: each code's id (random, apart from the code: `broker codes` lists by it, `broker cancel` ends by it), codes
+  // made before it given one (80 bits of a random UUID's hash); and the agent version each key last reported.
+  `ALTER TABLE codes ADD COLUMN id TEXT;
+   UPDATE codes SET id = substr(md5(gen_random_uuid()::text), 1, 20);
+   ALTER TABLE codes ALTER COLUMN id SET NOT NULL;
+   CREATE UNIQUE INDEX codes_id ON codes (id);
+   ALTER TABLE keys ADD COLUMN agent_version TEXT;`,
 ];
 
 /** The advisory lock (two-int key space, apart from the bot and device locks) that orders schema changes. */

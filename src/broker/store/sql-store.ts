@@ -10,21 +10,28 @@ import { findKeyTx, spendTx, spendVerifiedTx, sweepTx } from './rules/requests.j
 import { all, get, run, storeNow } from './sql.js';
 import {
   ADD_CODE,
+  CANCEL_CODE,
   COUNT_DEVICES,
   DEVICE_BY_BOT_ID,
   DEVICE_BY_DEVICE_ID,
   FIND_CODE,
   FIND_PREAUTH,
+  LIST_CODES,
   LIST_DEVICES,
   PREAUTH_OF_DEVICE,
   KEEP_TOKEN,
   READ_TOKEN,
+  REMOVE_PREAUTH,
 } from './statements.js';
+import { resetLimitsTx } from './rules/operator.js';
 import type {
   AuditPrune,
   AuditRow,
   BrokerStore,
+  CodeFilter,
+  CodeListing,
   CodeRow,
+  DeviceFilter,
   DeviceCounts,
   DeviceListing,
   DeviceRow,
@@ -33,6 +40,7 @@ import type {
   Enrolled,
   KnownKey,
   PreauthRow,
+  RemovedPreauth,
   RequestSpend,
   Revocation,
   RevokeOptions,
@@ -58,7 +66,7 @@ export class SqlStore implements BrokerStore {
   }
 
   async addCode(c: CodeRow): Promise<void> {
-    await this.#d.decide(run(ADD_CODE, c.hmac, c.vendorId, c.kind, c.deviceId, c.usesLeft, c.expiresAt, c.createdAt), () => true);
+    await this.#d.decide(run(ADD_CODE, c.id, c.hmac, c.vendorId, c.kind, c.deviceId, c.usesLeft, c.expiresAt, c.createdAt), () => true);
   }
 
   findCode(hmac: string): Promise<CodeRow | undefined> {
@@ -109,8 +117,25 @@ export class SqlStore implements BrokerStore {
     return this.#d.decide(revokeTx(botId, now, opts), () => true);
   }
 
-  listDevices(): Promise<DeviceListing[]> {
-    return this.#d.run(all<DeviceListing>(LIST_DEVICES), 'read');
+  listDevices(filter: DeviceFilter = {}): Promise<DeviceListing[]> {
+    return this.#d.run(all<DeviceListing>(LIST_DEVICES, filter.state ?? null, filter.vendorId ?? null), 'read');
+  }
+
+  listCodes(filter: CodeFilter): Promise<CodeListing[]> {
+    return this.#d.run(all<CodeListing>(LIST_CODES, filter.now, filter.vendorId ?? null), 'read');
+  }
+
+  /** Decisions: a cancelled code is refused from then on, and a removed pre-authorisation admits no key. */
+  cancelCode(id: string): Promise<CodeListing | undefined> {
+    return this.#d.decide(get<CodeListing>(CANCEL_CODE, id), () => true);
+  }
+
+  removePreauth(vendorId: string, deviceId: string): Promise<RemovedPreauth | undefined> {
+    return this.#d.decide(get<RemovedPreauth>(REMOVE_PREAUTH, vendorId, deviceId), () => true);
+  }
+
+  resetLimits(prefixes: readonly string[]): Promise<number> {
+    return this.#d.decide(resetLimitsTx(prefixes), () => true);
   }
 
   async countDevices(): Promise<DeviceCounts> {

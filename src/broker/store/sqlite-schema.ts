@@ -58,6 +58,12 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
    CREATE TABLE displacements (bot_id TEXT PRIMARY KEY, due_at INTEGER NOT NULL) STRICT;`,
   // 3: how many times a displacement failed (the cloud away): it is tried again a minute later, a bounded number of times.
   'ALTER TABLE displacements ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;',
+  // 4: each code's id (random, apart from the code: `broker codes` lists by it, `broker cancel` ends by it), codes
+  // made before it given one; and the agent version each key last reported with its token requests.
+  `ALTER TABLE codes ADD COLUMN id TEXT;
+   UPDATE codes SET id = lower(hex(randomblob(10)));
+   CREATE UNIQUE INDEX codes_id ON codes (id);
+   ALTER TABLE keys ADD COLUMN agent_version TEXT;`,
 ];
 
 /**

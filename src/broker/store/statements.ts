@@ -6,7 +6,7 @@
 import { LAST_SEEN_STEP_MS } from './types.js';
 
 export const CODE_COLUMNS =
-  'hmac, vendor_id AS "vendorId", kind, device_id AS "deviceId", uses_left AS "usesLeft", expires_at AS "expiresAt", created_at AS "createdAt"';
+  'id, hmac, vendor_id AS "vendorId", kind, device_id AS "deviceId", uses_left AS "usesLeft", expires_at AS "expiresAt", created_at AS "createdAt"';
 
 export const KEY_COLUMNS =
   'key_id AS "keyId", public_key AS "publicKey", bot_id AS "botId", device_id AS "deviceId", vendor_id AS "vendorId", state, reason, ' +
@@ -20,7 +20,7 @@ const TOKEN_COLUMNS =
   'refresh_sealed AS "refreshSealed", refresh_expires_at AS "refreshExpiresAt", updated_at AS "updatedAt"';
 
 export const ADD_CODE =
-  'INSERT INTO codes (hmac, vendor_id, kind, device_id, uses_left, expires_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)';
+  'INSERT INTO codes (id, hmac, vendor_id, kind, device_id, uses_left, expires_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)';
 export const FIND_CODE = `SELECT ${CODE_COLUMNS} FROM codes WHERE hmac = $1`;
 /** A use of the code, taken only while it has one left, is live, and admits this vendor and device. */
 export const SPEND_CODE_USE =
@@ -70,6 +70,9 @@ export const ADD_PREAUTH = 'INSERT INTO preauth (key_id, public_key, device_id, 
 export const TAKE_PREAUTH =
   'DELETE FROM preauth WHERE key_id = $1 AND public_key = $2 AND vendor_id = $3 AND device_id = $4 RETURNING key_id';
 export const DROP_PREAUTH_OF_DEVICE = 'DELETE FROM preauth WHERE vendor_id = $1 AND device_id = $2';
+/** `broker preauth --remove`: the row it dropped. */
+export const REMOVE_PREAUTH =
+  'DELETE FROM preauth WHERE vendor_id = $1 AND device_id = $2 RETURNING key_id AS "keyId", vendor_id AS "vendorId", device_id AS "deviceId"';
 export const DROP_PREAUTH_OF_BOT =
   'DELETE FROM preauth WHERE (vendor_id, device_id) IN (SELECT vendor_id, device_id FROM keys WHERE bot_id = $1)';
 
@@ -85,17 +88,21 @@ export const DEVICE_BY_BOT_ID = deviceQuery('bot_id = $1');
 
 /**
  * `broker devices`: one line per device (botId), its active key else its latest, last seen by any of its
- * keys; then one per pre-authorised key.
+ * keys and the agent version that key last reported; then one per pre-authorised key. $1 a state, $2 a
+ * vendorId: only those lines (NULL: any).
  */
 export const LIST_DEVICES = `
-  SELECT "botId", "deviceId", "vendorId", "keyId", state, "lastSeenAt" FROM (
-    SELECT bot_id AS "botId", device_id AS "deviceId", vendor_id AS "vendorId", key_id AS "keyId", state,
-      MAX(last_seen_at) OVER (PARTITION BY bot_id) AS "lastSeenAt",
-      ROW_NUMBER() OVER (PARTITION BY bot_id ORDER BY state = 'active' DESC, created_at DESC, key_id DESC) AS pick
-    FROM keys
-  ) AS devices WHERE pick = 1
-  UNION ALL
-  SELECT NULL, device_id, vendor_id, key_id, 'preauthorized', NULL FROM preauth
+  SELECT * FROM (
+    SELECT "botId", "deviceId", "vendorId", "keyId", state, "lastSeenAt", "agentVersion" FROM (
+      SELECT bot_id AS "botId", device_id AS "deviceId", vendor_id AS "vendorId", key_id AS "keyId", state,
+        MAX(last_seen_at) OVER (PARTITION BY bot_id) AS "lastSeenAt", agent_version AS "agentVersion",
+        ROW_NUMBER() OVER (PARTITION BY bot_id ORDER BY state = 'active' DESC, created_at DESC, key_id DESC) AS pick
+      FROM keys
+    ) AS devices WHERE pick = 1
+    UNION ALL
+    SELECT NULL, device_id, vendor_id, key_id, 'preauthorized', NULL, NULL FROM preauth
+  ) AS listed
+  WHERE (CAST($1 AS TEXT) IS NULL OR state = CAST($1 AS TEXT)) AND (CAST($2 AS TEXT) IS NULL OR "vendorId" = CAST($2 AS TEXT))
   ORDER BY 3, 2, 5`;
 
 /** listDevices' lines by state: botIds with an active key, botIds without one, pre-authorised keys. */
@@ -103,6 +110,16 @@ export const COUNT_DEVICES =
   "SELECT COUNT(DISTINCT CASE WHEN state = 'active' THEN bot_id END) AS active, " +
   "COUNT(DISTINCT bot_id) - COUNT(DISTINCT CASE WHEN state = 'active' THEN bot_id END) AS revoked, " +
   '(SELECT COUNT(*) FROM preauth) AS preauthorized FROM keys';
+
+const CODE_LISTING = 'id, vendor_id AS "vendorId", device_id AS "deviceId", kind, uses_left AS "usesLeft", expires_at AS "expiresAt"';
+/** `broker codes`: the codes with a use left, live at $1, of vendor $2 (NULL: any), soonest to expire first. */
+export const LIST_CODES =
+  `SELECT ${CODE_LISTING} FROM codes WHERE uses_left > 0 AND expires_at > $1 ` +
+  'AND (CAST($2 AS TEXT) IS NULL OR vendor_id = CAST($2 AS TEXT)) ORDER BY expires_at, id';
+/** `broker cancel`: the code with this id, gone whatever its uses; its row as it was. */
+export const CANCEL_CODE = `DELETE FROM codes WHERE id = $1 RETURNING ${CODE_LISTING}`;
+/** `broker reset-limits`: the windows of buckets that begin with $1 (a botId's, `kind:botId/`). */
+export const RESET_WINDOWS = 'DELETE FROM rate_windows WHERE substr(bucket, 1, length(CAST($1 AS TEXT))) = CAST($1 AS TEXT)';
 
 export const READ_TOKEN = `SELECT ${TOKEN_COLUMNS} FROM tokens WHERE bot_id = $1`;
 export const DROP_TOKENS = 'DELETE FROM tokens WHERE bot_id = $1';
@@ -184,10 +201,11 @@ export const SWEEP_WINDOWS = 'DELETE FROM rate_windows WHERE window_start < $1';
 /**
  * A request's bookkeeping as the steps of a gated chain (chain.ts), over the values
  * $1 keyId, $2 nonce (null: count only, a refused request's), $3 keepUntil, $4 the public key the signature was verified with (null: no key to
- * hold), $5 the rate bucket (null: no limit), $6 its window's start, $7 the limit, $8 the request's time.
+ * hold), $5 the rate bucket (null: no limit), $6 its window's start, $7 the limit, $8 the request's time, $9 the agent version
+ * it reports (null: none).
  * Each step gates the next: the count only while the key is active with that public key (or with no key
  * to hold: an enrollment's new key); the nonce only within the limit (a refused request leaves no nonce);
- * last seen only for a new nonce, a step past the one recorded.
+ * last seen (and the agent version) only for a new nonce, a step past the one recorded or with a version other than the one kept.
  */
 export const REQUEST_STEPS = [
   {
@@ -213,8 +231,10 @@ export const REQUEST_STEPS = [
   {
     name: 't',
     sql:
-      'UPDATE keys SET last_seen_at = CAST($8 AS BIGINT) WHERE key_id = CAST($1 AS TEXT) AND CAST($4 AS TEXT) IS NOT NULL ' +
-      `AND {n.ok} = 1 AND (last_seen_at IS NULL OR last_seen_at <= CAST($8 AS BIGINT) - ${LAST_SEEN_STEP_MS}) ` +
+      'UPDATE keys SET last_seen_at = CASE WHEN last_seen_at > CAST($8 AS BIGINT) THEN last_seen_at ELSE CAST($8 AS BIGINT) END, ' +
+      'agent_version = COALESCE(CAST($9 AS TEXT), agent_version) WHERE key_id = CAST($1 AS TEXT) AND CAST($4 AS TEXT) IS NOT NULL ' +
+      `AND {n.ok} = 1 AND (last_seen_at IS NULL OR last_seen_at <= CAST($8 AS BIGINT) - ${LAST_SEEN_STEP_MS} ` +
+      'OR (CAST($9 AS TEXT) IS NOT NULL AND (agent_version IS NULL OR agent_version <> CAST($9 AS TEXT)))) ' +
       'RETURNING 1 AS ok',
   },
 ] as const;

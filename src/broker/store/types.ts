@@ -6,15 +6,16 @@
  */
 
 import type { AuditLog } from './audit-types.js';
+import type { CodeKind, DeviceFilter, OperatorBook } from './operator-types.js';
 
 export type { AuditLog, AuditPrune, AuditRow } from './audit-types.js';
+export type { CodeFilter, CodeKind, CodeListing, DeviceFilter, OperatorBook, RemovedPreauth } from './operator-types.js';
 
 export type StoreKind = 'sqlite' | 'postgres';
 
-/** plain: any new device; adopt: a signing device keeps its botId; replace: a swapped SD card. */
-export type CodeKind = 'plain' | 'adopt' | 'replace';
-
 export interface CodeRow {
+  /** Random (80 bits, hex), independent of the code: operators name a code by it, never by the code. */
+  id: string;
   /** HMAC of the code (hex): the code itself is never stored. */
   hmac: string;
   vendorId: string;
@@ -158,6 +159,8 @@ export interface DeviceListing {
   keyId: string;
   state: 'active' | 'revoked' | 'preauthorized';
   lastSeenAt: number | null;
+  /** The agent version its key last reported with a token request (null: none reported). */
+  agentVersion: string | null;
 }
 
 /** How many devices are in each state, as `broker devices` would list them (its one line per botId, and per pre-authorised key). */
@@ -186,6 +189,8 @@ export interface RequestSpend {
   window?: RateWindow;
   /** A request its admission refused: its count is taken (a failed code attempt), its nonce is not (DESIGN §3.7). */
   countOnly?: boolean;
+  /** The agent version the request reports (a token request's `agent.version`): kept with last seen, on an enrolled key. */
+  agentVersion?: string | undefined;
 }
 
 /** A request signed by an enrolled key (BrokerStore.spendVerified). */
@@ -252,7 +257,7 @@ export interface Enrollment {
    * expiry of the token it dropped (none without one), in the same transaction.
    */
   revoke(botId: string, now: number, opts?: RevokeOptions): Promise<Revocation>;
-  listDevices(): Promise<DeviceListing[]>;
+  listDevices(filter?: DeviceFilter): Promise<DeviceListing[]>;
   /** listDevices' lines counted by state: one scan of the keys, for /metrics (which caches it). */
   countDevices(): Promise<DeviceCounts>;
 }
@@ -291,4 +296,4 @@ export interface Housekeeping {
   close(): Promise<void>;
 }
 
-export interface BrokerStore extends RequestBook, Enrollment, TokenCache, DisplacementQueue, AuditLog, Housekeeping {}
+export interface BrokerStore extends RequestBook, Enrollment, OperatorBook, TokenCache, DisplacementQueue, AuditLog, Housekeeping {}

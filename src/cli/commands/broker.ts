@@ -1,29 +1,14 @@
 /**
- * `botlink broker` (DESIGN §3.1, §3.7): the broker in the foreground, and the operator's commands
- * `code | devices | revoke | preauth`, which act on the broker's store directly, on its host.
+ * `botlink broker` (DESIGN §3.1, §3.7): the broker in the foreground, and the operator's commands, which act
+ * on the broker's store directly, on its host: `revoke` here, codes in broker-codes.ts, devices, preauth and
+ * reset-limits in broker-devices.ts.
  */
-import { readFileSync } from 'node:fs';
-import { userInfo } from 'node:os';
-import { AuditTrail } from '../../broker/audit/trail.js';
 import { startBroker } from '../../broker/broker.js';
-import { type BrokerConfig, configFileFor, loadBrokerConfig } from '../../broker/config.js';
+import type { BrokerConfig } from '../../broker/config.js';
 import type { Displacement } from '../../broker/displace.js';
 import { auditDisplacement } from '../../broker/displacements.js';
-import { brokerKeys, readAccountSecret, readStorePassword, readTokenKey } from '../../broker/keys.js';
-import {
-  createCode,
-  DEFAULT_CODE_TTL_S,
-  DEFAULT_CODE_USES,
-  displaceRevoked,
-  listDevices,
-  type Operator,
-  OperatorInputError,
-  parsePreauth,
-  preauthorize,
-  revoke,
-} from '../../broker/operator.js';
-import { openStore } from '../../broker/store/open.js';
-import type { BrokerStore, CodeKind } from '../../broker/store/types.js';
+import { readAccountSecret } from '../../broker/keys.js';
+import { DEFAULT_CODE_TTL_S, DEFAULT_CODE_USES, displaceRevoked, type Operator, revoke } from '../../broker/operator.js';
 import { CloudClient } from '../../cloud/client.js';
 import { systemClock } from '../../clock.js';
 import { createLogger } from '../../log.js';
@@ -31,136 +16,37 @@ import { voiceChatUrl } from '../../protocol/conversation.js';
 import { messageOf } from '../../protocol/errors.js';
 import { defineCommand } from '../frame/command.js';
 import { Failure } from '../frame/exit.js';
-import type { Env, Output } from '../frame/io.js';
+import type { Output } from '../frame/io.js';
 import { stoppingOn, untilSignal } from '../frame/signals.js';
 import { formatTime } from '../format.js';
-import { printable, printableJson } from '../printable.js';
+import { printable } from '../printable.js';
+import { cancel, code, codes } from './broker-codes.js';
+import { devices, preauth, resetLimitsCommand } from './broker-devices.js';
+import { asOperator, brokerConfig } from './broker-operator.js';
 
 const USAGE = `usage: botlink broker [--config FILE]
        botlink broker code    [--config FILE] --vendor-id V (--device-id SN | --any-device) [--uses N] [--ttl S] [--adopt | --replace] [--json]
-       botlink broker devices [--config FILE] [--json]
+       botlink broker codes   [--config FILE] [--vendor-id V] [--json]
+       botlink broker cancel  [--config FILE] CODE_ID
+       botlink broker devices [--config FILE] [--state S] [--vendor-id V] [--json]
        botlink broker revoke  [--config FILE] [--displace] BOTID
-       botlink broker preauth [--config FILE] --vendor-id V FILE
+       botlink broker reset-limits [--config FILE] BOTID
+       botlink broker preauth [--config FILE] --vendor-id V FILE | --remove --vendor-id V DEVICEID
 
 The vendor's broker (DESIGN §3.7): it alone holds the account secret and signs on the devices'
 behalf. The config is --config, else $BOTLINK_BROKER_CONFIG, else /etc/botlink-broker/config.json.
-  code      a new enrollment code, alone on the last line (--json: {code, expiresAt, uses}); default
+  code      a new enrollment code, alone on the last line (--json: {id, code, expiresAt, uses}); default
             ${DEFAULT_CODE_USES} use, ${DEFAULT_CODE_TTL_S / 3600} h; bound to --device-id SN, or to any serial of the vendor with
-            --any-device. --adopt (a signing device keeps its botId) and --replace (a new key for a known
-            device) need --device-id and are single-use
-  devices   botId, deviceId, keyId, state and last seen of every device (--json: one array)
+            --any-device; a vendor the cloud does not know is refused. --adopt (a signing device keeps its
+            botId) and --replace (a new key for a known device) need --device-id and are single-use
+  codes     the outstanding codes by id (never the code): vendor, binding, kind, uses left, expiry
+  cancel    ends the code with that id; given a code instead of an id, refuses and does nothing
+  devices   botId, deviceId, vendorId, keyId, state, last seen and agent version of every device
+            (--json: one array); --state and --vendor-id filter
   revoke    the botId's key answers 403 revoked from the next request on; --displace also closes the
             socket the device holds, now and once its last token has expired
-  preauth   lines deviceId,publicKey: those keys enroll without a code`;
-
-/** The broker's config: --config, else $BOTLINK_BROKER_CONFIG, else the default file; a bad one throws what to fix (78). */
-function brokerConfig(file: string | undefined, env: Env): BrokerConfig {
-  return loadBrokerConfig(configFileFor(file, env), env);
-}
-
-async function withStore<T>(config: BrokerConfig, fn: (store: BrokerStore) => Promise<T>): Promise<T> {
-  const password = readStorePassword(config.storePasswordFile);
-  const store = await openStore(config.store, { clock: systemClock, ...(password !== undefined && { password }) });
-  try {
-    return await fn(store);
-  } finally {
-    await store.close();
-  }
-}
-
-/**
- * Runs `fn` on the broker's store as the operator: their actions audited beside the broker's own, in its
- * store and its logFile, every row written before the store closes.
- */
-async function asOperator<T>(config: BrokerConfig, fn: (store: BrokerStore, by: Operator) => Promise<T>): Promise<T> {
-  const logging = createLogger({ file: config.logFile, level: config.logLevel, name: 'botlink-broker' });
-  try {
-    return await withStore(config, async (store) => {
-      const audit = new AuditTrail({ store, log: logging.logger, clock: systemClock });
-      try {
-        return await fn(store, { actor: operatorActor(), audit });
-      } finally {
-        await audit.close();
-      }
-    });
-  } finally {
-    await logging.flush();
-    logging.close();
-  }
-}
-
-/** `cli:<OS user>`: who ran the command, as the audit names them (a uid with no name: its number). */
-function operatorActor(): string {
-  try {
-    return `cli:${userInfo().username}`;
-  } catch {
-    return `cli:uid-${process.getuid?.() ?? 'unknown'}`;
-  }
-}
-
-const code = defineCommand({
-  usage:
-    'usage: botlink broker code [--config FILE] --vendor-id V (--device-id SN | --any-device) [--uses N] [--ttl S] [--adopt | --replace] [--json]',
-  help: `A new enrollment code, alone on the last line (--json: {code, expiresAt, uses}); default ${DEFAULT_CODE_USES} use,
-${DEFAULT_CODE_TTL_S / 3600} h. --device-id binds it to that one device. --any-device lets it enroll any serial of the vendor,
-a device that still signs included (registration returns its own botId): say it only when that is meant.
---adopt (a signing device keeps its botId) and --replace (a new key for a known device) need --device-id and are single-use.`,
-  flags: {
-    config: { type: 'string' },
-    'vendor-id': { type: 'string', required: true },
-    'device-id': { type: 'string' },
-    'any-device': { type: 'boolean' },
-    uses: { type: 'integer', min: 1, max: 1_000_000 },
-    ttl: { type: 'integer', min: 60, max: 366 * 24 * 3600 },
-    adopt: { type: 'boolean' },
-    replace: { type: 'boolean' },
-    json: { type: 'boolean' },
-  },
-  exclusive: [['--adopt', '--replace']],
-  oneOf: [['--device-id', '--any-device']],
-  async run({ flags, stdout, stderr, env }) {
-    const vendorId = flags['vendor-id'];
-    const deviceId = flags['device-id'];
-    const kind: CodeKind = flags.adopt ? 'adopt' : flags.replace ? 'replace' : 'plain';
-    const config = brokerConfig(flags.config, env);
-    const keys = brokerKeys(readTokenKey(config.tokenKeyFile));
-    const request = {
-      vendorId,
-      binding: deviceId === undefined ? ('any-device' as const) : { deviceId },
-      uses: flags.uses ?? DEFAULT_CODE_USES,
-      ttlS: flags.ttl ?? DEFAULT_CODE_TTL_S,
-      kind,
-    };
-    const issued = await asOperator(config, (store, by) => createCode(store, keys, request, systemClock.wallNow(), by));
-    if (flags.json) stdout.write(`${printableJson(issued)}\n`);
-    else {
-      const binding = deviceId === undefined ? 'for any device' : `for device ${deviceId}`;
-      stderr.write(
-        `${printable(`${kind} code for vendor ${vendorId}, ${binding}`)}: ${issued.uses} use(s), expires ${formatTime(issued.expiresAt)}\n`,
-      );
-      stdout.write(`${issued.code}\n`);
-    }
-  },
-});
-
-const devices = defineCommand({
-  usage: 'usage: botlink broker devices [--config FILE] [--json]',
-  help: 'botId, deviceId, keyId, state and last seen of every device (--json: one array).',
-  flags: { config: { type: 'string' }, json: { type: 'boolean' } },
-  async run({ flags, stdout, env }) {
-    const list = await withStore(brokerConfig(flags.config, env), listDevices);
-    if (flags.json) {
-      stdout.write(`${printableJson(list)}\n`);
-      return;
-    }
-    stdout.write('botId\tdeviceId\tkeyId\tstate\tlastSeen\n');
-    // A deviceId is what a device sent over the network: every field printable, a tab in one escaped.
-    for (const d of list) {
-      const fields = [String(d.botId), d.deviceId, d.keyId, d.state, d.lastSeenAt === null ? '-' : formatTime(d.lastSeenAt)];
-      stdout.write(`${fields.map((f) => printable(f)).join('\t')}\n`);
-    }
-  },
-});
+  reset-limits  clears the botId's hourly token counts (not its rotations)
+  preauth   lines deviceId,publicKey: those keys enroll without a code; --remove drops one device's`;
 
 const revokeBot = defineCommand({
   usage: 'usage: botlink broker revoke [--config FILE] [--displace] BOTID',
@@ -224,31 +110,19 @@ async function displaceNow(
   );
 }
 
-const preauth = defineCommand({
-  usage: 'usage: botlink broker preauth [--config FILE] --vendor-id V FILE',
-  help: 'FILE holds lines deviceId,publicKey: those keys enroll without a code.',
-  flags: { config: { type: 'string' }, 'vendor-id': { type: 'string', required: true } },
-  positionals: [{ name: 'file', required: true }],
-  async run({ flags, args, stdout, env }) {
-    const vendorId = flags['vendor-id'];
-    const config = brokerConfig(flags.config, env);
-    let text: string;
-    try {
-      text = readFileSync(args.file, 'utf8');
-    } catch (err) {
-      throw new OperatorInputError(`cannot read ${args.file} (${messageOf(err)})`);
-    }
-    const rows = parsePreauth(text, vendorId, systemClock.wallNow());
-    const added = await asOperator(config, (store, by) => preauthorize(store, rows, by));
-    stdout.write(`${printable(`pre-authorised ${added} device(s) for vendor ${vendorId}`)}\n`);
-  },
-});
-
 /** `botlink broker`: the broker in the foreground until SIGTERM or SIGINT; its operator commands act on its store. */
 export const broker = defineCommand({
   usage: USAGE,
   flags: { config: { type: 'string' } },
-  subcommands: { code: async () => code, devices: async () => devices, revoke: async () => revokeBot, preauth: async () => preauth },
+  subcommands: {
+    code: async () => code,
+    codes: async () => codes,
+    cancel: async () => cancel,
+    devices: async () => devices,
+    revoke: async () => revokeBot,
+    'reset-limits': async () => resetLimitsCommand,
+    preauth: async () => preauth,
+  },
   async run({ flags, stdout, stderr, env }) {
     const config = brokerConfig(flags.config, env);
     const { logger, flush, close } = createLogger({ file: config.logFile, level: config.logLevel, name: 'botlink-broker' });

@@ -120,15 +120,37 @@ describe('the audit through a real broker (DESIGN §3.7)', () => {
       },
     ]);
     const rows = all.filter((r) => r.action !== 'token');
+    // Each code by its id, never the code: made by the operator, spent by the enrollment it admitted.
+    const [plainId, replaceId] = rows.filter((r) => r.outcome.startsWith('made')).map((r) => r.codeId);
+    expect([plainId, replaceId]).toEqual([expect.stringMatching(/^[0-9a-f]{20}$/), expect.stringMatching(/^[0-9a-f]{20}$/)]);
+    expect(plainId).not.toBe(replaceId);
     expect(rows).toEqual([
-      { ...byOperator, at: expect.any(Number), action: 'code', botId: null, keyId: null, outcome: 'made plain uses=1 device' },
-      { ...fromDevice, at: expect.any(Number), action: 'enroll', keyId: first.keyId, outcome: 'enrolled' },
+      {
+        ...byOperator,
+        at: expect.any(Number),
+        action: 'code',
+        botId: null,
+        keyId: null,
+        codeId: plainId,
+        outcome: 'made plain uses=1 device',
+      },
+      { ...fromDevice, at: expect.any(Number), action: 'code', keyId: first.keyId, codeId: plainId, outcome: 'spent' },
+      { ...fromDevice, at: expect.any(Number), action: 'enroll', keyId: first.keyId, codeId: plainId, outcome: 'enrolled' },
       { ...fromDevice, at: expect.any(Number), action: 'enroll', keyId: first.keyId, outcome: 'again' },
       { ...fromDevice, at: expect.any(Number), action: 'rotate', keyId: first.keyId, outcome: `rotated to ${rotated.keyId}` },
-      { ...byOperator, at: expect.any(Number), action: 'code', botId: null, keyId: null, outcome: 'made replace uses=1 device' },
+      {
+        ...byOperator,
+        at: expect.any(Number),
+        action: 'code',
+        botId: null,
+        keyId: null,
+        codeId: replaceId,
+        outcome: 'made replace uses=1 device',
+      },
       // The replace revoked the rotated key: one revocation for it, then the new key's enrollment.
       { ...fromDevice, at: expect.any(Number), action: 'revoke', keyId: rotated.keyId, outcome: 'replaced' },
-      { ...fromDevice, at: expect.any(Number), action: 'enroll', keyId: third.keyId, outcome: 'enrolled' },
+      { ...fromDevice, at: expect.any(Number), action: 'code', keyId: third.keyId, codeId: replaceId, outcome: 'spent' },
+      { ...fromDevice, at: expect.any(Number), action: 'enroll', keyId: third.keyId, codeId: replaceId, outcome: 'enrolled' },
       { ...byOperator, at: expect.any(Number), action: 'revoke', botId, keyId: third.keyId, outcome: 'revoked' },
       {
         ...byOperator,

@@ -74,8 +74,13 @@ describe('botlink broker (the process)', () => {
   it('a code from the command enrolls a device; devices lists it; revoke holds from the next request; no secret in the log', async () => {
     const json = await rig.cli(['code', '--config', rig.configFile, '--vendor-id', 'V1', '--device-id', 'SN-CLI-1', '--json']);
     expect(json.code, json.stderr).toBe(0);
-    const issued = JSON.parse(json.stdout) as { code: string };
-    expect(issued).toEqual({ code: expect.stringMatching(CODE), expiresAt: expect.any(Number), uses: 1 });
+    const issued = JSON.parse(json.stdout) as { id: string; code: string };
+    expect(issued).toEqual({
+      id: expect.stringMatching(/^[0-9a-f]{20}$/),
+      code: expect.stringMatching(CODE),
+      expiresAt: expect.any(Number),
+      uses: 1,
+    });
     const code = issued.code;
     const printed = await rig.cli(['code', '--config', rig.configFile, '--vendor-id', 'V1', '--any-device']);
     expect(printed.stdout.trim().split('\n').at(-1)).toMatch(CODE);
@@ -93,6 +98,7 @@ describe('botlink broker (the process)', () => {
         keyId: device.keyId,
         state: 'active',
         lastSeenAt: expect.any(Number),
+        agentVersion: null,
       });
       const revoked = await rig.cli(['revoke', '--config', rig.configFile, botId]);
       expect(revoked.code, revoked.stderr).toBe(0);
@@ -118,7 +124,7 @@ describe('botlink broker (the process)', () => {
         try {
           const rows = db.prepare(AUDIT_ROWS_SQL).all() as Record<string, unknown>[];
           const mine = rows.filter((r) => r['deviceId'] === 'SN-CLI-1');
-          return mine.map((r) => [r['action'], r['actor'], r['deviceId'], r['keyId'], r['outcome']]).sort();
+          return mine.map((r) => [r['action'], r['actor'], r['deviceId'], r['keyId'], r['codeId'], r['outcome']]).sort();
         } finally {
           db.close();
         }
@@ -126,18 +132,76 @@ describe('botlink broker (the process)', () => {
       // The broker writes its rows within a second (after the commands', which wrote theirs before they exited).
       await expect.poll(stored, { timeout: 10_000 }).toEqual(
         [
-          ['code', actor, 'SN-CLI-1', null, 'made plain uses=1 device'],
-          ['enroll', 'device', 'SN-CLI-1', device.keyId, 'enrolled'],
-          ['token', 'device', 'SN-CLI-1', device.keyId, 'sign'],
-          ['revoke', actor, 'SN-CLI-1', device.keyId, 'revoked'],
-          ['revoke', actor, 'SN-CLI-1', null, 'none-active'],
+          ['code', actor, 'SN-CLI-1', null, issued.id, 'made plain uses=1 device'],
+          ['code', 'device', 'SN-CLI-1', device.keyId, issued.id, 'spent'],
+          ['enroll', 'device', 'SN-CLI-1', device.keyId, issued.id, 'enrolled'],
+          ['token', 'device', 'SN-CLI-1', device.keyId, null, 'sign'],
+          ['revoke', actor, 'SN-CLI-1', device.keyId, null, 'revoked'],
+          ['revoke', actor, 'SN-CLI-1', null, null, 'none-active'],
           // The token request after the revoke, refused.
-          ['refusal', 'device', 'SN-CLI-1', device.keyId, 'revoked'],
+          ['refusal', 'device', 'SN-CLI-1', device.keyId, null, 'revoked'],
         ].sort(),
       );
       for (const secret of [SECRET, code, token.json['accessToken'] as string]) expect(log).not.toContain(secret);
     } finally {
       expect((await broker.stop()).code).toBe(0);
+    }
+  });
+
+  it('a token request’s agent version reaches broker devices; reset-limits lifts the hourly limit of one botId; both audited', async () => {
+    const limited = brokerRig({ bundle: bundle.file, cloudUrl: cloud.url, secret: SECRET, extra: { deviceTokensPerHour: 2 } });
+    const broker = await limited.start();
+    try {
+      const device = new TestDevice();
+      const botId = await device.mustEnroll(broker.url, { code: await limited.code(), deviceId: 'SN-CLI-AGENT' });
+      const other = new TestDevice();
+      const otherBot = await other.mustEnroll(broker.url, { code: await limited.code(), deviceId: 'SN-CLI-OTHER' });
+      // A version out of §3.7's form is refused, and a refusal writes nothing.
+      for (const agent of [{ version: 'v 1' }, { version: 'x'.repeat(33) }, { version: 7 }, 'botlink/1', null]) {
+        const refused = await device.token(broker.url, { agent });
+        expect([refused.status, refused.json['code']], JSON.stringify(agent)).toEqual([400, 'bad-request']);
+      }
+      expect((await device.token(broker.url, { agent: { version: '0.2.0+b7' } })).status).toBe(200);
+      expect((await device.token(broker.url, { minValidityS: 60, agent: { version: '0.2.1' } })).status).toBe(200);
+      const limitedOut = await device.token(broker.url, { agent: { version: '0.2.2' } });
+      expect([limitedOut.status, limitedOut.json['code']]).toEqual([429, 'rate-limited']);
+      for (let i = 0; i < 2; i++) expect((await other.token(broker.url)).status).toBe(200);
+
+      const listed = await limited.cli(['devices', '--config', limited.configFile, '--json', '--state', 'active', '--vendor-id', 'V1']);
+      expect(listed.code, listed.stderr).toBe(0);
+      expect(JSON.parse(listed.stdout)).toEqual([
+        expect.objectContaining({ botId, deviceId: 'SN-CLI-AGENT', keyId: device.keyId, agentVersion: '0.2.1' }),
+        expect.objectContaining({ botId: otherBot, deviceId: 'SN-CLI-OTHER', agentVersion: null }),
+      ]);
+      const words = await limited.cli(['devices', '--config', limited.configFile, '--vendor-id', 'V1']);
+      expect(words.stdout).toMatch(
+        new RegExp(`^${botId}\\tSN-CLI-AGENT\\tV1\\t${device.keyId}\\tactive\\t\\d{4}-[^\\t]+\\t0\\.2\\.1$`, 'm'),
+      );
+      expect((await limited.cli(['devices', '--config', limited.configFile, '--json', '--vendor-id', 'V2'])).stdout).toBe('[]\n');
+      expect((await limited.cli(['devices', '--config', limited.configFile, '--json', '--state', 'revoked'])).stdout).toBe('[]\n');
+
+      const reset = await limited.cli(['reset-limits', '--config', limited.configFile, botId]);
+      expect(reset.code, reset.stderr).toBe(0);
+      expect(reset.stdout).toBe(`reset the hourly limits of ${botId} (1 count window(s) cleared); rotatePerDay is kept\n`);
+      expect((await device.token(broker.url, { agent: { version: '0.2.2' } })).status).toBe(200);
+      // Only that botId's: the other is still past its limit.
+      expect((await other.token(broker.url)).status).toBe(429);
+      const audits = readFileSync(limited.logFile, 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(audits).toContainEqual(
+        expect.objectContaining({
+          audit: 'reset-limits',
+          actor: `cli:${userInfo().username}`,
+          botId,
+          deviceId: 'SN-CLI-AGENT',
+          outcome: 'cleared 1',
+        }),
+      );
+    } finally {
+      expect((await broker.stop()).code).toBe(0);
+      await limited.close();
     }
   });
 

@@ -508,10 +508,18 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     const pending = preauthRow('SN-4');
     await store.addPreauth([pending]);
     expect(await store.listDevices()).toEqual([
-      { botId: 'bot-1', deviceId: 'SN-1', vendorId: 'V1', keyId: active.key.keyId, state: 'active', lastSeenAt: null },
-      { botId: 'bot-2', deviceId: 'SN-2', vendorId: 'V1', keyId: next.keyId, state: 'active', lastSeenAt: 500 },
-      { botId: 'bot-3', deviceId: 'SN-3', vendorId: 'V1', keyId: revoked.key.keyId, state: 'revoked', lastSeenAt: null },
-      { botId: null, deviceId: 'SN-4', vendorId: 'V1', keyId: pending.keyId, state: 'preauthorized', lastSeenAt: null },
+      { botId: 'bot-1', deviceId: 'SN-1', vendorId: 'V1', keyId: active.key.keyId, state: 'active', lastSeenAt: null, agentVersion: null },
+      { botId: 'bot-2', deviceId: 'SN-2', vendorId: 'V1', keyId: next.keyId, state: 'active', lastSeenAt: 500, agentVersion: null },
+      {
+        botId: 'bot-3',
+        deviceId: 'SN-3',
+        vendorId: 'V1',
+        keyId: revoked.key.keyId,
+        state: 'revoked',
+        lastSeenAt: null,
+        agentVersion: null,
+      },
+      { botId: null, deviceId: 'SN-4', vendorId: 'V1', keyId: pending.keyId, state: 'preauthorized', lastSeenAt: null, agentVersion: null },
     ]);
     // /metrics' devices by state count those lines: a botId once, however many keys it had.
     expect(await store.countDevices()).toEqual({ active: 2, revoked: 1, preauthorized: 1 });

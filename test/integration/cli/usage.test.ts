@@ -1,10 +1,14 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Exit } from '../../../src/cli/frame/exit.js';
+import { createTestService, type TestService } from '../../../src/service/testing.js';
+import { TestDevice } from '../../helpers/broker-device.js';
 import { writeBrokerConfig } from '../../helpers/broker-files.js';
+import { vendorSeed } from '../../helpers/broker-rig.js';
 import { botlinkInProcess } from '../../helpers/in-process.js';
+import { freePort } from '../../helpers/ports.js';
 
 // Every command's command line as the frame checks it, in-process (main with a captured io): what each
 // declares (required, choices, exclusive, one of, needs) and the checks a command keeps on a value.
@@ -27,7 +31,14 @@ describe('usage mistakes exit 64 with `botlink <command>: <what>`, then the usag
       "botlink broker code: --uses must be an integer from 1 to 1000000, got '0'",
     ],
     [['broker', 'preauth', 'devices.csv'], 'botlink broker preauth: --vendor-id is required'],
-    [['broker', 'preauth', '--vendor-id', 'V1'], 'botlink broker preauth: FILE is missing'],
+    [['broker', 'preauth', '--vendor-id', 'V1'], 'botlink broker preauth: INPUT is missing'],
+    [['broker', 'preauth', '--remove', 'SN-1'], 'botlink broker preauth: --vendor-id is required'],
+    [['broker', 'cancel'], 'botlink broker cancel: CODE_ID is missing'],
+    [['broker', 'reset-limits'], 'botlink broker reset-limits: BOTID is missing'],
+    [
+      ['broker', 'devices', '--state', 'gone'],
+      "botlink broker devices: --state must be one of active, revoked, preauthorized, pending, rejected, got 'gone'",
+    ],
     [['broker', 'revoke'], 'botlink broker revoke: BOTID is missing'],
     [['broker', 'frobnicate'], "botlink broker: unknown command 'frobnicate'"],
     [['provision', '--vendor-id', 'V1'], 'botlink provision: --device-id is required'],
@@ -103,36 +114,152 @@ describe('--help prints the usage on stdout and exits 0, whatever else the comma
 });
 
 describe('the broker operator commands, in-process on a store of their own', () => {
+  const SECRET = 'SK-usage-test';
   let dir: string;
   let config: string;
-  beforeAll(() => {
-    dir = mkdtempSync(join(tmpdir(), 'botlink-usage-broker-'));
-    // The operator commands act on the store: no cloud is asked.
-    config = writeBrokerConfig(dir, { cloudUrl: 'http://127.0.0.1:9', secret: 'SK-usage-test' });
-  });
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-  it('code prints the code alone on stdout and what it is on stderr; devices lists none yet; --json is one object', async () => {
-    const code = await botlinkInProcess(['broker', 'code', '--config', config, '--vendor-id', 'V1', '--any-device', '--uses', '2']);
-    expect(code.code, code.stderr).toBe(Exit.OK);
-    expect(code.stdout).toMatch(/^[0-9A-Z]{5}(-[0-9A-Z]{5}){4}\n$/);
-    expect(code.stderr).toMatch(/^plain code for vendor V1, for any device: 2 use\(s\), expires \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ?\n$/);
-    const bound = await botlinkInProcess(['broker', 'code', '--config', config, '--vendor-id', 'V1', '--device-id', 'SN-7']);
-    expect(bound.stderr).toMatch(/^plain code for vendor V1, for device SN-7: 1 use\(s\), /);
-    const audit = readFileSync(join(dir, 'broker.log'), 'utf8')
+  let cloud: TestService;
+  const auditLines = (): Record<string, unknown>[] =>
+    readFileSync(join(dir, 'broker.log'), 'utf8')
       .trim()
       .split('\n')
       .map((l) => JSON.parse(l) as Record<string, unknown>);
-    expect(audit.map((a) => [a['audit'], a['deviceId'], a['anyDevice'], a['uses']])).toEqual([
-      ['code', null, true, 2],
-      ['code', 'SN-7', false, 1],
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'botlink-usage-broker-'));
+    // `broker code` asks the cloud for the vendor's token: its seed knows V1 alone.
+    cloud = await createTestService({ seed: vendorSeed(SECRET) });
+    config = writeBrokerConfig(dir, { cloudUrl: cloud.url, secret: SECRET });
+  });
+  afterAll(async () => {
+    await cloud?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('code prints the code alone on stdout and what it is (binding, id) on stderr; devices lists none yet; --json is one object', async () => {
+    const code = await botlinkInProcess(['broker', 'code', '--config', config, '--vendor-id', 'V1', '--any-device', '--uses', '2']);
+    expect(code.code, code.stderr).toBe(Exit.OK);
+    expect(code.stdout).toMatch(/^[0-9A-Z]{5}(-[0-9A-Z]{5}){4}\n$/);
+    expect(code.stderr).toMatch(
+      /^plain code for vendor V1, for any device: 2 use\(s\), expires \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ?; id [0-9a-f]{20}\n$/,
+    );
+    const bound = await botlinkInProcess(['broker', 'code', '--config', config, '--vendor-id', 'V1', '--device-id', 'SN-7']);
+    expect(bound.stderr).toMatch(/^plain code for vendor V1, for device SN-7: 1 use\(s\), /);
+    const ids = [code, bound].map((r) => /; id ([0-9a-f]{20})\n$/.exec(r.stderr)?.[1]);
+    const audit = auditLines();
+    expect(audit.map((a) => [a['audit'], a['deviceId'], a['codeId'], a['anyDevice'], a['uses']])).toEqual([
+      ['code', null, ids[0], true, 2],
+      ['code', 'SN-7', ids[1], false, 1],
     ]);
     expect(JSON.stringify(audit)).not.toContain(code.stdout.trim());
     const json = await botlinkInProcess(['broker', 'code', '--config', config, '--vendor-id', 'V1', '--any-device', '--json']);
     expect(json).toMatchObject({ code: Exit.OK, stderr: '' });
-    expect(JSON.parse(json.stdout)).toEqual({ code: expect.any(String), expiresAt: expect.any(Number), uses: 1 });
+    expect(JSON.parse(json.stdout)).toEqual({
+      id: expect.stringMatching(/^[0-9a-f]{20}$/),
+      code: expect.any(String),
+      expiresAt: expect.any(Number),
+      uses: 1,
+    });
     const devices = await botlinkInProcess(['broker', 'devices', '--config', config]);
-    expect(devices).toEqual({ code: Exit.OK, stdout: 'botId\tdeviceId\tkeyId\tstate\tlastSeen\n', stderr: '' });
+    expect(devices).toEqual({ code: Exit.OK, stdout: 'botId\tdeviceId\tvendorId\tkeyId\tstate\tlastSeen\tagentVersion\n', stderr: '' });
+  });
+
+  it('code refuses a vendor the cloud does not know (65) and stores nothing; the cloud away is 69', async () => {
+    const before = (await botlinkInProcess(['broker', 'codes', '--config', config, '--json'])).stdout;
+    const unknown = await botlinkInProcess(['broker', 'code', '--config', config, '--vendor-id', 'V9', '--device-id', 'SN-1']);
+    expect([unknown.code, unknown.stdout]).toEqual([Exit.DATAERR, '']);
+    expect(unknown.stderr).toContain('the cloud knows no vendor V9');
+    expect((await botlinkInProcess(['broker', 'codes', '--config', config, '--json'])).stdout).toBe(before);
+    expect(auditLines().filter((a) => a['vendorId'] === 'V9')).toEqual([]);
+    const away = writeBrokerConfig(dir, { cloudUrl: `http://127.0.0.1:${await freePort()}`, secret: SECRET }, 'away.json');
+    const unreachable = await botlinkInProcess(['broker', 'code', '--config', away, '--vendor-id', 'V1', '--any-device']);
+    expect([unreachable.code, unreachable.stdout]).toEqual([Exit.UNAVAILABLE, '']);
+  });
+
+  it('codes lists the outstanding codes by id and never a code; cancel ends one by its id, refuses a code itself (64) and logs nothing of it', async () => {
+    const made = await botlinkInProcess(['broker', 'code', '--config', config, '--vendor-id', 'V1', '--device-id', 'SN-C1', '--json']);
+    const { id, code } = JSON.parse(made.stdout) as { id: string; code: string };
+    const listed = await botlinkInProcess(['broker', 'codes', '--config', config, '--json']);
+    expect(listed.code, listed.stderr).toBe(Exit.OK);
+    expect(JSON.parse(listed.stdout)).toContainEqual({
+      id,
+      vendorId: 'V1',
+      deviceId: 'SN-C1',
+      kind: 'plain',
+      usesLeft: 1,
+      expiresAt: expect.any(Number),
+    });
+    const words = await botlinkInProcess(['broker', 'codes', '--config', config, '--vendor-id', 'V1']);
+    expect(words.stdout.split('\n')[0]).toBe('id\tvendorId\tbinding\tkind\tusesLeft\texpires');
+    expect(words.stdout).toMatch(new RegExp(`^${id}\\tV1\\tdevice SN-C1\\tplain\\t1\\t\\d{4}-`, 'm'));
+    expect(words.stdout).toMatch(/\tany device\t/);
+    expect((await botlinkInProcess(['broker', 'codes', '--config', config, '--vendor-id', 'V2', '--json'])).stdout).toBe('[]\n');
+    for (const out of [listed.stdout, words.stdout]) expect(out).not.toContain(code);
+
+    // The code itself, as typed or pasted: refused before the config or the log is touched.
+    const logBefore = readFileSync(join(dir, 'broker.log'), 'utf8');
+    for (const typed of [code, code.replaceAll('-', '').toLowerCase()]) {
+      const refused = await botlinkInProcess(['broker', 'cancel', '--config', config, typed]);
+      expect([refused.code, refused.stdout]).toEqual([Exit.USAGE, '']);
+      expect(refused.stderr).toContain('not a code id');
+      expect(refused.stderr).not.toContain(typed);
+    }
+    expect(readFileSync(join(dir, 'broker.log'), 'utf8')).toBe(logBefore);
+    expect(JSON.parse((await botlinkInProcess(['broker', 'codes', '--config', config, '--json'])).stdout)).toContainEqual(
+      expect.objectContaining({ id }),
+    );
+
+    const cancelled = await botlinkInProcess(['broker', 'cancel', '--config', config, id]);
+    expect(cancelled).toEqual({
+      code: Exit.OK,
+      stdout: `cancelled plain code ${id} for vendor V1, for device SN-C1: 1 use(s) were left\n`,
+      stderr: '',
+    });
+    expect(JSON.parse((await botlinkInProcess(['broker', 'codes', '--config', config, '--json'])).stdout)).not.toContainEqual(
+      expect.objectContaining({ id }),
+    );
+    expect(
+      auditLines()
+        .filter((a) => a['codeId'] === id)
+        .map((a) => [a['audit'], a['outcome']]),
+    ).toEqual([
+      ['code', 'made plain uses=1 device'],
+      ['code', 'cancelled'],
+    ]);
+    const again = await botlinkInProcess(['broker', 'cancel', '--config', config, id]);
+    expect([again.code, again.stdout]).toEqual([Exit.DATAERR, '']);
+    expect(again.stderr).toContain(`no code has the id ${id}`);
+    expect((await botlinkInProcess(['broker', 'cancel', '--config', config, 'not-an-id'])).code).toBe(Exit.DATAERR);
+  });
+
+  it('preauth --remove drops one device’s pre-authorisation, audited; none is 65; reset-limits of an unknown botId is 65', async () => {
+    const file = join(dir, 'preauth.csv');
+    const key = new TestDevice();
+    writeFileSync(file, `SN-R1,${key.publicKey}\n`);
+    expect((await botlinkInProcess(['broker', 'preauth', '--config', config, '--vendor-id', 'V1', file])).code).toBe(Exit.OK);
+    const preauthorized = await botlinkInProcess(['broker', 'devices', '--config', config, '--state', 'preauthorized', '--json']);
+    expect(JSON.parse(preauthorized.stdout)).toEqual([
+      { botId: null, deviceId: 'SN-R1', vendorId: 'V1', keyId: key.keyId, state: 'preauthorized', lastSeenAt: null, agentVersion: null },
+    ]);
+    const removed = await botlinkInProcess(['broker', 'preauth', '--config', config, '--remove', '--vendor-id', 'V1', 'SN-R1']);
+    expect(removed).toEqual({
+      code: Exit.OK,
+      stdout: `removed the pre-authorisation of device SN-R1 for vendor V1 (key ${key.keyId})\n`,
+      stderr: '',
+    });
+    expect((await botlinkInProcess(['broker', 'devices', '--config', config, '--json'])).stdout).toBe('[]\n');
+    const none = await botlinkInProcess(['broker', 'preauth', '--config', config, '--remove', '--vendor-id', 'V1', 'SN-R1']);
+    expect([none.code, none.stdout]).toEqual([Exit.DATAERR, '']);
+    expect(none.stderr).toContain('no pre-authorisation of device SN-R1 for vendor V1');
+    expect(
+      auditLines()
+        .filter((a) => a['audit'] === 'preauth')
+        .map((a) => [a['deviceId'], a['keyId'], a['outcome']]),
+    ).toEqual([
+      ['SN-R1', key.keyId, 'added'],
+      ['SN-R1', key.keyId, 'removed'],
+    ]);
+    const unknown = await botlinkInProcess(['broker', 'reset-limits', '--config', config, 'bot-nobody']);
+    expect([unknown.code, unknown.stdout]).toEqual([Exit.DATAERR, '']);
+    expect(unknown.stderr).toContain('no device with botId bot-nobody');
   });
 
   it('reads its config from the environment it is given, and says what to fix when there is none', async () => {

@@ -14,6 +14,7 @@ import type { CodeRow, DeviceRow, KeyRow, PreauthRow } from '../../../src/broker
 
 const NOW = 1_000_000;
 const code = (over: Partial<CodeRow> = {}): CodeRow => ({
+  id: 'c0de1d',
   hmac: 'h',
   vendorId: 'V1',
   kind: 'plain',

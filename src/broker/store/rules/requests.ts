@@ -53,7 +53,18 @@ export function* spendVerifiedTx(r: VerifiedRequestSpend): Body<VerifiedSpend> {
 /** The chain's values, in REQUEST_STEPS' order. */
 function values(r: RequestSpend, publicKey: string | null, now: number | null): unknown[] {
   const w = r.window;
-  return [r.keyId, r.countOnly ? null : r.nonce, r.keepUntil, publicKey, w?.bucket ?? null, w?.start ?? null, w?.limit ?? null, now];
+  const version = r.agentVersion ?? null;
+  return [
+    r.keyId,
+    r.countOnly ? null : r.nonce,
+    r.keepUntil,
+    publicKey,
+    w?.bucket ?? null,
+    w?.start ?? null,
+    w?.limit ?? null,
+    now,
+    version,
+  ];
 }
 
 function outcome({ out }: ChainResult, countOnly: boolean): SpendOutcome {
