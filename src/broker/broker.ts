@@ -81,6 +81,7 @@ export async function startBroker({ config, clock, log }: BrokerDeps): Promise<R
     vendors: new VendorTokens(cloud, gate, clock),
     clock,
     limits: config.limits,
+    pending: config.pendingEnrollment,
     metrics: new BrokerMetrics(),
     census: new DeviceCensus(store, clock),
     audit: new AuditTrail({ store, log, clock }),

@@ -31,10 +31,10 @@ export const SPEND_CODE_USE =
 export const FIND_KEY =
   `SELECT ${KEY_COLUMNS}, NULL AS "entombedAt" FROM keys WHERE key_id = $1 UNION ALL ` +
   'SELECT key_id, public_key, NULL, NULL, NULL, state, NULL, NULL, NULL, NULL, at FROM tombstones WHERE key_id = $1';
-/** A keyId is enrolled once, in any state, tombstones included; a pre-authorised one is reserved for its own enrollment. */
+/** A keyId is enrolled once, in any state, tombstones included; a pre-authorised or pending one is reserved for its own enrollment. */
 export const KEY_KNOWN =
   'SELECT 1 AS known FROM keys WHERE key_id = $1 UNION ALL SELECT 1 FROM preauth WHERE key_id = $1 ' +
-  'UNION ALL SELECT 1 FROM tombstones WHERE key_id = $1';
+  'UNION ALL SELECT 1 FROM tombstones WHERE key_id = $1 UNION ALL SELECT 1 FROM pending WHERE key_id = $1';
 export const INSERT_KEY =
   "INSERT INTO keys (key_id, public_key, bot_id, device_id, vendor_id, state, created_at) VALUES ($1, $2, $3, $4, $5, 'active', $6)";
 /** A key the botId or the device already holds while active. */
@@ -96,13 +96,18 @@ export const LIST_DEVICES = `
   ) AS devices WHERE pick = 1
   UNION ALL
   SELECT NULL, device_id, vendor_id, key_id, 'preauthorized', NULL FROM preauth
-  ORDER BY 3, 2, 5`;
+  UNION ALL
+  SELECT NULL, device_id, vendor_id, key_id, 'pending', NULL FROM pending
+  UNION ALL
+  SELECT NULL, device_id, vendor_id, key_id, 'rejected', NULL FROM tombstones WHERE state = 'rejected'
+  ORDER BY 3, 2, 5, 4`;
 
-/** listDevices' lines by state: botIds with an active key, botIds without one, pre-authorised keys. */
+/** listDevices' lines by state: botIds with an active key, botIds without one, pre-authorised, pending and rejected keys. */
 export const COUNT_DEVICES =
   "SELECT COUNT(DISTINCT CASE WHEN state = 'active' THEN bot_id END) AS active, " +
   "COUNT(DISTINCT bot_id) - COUNT(DISTINCT CASE WHEN state = 'active' THEN bot_id END) AS revoked, " +
-  '(SELECT COUNT(*) FROM preauth) AS preauthorized FROM keys';
+  '(SELECT COUNT(*) FROM preauth) AS preauthorized, (SELECT COUNT(*) FROM pending) AS pending, ' +
+  "(SELECT COUNT(*) FROM tombstones WHERE state = 'rejected') AS rejected FROM keys";
 
 export const READ_TOKEN = `SELECT ${TOKEN_COLUMNS} FROM tokens WHERE bot_id = $1`;
 export const DROP_TOKENS = 'DELETE FROM tokens WHERE bot_id = $1';
