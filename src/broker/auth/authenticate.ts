@@ -12,7 +12,15 @@ import type { RefusedKey } from '../audit/trail.js';
 import type { BrokerContext, RouteAnswer, SignedRequest } from '../context.js';
 import type { RouteName } from '../metrics.js';
 import { Refusal } from '../refusal.js';
-import { isPending, isTombstone, type KeyRow, type PendingRow, type RequestSpend, type SpendOutcome, type TokenRow } from '../store/types.js';
+import {
+  isPending,
+  isTombstone,
+  type KeyRow,
+  type PendingRow,
+  type RequestSpend,
+  type SpendOutcome,
+  type TokenRow,
+} from '../store/types.js';
 import { readForm } from './form.js';
 import {
   badSignature,

@@ -27,7 +27,8 @@ export interface AskFields {
 /** The reads a first ask is judged by, before its nonce: its refusal thrown, else the limit its first ask counts against. */
 export async function admitAsk(ctx: BrokerContext, vendorId: string, deviceId: string, source: string): Promise<RateLimit> {
   const bucket = addressBucket(source);
-  const held = (await ctx.store.findDeviceByDeviceId(vendorId, deviceId)) !== undefined || (await ctx.store.isPreauthorized(vendorId, deviceId));
+  const held =
+    (await ctx.store.findDeviceByDeviceId(vendorId, deviceId)) !== undefined || (await ctx.store.isPreauthorized(vendorId, deviceId));
   const refused = refuseAsk({
     held,
     waiting: held ? { source: 0, vendor: 0 } : await ctx.store.pendingCounts(bucket, vendorId),
@@ -39,7 +40,13 @@ export async function admitAsk(ctx: BrokerContext, vendorId: string, deviceId: s
 }
 
 /** The first ask's row, in one transaction: 202, or the refusal a concurrent request made true meanwhile. */
-export async function serveAsk(ctx: BrokerContext, vendorId: string, fields: AskFields, keyId: string, source: string): Promise<RouteAnswer> {
+export async function serveAsk(
+  ctx: BrokerContext,
+  vendorId: string,
+  fields: AskFields,
+  keyId: string,
+  source: string,
+): Promise<RouteAnswer> {
   const now = ctx.clock.wallNow();
   const outcome = await ctx.store.askPending({
     row: {

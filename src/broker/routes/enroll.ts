@@ -15,8 +15,8 @@ import { normaliseCode } from '../codes.js';
 import type { BrokerContext, RouteAnswer } from '../context.js';
 import { Refusal } from '../refusal.js';
 import type { CodeKind, CodeRow } from '../store/types.js';
-import { cloudRefusal } from '../tokens.js';
 import { mayWait } from '../pending-policy.js';
+import { cloudRegistrar } from '../registrar.js';
 import { type Admitted, admitEnrollment, bindingOf, refuseAfterRegistering, refuseBeforeRegistering } from './admission.js';
 import { admitAsk, serveAsk } from './ask.js';
 
@@ -143,7 +143,8 @@ async function bind(
   const known = await ctx.store.findDeviceByDeviceId(vendorId, fields.deviceId);
   const before = refuseBeforeRegistering(binding, known);
   if (before) throw before;
-  const botId = await register(ctx, vendorId, fields);
+  const { appId, deviceId, type, name } = fields;
+  const botId = await cloudRegistrar(ctx)({ vendorId, appId, deviceId, type, name });
   const after = refuseAfterRegistering(binding, {
     botId,
     wanted: fields.botId,
@@ -166,16 +167,4 @@ async function bind(
   if (outcome === 'device-exists') throw new Refusal('device-exists', 'the device or its botId is bound to another key');
   ctx.metrics.enrolled(binding.kind);
   return { answer: { status: 200, body: { botId, vendorId, keyId } }, replaced, kind: binding.kind };
-}
-
-/** Registers the device with the cloud under the vendor (DESIGN §1.5): the same deviceId gives the same botId. */
-async function register(ctx: BrokerContext, vendorId: string, fields: EnrollFields): Promise<string> {
-  const request = { vendorId, appId: fields.appId, deviceId: fields.deviceId, type: fields.type, name: fields.name };
-  try {
-    const token = await ctx.vendors.get(vendorId);
-    return await ctx.gate.run(() => ctx.cloud.registerDevice(token, request));
-  } catch (err) {
-    ctx.vendors.forget(vendorId);
-    throw cloudRefusal(err);
-  }
 }

@@ -35,12 +35,16 @@ import type { Env, Output } from '../frame/io.js';
 import { stoppingOn, untilSignal } from '../frame/signals.js';
 import { formatTime } from '../format.js';
 import { printable, printableJson } from '../printable.js';
+import { pendingCommands } from './broker-pending.js';
 
 const USAGE = `usage: botlink broker [--config FILE]
        botlink broker code    [--config FILE] --vendor-id V (--device-id SN | --any-device) [--uses N] [--ttl S] [--adopt | --replace] [--json]
        botlink broker devices [--config FILE] [--json]
        botlink broker revoke  [--config FILE] [--displace] BOTID
        botlink broker preauth [--config FILE] --vendor-id V FILE
+       botlink broker pending [--config FILE] [--vendor-id V] [--source CIDR] [--json]
+       botlink broker accept  [--config FILE] KEYID --device-id SN
+       botlink broker reject  [--config FILE] KEYID | --vendor-id V [--source CIDR] [--first-asked-before T]
 
 The vendor's broker (DESIGN §3.7): it alone holds the account secret and signs on the devices'
 behalf. The config is --config, else $BOTLINK_BROKER_CONFIG, else /etc/botlink-broker/config.json.
@@ -51,7 +55,9 @@ behalf. The config is --config, else $BOTLINK_BROKER_CONFIG, else /etc/botlink-b
   devices   botId, deviceId, keyId, state and last seen of every device (--json: one array)
   revoke    the botId's key answers 403 revoked from the next request on; --displace also closes the
             socket the device holds, now and once its last token has expired
-  preauth   lines deviceId,publicKey: those keys enroll without a code`;
+  preauth   lines deviceId,publicKey: those keys enroll without a code
+  pending   the keys waiting for an operator (enrollment with no code); accept enrolls one (botId: <id>
+            last), reject refuses one for good, or a vendor's flood in one transaction`;
 
 /** The broker's config: --config, else $BOTLINK_BROKER_CONFIG, else the default file; a bad one throws what to fix (78). */
 function brokerConfig(file: string | undefined, env: Env): BrokerConfig {
@@ -248,7 +254,13 @@ const preauth = defineCommand({
 export const broker = defineCommand({
   usage: USAGE,
   flags: { config: { type: 'string' } },
-  subcommands: { code: async () => code, devices: async () => devices, revoke: async () => revokeBot, preauth: async () => preauth },
+  subcommands: {
+    code: async () => code,
+    devices: async () => devices,
+    revoke: async () => revokeBot,
+    preauth: async () => preauth,
+    ...pendingCommands({ config: brokerConfig, withStore, asOperator }),
+  },
   async run({ flags, stdout, stderr, env }) {
     const config = brokerConfig(flags.config, env);
     const { logger, flush, close } = createLogger({ file: config.logFile, level: config.logLevel, name: 'botlink-broker' });

@@ -39,7 +39,19 @@ export function* askPendingTx(ask: PendingAsk): Body<AskOutcome> {
   // Per vendor under no lock of its own: a few replicas' asks at once may pass pendingMax by a few, never by a flood.
   if (yield* countOf(PENDING_OF_VENDOR, r.vendorId, ask.perVendor)) return 'vendor-full';
   try {
-    yield* run(INSERT_PENDING, r.keyId, r.publicKey, r.vendorId, r.deviceId, r.appId, r.type, r.name, r.source, ask.sourceBucket, r.firstAsked);
+    yield* run(
+      INSERT_PENDING,
+      r.keyId,
+      r.publicKey,
+      r.vendorId,
+      r.deviceId,
+      r.appId,
+      r.type,
+      r.name,
+      r.source,
+      ask.sourceBucket,
+      r.firstAsked,
+    );
   } catch (err) {
     if (err instanceof UniqueViolation) return 'asked';
     throw err;
