@@ -163,7 +163,9 @@ describe.each(backends)('pending keys in the broker store on $kind', (backend) =
     const keys = Array.from({ length: 6 }, () => ask('SN-1'));
     for (const x of keys) expect(await a.askPending(x)).toBe('created');
     // Each key accepted twice at once, by both instances: the store lets exactly one bind.
-    const attempts = keys.flatMap((x, i) => [a, b].map((s) => s.acceptPending({ keyId: x.row.keyId, deviceId: 'SN-1', botId: `bot-${i}`, now: 3_000 })));
+    const attempts = keys.flatMap((x, i) =>
+      [a, b].map((s) => s.acceptPending({ keyId: x.row.keyId, deviceId: 'SN-1', botId: `bot-${i}`, now: 3_000 })),
+    );
     const outcomes = await Promise.all(attempts);
     const ok = outcomes.filter((o) => o.outcome === 'ok');
     expect(ok).toHaveLength(1);
