@@ -32,7 +32,7 @@ export async function answerPending<F>(
   if (refused) throw refused;
   const { auth } = req;
   const now = ctx.clock.wallNow();
-  const limit: RateLimit = { kind: 'ask', id: auth.keyId, windowMs: MINUTE_MS, max: ASKS_PER_MINUTE };
+  const limit = askLimit(auth.keyId);
   const spent = await ctx.store.spend({
     keyId: auth.keyId,
     nonce: auth.nonce,
@@ -43,6 +43,16 @@ export async function answerPending<F>(
   if (spent.replayed) throw new Refusal('replayed', 'this nonce was used before');
   await ctx.store.touchPending(auth.keyId, now);
   return pendingAnswer(auth.keyId);
+}
+
+/** A waiting key's asks, its first included: at most two a minute. */
+function askLimit(keyId: string): RateLimit {
+  return { kind: 'ask', id: keyId, windowMs: MINUTE_MS, max: ASKS_PER_MINUTE };
+}
+
+/** A first ask's place among the key's two a minute (its nonce was taken under the source's first-ask limit). */
+export async function countFirstAsk(ctx: BrokerContext, keyId: string, now: number): Promise<void> {
+  await ctx.store.spend({ keyId, nonce: '', keepUntil: now, window: windowOf(askLimit(keyId), now), countOnly: true });
 }
 
 /** 202 `{state: "pending", keyId}`: not a failure, the device asks again after Retry-After. */

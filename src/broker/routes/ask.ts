@@ -7,7 +7,7 @@
 import type { DeviceType } from '../../protocol/wire.js';
 import { DEVICE_ACTOR } from '../audit/trail.js';
 import { addressBucket, type RateLimit } from '../auth/limits.js';
-import { pendingAnswer } from '../auth/pending.js';
+import { countFirstAsk, pendingAnswer } from '../auth/pending.js';
 import type { BrokerContext, RouteAnswer } from '../context.js';
 import { Refusal } from '../refusal.js';
 import type { AskOutcome } from '../store/types.js';
@@ -67,11 +67,13 @@ export async function serveAsk(
   });
   const refused = refusalOf(outcome);
   if (refused) throw refused;
-  if (outcome === 'created')
+  if (outcome === 'created') {
+    await countFirstAsk(ctx, keyId, now);
     ctx.audit.record(
       { action: 'pending', actor: DEVICE_ACTOR, vendorId, deviceId: fields.deviceId, keyId, source, outcome: 'created' },
       'key waits for an operator',
     );
+  }
   return pendingAnswer(keyId);
 }
 
