@@ -29,6 +29,13 @@ describe('usage mistakes exit 64 with `botlink <command>: <what>`, then the usag
     [['broker', 'preauth', 'devices.csv'], 'botlink broker preauth: --vendor-id is required'],
     [['broker', 'preauth', '--vendor-id', 'V1'], 'botlink broker preauth: FILE is missing'],
     [['broker', 'revoke'], 'botlink broker revoke: BOTID is missing'],
+    [['broker', 'accept', 'k'], 'botlink broker accept: --device-id is required'],
+    [['broker', 'reject'], 'botlink broker reject: KEYID or --vendor-id is required'],
+    [['broker', 'reject', '--source', '10.0.0.0/8'], 'botlink broker reject: KEYID or --vendor-id is required'],
+    [
+      ['broker', 'reject', '--vendor-id', 'V1', '--first-asked-before', 'soon'],
+      "botlink broker reject: --first-asked-before: not a time or a span: 'soon'",
+    ],
     [['broker', 'frobnicate'], "botlink broker: unknown command 'frobnicate'"],
     [['provision', '--vendor-id', 'V1'], 'botlink provision: --device-id is required'],
     [['provision', '--device-id', 'SN'], 'botlink provision: --vendor-id or --broker is required'],
