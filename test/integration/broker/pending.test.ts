@@ -7,6 +7,8 @@ import { startBroker, type RunningBroker } from '../../../src/broker/broker.js';
 import { CloudGate } from '../../../src/broker/cloud-gate.js';
 import { parseBrokerConfig } from '../../../src/broker/config.js';
 import { parsePreauth, preauthorize, revoke } from '../../../src/broker/operator.js';
+import { openStore } from '../../../src/broker/store/open.js';
+import type { BrokerStore } from '../../../src/broker/store/types.js';
 import { acceptPending, listPending, PendingActionError, rejectPending } from '../../../src/broker/pending-operator.js';
 import { cloudRegistrar } from '../../../src/broker/registrar.js';
 import { VendorTokens } from '../../../src/broker/vendor-tokens.js';
@@ -15,6 +17,7 @@ import { systemClock } from '../../../src/clock.js';
 import { createTestService, type TestService } from '../../../src/service/testing.js';
 import { type BrokerReply, TestDevice } from '../../helpers/broker-device.js';
 import { brokerSettings } from '../../helpers/broker-files.js';
+import { startPostgres } from '../../helpers/postgres.js';
 
 // DESIGN §3.7 "Enrollment with no code", on the wire: a real broker on SQLite and the reference cloud.
 
@@ -68,10 +71,11 @@ const nextSerial = (): string => `SN-${process.pid}-${++serial}`;
 let lastSource = 10;
 const nextSource = (): string => `127.0.0.${++lastSource}`;
 
-function accept(keyId: string, deviceId: string): Promise<{ botId: string; rejected: number }> {
+/** `broker accept` as an operator's process runs it: a cloud client of its own, on `store` (the broker's by default). */
+function accept(keyId: string, deviceId: string, store: BrokerStore = broker.store): Promise<{ botId: string; rejected: number }> {
   const gate = new CloudGate(1, 1);
   const register = cloudRegistrar({ cloud: registrarCloud, gate, vendors: new VendorTokens(registrarCloud, gate, systemClock) });
-  return acceptPending({ store: broker.store, register, now: () => Date.now() }, keyId, deviceId, operator());
+  return acceptPending({ store, register, now: () => Date.now() }, keyId, deviceId, operator());
 }
 
 function expectPending(reply: BrokerReply, device: TestDevice): void {
@@ -200,4 +204,50 @@ describe('enroll with no code (DESIGN §3.7)', () => {
     expect(await listPending(broker.store, { source: from })).toEqual([]);
     expect(await broker.store.findPending(elsewhere.keyId)).toMatchObject({ keyId: elsewhere.keyId });
   });
+});
+
+describe('accept on replicas (PostgreSQL)', () => {
+  it('two operators accepting the keys of one device at once, on two replicas: one key bound, the other rejected', async () => {
+    const server = await startPostgres();
+    try {
+      const spec = await server.freshDatabase();
+      const [a, b] = [await openStore(spec, { clock: systemClock }), await openStore(spec, { clock: systemClock })];
+      try {
+        const deviceId = nextSerial();
+        const keys = [new TestDevice(), new TestDevice()];
+        for (const [i, key] of keys.entries()) {
+          const row = {
+            keyId: key.keyId,
+            publicKey: key.publicKey,
+            vendorId: 'V1',
+            deviceId,
+            appId: '',
+            name: deviceId,
+            source: `192.0.2.${i}`,
+          };
+          const created = await a.askPending({
+            row: { ...row, type: 'PHYSICAL_ROBOT', firstAsked: Date.now(), lastAsked: Date.now() },
+            sourceBucket: row.source,
+            perSource: 50,
+            perVendor: 10_000,
+          });
+          expect(created).toBe('created');
+        }
+        // Both registered with the cloud (the same serial, the same botId); the store binds one.
+        const outcomes = await Promise.allSettled([accept(keys[0]?.keyId ?? '', deviceId, a), accept(keys[1]?.keyId ?? '', deviceId, b)]);
+        const won = outcomes.filter((o) => o.status === 'fulfilled');
+        expect(won).toHaveLength(1);
+        // The loser finds the key rejected (404) or loses the binding transaction to the winner (409), as it came.
+        const lost = outcomes.flatMap((o) => (o.status === 'rejected' ? [(o.reason as PendingActionError).status] : []));
+        expect(lost).toHaveLength(1);
+        expect([404, 409]).toContain(lost[0]);
+        const states = await Promise.all(keys.map(async (k) => (await b.findKey(k.keyId))?.state));
+        expect(states.sort()).toEqual(['active', 'rejected']);
+      } finally {
+        await Promise.all([a.close(), b.close()]);
+      }
+    } finally {
+      await server.stop();
+    }
+  }, 120_000);
 });
