@@ -9,7 +9,14 @@ import { parseBrokerConfig } from '../../../src/broker/config.js';
 import { parsePreauth, preauthorize, revoke } from '../../../src/broker/operator.js';
 import { openStore } from '../../../src/broker/store/open.js';
 import type { BrokerStore } from '../../../src/broker/store/types.js';
-import { acceptPending, listPending, PendingActionError, rejectPending } from '../../../src/broker/pending-operator.js';
+import {
+  acceptPending,
+  dropStalePending,
+  listPending,
+  PENDING_KEPT_MS,
+  PendingActionError,
+  rejectPending,
+} from '../../../src/broker/pending-operator.js';
 import { cloudRegistrar } from '../../../src/broker/registrar.js';
 import { VendorTokens } from '../../../src/broker/vendor-tokens.js';
 import { CloudClient } from '../../../src/cloud/client.js';
@@ -203,6 +210,27 @@ describe('enroll with no code (DESIGN §3.7)', () => {
     expect(await rejectPending(broker.store, { vendorId: 'V1', source: `${from}/32` }, Date.now(), operator())).toBe(3);
     expect(await listPending(broker.store, { source: from })).toEqual([]);
     expect(await broker.store.findPending(elsewhere.keyId)).toMatchObject({ keyId: elsewhere.keyId });
+  });
+});
+
+describe('the 7-day drop', () => {
+  it('drops a key first asked 7 days ago, audited by the broker; the key is unknown from then on', async () => {
+    const device = new TestDevice();
+    const deviceId = nextSerial();
+    expectPending(await device.enroll(url(), { vendorId: 'V1', deviceId }, { from: nextSource() }), device);
+    const firstAsked = (await broker.store.findPending(device.keyId))?.firstAsked ?? 0;
+    // Keys the tests before asked earlier go first; this one, at exactly 7 days, still waits.
+    await dropStalePending(broker.store, broker.audit, firstAsked + PENDING_KEPT_MS);
+    expect(await broker.store.findPending(device.keyId)).toBeDefined();
+    expect(await dropStalePending(broker.store, broker.audit, firstAsked + PENDING_KEPT_MS + 1)).toBeGreaterThanOrEqual(1);
+    expect(await broker.store.findKey(device.keyId)).toBeUndefined();
+    const dropped = readFileSync(logFile, 'utf8')
+      .split('\n')
+      .filter((l) => l.includes(device.keyId) && l.includes('"outcome":"dropped"'));
+    expect(dropped.map((l) => JSON.parse(l) as Record<string, unknown>)).toEqual([
+      expect.objectContaining({ audit: 'pending', actor: 'broker', deviceId, msg: 'pending key dropped' }),
+    ]);
+    expectRefused(await device.token(url()), 401, 'unknown-key');
   });
 });
 
