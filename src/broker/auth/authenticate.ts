@@ -3,7 +3,8 @@
  * form → window → key → signature → admission → the route's rate limit, then the nonce — that a route cannot
  * skip or reorder. A route declares what each stage needs of it (keyRoute, carriedKeyRoute), and its own
  * work receives an Authenticated request, which only these stages make. Nothing is written before the
- * nonce stage, and the nonce only once every check before it held.
+ * nonce stage, and the nonce only once every check before it held. A key that waits for an operator leaves
+ * the list after its signature: 202 on a route that declares `pending`, else 403 `pending` (pending.ts).
  */
 import type { KeyObject } from 'node:crypto';
 import { BROKER_WINDOW_MS, NONCE_KEEP_MS } from '../../protocol/broker.js';
