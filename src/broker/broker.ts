@@ -21,6 +21,7 @@ import { brokerKeys, readAccountSecret, readStorePassword, readTokenKey, refuseK
 import { UnsignedRefusals } from './auth/unsigned.js';
 import { DeviceCensus } from './device-census.js';
 import { startHousekeeping } from './housekeeping.js';
+import { dropStalePending } from './pending-operator.js';
 import { KeyCache } from './key-cache.js';
 import { BrokerMetrics } from './metrics.js';
 import { ConnectionGuard } from './connections.js';
@@ -81,6 +82,7 @@ export async function startBroker({ config, clock, log }: BrokerDeps): Promise<R
     vendors: new VendorTokens(cloud, gate, clock),
     clock,
     limits: config.limits,
+    pending: config.pendingEnrollment,
     metrics: new BrokerMetrics(),
     census: new DeviceCensus(store, clock),
     audit: new AuditTrail({ store, log, clock }),
@@ -116,7 +118,8 @@ export async function startBroker({ config, clock, log }: BrokerDeps): Promise<R
     audit: ctx.audit,
     log,
   });
-  const stopHousekeeping = startHousekeeping({ store, clock, log, auditRetentionDays: config.auditRetentionDays, displacements });
+  const pending = { drop: () => dropStalePending(store, ctx.audit, clock.wallNow()) };
+  const stopHousekeeping = startHousekeeping({ store, clock, log, auditRetentionDays: config.auditRetentionDays, displacements, pending });
   health.start();
   const { port } = server.address() as AddressInfo;
   const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host;

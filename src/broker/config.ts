@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { refuseUnlessPrivate } from '../private-file.js';
 import { DEFAULT_AUDIT_RETENTION_DAYS } from './audit/retention.js';
 import { BotlinkError, type BotlinkErrorOptions, messageOf } from '../protocol/errors.js';
+import { type PendingPolicy, parsePendingPolicy } from './pending-policy.js';
 
 export const DEFAULT_CONFIG_FILE = '/etc/botlink-broker/config.json';
 export const DEFAULT_STORE = 'sqlite:/var/lib/botlink-broker/broker.db';
@@ -38,6 +39,10 @@ export interface BrokerLimits {
   connectionsPerSource: number;
   /** Requests refused before their signature verified, per source and minute, before a source is held off. */
   unsignedPerMinute: number;
+  /** Keys waiting for an operator from one source (IPv6 by /64) at once. */
+  pendingPerSource: number;
+  /** Keys waiting for an operator per vendor at once. */
+  pendingMax: number;
 }
 
 export interface BrokerConfig {
@@ -55,6 +60,8 @@ export interface BrokerConfig {
   logLevel: string;
   /** Days the audit keeps its rows (token-issued events 30 at most), pruned daily. */
   auditRetentionDays: number;
+  /** The vendors and serials that may wait for an operator when they enroll with no code (empty: none). */
+  pendingEnrollment: PendingPolicy;
   limits: BrokerLimits;
 }
 
@@ -69,6 +76,8 @@ const COUNT_KEYS = [
   'connectionsMax',
   'connectionsPerSource',
   'unsignedPerMinute',
+  'pendingPerSource',
+  'pendingMax',
   'auditRetentionDays',
 ] as const;
 const KEYS = [
@@ -84,6 +93,7 @@ const KEYS = [
   'tokenKeyFile',
   'logFile',
   'logLevel',
+  'pendingEnrollment',
   ...COUNT_KEYS,
 ] as const;
 type Key = (typeof KEYS)[number];
@@ -170,6 +180,7 @@ function fromEnv(env: NodeJS.ProcessEnv): Raw {
     if (!name.startsWith(ENV_PREFIX) || AGENT_VARS.has(name) || value === undefined) continue;
     const key = byName.get(name);
     if (key === undefined) throw new BrokerConfigError(name, `unknown variable ${name}: the broker's keys are ${KEYS.join(', ')}`);
+    // pendingEnrollment's variable holds its JSON, which pending-policy.ts reads.
     out[key] = key === 'trustedProxies' ? value.split(',').filter((s) => s !== '') : NUMBER_KEYS.has(key) ? Number(value) : value;
   }
   return out;
@@ -238,6 +249,7 @@ export function parseBrokerConfig(raw: Raw, env: NodeJS.ProcessEnv): BrokerConfi
     logFile: str('logFile', '-'),
     logLevel,
     auditRetentionDays: count('auditRetentionDays', DEFAULT_AUDIT_RETENTION_DAYS),
+    pendingEnrollment: parsePendingPolicy(raw['pendingEnrollment'] ?? {}, (msg) => new BrokerConfigError('pendingEnrollment', msg)),
     limits: {
       deviceTokensPerHour: count('deviceTokensPerHour', 12),
       enrollPerMinute: count('enrollPerMinute', 5),
@@ -247,6 +259,8 @@ export function parseBrokerConfig(raw: Raw, env: NodeJS.ProcessEnv): BrokerConfi
       connectionsMax: count('connectionsMax', 1024),
       connectionsPerSource: count('connectionsPerSource', 32),
       unsignedPerMinute: count('unsignedPerMinute', 120),
+      pendingPerSource: count('pendingPerSource', 50),
+      pendingMax: count('pendingMax', 10_000),
     },
   };
 }

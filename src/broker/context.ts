@@ -9,6 +9,7 @@ import type { DeviceCensus } from './device-census.js';
 import type { KeyCache } from './key-cache.js';
 import type { BrokerKeys } from './keys.js';
 import type { BrokerMetrics } from './metrics.js';
+import type { PendingPolicy } from './pending-policy.js';
 import type { TokenIssuer } from './tokens.js';
 import type { BrokerStore } from './store/types.js';
 import type { VendorTokens } from './vendor-tokens.js';
@@ -26,6 +27,8 @@ export interface BrokerContext {
   vendors: VendorTokens;
   clock: Clock;
   limits: BrokerLimits;
+  /** pendingEnrollment: who may wait for an operator when they enroll with no code. */
+  pending: PendingPolicy;
   metrics: BrokerMetrics;
   /** Devices by state for /metrics, counted by the store at most every 30 s. */
   census: DeviceCensus;
@@ -47,4 +50,6 @@ export interface SignedRequest {
 export interface RouteAnswer {
   status: number;
   body: unknown;
+  /** Seconds, sent as Retry-After (a pending enrollment's 202). */
+  retryAfterS?: number;
 }

@@ -1,6 +1,6 @@
 /**
  * The broker's housekeeping, on the injected clock: each minute the sweep of expired nonces and rate
- * windows, and the displacements that fell due (displacements.ts); each day (the first a minute after start) the audit's prune (DESIGN §3.7). Every replica runs
+ * windows, the displacements that fell due (displacements.ts) and the pending keys past their 7 days; each day (the first a minute after start) the audit's prune (DESIGN §3.7). Every replica runs
  * both; two at once do no harm.
  */
 import type { Logger } from 'pino';
@@ -21,14 +21,17 @@ export interface HousekeepingDeps {
   auditRetentionDays: number;
   /** The displacements revoke --displace left due: run each minute (it never rejects). */
   displacements: { run(): Promise<void> };
+  /** Drops (and audits) the keys that waited 7 days for an operator: run each minute. */
+  pending: { drop(): Promise<unknown> };
 }
 
 /** Starts both; the function it returns stops them. */
-export function startHousekeeping({ store, clock, log, auditRetentionDays, displacements }: HousekeepingDeps): Cancel {
+export function startHousekeeping({ store, clock, log, auditRetentionDays, displacements, pending }: HousekeepingDeps): Cancel {
   const timers: Record<'sweep' | 'prune', Cancel> = { sweep: () => undefined, prune: () => undefined };
   const sweep = (): void => {
     store.sweep(clock.wallNow() - KEEP_WINDOWS_MS).catch((err: unknown) => log.warn({ err: messageOf(err) }, 'sweeping old nonces failed'));
     void displacements.run();
+    pending.drop().catch((err: unknown) => log.warn({ err: messageOf(err) }, 'dropping keys that waited 7 days failed'));
     timers.sweep = clock.setTimer(SWEEP_MS, sweep);
   };
   const prune = (): void => {

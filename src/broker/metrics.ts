@@ -13,7 +13,7 @@ type Outcome = 'ok' | RefusalCode | 'abandoned' | 'error';
 const SOURCES = ['cache', 'refresh', 'sign'] as const;
 const KINDS: readonly CodeKind[] = ['plain', 'adopt', 'replace'];
 const REFUSAL_CODES = Object.keys(REFUSAL_STATUS) as RefusalCode[];
-const DEVICE_STATES: readonly (keyof DeviceCounts)[] = ['active', 'revoked', 'preauthorized'];
+const DEVICE_STATES: readonly (keyof DeviceCounts)[] = ['active', 'revoked', 'preauthorized', 'pending', 'rejected'];
 
 /** What a scrape reads of the broker's parts, besides its own counters. */
 export interface MetricsSources {

@@ -109,7 +109,7 @@ async function handle(deps: FrontDeps, req: IncomingMessage, res: ServerResponse
   };
   handling.request = request;
   const answer = await signed.handle(deps.ctx, request);
-  send(deps, res, answer.status, answer.body);
+  send(deps, res, answer.status, answer.body, answer.retryAfterS === undefined ? {} : { 'Retry-After': String(answer.retryAfterS) });
   return 'ok';
 }
 

@@ -18,6 +18,9 @@ const AFTER_THE_KEY: Readonly<Record<RefusalCode, boolean>> = {
   replayed: true,
   'clock-skew': false,
   revoked: false,
+  rejected: false,
+  // Told only once the key is found and its signature verified: the broker knows the key, which waits for an operator.
+  pending: true,
   'bad-code': false,
   'not-found': false,
   timeout: false,

@@ -12,6 +12,8 @@ export const REFUSAL_STATUS = {
   replayed: 401,
   'clock-skew': 401,
   revoked: 403,
+  rejected: 403,
+  pending: 403,
   'bad-code': 403,
   'not-found': 404,
   timeout: 408,

@@ -71,6 +71,9 @@ export const REFUSALS = Object.freeze<Record<RefusalCode, Meaning | 'by-status'>
     retry: 'needs-provisioning',
     fix: `this device key was revoked or replaced: re-enroll with \`${ENROLL_COMMAND}\` and a new code from the vendor`,
   },
+  // The broker's answers to a code-less enrollment (§3.7); the device reads them by status until its side takes them up.
+  rejected: 'by-status',
+  pending: 'by-status',
   'bad-code': {
     code: 'ERR_BROKER_BAD_CODE',
     retry: 'needs-provisioning',

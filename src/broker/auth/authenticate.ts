@@ -3,7 +3,8 @@
  * form → window → key → signature → admission → the route's rate limit, then the nonce — that a route cannot
  * skip or reorder. A route declares what each stage needs of it (keyRoute, carriedKeyRoute), and its own
  * work receives an Authenticated request, which only these stages make. Nothing is written before the
- * nonce stage, and the nonce only once every check before it held.
+ * nonce stage, and the nonce only once every check before it held. A key that waits for an operator leaves
+ * the list after its signature: 202 on a route that declares `pending`, else 403 `pending` (pending.ts).
  */
 import type { KeyObject } from 'node:crypto';
 import { BROKER_WINDOW_MS, NONCE_KEEP_MS } from '../../protocol/broker.js';
@@ -12,10 +13,28 @@ import type { RefusedKey } from '../audit/trail.js';
 import type { BrokerContext, RouteAnswer, SignedRequest } from '../context.js';
 import type { RouteName } from '../metrics.js';
 import { Refusal } from '../refusal.js';
-import { isTombstone, type KeyRow, type RequestSpend, type SpendOutcome, type TokenRow } from '../store/types.js';
+import {
+  isPending,
+  isTombstone,
+  type KeyRow,
+  type PendingRow,
+  type RequestSpend,
+  type SpendOutcome,
+  type TokenRow,
+} from '../store/types.js';
 import { readForm } from './form.js';
-import { badSignature, refuseInactive, revokedKey, type SignedBytes, signatureMatches, storedKey, verifySignature } from './keys.js';
+import {
+  badSignature,
+  refuseInactive,
+  retiredKey,
+  revokedKey,
+  type SignedBytes,
+  signatureMatches,
+  storedKey,
+  verifySignature,
+} from './keys.js';
 import { judge, type RateLimit, windowOf } from './limits.js';
+import { answerPending, type WhilePending } from './pending.js';
 
 /** A request whose signature verified, before its admission and nonce; K is what the key stage found. */
 export type Verified<F, K> = K & {
@@ -33,9 +52,11 @@ export interface EnrolledKey {
   readonly device?: { readonly vendorId: string; readonly deviceId: string };
 }
 
-/** The key an enrollment carries, as the store knows it: undefined for a new key (a revoked one was refused). */
+/** The key an enrollment carries, as the store knows it: undefined for a new key (a revoked, rejected or pending one was told apart). */
 export interface CarriedKnown {
   readonly known: KeyRow | undefined;
+  /** A pending key's device, for the audit. */
+  readonly device?: { readonly vendorId: string; readonly deviceId: string };
 }
 
 /** What admits a request, and the limit it counts against; or its refusal, told once its nonce and count are taken. */
@@ -67,6 +88,8 @@ interface RouteStages<F, K, A, S> {
   device?(fields: F): { deviceId: string };
   /** The agent version the fields report (token): kept with the key's last seen, in the nonce stage's one step. */
   agentVersion?(fields: F): string | undefined;
+  /** Whether a key that waits for an operator is answered 202 (enroll, check); without it, 403 `pending`. */
+  pending?: WhilePending<F>;
   /** admission: after the signature, before the nonce. */
   admit(ctx: BrokerContext, req: Verified<F, K>): Promise<Admission<A>>;
   serve(ctx: BrokerContext, req: Authenticated<F, K, A, S>): Promise<RouteAnswer>;
@@ -89,10 +112,14 @@ export function carriedKeyRoute<F, A>(route: RouteStages<F, CarriedKnown, A, unk
   return stages(route, (ctx, bytes, fields) => carriedKey(ctx, bytes, route.carried(fields)));
 }
 
-/** The key stage's outcome: what it found, whether that key was revoked (told once its signature verified), and how the nonce stage spends for it. */
+/**
+ * The key stage's outcome: what it found, the refusal of a key no longer active (revoked, rejected) or the row
+ * of one that waits for an operator — each told only once its signature verified —, and how the nonce stage spends for it.
+ */
 interface Signer<K, S> {
   found: K;
-  revoked: boolean;
+  retired?: Refusal | undefined;
+  pending?: PendingRow | undefined;
   spend(ctx: BrokerContext, r: RequestSpend, now: number): Promise<{ spent: SpendOutcome; held: S }>;
 }
 
@@ -132,7 +159,8 @@ function stages<F, K extends Found, A, S>(
       }
       // Its key signed it: a refusal from here on is audited against that key (server.ts).
       http.signer = { keyId: verified.auth.keyId, ...deviceOf(route, verified) };
-      if (signer.revoked) throw revokedKey();
+      if (signer.retired) throw signer.retired;
+      if (signer.pending) return answerPending(ctx, route.pending, verified, signer.pending);
       const { auth } = verified;
       // admission
       const admission = await route.admit(ctx, verified);
@@ -178,7 +206,7 @@ async function enrolledKey(ctx: BrokerContext, req: SignedBytes): Promise<Signer
   const keyId = req.auth.keyId;
   const cached = ctx.keyCache.get(keyId);
   if (cached !== undefined && signatureMatches(cached.key, req)) {
-    return { found: { botId: cached.botId, known: undefined, device: cached.device }, revoked: false, spend: held(cached.publicKey) };
+    return { found: { botId: cached.botId, known: undefined, device: cached.device }, spend: held(cached.publicKey) };
   }
   const row = await ctx.store.findKey(keyId);
   if (row === undefined) throw new Refusal('unknown-key', 'no device is enrolled with this key');
@@ -186,19 +214,28 @@ async function enrolledKey(ctx: BrokerContext, req: SignedBytes): Promise<Signer
   if (cached?.publicKey === row.publicKey) throw badSignature();
   const key = storedKey(row.publicKey);
   verifySignature(key, req);
+  const spend = held(row.publicKey);
   // A tombstone is a key retired long ago (or rejected): verified like any, then refused.
-  if (isTombstone(row)) return { found: { botId: '', known: undefined }, revoked: true, spend: held(row.publicKey) };
-  if (row.state !== 'active') return { found: { botId: row.botId, known: row }, revoked: true, spend: held(row.publicKey) };
+  if (isTombstone(row)) return { found: { botId: '', known: undefined }, retired: retiredKey(row.state), spend };
+  // A key that waits for an operator has no botId yet: only a route that answers it while pending serves it.
+  if (isPending(row)) return { found: { botId: '', known: undefined, device: deviceOfPending(row) }, pending: row, spend };
+  if (row.state !== 'active') return { found: { botId: row.botId, known: row }, retired: revokedKey(), spend };
   ctx.keyCache.set(keyId, { key, publicKey: row.publicKey, botId: row.botId, device: { vendorId: row.vendorId, deviceId: row.deviceId } });
-  return { found: { botId: row.botId, known: row }, revoked: false, spend: held(row.publicKey) };
+  return { found: { botId: row.botId, known: row }, spend };
 }
 
 /** The key an enrollment carries: its signature proves the sender holds it, and only then is a revoked one told so. */
 async function carriedKey(ctx: BrokerContext, req: SignedBytes, carried: CarriedKey): Promise<Signer<CarriedKnown, unknown>> {
   const known = await ctx.store.findKey(carried.keyId);
   verifySignature(carried.key, req);
-  if (known !== undefined && isTombstone(known)) return { found: { known: undefined }, revoked: true, spend: spendCarried };
-  return { found: { known }, revoked: known?.state === 'revoked', spend: spendCarried };
+  if (known === undefined) return { found: { known }, spend: spendCarried };
+  if (isTombstone(known)) return { found: { known: undefined }, retired: retiredKey(known.state), spend: spendCarried };
+  if (isPending(known)) return { found: { known: undefined, device: deviceOfPending(known) }, pending: known, spend: spendCarried };
+  return { found: { known }, retired: known.state === 'revoked' ? revokedKey() : undefined, spend: spendCarried };
+}
+
+function deviceOfPending(row: PendingRow): { vendorId: string; deviceId: string } {
+  return { vendorId: row.vendorId, deviceId: row.deviceId };
 }
 
 const spendCarried: Signer<CarriedKnown, unknown>['spend'] = async (c, r) => ({ spent: await c.store.spend(r), held: {} });

@@ -31,6 +31,11 @@ export function revokedKey(): Refusal {
   return new Refusal('revoked', 'this key was revoked, replaced or rotated away');
 }
 
+/** A tombstone's refusal: its own final state. */
+export function retiredKey(state: 'revoked' | 'rejected'): Refusal {
+  return state === 'rejected' ? new Refusal('rejected', "an operator rejected this key's enrollment; it is final") : revokedKey();
+}
+
 /** The refusals of the key step for an enrolled key: no such key, or a key no longer active. */
 export function refuseInactive(row: KeyRow | undefined): asserts row is KeyRow {
   if (row === undefined) throw new Refusal('unknown-key', 'no device is enrolled with this key');

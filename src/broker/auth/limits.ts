@@ -10,9 +10,10 @@ import { plainAddress } from '../source.js';
 
 /**
  * bot: token requests of a botId, across all its keys; rotate: rotations of a botId; code: enrollment
- * attempts with a code; addr: attempts with unknown codes, per source.
+ * attempts with a code; addr: attempts with unknown codes, per source; ask: a pending key's asks; first-ask:
+ * code-less enrollments' first asks, per source.
  */
-export const LIMIT_KINDS = ['bot', 'rotate', 'code', 'addr'] as const;
+export const LIMIT_KINDS = ['bot', 'rotate', 'code', 'addr', 'ask', 'first-ask'] as const;
 export type LimitKind = (typeof LIMIT_KINDS)[number];
 
 /** At most `max` requests counted against `kind:id` in each fixed window of `windowMs`. */

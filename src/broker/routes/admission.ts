@@ -1,13 +1,18 @@
 /**
  * Who may enroll (DESIGN §3.7), as pure functions of what the store read: the admission of a key (the same
- * key again, a code of its kind, or a pre-authorisation), then the binding rules of each kind before and
- * after the cloud registers the device — plain (bound to a device or not), adopt, replace, pre-authorised.
+ * key again, a code of its kind, a pre-authorisation, or a code-less ask to wait for an operator), then the
+ * binding rules of each kind before and after the cloud registers the device — plain (bound to a device or
+ * not), adopt, replace, pre-authorised, accepted.
  */
 import { Refusal } from '../refusal.js';
 import type { CodeKind, CodeRow, DeviceRow, KeyRow, PreauthRow } from '../store/types.js';
 
-/** What admits a key: itself, enrolled before (a retry), a code's row, or its pre-authorisation. */
-export type Admitted = { by: 'again'; key: KeyRow } | { by: 'code'; row: CodeRow } | { by: 'preauth'; row: PreauthRow };
+/** What admits a key: itself, enrolled before (a retry), a code's row, its pre-authorisation, or its vendor's leave to wait for an operator. */
+export type Admitted =
+  | { by: 'again'; key: KeyRow }
+  | { by: 'code'; row: CodeRow }
+  | { by: 'preauth'; row: PreauthRow }
+  | { by: 'ask'; vendorId: string };
 
 export interface AdmissionRead {
   /** The key the request carries, as the store knows it (a revoked one was refused at the key stage). */
@@ -19,6 +24,10 @@ export interface AdmissionRead {
   code: CodeRow | 'unknown' | undefined;
   /** The key's pre-authorisation, read when no code is given. */
   preauth: PreauthRow | undefined;
+  /** The vendorId a code-less enrollment names. */
+  vendorId?: string | undefined;
+  /** Whether pendingEnrollment lets that vendor's serial wait for an operator. */
+  mayWait?: boolean;
   now: number;
 }
 
@@ -28,8 +37,13 @@ export type AdmissionVerdict = { admit: Admitted } | { refuse: Refusal } | { ref
 export function admitEnrollment(r: AdmissionRead): AdmissionVerdict {
   if (r.known) return { admit: { by: 'again', key: r.known } };
   if (r.code === undefined) {
-    if (r.preauth?.deviceId === r.deviceId) return { admit: { by: 'preauth', row: r.preauth } };
-    return badCode('no code, and this key is not pre-authorised for this device');
+    const p = r.preauth;
+    if (p !== undefined && p.deviceId === r.deviceId && (r.vendorId === undefined || p.vendorId === r.vendorId))
+      return { admit: { by: 'preauth', row: p } };
+    if (p !== undefined) return badCode('this key is pre-authorised for another device');
+    if (r.vendorId === undefined) return badCode('no code, and this key is not pre-authorised for this device');
+    if (r.mayWait !== true) return badCode('no code, and this vendor lets no such serial wait for an operator');
+    return { admit: { by: 'ask', vendorId: r.vendorId } };
   }
   // Guessing codes counts against the guesser's source.
   if (r.code === 'unknown') return { refuseCounted: new Refusal('bad-code', 'no such enrollment code') };
@@ -52,7 +66,38 @@ export interface Binding {
   byCode: boolean;
 }
 
-export function bindingOf(a: Exclude<Admitted, { by: 'again' }>): Binding {
+/** The broker's hold on a device, and the keys waiting, as a code-less ask's admission read them. */
+export interface AskRead {
+  /** A key of the device in a state other than pending, or its pre-authorisation. */
+  held: boolean;
+  waiting: { source: number; vendor: number };
+  limits: { pendingPerSource: number; pendingMax: number };
+}
+
+/** How long a source or a vendor whose keys fill their limit is told to wait. */
+const SOURCE_FULL_RETRY_S = 60;
+const VENDOR_FULL_RETRY_S = 3600;
+
+/** Why a code-less ask may not wait: the device is held (409), or a limit of waiting keys is full (429). */
+export type AskRefused = 'device-exists' | 'source-full' | 'vendor-full';
+
+export function askRefusal(why: AskRefused): Refusal {
+  if (why === 'device-exists')
+    return new Refusal('device-exists', 'this device is known to the broker already: a --replace code moves it to a new key');
+  if (why === 'source-full')
+    return new Refusal('rate-limited', 'too many keys wait for an operator from this source', { retryAfterS: SOURCE_FULL_RETRY_S });
+  return new Refusal('rate-limited', 'too many keys wait for an operator for this vendor', { retryAfterS: VENDOR_FULL_RETRY_S });
+}
+
+/** A code-less ask admitted to wait, judged on what the store read before its nonce. */
+export function refuseAsk(r: AskRead): Refusal | undefined {
+  if (r.held) return askRefusal('device-exists');
+  if (r.waiting.source >= r.limits.pendingPerSource) return askRefusal('source-full');
+  if (r.waiting.vendor >= r.limits.pendingMax) return askRefusal('vendor-full');
+  return undefined;
+}
+
+export function bindingOf(a: Exclude<Admitted, { by: 'again' } | { by: 'ask' }>): Binding {
   return a.by === 'code' ? { kind: a.row.kind, byCode: true } : { kind: 'plain', byCode: false };
 }
 

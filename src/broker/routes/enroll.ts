@@ -1,7 +1,8 @@
 /**
  * POST /v1/enroll (DESIGN §3.7): a device proves it holds a new key, a code or a pre-authorisation
  * admits it (admission.ts), the cloud registers it under the admitting vendor, and one transaction spends
- * the admission and binds the botId to the key. A refused or failed enrollment spends nothing.
+ * the admission and binds the botId to the key. A refused or failed enrollment spends nothing. With no
+ * code and no pre-authorisation, a vendor's pendingEnrollment lets the key wait for an operator (ask.ts).
  */
 import { publicKeyFromWire } from '../../protocol/device-sig.js';
 import { messageOf } from '../../protocol/errors.js';
@@ -14,14 +15,18 @@ import { normaliseCode } from '../codes.js';
 import type { BrokerContext, RouteAnswer } from '../context.js';
 import { Refusal } from '../refusal.js';
 import type { CodeKind, CodeRow } from '../store/types.js';
-import { cloudRefusal } from '../tokens.js';
+import { mayWait } from '../pending-policy.js';
+import { cloudRegistrar } from '../registrar.js';
 import { type Admitted, admitEnrollment, bindingOf, refuseAfterRegistering, refuseBeforeRegistering } from './admission.js';
+import { admitAsk, serveAsk } from './ask.js';
 
 const DEVICE_TYPES: readonly DeviceType[] = ['PHYSICAL_ROBOT', 'APP_ROBOT'];
 const MINUTE_MS = 60_000;
 
 interface EnrollFields {
   code: string | undefined;
+  /** Named by a code-less enrollment: the vendor it asks to wait under. */
+  vendorId: string | undefined;
   deviceId: string;
   publicKey: string;
   appId: string;
@@ -45,6 +50,7 @@ function readFields(body: Record<string, unknown>, headerKeyId: string): EnrollF
   if (carried.keyId !== headerKeyId) throw new Refusal('bad-request', "the header's keyId is not the keyId of publicKey");
   return {
     code: optionalString(body, 'code', 64),
+    vendorId: optionalIdentity(body, 'vendorId', 'vendorId'),
     deviceId,
     publicKey,
     appId: optionalIdentity(body, 'appId', 'appId') ?? '',
@@ -60,15 +66,20 @@ export const enroll = carriedKeyRoute({
   carried: (fields: EnrollFields) => fields.carried,
   form: (body, auth) => readFields(body, auth.keyId),
   device: (fields: EnrollFields) => ({ deviceId: fields.deviceId }),
+  // A key that waits asks again for the device of its first ask, and no other.
+  pending: { check: (fields: EnrollFields, row) => (sameDevice(fields, row) ? undefined : otherDevice('waits for')) },
   async admit(ctx, req): Promise<Admission<Admitted>> {
     const { fields } = req;
     const code = fields.code === undefined || req.known ? undefined : await findCode(ctx, fields.code);
+    const { vendorId, deviceId } = fields;
     const verdict = admitEnrollment({
       known: req.known,
-      deviceId: fields.deviceId,
+      deviceId,
       botId: fields.botId,
       code,
       preauth: fields.code === undefined && !req.known ? await ctx.store.findPreauth(req.auth.keyId) : undefined,
+      vendorId,
+      mayWait: vendorId !== undefined && mayWait(ctx.pending, vendorId, deviceId),
       now: ctx.clock.wallNow(),
     });
     if ('refuse' in verdict) throw verdict.refuse;
@@ -76,15 +87,17 @@ export const enroll = carriedKeyRoute({
     if ('refuseCounted' in verdict)
       return { refused: verdict.refuseCounted, limit: perMinute('addr', addressBucket(req.source), ctx.limits.unknownCodePerMinute) };
     const admitted = verdict.admit;
+    if (admitted.by === 'ask') return { admitted, limit: await admitAsk(ctx, admitted.vendorId, deviceId, req.source) };
     return { admitted, limit: admitted.by === 'code' ? perMinute('code', admitted.row.hmac, ctx.limits.enrollPerMinute) : undefined };
   },
   async serve(ctx, req) {
     const { admitted, fields } = req;
     const keyId = req.auth.keyId;
+    if (admitted.by === 'ask') return serveAsk(ctx, admitted.vendorId, fields, keyId, req.source);
     if (admitted.by === 'again') {
-      // The same key for the same device: a retry after a lost answer, answered again and spending nothing.
+      // The same key for the same device: a retry after a lost answer (or an accept), answered again and spending nothing.
       const { botId, vendorId, deviceId } = admitted.key;
-      if (deviceId !== fields.deviceId) throw new Refusal('device-exists', 'this key is enrolled for another device');
+      if (!sameDevice(fields, admitted.key)) throw otherDevice('is enrolled for');
       ctx.audit.record(
         { action: 'enroll', actor: DEVICE_ACTOR, vendorId, deviceId, botId, keyId, source: req.source, outcome: 'again' },
         'enrollment repeated',
@@ -107,6 +120,15 @@ export const enroll = carriedKeyRoute({
   },
 });
 
+/** Whether an enrollment names the device a key belongs to (the vendorId only when it names one). */
+function sameDevice(fields: EnrollFields, of: { vendorId: string; deviceId: string }): boolean {
+  return fields.deviceId === of.deviceId && (fields.vendorId === undefined || fields.vendorId === of.vendorId);
+}
+
+function otherDevice(says: string): Refusal {
+  return new Refusal('device-exists', `this key ${says} another device`);
+}
+
 /** The code's row: 'unknown' when nothing of that shape is stored. */
 async function findCode(ctx: BrokerContext, typed: string): Promise<CodeRow | 'unknown'> {
   const normalised = normaliseCode(typed);
@@ -115,7 +137,7 @@ async function findCode(ctx: BrokerContext, typed: string): Promise<CodeRow | 'u
 
 async function bind(
   ctx: BrokerContext,
-  admitted: Exclude<Admitted, { by: 'again' }>,
+  admitted: Exclude<Admitted, { by: 'again' } | { by: 'ask' }>,
   fields: EnrollFields,
   keyId: string,
 ): Promise<{ answer: RouteAnswer & { body: { botId: string; vendorId: string; keyId: string } }; replaced: string[]; kind: CodeKind }> {
@@ -124,7 +146,8 @@ async function bind(
   const known = await ctx.store.findDeviceByDeviceId(vendorId, fields.deviceId);
   const before = refuseBeforeRegistering(binding, known);
   if (before) throw before;
-  const botId = await register(ctx, vendorId, fields);
+  const { appId, deviceId, type, name } = fields;
+  const botId = await cloudRegistrar(ctx)({ vendorId, appId, deviceId, type, name });
   const after = refuseAfterRegistering(binding, {
     botId,
     wanted: fields.botId,
@@ -147,16 +170,4 @@ async function bind(
   if (outcome === 'device-exists') throw new Refusal('device-exists', 'the device or its botId is bound to another key');
   ctx.metrics.enrolled(binding.kind);
   return { answer: { status: 200, body: { botId, vendorId, keyId } }, replaced, kind: binding.kind };
-}
-
-/** Registers the device with the cloud under the vendor (DESIGN §1.5): the same deviceId gives the same botId. */
-async function register(ctx: BrokerContext, vendorId: string, fields: EnrollFields): Promise<string> {
-  const request = { vendorId, appId: fields.appId, deviceId: fields.deviceId, type: fields.type, name: fields.name };
-  try {
-    const token = await ctx.vendors.get(vendorId);
-    return await ctx.gate.run(() => ctx.cloud.registerDevice(token, request));
-  } catch (err) {
-    ctx.vendors.forget(vendorId);
-    throw cloudRefusal(err);
-  }
 }

@@ -6,7 +6,17 @@ import type { Driver } from './driver.js';
 import { claimDisplacementsTx, requeueDisplacementTx } from './rules/displacements.js';
 import { pruneAuditTx, writeAuditTx } from './rules/audit.js';
 import { addPreauthTx, enrollTx, revokeTx, rotateTx } from './rules/enrollment.js';
+import {
+  acceptPendingTx,
+  askPendingTx,
+  dropPendingTx,
+  findPendingTx,
+  listPendingTx,
+  pendingCountsTx,
+  rejectPendingTx,
+} from './rules/pending.js';
 import { findKeyTx, spendTx, spendVerifiedTx, sweepTx } from './rules/requests.js';
+import { TOUCH_PENDING } from './pending-statements.js';
 import { all, get, run, storeNow } from './sql.js';
 import {
   ADD_CODE,
@@ -25,6 +35,9 @@ import {
 } from './statements.js';
 import { resetLimitsTx } from './rules/operator.js';
 import type {
+  AcceptCommit,
+  Accepted,
+  AskOutcome,
   AuditPrune,
   AuditRow,
   BrokerStore,
@@ -39,6 +52,10 @@ import type {
   EnrollCommit,
   Enrolled,
   KnownKey,
+  PendingAsk,
+  PendingFilter,
+  PendingItem,
+  PendingRow,
   PreauthRow,
   RemovedPreauth,
   RequestSpend,
@@ -140,7 +157,46 @@ export class SqlStore implements BrokerStore {
 
   async countDevices(): Promise<DeviceCounts> {
     const row = await this.#d.run(get<DeviceCounts>(COUNT_DEVICES), 'read');
-    return { active: Number(row?.active ?? 0), revoked: Number(row?.revoked ?? 0), preauthorized: Number(row?.preauthorized ?? 0) };
+    return {
+      active: Number(row?.active ?? 0),
+      revoked: Number(row?.revoked ?? 0),
+      preauthorized: Number(row?.preauthorized ?? 0),
+      pending: Number(row?.pending ?? 0),
+      rejected: Number(row?.rejected ?? 0),
+    };
+  }
+
+  askPending(ask: PendingAsk): Promise<AskOutcome> {
+    return this.#d.decide(askPendingTx(ask), (outcome) => outcome === 'created');
+  }
+
+  pendingCounts(sourceBucket: string, vendorId: string): Promise<{ source: number; vendor: number }> {
+    return this.#d.run(pendingCountsTx(sourceBucket, vendorId), 'read');
+  }
+
+  /** Not a decision: a lastAsked lost to a power cut is one ask older, and decides nothing. */
+  async touchPending(keyId: string, now: number): Promise<void> {
+    await this.#d.run(run(TOUCH_PENDING, keyId, now), 'write');
+  }
+
+  findPending(keyId: string): Promise<PendingRow | undefined> {
+    return this.#d.run(findPendingTx(keyId), 'read');
+  }
+
+  listPending(vendorId?: string): Promise<PendingItem[]> {
+    return this.#d.run(listPendingTx(vendorId), 'read');
+  }
+
+  acceptPending(commit: AcceptCommit): Promise<Accepted> {
+    return this.#d.decide(acceptPendingTx(commit), (accepted) => accepted.outcome === 'ok');
+  }
+
+  rejectPending(which: { keyId: string } | PendingFilter, now: number): Promise<PendingRow[]> {
+    return this.#d.decide(rejectPendingTx(which, now), () => true);
+  }
+
+  dropPending(before: number): Promise<PendingRow[]> {
+    return this.#d.decide(dropPendingTx(before), () => true);
   }
 
   readToken(botId: string): Promise<TokenRow | undefined> {

@@ -64,6 +64,18 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
    UPDATE codes SET id = lower(hex(randomblob(10)));
    CREATE UNIQUE INDEX codes_id ON codes (id);
    ALTER TABLE keys ADD COLUMN agent_version TEXT;`,
+  // 5: keys waiting for an operator (enrollment with no code), pinned to their first ask; a rejected key's
+  // tombstone keeps its device, so `broker devices` still lists it.
+  `CREATE TABLE pending (
+     key_id TEXT PRIMARY KEY, public_key TEXT NOT NULL, vendor_id TEXT NOT NULL, device_id TEXT NOT NULL,
+     app_id TEXT NOT NULL, type TEXT NOT NULL, name TEXT NOT NULL, source TEXT NOT NULL, source_bucket TEXT NOT NULL,
+     first_asked INTEGER NOT NULL, last_asked INTEGER NOT NULL
+   ) STRICT;
+   CREATE INDEX pending_device ON pending (vendor_id, device_id);
+   CREATE INDEX pending_source ON pending (source_bucket);
+   CREATE INDEX pending_first_asked ON pending (first_asked);
+   ALTER TABLE tombstones ADD COLUMN vendor_id TEXT;
+   ALTER TABLE tombstones ADD COLUMN device_id TEXT;`,
 ];
 
 /**

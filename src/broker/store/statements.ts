@@ -31,10 +31,10 @@ export const SPEND_CODE_USE =
 export const FIND_KEY =
   `SELECT ${KEY_COLUMNS}, NULL AS "entombedAt" FROM keys WHERE key_id = $1 UNION ALL ` +
   'SELECT key_id, public_key, NULL, NULL, NULL, state, NULL, NULL, NULL, NULL, at FROM tombstones WHERE key_id = $1';
-/** A keyId is enrolled once, in any state, tombstones included; a pre-authorised one is reserved for its own enrollment. */
+/** A keyId is enrolled once, in any state, tombstones included; a pre-authorised or pending one is reserved for its own enrollment. */
 export const KEY_KNOWN =
   'SELECT 1 AS known FROM keys WHERE key_id = $1 UNION ALL SELECT 1 FROM preauth WHERE key_id = $1 ' +
-  'UNION ALL SELECT 1 FROM tombstones WHERE key_id = $1';
+  'UNION ALL SELECT 1 FROM tombstones WHERE key_id = $1 UNION ALL SELECT 1 FROM pending WHERE key_id = $1';
 export const INSERT_KEY =
   "INSERT INTO keys (key_id, public_key, bot_id, device_id, vendor_id, state, created_at) VALUES ($1, $2, $3, $4, $5, 'active', $6)";
 /** A key the botId or the device already holds while active. */
@@ -88,8 +88,8 @@ export const DEVICE_BY_BOT_ID = deviceQuery('bot_id = $1');
 
 /**
  * `broker devices`: one line per device (botId), its active key else its latest, last seen by any of its
- * keys and the agent version that key last reported; then one per pre-authorised key. $1 a state, $2 a
- * vendorId: only those lines (NULL: any).
+ * keys and the agent version that key last reported; then one per pre-authorised, pending and rejected key.
+ * $1 a state, $2 a vendorId: only those lines (NULL: any).
  */
 export const LIST_DEVICES = `
   SELECT * FROM (
@@ -101,15 +101,20 @@ export const LIST_DEVICES = `
     ) AS devices WHERE pick = 1
     UNION ALL
     SELECT NULL, device_id, vendor_id, key_id, 'preauthorized', NULL, NULL FROM preauth
+    UNION ALL
+    SELECT NULL, device_id, vendor_id, key_id, 'pending', NULL, NULL FROM pending
+    UNION ALL
+    SELECT NULL, device_id, vendor_id, key_id, 'rejected', NULL, NULL FROM tombstones WHERE state = 'rejected'
   ) AS listed
   WHERE (CAST($1 AS TEXT) IS NULL OR state = CAST($1 AS TEXT)) AND (CAST($2 AS TEXT) IS NULL OR "vendorId" = CAST($2 AS TEXT))
-  ORDER BY 3, 2, 5`;
+  ORDER BY 3, 2, 5, 4`;
 
-/** listDevices' lines by state: botIds with an active key, botIds without one, pre-authorised keys. */
+/** listDevices' lines by state: botIds with an active key, botIds without one, pre-authorised, pending and rejected keys. */
 export const COUNT_DEVICES =
   "SELECT COUNT(DISTINCT CASE WHEN state = 'active' THEN bot_id END) AS active, " +
   "COUNT(DISTINCT bot_id) - COUNT(DISTINCT CASE WHEN state = 'active' THEN bot_id END) AS revoked, " +
-  '(SELECT COUNT(*) FROM preauth) AS preauthorized FROM keys';
+  '(SELECT COUNT(*) FROM preauth) AS preauthorized, (SELECT COUNT(*) FROM pending) AS pending, ' +
+  "(SELECT COUNT(*) FROM tombstones WHERE state = 'rejected') AS rejected FROM keys";
 
 const CODE_LISTING = 'id, vendor_id AS "vendorId", device_id AS "deviceId", kind, uses_left AS "usesLeft", expires_at AS "expiresAt"';
 /** `broker codes`: the codes with a use left, live at $1, of vendor $2 (NULL: any), soonest to expire first. */

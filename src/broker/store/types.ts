@@ -7,9 +7,11 @@
 
 import type { AuditLog } from './audit-types.js';
 import type { CodeKind, DeviceFilter, OperatorBook } from './operator-types.js';
+import type { PendingBook, PendingKey } from './pending-types.js';
 
 export type { AuditLog, AuditPrune, AuditRow } from './audit-types.js';
 export type { CodeFilter, CodeKind, CodeListing, DeviceFilter, OperatorBook, RemovedPreauth } from './operator-types.js';
+export type * from './pending-types.js';
 
 export type StoreKind = 'sqlite' | 'postgres';
 
@@ -58,11 +60,15 @@ export interface Tombstone {
   entombedAt: number;
 }
 
-/** A key the store knows, in any state: its row, or its tombstone. */
-export type KnownKey = KeyRow | Tombstone;
+/** A key the store knows, in any state: its row, its tombstone, or its pending row. */
+export type KnownKey = KeyRow | Tombstone | PendingKey;
 
 export function isTombstone(key: KnownKey): key is Tombstone {
   return 'entombedAt' in key;
+}
+
+export function isPending(key: KnownKey): key is PendingKey {
+  return 'firstAsked' in key;
 }
 
 export interface PreauthRow {
@@ -150,14 +156,14 @@ export interface DueDisplacement {
   attempts: number;
 }
 
-/** One line per device (its active key, else its latest one), and one per pre-authorised key. */
+/** One line per device (its active key, else its latest one), and one per pre-authorised, pending or rejected key. */
 export interface DeviceListing {
-  /** null for a pre-authorised device: the cloud gives its botId only at enrollment. */
+  /** null for a key not enrolled (pre-authorised, pending, rejected): the cloud gives a botId only at enrollment. */
   botId: string | null;
   deviceId: string;
   vendorId: string;
   keyId: string;
-  state: 'active' | 'revoked' | 'preauthorized';
+  state: 'active' | 'revoked' | 'preauthorized' | 'pending' | 'rejected';
   lastSeenAt: number | null;
   /** The agent version its key last reported with a token request (null: none reported). */
   agentVersion: string | null;
@@ -296,4 +302,12 @@ export interface Housekeeping {
   close(): Promise<void>;
 }
 
-export interface BrokerStore extends RequestBook, Enrollment, OperatorBook, TokenCache, DisplacementQueue, AuditLog, Housekeeping {}
+export interface BrokerStore
+  extends RequestBook,
+    Enrollment,
+    OperatorBook,
+    PendingBook,
+    TokenCache,
+    DisplacementQueue,
+    AuditLog,
+    Housekeeping {}

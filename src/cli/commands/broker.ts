@@ -23,6 +23,7 @@ import { printable } from '../printable.js';
 import { cancel, code, codes } from './broker-codes.js';
 import { devices, preauth, resetLimitsCommand } from './broker-devices.js';
 import { asOperator, brokerConfig } from './broker-operator.js';
+import { pendingCommands } from './broker-pending.js';
 
 const USAGE = `usage: botlink broker [--config FILE]
        botlink broker code    [--config FILE] --vendor-id V (--device-id SN | --any-device) [--uses N] [--ttl S] [--adopt | --replace] [--json]
@@ -32,6 +33,9 @@ const USAGE = `usage: botlink broker [--config FILE]
        botlink broker revoke  [--config FILE] [--displace] BOTID
        botlink broker reset-limits [--config FILE] BOTID
        botlink broker preauth [--config FILE] --vendor-id V FILE | --remove --vendor-id V DEVICEID
+       botlink broker pending [--config FILE] [--vendor-id V] [--source CIDR] [--json]
+       botlink broker accept  [--config FILE] KEYID --device-id SN
+       botlink broker reject  [--config FILE] KEYID | --vendor-id V [--source CIDR] [--first-asked-before T]
 
 The vendor's broker (DESIGN §3.7): it alone holds the account secret and signs on the devices'
 behalf. The config is --config, else $BOTLINK_BROKER_CONFIG, else /etc/botlink-broker/config.json.
@@ -46,7 +50,9 @@ behalf. The config is --config, else $BOTLINK_BROKER_CONFIG, else /etc/botlink-b
   revoke    the botId's key answers 403 revoked from the next request on; --displace also closes the
             socket the device holds, now and once its last token has expired
   reset-limits  clears the botId's hourly token counts (not its rotations)
-  preauth   lines deviceId,publicKey: those keys enroll without a code; --remove drops one device's`;
+  preauth   lines deviceId,publicKey: those keys enroll without a code; --remove drops one device's
+  pending   the keys waiting for an operator (enrollment with no code); accept enrolls one (botId: <id>
+            last), reject refuses one for good, or a vendor's flood in one transaction`;
 
 const revokeBot = defineCommand({
   usage: 'usage: botlink broker revoke [--config FILE] [--displace] BOTID',
@@ -122,6 +128,7 @@ export const broker = defineCommand({
     revoke: async () => revokeBot,
     'reset-limits': async () => resetLimitsCommand,
     preauth: async () => preauth,
+    ...pendingCommands(),
   },
   async run({ flags, stdout, stderr, env }) {
     const config = brokerConfig(flags.config, env);

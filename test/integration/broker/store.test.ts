@@ -214,7 +214,7 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
     expect(await store.findCode(expired.hmac)).toMatchObject({ usesLeft: 1 });
     expect(await store.findCode(bound.hmac)).toMatchObject({ usesLeft: 1 });
     expect(await store.listDevices()).toEqual([]);
-    expect(await store.countDevices()).toEqual({ active: 0, revoked: 0, preauthorized: 0 });
+    expect(await store.countDevices()).toEqual({ active: 0, revoked: 0, preauthorized: 0, pending: 0, rejected: 0 });
     expect((await store.enroll(byCode(bound, { deviceId: 'SN-OTHER' }))).outcome).toBe('ok');
   });
 
@@ -522,7 +522,7 @@ describe.each([sqlite, postgres])('the broker store on $kind', (backend) => {
       { botId: null, deviceId: 'SN-4', vendorId: 'V1', keyId: pending.keyId, state: 'preauthorized', lastSeenAt: null, agentVersion: null },
     ]);
     // /metrics' devices by state count those lines: a botId once, however many keys it had.
-    expect(await store.countDevices()).toEqual({ active: 2, revoked: 1, preauthorized: 1 });
+    expect(await store.countDevices()).toEqual({ active: 2, revoked: 1, preauthorized: 1, pending: 0, rejected: 0 });
   });
 
   it('keeps sealed tokens as bytes, replacing a botId’s row whole, and only for its active key', async () => {

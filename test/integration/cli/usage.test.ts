@@ -40,6 +40,13 @@ describe('usage mistakes exit 64 with `botlink <command>: <what>`, then the usag
       "botlink broker devices: --state must be one of active, revoked, preauthorized, pending, rejected, got 'gone'",
     ],
     [['broker', 'revoke'], 'botlink broker revoke: BOTID is missing'],
+    [['broker', 'accept', 'k'], 'botlink broker accept: --device-id is required'],
+    [['broker', 'reject'], 'botlink broker reject: KEYID or --vendor-id is required'],
+    [['broker', 'reject', '--source', '10.0.0.0/8'], 'botlink broker reject: KEYID or --vendor-id is required'],
+    [
+      ['broker', 'reject', '--vendor-id', 'V1', '--first-asked-before', 'soon'],
+      "botlink broker reject: --first-asked-before: not a time or a span: 'soon'",
+    ],
     [['broker', 'frobnicate'], "botlink broker: unknown command 'frobnicate'"],
     [['provision', '--vendor-id', 'V1'], 'botlink provision: --device-id is required'],
     [['provision', '--device-id', 'SN'], 'botlink provision: --vendor-id or --broker is required'],

@@ -53,6 +53,8 @@ describe('refusalError: every refusal of DESIGN §3.7 as the device reads it', (
         'replayed',
         'clock-skew',
         'revoked',
+        'rejected',
+        'pending',
         'bad-code',
         'device-exists',
         'too-large',

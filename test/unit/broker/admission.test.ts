@@ -1,11 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import {
   type AdmissionRead,
+  type AskRead,
   admitEnrollment,
   type Binding,
   bindingOf,
   type Registered,
   refuseAfterRegistering,
+  refuseAsk,
   refuseBeforeRegistering,
 } from '../../../src/broker/routes/admission.js';
 import type { CodeRow, DeviceRow, KeyRow, PreauthRow } from '../../../src/broker/store/types.js';
@@ -63,9 +65,28 @@ describe('admitEnrollment: which key is admitted, decided from what the store re
     [
       'no code, pre-authorised for another device',
       { preauth: preauth('SN-2') },
-      'refuse bad-code: no code, and this key is not pre-authorised for this device',
+      'refuse bad-code: this key is pre-authorised for another device',
     ],
     ['no code, not pre-authorised', {}, 'refuse bad-code: no code, and this key is not pre-authorised for this device'],
+    // Enrollment with no code: the vendor named, a pre-authorisation first, else the vendor's leave to wait.
+    ['no code, pre-authorised under the vendor named', { preauth: preauth('SN-1'), vendorId: 'V1' }, 'admit preauth'],
+    [
+      'no code, pre-authorised under another vendor than the one named',
+      { preauth: preauth('SN-1'), vendorId: 'V2', mayWait: true },
+      'refuse bad-code: this key is pre-authorised for another device',
+    ],
+    ['no code, a vendor that lets the serial wait', { vendorId: 'V1', mayWait: true }, 'admit ask'],
+    [
+      'no code, a vendor that does not let the serial wait',
+      { vendorId: 'V1', mayWait: false },
+      'refuse bad-code: no code, and this vendor lets no such serial wait for an operator',
+    ],
+    [
+      'no code, no vendor named, even where serials may wait',
+      { mayWait: true },
+      'refuse bad-code: no code, and this key is not pre-authorised for this device',
+    ],
+    ['the same key again, with no code and a vendor named', { known: key, vendorId: 'V1', mayWait: true }, 'admit again'],
     ['a code that does not exist: counted against the source', { code: 'unknown' }, 'refuse counted bad-code: no such enrollment code'],
     ['a spent code', { code: code({ usesLeft: 0 }) }, 'refuse bad-code: this code is spent'],
     ['an expired code', { code: code({ expiresAt: NOW }) }, 'refuse bad-code: this code has expired'],
@@ -176,5 +197,25 @@ describe('refuseAfterRegistering: whether the botId the cloud returned may be bo
     ],
   ])('%s', (_, binding, over, expected) => {
     expect(said(refuseAfterRegistering(binding, registered(over)))).toBe(expected);
+  });
+});
+
+describe('refuseAsk: whether a code-less ask admitted by its vendor may wait, from what the store read before its nonce', () => {
+  const limits = { pendingPerSource: 50, pendingMax: 10_000 };
+  it.each<[string, Partial<AskRead>, string]>([
+    ['a device new to the broker, room everywhere', {}, 'waits'],
+    ['a device the broker holds (a key in any other state, or a pre-authorisation)', { held: true }, 'device-exists 409'],
+    [
+      'a device held, and its source full too: the device is told first',
+      { held: true, waiting: { source: 50, vendor: 0 } },
+      'device-exists 409',
+    ],
+    ['49 keys waiting from its source', { waiting: { source: 49, vendor: 49 } }, 'waits'],
+    ['50 keys waiting from its source', { waiting: { source: 50, vendor: 50 } }, 'rate-limited 429 retry 60'],
+    ['the vendor at pendingMax', { waiting: { source: 0, vendor: 10_000 } }, 'rate-limited 429 retry 3600'],
+  ])('%s', (_, over, expected) => {
+    const refusal = refuseAsk({ held: false, waiting: { source: 0, vendor: 0 }, limits, ...over });
+    const said = refusal === undefined ? 'waits' : `${refusal.code} ${refusal.status}`;
+    expect(refusal?.retryAfterS === undefined ? said : `${said} retry ${refusal.retryAfterS}`).toBe(expected);
   });
 });

@@ -316,9 +316,14 @@ describe('pruneAudit: retention', () => {
         calls.push('displacements');
       },
     };
-    const stop = startHousekeeping({ store, clock, log: pino({ level: 'silent' }), auditRetentionDays: 400, displacements });
+    const pending = {
+      async drop() {
+        calls.push('pending');
+      },
+    };
+    const stop = startHousekeeping({ store, clock, log: pino({ level: 'silent' }), auditRetentionDays: 400, displacements, pending });
     await clock.advance(60_000);
-    expect(calls.sort()).toEqual(['displacements', 'prune all', 'prune token', 'sweep']);
+    expect(calls.sort()).toEqual(['displacements', 'pending', 'prune all', 'prune token', 'sweep']);
     calls.length = 0;
     await clock.advance(DAY - 60_000);
     expect(calls.filter((c) => c.startsWith('prune'))).toEqual([]);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { envName, parseBrokerConfig } from '../../../src/broker/config.js';
+import { mayWait } from '../../../src/broker/pending-policy.js';
 
 const minimal = { listen: '127.0.0.1:0', baseUrl: 'http://127.0.0.1:1', accessKeyId: 'AK' };
 
@@ -17,5 +18,43 @@ describe('the broker config: auditRetentionDays (DESIGN §3.7)', () => {
         }),
       );
     }
+  });
+});
+
+describe('the broker config: pendingEnrollment, pendingPerSource, pendingMax (DESIGN §3.7)', () => {
+  it('defaults to no vendor, 50 per source and 10,000 per vendor; each overridden by its variable', () => {
+    const config = parseBrokerConfig(minimal, {});
+    expect(config.pendingEnrollment.size).toBe(0);
+    expect(config.limits).toMatchObject({ pendingPerSource: 50, pendingMax: 10_000 });
+    expect(envName('pendingEnrollment')).toBe('BOTLINK_BROKER_PENDING_ENROLLMENT');
+    expect(envName('pendingPerSource')).toBe('BOTLINK_BROKER_PENDING_PER_SOURCE');
+    const raw = { ...minimal, pendingPerSource: 5, pendingMax: 7, pendingEnrollment: '{"V1": {"devicePattern": "SN-[0-9]{4}"}}' };
+    const from = parseBrokerConfig(raw, {});
+    expect(from.limits).toMatchObject({ pendingPerSource: 5, pendingMax: 7 });
+    expect(mayWait(from.pendingEnrollment, 'V1', 'SN-0042')).toBe(true);
+  });
+
+  it('anchors each pattern: a serial matches whole, under its own vendor only', () => {
+    const { pendingEnrollment: policy } = parseBrokerConfig({ ...minimal, pendingEnrollment: { V1: { devicePattern: 'SN-[0-9]+' } } }, {});
+    expect(mayWait(policy, 'V1', 'SN-1')).toBe(true);
+    expect(mayWait(policy, 'V1', 'XSN-1')).toBe(false);
+    expect(mayWait(policy, 'V1', 'SN-1X')).toBe(false);
+    expect(mayWait(policy, 'V2', 'SN-1')).toBe(false);
+  });
+
+  it.each<[string, unknown, string]>([
+    ['a list', [], 'pendingEnrollment must be an object'],
+    ['text that is not JSON', '{V1', 'pendingEnrollment must be JSON'],
+    ['a vendor without devicePattern', { V1: {} }, 'pendingEnrollment.V1 must be {"devicePattern": "<regex>"}'],
+    ['a key beside devicePattern', { V1: { devicePattern: 'x', other: 1 } }, 'pendingEnrollment.V1 must be {"devicePattern": "<regex>"}'],
+    [
+      'a pattern that does not compile',
+      { V1: { devicePattern: 'SN-(' } },
+      'pendingEnrollment.V1.devicePattern is not a regular expression',
+    ],
+  ])('names the key for %s', (_, value, message) => {
+    expect(() => parseBrokerConfig({ ...minimal, pendingEnrollment: value }, {})).toThrow(
+      expect.objectContaining({ code: 'ERR_CONFIG', key: 'pendingEnrollment', message: expect.stringContaining(message) }),
+    );
   });
 });

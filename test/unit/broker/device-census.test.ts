@@ -17,7 +17,7 @@ function countingStore(first: DeviceCounts) {
   return store;
 }
 
-const counts = (active: number): DeviceCounts => ({ active, revoked: 1, preauthorized: 2 });
+const counts = (active: number): DeviceCounts => ({ active, revoked: 1, preauthorized: 2, pending: 3, rejected: 4 });
 
 describe('DeviceCensus: devices by state for /metrics, a query at most every 30 s', () => {
   it('answers a scrape flood from one count, and counts again once 30 s have passed', async () => {

@@ -30,7 +30,7 @@ import {
 type Device = Pick<KeyRow, 'botId' | 'deviceId' | 'vendorId'>;
 
 /** A device's lock: its enrollment and its pre-authorisation are decided one after the other. */
-function deviceLock(vendorId: string, deviceId: string): string {
+export function deviceLock(vendorId: string, deviceId: string): string {
   return `device:${vendorId}\n${deviceId}`;
 }
 
@@ -39,7 +39,7 @@ function deviceLock(vendorId: string, deviceId: string): string {
  * they happen one after another across replicas and a revoke sees the key a rotation just made (DESIGN
  * §3.7: revocation is final). Taken after the device's lock, never before it.
  */
-function keysLock(botId: string): string {
+export function keysLock(botId: string): string {
   return `keys:${botId}`;
 }
 
@@ -141,11 +141,11 @@ export function* revokeTx(botId: string, now: number, opts: RevokeOptions = {}):
 }
 
 /** A botId keeps its newest RETIRED_KEPT retired keys as rows; older ones become tombstones (DESIGN §3.7). */
-function* entombRetired(botId: string): Body<void> {
+export function* entombRetired(botId: string): Body<void> {
   yield* run(ENTOMB_RETIRED, botId);
   yield* run(DROP_ENTOMBED, botId);
 }
 
-function* insertKey(key: { keyId: string; publicKey: string }, d: Device, now: number): Body<void> {
+export function* insertKey(key: { keyId: string; publicKey: string }, d: Device, now: number): Body<void> {
   yield* run(INSERT_KEY, key.keyId, key.publicKey, d.botId, d.deviceId, d.vendorId, now);
 }
