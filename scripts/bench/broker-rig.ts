@@ -100,6 +100,8 @@ export interface BrokerSettings {
   secretKeyFile?: string;
   deviceTokensPerHour?: number;
   cloudConcurrency?: number | undefined;
+  /** Further config keys (the zero-touch row's pendingEnrollment and limits). */
+  extra?: Record<string, unknown>;
 }
 
 /** A `botlink broker` process: its URL, pid, and its /metrics read as numbers. */
@@ -154,6 +156,7 @@ export class BrokerRig {
       connectionsPerSource: 1024,
       ...(s.deviceTokensPerHour !== undefined && { deviceTokensPerHour: s.deviceTokensPerHour }),
       ...(s.cloudConcurrency !== undefined && { cloudConcurrency: s.cloudConcurrency }),
+      ...s.extra,
     };
     writeFileSync(configFile, JSON.stringify(config));
     const child = new Child([...(this.nodeFlags ?? NODE_FLAGS), this.bundle, 'broker', '--config', configFile], cleanEnv(UNIT_ENV));

@@ -4,10 +4,12 @@
 //   2. a fleet's first tokens: N enrolled devices each asking once, vs a floor doing only what any broker must
 //      (broker-floor.ts), with signed getToken sent straight to the same cloud beside them for the capacity
 //      model (the three in turns); errors, the cloud calls in flight against their cap, the broker's RSS at the end;
-//   3. the device: boot → connected with a cached token, broker mode vs signing mode.
+//   3. the device: boot → connected with a cached token, broker mode vs signing mode;
+//   4. a fleet enrolling zero-touch on PostgreSQL: first asks (202 pending) vs the cache row's floor, accepts
+//      one by one, and the time from the last acceptance to every device's token (broker-pending.ts).
 // Brokers run as processes of their own from the product's bundle; the cloud and the cache row's floor in a
 // forked child (--child); the fleet's floor in another, run with the broker unit's flags and environment (--floor).
-//   npm run bench:broker [-- --only device|cache|fleet --device-runs N --devices N --cache-devices N
+//   npm run bench:broker [-- --only device|cache|fleet|pending --device-runs N --devices N --cache-devices N --pending-devices N
 //                           --rounds N --cell-ms MS --warm-ms MS --concurrency C --cloud-concurrency C
 //                           --cloud-latency-ms MS --fleet-store sqlite|postgres --node-flags="FLAGS" --cpu-prof DIR]
 // --node-flags replaces the broker unit's node flags (systemd/botlink-broker.service) for every broker: a flag
@@ -22,6 +24,7 @@ import { measureCache } from './broker-cache.js';
 import { measureFleet } from './broker-fleet.js';
 import { serveFleetFloor } from './broker-floor.js';
 import { makeDevices } from './broker-load.js';
+import { measurePending, pendingRows, ZERO_TOUCH_PREFIX } from './broker-pending.js';
 import { DEVICE_GOAL, measureDevice } from './broker-device.js';
 import { BrokerRig, NODE_FLAGS, serveCloudAndFloor, startCloudAndFloor } from './broker-rig.js';
 import { capacityModel } from './broker-capacity.js';
@@ -34,6 +37,7 @@ const progress = (what: string): void => void process.stderr.write(`… ${what}\
 interface LoadOptions {
   cache: { devices: number; rounds: number; cellMs: number; warmMs: number } | undefined;
   fleet: { devices: number; store: 'sqlite' | 'postgres'; cloudConcurrency: number | undefined } | undefined;
+  pending: { devices: number } | undefined;
   concurrency: number;
   cloudLatencyMs: number;
   profileFlags: string[];
@@ -44,12 +48,15 @@ async function loadRows(rig: BrokerRig, pg: PostgresServer | undefined, o: LoadO
   const made = performance.now();
   const cacheDevices = makeDevices(o.cache?.devices ?? 0, 'cache');
   const fleetDevices = makeDevices(o.fleet?.devices ?? 0, 'fleet');
+  const pendingDevices = makeDevices(o.pending?.devices ?? 0, ZERO_TOUCH_PREFIX);
   const keysS = (performance.now() - made) / 1000;
-  console.log(`${(cacheDevices.length + fleetDevices.length).toLocaleString('en-US')} Ed25519 device keys made in ${keysS.toFixed(1)} s`);
+  const keyCount = cacheDevices.length + fleetDevices.length + pendingDevices.length;
+  console.log(`${keyCount.toLocaleString('en-US')} Ed25519 device keys made in ${keysS.toFixed(1)} s`);
   const cf = await startCloudAndFloor(
     {
+      // The zero-touch devices are new to the cloud: accepting one registers it.
       bots: [...cacheDevices, ...fleetDevices].map((d) => d.botId),
-      floorKeys: cacheDevices.map((d) => d.publicKey),
+      floorKeys: [...cacheDevices, ...pendingDevices].map((d) => d.publicKey),
       cloudLatencyMs: o.cloudLatencyMs,
     },
     o.profileFlags,
@@ -77,6 +84,10 @@ async function loadRows(rig: BrokerRig, pg: PostgresServer | undefined, o: LoadO
       rows.push(...fleetRows(f, o.concurrency));
       console.log(`\n${capacityModel(f)}`);
     }
+    if (o.pending) {
+      const m = await measurePending(rig, cf, pendingDevices, await pg!.freshDatabase(), o.concurrency, progress);
+      rows.push(...pendingRows(m, o.concurrency));
+    }
   } finally {
     await cf.close();
   }
@@ -91,6 +102,7 @@ async function main(): Promise<void> {
       'device-runs': { type: 'string', default: '20' },
       devices: { type: 'string', default: '100000' },
       'cache-devices': { type: 'string', default: '1000' },
+      'pending-devices': { type: 'string', default: '10000' },
       rounds: { type: 'string', default: '10' },
       'cell-ms': { type: 'string', default: '1000' },
       'warm-ms': { type: 'string', default: '300' },
@@ -103,7 +115,8 @@ async function main(): Promise<void> {
     },
   });
   const only = values.only;
-  if (only !== undefined && !['cache', 'fleet', 'device'].includes(only)) throw new Error('--only takes cache, fleet or device');
+  if (only !== undefined && !['cache', 'fleet', 'device', 'pending'].includes(only))
+    throw new Error('--only takes cache, fleet, device or pending');
   const fleetStore = values['fleet-store'];
   if (fleetStore !== 'sqlite' && fleetStore !== 'postgres') throw new Error('--fleet-store takes sqlite or postgres');
   const profileFlags = values['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-interval', '100', '--cpu-prof-dir', values['cpu-prof']] : [];
@@ -128,6 +141,7 @@ async function main(): Promise<void> {
           cloudConcurrency: values['cloud-concurrency'] === undefined ? undefined : Number(values['cloud-concurrency']),
         }
       : undefined,
+    pending: want('pending') ? { devices: Number(values['pending-devices']) } : undefined,
     concurrency: Number(values.concurrency),
     cloudLatencyMs: Number(values['cloud-latency-ms']),
     profileFlags,
@@ -155,11 +169,11 @@ async function main(): Promise<void> {
       printDeviceDetails(d);
       rows.push(ratioRow('device: boot → connected, cached token, broker mode vs signing mode', d.broker, d.signing, DEVICE_GOAL));
     }
-    if (o.cache || o.fleet?.store === 'postgres') {
+    if (o.cache || o.pending || o.fleet?.store === 'postgres') {
       progress('starting a throwaway PostgreSQL');
       pg = await startPostgresIn(otherUsers);
     }
-    if (o.cache || o.fleet) rows.push(...(await loadRows(rig, pg, o)));
+    if (o.cache || o.fleet || o.pending) rows.push(...(await loadRows(rig, pg, o)));
     console.log('');
     printTable(['figure', 'botlink', 'baseline', 'ratio', 'goal', 'result', 'IQR/median', 'straight to the cloud'], rows);
   } finally {
