@@ -18,6 +18,8 @@ const AFTER_THE_KEY: Readonly<Record<RefusalCode, boolean>> = {
   replayed: true,
   'clock-skew': false,
   revoked: false,
+  rejected: false,
+  pending: false,
   'bad-code': false,
   'not-found': false,
   timeout: false,

@@ -9,10 +9,11 @@ import type { RateWindow } from '../store/types.js';
 import { plainAddress } from '../source.js';
 
 /**
- * bot: token requests of a botId, across all its keys; rotate: rotations of a botId; code: enrollment
- * attempts with a code; addr: attempts with unknown codes, per source.
+ * bot: token requests of a botId, across all its keys; check: checks of a botId (its own count, not the
+ * tokens'); rotate: rotations of a botId; code: enrollment attempts with a code; addr: attempts with
+ * unknown codes, per source.
  */
-export const LIMIT_KINDS = ['bot', 'rotate', 'code', 'addr'] as const;
+export const LIMIT_KINDS = ['bot', 'check', 'rotate', 'code', 'addr'] as const;
 export type LimitKind = (typeof LIMIT_KINDS)[number];
 
 /** At most `max` requests counted against `kind:id` in each fixed window of `windowMs`. */
