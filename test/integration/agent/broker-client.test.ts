@@ -109,7 +109,7 @@ describe('BrokerClient: signed requests the broker can verify', () => {
     });
     const clock1970 = { ...systemClock, wallNow: () => 1_000_000_000_000 };
     const enrolled = await enrollDevice({ brokerUrl: server.url, ca: null, key, clock: clock1970, request: { deviceId: 'SN-1' } });
-    expect(enrolled.botId).toBe('bot-9');
+    expect(enrolled).toMatchObject({ state: 'active', botId: 'bot-9' });
     const stamps = server.requests.map((r) => Number(parseDeviceAuthorization(r.headers.authorization).ts));
     expect(stamps).toHaveLength(2);
     expect(stamps[0]).toBe(1_000_000_000_000);
