@@ -42,7 +42,7 @@ const pending: Step = (keyId) => ({ status: 202, body: { state: 'pending', keyId
 /** A broker whose answers to /v1/enroll follow `steps`, the last one repeated. */
 async function scripted(steps: Step[]) {
   let asked = 0;
-  return startScriptedServer((req, res, body) => {
+  return startScriptedServer((_req, res, body) => {
     const { publicKey } = JSON.parse(body) as { publicKey: string };
     const step = steps[Math.min(asked++, steps.length - 1)] as Step;
     const answer = step(keyIdOf(Buffer.from(publicKey, 'base64url')));
