@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { createDeviceKey } from '../../../src/agent/config/device-key.js';
 import { keyIdOf } from '../../../src/protocol/device-sig.js';
 import { VERSION } from '../../../src/version.js';
-import type { DeviceDir } from '../../helpers/daemon-proc.js';
+import { type DeviceDir, runCli } from '../../helpers/daemon-proc.js';
 import { useHarness } from '../../helpers/harness.js';
 import { json, type ScriptedRequest, startScriptedServer } from '../../helpers/scripted-server.js';
 import { waitFor } from '../../helpers/wait-for.js';
@@ -110,6 +110,11 @@ describe('botlink run, zero-touch (brokerUrl and vendorId, no botId)', () => {
     expect(s.token.lastError).toContain('device-exists');
     expect(s.token.fix).toContain('ask the vendor for a --replace code for deviceId SN-ZT-3');
     expect(s.token.fix).toContain('botlink broker code --vendor-id V1 --device-id SN-ZT-3 --replace');
+    // And `botlink status` says it in words.
+    const text = await runCli(['status', '--config', d.configFile]);
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toContain('identity:   vendor V1 (no botId yet: the daemon enrolls this device key with the broker)');
+    expect(text.stdout).toContain(`device key: keyId ${s.identity.keyId} (refused: the broker holds this device under another key)`);
   });
 });
 
