@@ -23,6 +23,14 @@ export function pendingWaitMs(retryAfterMs: number | undefined, random: number):
   return Math.round(PENDING_ASK_MS * (1 - ASK_JITTER + 2 * ASK_JITTER * r));
 }
 
+/** What the broker last said of this key: a token refusal names it; else the enrollment's state; else active. */
+export function keyState(enrollment: KeyState | undefined, tokenError: string | undefined): KeyState {
+  if (tokenError === 'ERR_BROKER_REVOKED') return 'revoked';
+  if (tokenError === 'ERR_BROKER_REJECTED') return 'rejected';
+  if (tokenError === 'ERR_BROKER_PENDING') return 'pending';
+  return enrollment ?? 'active';
+}
+
 /** What a refused enrollment leaves the device to do: stop asking, ask hourly (a conflict), or retry on the schedule. */
 export type RefusedEnrollment = 'rejected' | 'revoked' | 'conflict' | 'retry';
 

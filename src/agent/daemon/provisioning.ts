@@ -173,7 +173,8 @@ export async function botIdFor(rt: AgentRuntime, o: BotIdOptions): Promise<strin
       // Broker mode registers through the broker: the device key enrolls itself, with no code.
       if (rt.issuer.mode === 'broker') {
         const device = { vendorId: resolved.id, deviceId: resolved.deviceId };
-        return await enrollItself(rt, rt.issuer.broker, device, {
+        const agent = { clock: rt.clock, backoff: rt.settings.tokenBackoff, store: rt.store, account: rt.config };
+        return await enrollItself(agent, rt.issuer.broker, device, {
           random: o.random,
           signal: o.signal,
           log: o.log,

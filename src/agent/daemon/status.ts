@@ -1,7 +1,7 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { VERSION } from '../../version.js';
-import type { KeyState } from '../broker/enrollment.js';
+import { type KeyState, keyState } from '../broker/enrollment.js';
 import type { IdentityMode } from '../config/mode.js';
 import type { LinkStatus } from '../link/supervisor.js';
 import type { RelayCounters } from '../local/relay-port.js';
@@ -53,7 +53,7 @@ export function statusDoc(p: StatusParts): StatusDoc {
     identity: {
       ...p.identity,
       mode: p.mode,
-      ...(p.broker && { keyId: p.broker.keyId, state: keyState(p.broker.enrollment, snap?.lastError?.code) }),
+      ...(p.broker && { keyId: p.broker.keyId, state: keyState(p.broker.enrollment?.state, snap?.lastError?.code) }),
     },
     clock: {
       trusted: snap?.clock.trusted ?? false,
@@ -71,14 +71,6 @@ export function statusDoc(p: StatusParts): StatusDoc {
     link: p.link ?? { state: 'connecting', since: now, reconnects: 0, reconnectsByCause: {}, lastError: null },
     relay: p.relay,
   };
-}
-
-/** What the broker last said of this key: a token refusal names it; else the enrollment's state; else active. */
-export function keyState(enrollment: Enrollment | undefined, tokenError: string | undefined): KeyState {
-  if (tokenError === 'ERR_BROKER_REVOKED') return 'revoked';
-  if (tokenError === 'ERR_BROKER_REJECTED') return 'rejected';
-  if (tokenError === 'ERR_BROKER_PENDING') return 'pending';
-  return enrollment?.state ?? 'active';
 }
 
 export const STATUS_FILE = 'status.json';

@@ -5,15 +5,16 @@
  * (device-exists, cloud-refused) asks hourly. It never gives up the daemon over this.
  */
 import type { Logger } from 'pino';
-import type { Random } from '../../clock.js';
+import type { Clock, Random } from '../../clock.js';
 import type { BotlinkError } from '../../protocol/errors.js';
 import type { EnrollAnswer } from '../broker/answers.js';
 import type { BrokerClient } from '../broker/client.js';
 import { CONFLICT_ASK_MS, conflictError, type KeyState, pendingWaitMs, refusedEnrollment } from '../broker/enrollment.js';
 import { BrokerError } from '../broker/errors.js';
 import { withSkewRetry } from '../broker/skew.js';
+import type { TokenStore } from '../store/token-store.js';
+import type { BackoffSettings } from '../token/backoff.js';
 import { FailureRun } from '../token/failures.js';
-import type { AgentRuntime } from './runtime.js';
 
 /** Where the enrollment stands, for status: the key's state, and the error to show with its fix. */
 export interface Enrollment {
@@ -29,6 +30,15 @@ export interface ZeroTouchOptions {
   onEnrollment(e: Enrollment): void;
 }
 
+/** What enrolling needs of the agent: its clock, the token backoff for failures, and the store that keeps the botId. */
+export interface ZeroTouchRuntime {
+  readonly clock: Clock;
+  readonly backoff: BackoffSettings;
+  readonly store: Pick<TokenStore, 'setProvisionedBotId' | 'path'>;
+  /** The store's key for the botId, as self-registration keys it (accessKeyId '' in broker mode). */
+  readonly account: { readonly baseUrl: string; readonly accessKeyId: string };
+}
+
 /** The device as it enrolls: under its vendor, with its serial (config or board). */
 export interface SelfDevice {
   vendorId: string;
@@ -37,12 +47,12 @@ export interface SelfDevice {
 
 /** Enrolls this device's key until the broker binds it; the botId, or undefined once `signal` aborts. */
 export async function enrollItself(
-  rt: AgentRuntime,
+  rt: ZeroTouchRuntime,
   broker: BrokerClient,
   device: SelfDevice,
   o: ZeroTouchOptions,
 ): Promise<string | undefined> {
-  const failures = new FailureRun(rt.settings.tokenBackoff, o.random, o.log);
+  const failures = new FailureRun(rt.backoff, o.random, o.log);
   const log = o.log.child({ keyId: broker.keyId, vendorId: device.vendorId, deviceId: device.deviceId });
   let state: KeyState = 'pending';
   log.info('no botId yet: enrolling this device key with the broker, with no code (zero-touch)');
@@ -51,7 +61,7 @@ export async function enrollItself(
     try {
       const answer = await ask(rt, broker, device);
       if (answer.state === 'active') {
-        rt.store.setProvisionedBotId({ baseUrl: rt.config.baseUrl, accessKeyId: rt.config.accessKeyId, ...device }, answer.botId);
+        rt.store.setProvisionedBotId({ baseUrl: rt.account.baseUrl, accessKeyId: rt.account.accessKeyId, ...device }, answer.botId);
         log.info({ botId: answer.botId }, `enrolled: botId ${answer.botId} under vendorId ${answer.vendorId}, kept in ${rt.store.path}`);
         o.onEnrollment({ state: 'active', error: undefined });
         return answer.botId;
@@ -89,7 +99,7 @@ export async function enrollItself(
 }
 
 /** One ask, stamped with the local clock, and once more with the broker's time after `clock-skew`. */
-async function ask(rt: AgentRuntime, broker: BrokerClient, device: SelfDevice): Promise<EnrollAnswer> {
+async function ask(rt: ZeroTouchRuntime, broker: BrokerClient, device: SelfDevice): Promise<EnrollAnswer> {
   const answer = await withSkewRetry(rt.clock, rt.clock.wallNow(), (ts) => broker.enroll(device, ts));
   if (answer.keyId !== broker.keyId) {
     throw new BrokerError(

@@ -1,6 +1,6 @@
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { keyIdOf } from '../../../src/protocol/device-sig.js';
 import { exec, type CliRun } from '../../../scripts/lib/exec.js';
@@ -134,6 +134,30 @@ describe('botlink provision --broker --vendor-id: enrollment with no code', () =
       } finally {
         await server.close();
       }
+    }
+  });
+
+  it('with a code after a rejection: the rejected key is kept aside as <file>.revoked-<keyId> and a new one enrolled', async () => {
+    const server = await scripted([
+      () => ({ status: 403, body: { code: 'rejected', msg: 'rejected by an operator' } }),
+      (keyId) => ({ status: 200, body: { botId: 'bot-new-key', vendorId: 'V1', keyId } }),
+    ]);
+    try {
+      const config = device();
+      const r = await botlink(['provision', '--broker', server.url, '--code', 'ABCD-EFGH', '--device-id', 'SN-P', '--config', config]);
+      expect(r.code, r.stderr).toBe(0);
+      const keyIds = [...r.stdout.matchAll(/keyId ([0-9a-f]{32})/g)].map((m) => m[1]);
+      const [oldKeyId, newKeyId] = [keyIds[0], keyIds.at(-1)];
+      expect(newKeyId).not.toBe(oldKeyId);
+      const keyFile = join(dirname(config), 'state', 'device-key.pem');
+      expect(r.stdout).toContain(`keyId ${oldKeyId} was rejected; kept as ${keyFile}.revoked-${oldKeyId}`);
+      expect(existsSync(`${keyFile}.revoked-${oldKeyId}`)).toBe(true);
+      const sent = server.requests.map((q) => JSON.parse(q.body) as { publicKey: string; code: string });
+      expect(sent.map((b) => b.code)).toEqual(['ABCD-EFGH', 'ABCD-EFGH']);
+      expect(sent[0]!.publicKey).not.toBe(sent[1]!.publicKey);
+      expect(r.stdout.trim().split('\n').at(-1)).toBe('botId: bot-new-key');
+    } finally {
+      await server.close();
     }
   });
 

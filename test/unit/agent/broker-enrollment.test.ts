@@ -3,6 +3,7 @@ import {
   ASK_JITTER,
   CONFLICT_ASK_MS,
   conflictError,
+  keyState,
   PENDING_ASK_MS,
   pendingWaitMs,
   refusedEnrollment,
@@ -83,5 +84,23 @@ describe('the fix of a conflict names the --replace code to ask for', () => {
   it("a cloud refusal says to tell the broker's operator first", () => {
     const e = conflictError(refused(502, 'cloud-refused', { cloudCode: 1004 }), 'V1', 'SN-7');
     expect(e.fix).toMatch(/^the cloud refused the broker: tell the broker's operator.*; or ask the vendor for a --replace code/);
+  });
+});
+
+describe("keyState: status's identity.state in broker mode", () => {
+  it.each([
+    [undefined, undefined, 'active'],
+    ['pending', undefined, 'pending'],
+    ['conflict', undefined, 'conflict'],
+    ['rejected', undefined, 'rejected'],
+    [undefined, 'ERR_BROKER_REVOKED', 'revoked'],
+    [undefined, 'ERR_BROKER_REJECTED', 'rejected'],
+    [undefined, 'ERR_BROKER_PENDING', 'pending'],
+    // A token refusal is newer than the enrollment that led to it.
+    ['active', 'ERR_BROKER_REVOKED', 'revoked'],
+    [undefined, 'ERR_BROKER_RATE_LIMITED', 'active'],
+    [undefined, 'ERR_NETWORK', 'active'],
+  ] as const)('enrollment %s, token error %s → %s', (enrollment, tokenError, state) => {
+    expect(keyState(enrollment, tokenError)).toBe(state);
   });
 });
