@@ -7,7 +7,7 @@ import type { AuditStats } from './audit/trail.js';
 import { LIMIT_KINDS, type LimitKind } from './auth/limits.js';
 import type { CodeKind, DeviceCounts } from './store/types.js';
 
-export const ROUTE_NAMES = ['enroll', 'token', 'rotate', 'health', 'metrics', 'other'] as const;
+export const ROUTE_NAMES = ['enroll', 'token', 'rotate', 'check', 'health', 'metrics', 'other'] as const;
 export type RouteName = (typeof ROUTE_NAMES)[number];
 type Outcome = 'ok' | RefusalCode | 'abandoned' | 'error';
 const SOURCES = ['cache', 'refresh', 'sign'] as const;
@@ -100,7 +100,7 @@ export class BrokerMetrics {
       {
         name: 'botlink_broker_rate_limited_total',
         type: 'counter',
-        help: 'Requests refused by a rate limit, by limit (bot: tokens per botId, rotate: rotations per botId, code: enroll per code, addr: unknown codes per address).',
+        help: 'Requests refused by a rate limit, by limit (bot: tokens per botId, check: checks per botId, rotate: rotations per botId, code: enroll per code, addr: unknown codes per address).',
         samples: LIMIT_KINDS.map((l) => [{ limit: l }, this.#limited.get(l) ?? 0] as const),
       },
       {

@@ -17,6 +17,7 @@ import type { BrokerContext, SignedRequest } from './context.js';
 import type { RouteName } from './metrics.js';
 import { Refusal } from './refusal.js';
 import { requestSource } from './source.js';
+import { check } from './routes/check.js';
 import { enroll } from './routes/enroll.js';
 import { rotate } from './routes/rotate.js';
 import { token } from './routes/token.js';
@@ -26,6 +27,7 @@ const SIGNED: ReadonlyMap<string, SignedRoute> = new Map([
   [BROKER_ROUTES.enroll, enroll],
   [BROKER_ROUTES.token, token],
   [BROKER_ROUTES.rotate, rotate],
+  [BROKER_ROUTES.check, check],
 ]);
 
 export interface FrontDeps {

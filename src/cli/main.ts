@@ -10,6 +10,7 @@ export const COMMANDS: Readonly<Record<string, () => Promise<Command>>> = {
   status: async () => (await import('./commands/status.js')).status,
   provision: async () => (await import('./commands/provision.js')).provision,
   token: async () => (await import('./commands/token.js')).token,
+  key: async () => (await import('./commands/key.js')).key,
   doctor: async () => (await import('./commands/doctor.js')).doctor,
   serve: async () => (await import('./commands/serve.js')).serve,
   demo: async () => (await import('./commands/demo.js')).demo,
@@ -28,6 +29,7 @@ commands:
   status     what the agent holds and whether the daemon runs
   provision  register this device and store its botId
   token      print a valid access token
+  key        broker mode: this device's key, made if none, as deviceId,publicKey
   doctor     field diagnostics
   serve      the reference token service
   demo       reference service and agent on loopback

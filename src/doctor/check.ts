@@ -5,7 +5,7 @@ import type { ResolvedIdentity } from '../agent/daemon/provisioning.js';
 import type { AgentRuntime } from '../agent/daemon/runtime.js';
 import type { SecretFileError } from '../agent/config/secret.js';
 import type { DeviceKeyError } from '../agent/config/device-key.js';
-import type { IssuedToken } from '../agent/broker/answers.js';
+import type { CheckAnswer } from '../agent/broker/answers.js';
 import type { TimeSyncResult } from '../agent/time/timesync.js';
 
 /** One check's answer; a skip (an earlier check failed) does not count as passing. */
@@ -38,8 +38,8 @@ export interface DoctorContext {
   dbModeBefore?: number | undefined;
   verdict?: TimeSyncResult;
   reachable?: boolean;
-  /** Broker mode: whether the broker answered, and what it answered a signed /v1/token with. */
-  broker?: { reachable: boolean; answer?: { ok: true; issued: IssuedToken } | { ok: false; error: unknown } };
+  /** Broker mode: whether the broker answered, and what it answered a signed /v1/check with. */
+  broker?: { reachable: boolean; answer?: { ok: true; checked: CheckAnswer } | { ok: false; error: unknown } };
   identity?: ResolvedIdentity;
   /** Held in memory for the WebSocket check only; never stored or printed. */
   token?: string;

@@ -42,7 +42,13 @@ export const NONCE_KEEP_MS = 360_000;
 export const BROKER_BODY_LIMIT = 16 * 1024;
 
 /** The signed routes, each POST with a JSON body. */
-export const BROKER_ROUTES = { enroll: '/v1/enroll', token: '/v1/token', rotate: '/v1/rotate' } as const;
+export const BROKER_ROUTES = { enroll: '/v1/enroll', token: '/v1/token', rotate: '/v1/rotate', check: '/v1/check' } as const;
+
+/** A code-less enrollment (or a check) of a key still waiting for an operator: 202 `{state: "pending", keyId}`, not a refusal. */
+export const PENDING_STATUS = 202;
+
+/** The Retry-After (s) of a pending answer when the broker names none: §3.7's 60 s. */
+export const PENDING_RETRY_S = 60;
 
 /**
  * The identity fields as the broker takes them (device and operator alike): anything else is a

@@ -13,9 +13,11 @@ export interface IssuedToken {
   expiresAt: number;
 }
 
-/** `POST /v1/enroll`'s body, but the key, which the client adds. */
+/** `POST /v1/enroll`'s body, but the key, which the client adds: a code, or (no code) the vendorId. */
 export interface EnrollRequest {
   code?: string;
+  /** Required when there is no code (§3.7 "Enrollment with no code"). */
+  vendorId?: string;
   deviceId: string;
   appId?: string;
   type?: DeviceType;
@@ -30,6 +32,27 @@ export interface Enrolled {
   vendorId: string;
   keyId: string;
 }
+
+/** `POST /v1/check` → 200. */
+export interface Checked {
+  botId: string;
+  keyId: string;
+  state: 'active';
+}
+
+/** 202 `{state: "pending", keyId}` (enroll with no code, check): the key waits for the vendor's operator. */
+export interface Pending {
+  state: 'pending';
+  keyId: string;
+  /** The answer's Retry-After in ms; undefined when it named none. */
+  retryAfterMs: number | undefined;
+}
+
+/** `POST /v1/enroll`: bound to a botId, or still waiting for an operator. */
+export type EnrollAnswer = ({ state: 'active' } & Enrolled) | Pending;
+
+/** `POST /v1/check`: the key active, or still waiting. */
+export type CheckAnswer = Checked | Pending;
 
 /** `GET /v1/health` → 200. */
 export interface BrokerHealth {
@@ -82,8 +105,23 @@ export function parseEnrolled(value: unknown): Enrolled {
   return {
     botId: matching(route, o, 'botId', ID_SHAPE),
     vendorId: matching(route, o, 'vendorId', ID_SHAPE),
-    keyId: matching(route, o, 'keyId', /^[0-9a-f]{32}$/),
+    keyId: matching(route, o, 'keyId', KEY_ID),
   };
+}
+
+const KEY_ID = /^[0-9a-f]{32}$/;
+
+export function parseChecked(value: unknown): Checked {
+  const route = 'POST /v1/check';
+  const o = object(route, value);
+  if (o.state !== 'active') throw bad(route, 'state must be "active"');
+  return { botId: matching(route, o, 'botId', ID_SHAPE), keyId: matching(route, o, 'keyId', KEY_ID), state: 'active' };
+}
+
+export function parsePending(route: string, value: unknown, retryAfterMs: number | undefined): Pending {
+  const o = object(route, value);
+  if (o.state !== 'pending') throw bad(route, 'state must be "pending" in a 202 answer');
+  return { state: 'pending', keyId: matching(route, o, 'keyId', KEY_ID), retryAfterMs };
 }
 
 export function parseHealth(value: unknown): BrokerHealth {

@@ -3,16 +3,21 @@ import type { Dispatcher } from 'undici';
 import { type HttpCallOptions, resolveCloudSettings, type CloudSettings } from '../../cloud/client.js';
 import { createPool, type HttpPool } from '../../cloud/http.js';
 import type { DeviceKey } from '../config/device-key.js';
+import { PENDING_STATUS } from '../../protocol/broker.js';
+import { VERSION } from '../../version.js';
 import {
+  parseChecked,
   parseEnrolled,
   parseHealth,
   parseIssued,
+  parsePending,
   type BrokerHealth,
-  type Enrolled,
+  type CheckAnswer,
+  type EnrollAnswer,
   type EnrollRequest,
   type IssuedToken,
 } from './answers.js';
-import { BrokerError, brokerNetworkError, refusalError } from './errors.js';
+import { BrokerError, brokerNetworkError, parseRetryAfter, refusalError } from './errors.js';
 
 export interface BrokerClientOptions extends HttpCallOptions {
   brokerUrl: string;
@@ -35,6 +40,7 @@ interface Answer {
   text: string;
   retryAfter: string | undefined;
   atMono: number;
+  atWall: number;
 }
 
 /**
@@ -63,16 +69,31 @@ export class BrokerClient {
     return this.#opts.key.keyId;
   }
 
-  /** `POST /v1/token`: an access token for this key's botId with at least `minValidityS` left (the broker caps it). */
+  /**
+   * `POST /v1/token`: an access token for this key's botId with at least `minValidityS` left (the broker
+   * caps it); with this agent's version, which the broker keeps for its operators.
+   */
   async token(tsMs: number, minValidityS?: number): Promise<IssuedToken> {
-    const body = minValidityS === undefined ? {} : { minValidityS: Math.max(0, Math.ceil(minValidityS)) };
-    return parseIssued(await this.#signed('/v1/token', body, tsMs));
+    const body = { ...(minValidityS !== undefined && { minValidityS: Math.max(0, Math.ceil(minValidityS)) }), agent: { version: VERSION } };
+    const answer = await this.#signed('/v1/token', body, tsMs);
+    return parseIssued(success('POST /v1/token', answer));
   }
 
-  /** `POST /v1/enroll`, signed by the key being enrolled (proof of possession). */
-  async enroll(req: EnrollRequest, tsMs: number): Promise<Enrolled> {
+  /** `POST /v1/enroll`, signed by the key being enrolled (proof of possession): bound, or (no code) pending. */
+  async enroll(req: EnrollRequest, tsMs: number): Promise<EnrollAnswer> {
     const { key } = this.#opts;
-    return parseEnrolled(await this.#signed('/v1/enroll', { ...req, publicKey: key.publicKey }, tsMs));
+    const route = 'POST /v1/enroll';
+    const answer = await this.#signed('/v1/enroll', { ...req, publicKey: key.publicKey }, tsMs);
+    if (answer.status === PENDING_STATUS) return pending(route, answer);
+    return { state: 'active', ...parseEnrolled(success(route, answer)) };
+  }
+
+  /** `POST /v1/check`: whether the broker holds this key active, at no token's cost (doctor, a pending device). */
+  async check(tsMs: number): Promise<CheckAnswer> {
+    const route = 'POST /v1/check';
+    const answer = await this.#signed('/v1/check', {}, tsMs);
+    if (answer.status === PENDING_STATUS) return pending(route, answer);
+    return parseChecked(success(route, answer));
   }
 
   /** `GET /v1/health`, unsigned; its Date is a server time sample like every answer's. */
@@ -101,7 +122,7 @@ export class BrokerClient {
     await pool?.destroy();
   }
 
-  async #signed(route: string, body: Record<string, unknown>, tsMs: number): Promise<unknown> {
+  async #signed(route: string, body: Record<string, unknown>, tsMs: number): Promise<Answer> {
     const ts = Math.round(tsMs);
     if (!(ts >= MIN_TS_MS && ts <= MAX_TS_MS)) {
       throw new BrokerError(
@@ -116,7 +137,7 @@ export class BrokerClient {
     const authorization = this.#opts.key.authorize({ method: 'POST', path, ts: String(ts), nonce, body: bytes });
     const headers = { 'content-type': 'application/json', accept: 'application/json', authorization };
     const name = `POST ${route}`;
-    return success(name, await this.#call(name, { path, method: 'POST', headers, body: bytes }));
+    return this.#call(name, { path, method: 'POST', headers, body: bytes });
   }
 
   #getPool(): Promise<HttpPool> {
@@ -170,7 +191,8 @@ export class BrokerClient {
       const date = one(res.headers['date']);
       this.#opts.onDateSample?.(date, monoSent, atMono);
       onDate?.(date);
-      return { status: res.statusCode, text: await res.body.text(), retryAfter: one(res.headers['retry-after']), atMono };
+      const atWall = clock.wallNow();
+      return { status: res.statusCode, text: await res.body.text(), retryAfter: one(res.headers['retry-after']), atMono, atWall };
     } catch (err) {
       throw err instanceof BrokerError ? err : brokerNetworkError(`broker ${route}`, err);
     }
@@ -185,6 +207,17 @@ function closedError(): BrokerError {
   return new BrokerError('ERR_NETWORK', 'the broker client is closed', 'retry-backoff');
 }
 
+/** A 202 answer: the key waits for an operator, and asks again no sooner than its Retry-After. */
+function pending(route: string, answer: Answer): ReturnType<typeof parsePending> {
+  let body: unknown;
+  try {
+    body = JSON.parse(answer.text) as unknown;
+  } catch (err) {
+    throw new BrokerError('ERR_BAD_RESPONSE', `${route}: the broker answered with malformed JSON`, 'retry-backoff', { cause: err });
+  }
+  return parsePending(route, body, parseRetryAfter(answer.retryAfter));
+}
+
 /** The JSON of a 200 answer; any other answer as the error its refusal means. */
 function success(route: string, answer: Answer): unknown {
   let body: unknown;
@@ -196,5 +229,5 @@ function success(route: string, answer: Answer): unknown {
     }
   }
   if (answer.status === 200) return body;
-  throw refusalError(route, { status: answer.status, body, retryAfter: answer.retryAfter, atMono: answer.atMono });
+  throw refusalError(route, { status: answer.status, body, retryAfter: answer.retryAfter, atMono: answer.atMono, atWall: answer.atWall });
 }

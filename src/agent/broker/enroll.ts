@@ -1,6 +1,6 @@
 import type { Clock } from '../../clock.js';
 import type { DeviceKey } from '../config/device-key.js';
-import type { Enrolled, EnrollRequest } from './answers.js';
+import type { EnrollAnswer, EnrollRequest } from './answers.js';
 import { BrokerClient } from './client.js';
 import { BrokerError } from './errors.js';
 import { withSkewRetry } from './skew.js';
@@ -17,10 +17,11 @@ export interface EnrollOptions {
 }
 
 /**
- * Enrolls `key` with the broker (DESIGN §3.7 `/v1/enroll`). Stamped with the local clock, and after a
- * `clock-skew` refusal once more with the broker's time, so a board that boots in 1970 enrolls too.
+ * Enrolls `key` with the broker (DESIGN §3.7 `/v1/enroll`): bound to a botId, or (no code) pending.
+ * Stamped with the local clock, and after a `clock-skew` refusal once more with the broker's time, so a
+ * board that boots in 1970 enrolls too.
  */
-export async function enrollDevice(opts: EnrollOptions): Promise<Enrolled> {
+export async function enrollDevice(opts: EnrollOptions): Promise<EnrollAnswer> {
   const client = new BrokerClient({
     brokerUrl: opts.brokerUrl,
     ca: opts.ca,
@@ -35,9 +36,14 @@ export async function enrollDevice(opts: EnrollOptions): Promise<Enrolled> {
   try {
     const enrolled = await withSkewRetry(opts.clock, opts.clock.wallNow(), (ts) => client.enroll(opts.request, ts));
     if (enrolled.keyId !== opts.key.keyId) {
-      throw new BrokerError('ERR_BAD_RESPONSE', `the broker enrolled keyId ${enrolled.keyId}, not this key's ${opts.key.keyId}`, 'fatal', {
-        fix: "check that brokerUrl points at the vendor's botlink broker",
-      });
+      throw new BrokerError(
+        'ERR_BAD_RESPONSE',
+        `the broker answered for keyId ${enrolled.keyId}, not this key's ${opts.key.keyId}`,
+        'fatal',
+        {
+          fix: "check that brokerUrl points at the vendor's botlink broker",
+        },
+      );
     }
     return enrolled;
   } finally {

@@ -71,9 +71,17 @@ export const REFUSALS = Object.freeze<Record<RefusalCode, Meaning | 'by-status'>
     retry: 'needs-provisioning',
     fix: `this device key was revoked or replaced: re-enroll with \`${ENROLL_COMMAND}\` and a new code from the vendor`,
   },
-  // The broker's answers to a code-less enrollment (§3.7); the device reads them by status until its side takes them up.
-  rejected: 'by-status',
-  pending: 'by-status',
+  rejected: {
+    code: 'ERR_BROKER_REJECTED',
+    retry: 'needs-provisioning',
+    fix: `the vendor's operator rejected this device key: ask the vendor to enroll this device, and enroll it with \`${ENROLL_COMMAND}\` and the code they give (it makes a new key)`,
+  },
+  // Token and rotate of a key that still waits for an operator: the device asks again later, as when enrolling.
+  pending: {
+    code: 'ERR_BROKER_PENDING',
+    retry: 'retry-backoff',
+    fix: "this device key waits for the vendor's operator to accept it: its keyId is in `botlink status`; read it to the vendor",
+  },
   'bad-code': {
     code: 'ERR_BROKER_BAD_CODE',
     retry: 'needs-provisioning',
@@ -121,6 +129,8 @@ export interface FailedAnswer {
   retryAfter: string | undefined;
   /** The monotonic instant the answer arrived. */
   atMono: number;
+  /** The wall-clock instant it arrived, to say when a Retry-After ends; undefined: said in seconds only. */
+  atWall?: number;
 }
 
 /** The error for an answer other than 200: by the broker's code when it gave a known one at its status, else by the status. */
@@ -140,9 +150,25 @@ export function refusalError(route: string, answer: FailedAnswer): BrokerError {
   return new BrokerError(meaning.code, `${route}: the broker refused: ${refusal}${detail ? ` (${detail})` : ''}`, retry, {
     ...common,
     refusal,
-    fix: meaning.fix,
+    fix: refusal === 'rate-limited' ? rateLimitedFix(route, retryAfterMs, answer.atWall) : meaning.fix,
     ...(refusal === 'clock-skew' && serverMs !== undefined && { serverTime: { ms: serverMs, atMono: answer.atMono } }),
   });
+}
+
+/** What spent the quota a 429 names, and when the device may ask again (DESIGN §3.7's limits). */
+export function rateLimitedFix(route: string, retryAfterMs: number | undefined, atWall: number | undefined): string {
+  const when =
+    retryAfterMs === undefined
+      ? 'it asks again on its backoff'
+      : `it may ask again ${atWall === undefined ? `in ${Math.ceil(retryAfterMs / 1000)} s` : `after ${new Date(atWall + retryAfterMs).toISOString()}`} (Retry-After)`;
+  if (route.endsWith('/v1/token')) {
+    return (
+      `${when}; the broker's deviceTokensPerHour counts every token request of this botId, from all its keys, ` +
+      "restarts and `botlink token` runs alike; the vendor's operator can clear it with `botlink broker reset-limits BOTID`"
+    );
+  }
+  if (route.endsWith('/v1/check')) return `${when}; the broker allows 60 checks an hour per botId (doctor runs one each)`;
+  return `${when}; too many requests of this key or its code in a short time`;
 }
 
 function shown(msg: unknown): string {

@@ -8,7 +8,7 @@ import { readConfigFile } from './file.js';
 import { CONFIG_KEYS, type ConfigKey, ENV_TO_KEY, envVarFor, type TextKey } from './keys.js';
 import { localValues } from './local.js';
 import { type BrokerModeValues, isBrokerVariable, type ModeValues, modeValues, type SignModeValues } from './mode.js';
-import { type DeviceKey, DeviceKeyError, loadDeviceKey } from './device-key.js';
+import { type DeviceKey, DeviceKeyError, ensureDeviceKey, loadDeviceKey } from './device-key.js';
 import { readSecretFile, type Secret, SecretFileError } from './secret.js';
 import { closest } from './suggest.js';
 import { type Raw, textValue, tunableValues } from './values.js';
@@ -87,14 +87,24 @@ const SECRET_FIX =
   'put the SecretKey in a file only the agent can read (chmod 600) and name it with ' +
   'secretKeyFile, or pass it with systemd LoadCredential=secret-key';
 
-type LoadOptions = { file?: string; env?: NodeJS.ProcessEnv; defaultFile?: string };
+type LoadOptions = {
+  file?: string;
+  env?: NodeJS.ProcessEnv;
+  defaultFile?: string;
+  /** The name messages give the file (a config about to be written, read from a copy beside it); default: its path. */
+  shownAs?: string;
+  /** Broker mode with no botId (zero-touch): make the device key when there is none (`botlink run`, `botlink key`). */
+  makeDeviceKey?: boolean;
+};
 
 /** Reads, merges and validates the agent configuration and its secret, or in broker mode its key (DESIGN §3.2). */
 export function loadConfig(opts: LoadOptions = {}): AgentConfig {
   const { values, file, used, defaultFile } = readValues(opts);
   const source = Object.freeze({ file, env: Object.freeze(used.sort()), defaultFile });
   const config =
-    values.mode === 'sign' ? { ...values, secretKey: Object.freeze(secretOf(values)), source } : { ...values, ...brokerOf(values), source };
+    values.mode === 'sign'
+      ? { ...values, secretKey: Object.freeze(secretOf(values)), source }
+      : { ...values, ...brokerOf(values, opts.makeDeviceKey === true && values.botId === undefined), source };
   Object.defineProperty(config, 'toJSON', { value: () => values, enumerable: false });
   return Object.freeze(config) as AgentConfig;
 }
@@ -109,10 +119,10 @@ function secretOf(values: SignModeValues): Secret {
 }
 
 /** The device key and the broker's CA; read last, like the secret, so an error here means every setting passed. */
-function brokerOf(values: BrokerModeValues): { deviceKey: DeviceKey; brokerCa: string | null } {
+function brokerOf(values: BrokerModeValues, make: boolean): { deviceKey: DeviceKey; brokerCa: string | null } {
   const brokerCa = values.brokerCaFile === null ? null : readCaFile(values.brokerCaFile);
   try {
-    return { deviceKey: loadDeviceKey(values.deviceKeyFile), brokerCa };
+    return { deviceKey: make ? ensureDeviceKey(values.deviceKeyFile).key : loadDeviceKey(values.deviceKeyFile), brokerCa };
   } catch (err) {
     if (err instanceof DeviceKeyError) throw new ConfigError('deviceKeyFile', err.message, { cause: err, fix: err.fix });
     throw err;
@@ -150,8 +160,9 @@ function readValues(opts: LoadOptions): { values: ConfigValues; file: string | n
   const path = resolve(named);
   const fileValues = readConfigFile(path, by);
   const file = fileValues ? path : null;
-  const { raw, used } = collect(path, fileValues ?? {}, env);
-  const setHint = (key: ConfigKey) => `set "${key}" in ${path} or ${envVarFor(key)}`;
+  const shown = opts.shownAs ?? path;
+  const { raw, used } = collect(path, shown, fileValues ?? {}, env);
+  const setHint = (key: ConfigKey) => `set "${key}" in ${shown} or ${envVarFor(key)}`;
   const text = (key: TextKey) => textValue(key, raw.get(key));
 
   const baseUrl = text('baseUrl');
@@ -189,14 +200,20 @@ function readValues(opts: LoadOptions): { values: ConfigValues; file: string | n
 }
 
 /** Every setting given, file first, then BOTLINK_* variables over it; names nothing unknown. */
-function collect(path: string, fileValues: Record<string, unknown>, env: NodeJS.ProcessEnv) {
+function collect(path: string, shown: string, fileValues: Record<string, unknown>, env: NodeJS.ProcessEnv) {
   const raw = new Map<ConfigKey, Raw>();
   for (const [name, value] of Object.entries(fileValues)) {
     if (name.toLowerCase() === 'secretkey') {
-      throw new ConfigError(name, `"${name}" in ${path}: the secret is never read from the config file`, { fix: SECRET_FIX });
+      throw new ConfigError(name, `"${name}" in ${shown}: the secret is never read from the config file`, { fix: SECRET_FIX });
     }
-    if (!(CONFIG_KEYS as readonly string[]).includes(name)) throw unknown(name, `"${name}" in ${path}`, CONFIG_KEYS);
-    raw.set(name as ConfigKey, { value, where: `"${name}" in ${path}`, fix: `fix it in ${path}`, baseDir: dirname(path), fromEnv: false });
+    if (!(CONFIG_KEYS as readonly string[]).includes(name)) throw unknown(name, `"${name}" in ${shown}`, CONFIG_KEYS);
+    raw.set(name as ConfigKey, {
+      value,
+      where: `"${name}" in ${shown}`,
+      fix: `fix it in ${shown}`,
+      baseDir: dirname(path),
+      fromEnv: false,
+    });
   }
   const used: string[] = [];
   for (const [name, value] of Object.entries(env)) {

@@ -86,9 +86,10 @@ function brokerValues({ raw, text, setHint, credentials, stateDir, used }: ModeI
       fix: `remove ${key} (${r.fix}; then delete the secret file itself), or remove brokerUrl to sign on this device`,
     });
   }
-  if (text('botId') === undefined) {
-    throw new ConfigError('botId', 'broker mode needs botId: the broker binds it to this device key at enrollment', {
-      fix: `run \`${ENROLL_COMMAND}\`, which writes it, or ${setHint('botId')}`,
+  // No botId with a vendorId is zero-touch enrollment (DESIGN §3.2): the daemon enrolls itself with no code.
+  if (text('botId') === undefined && text('vendorId') === undefined) {
+    throw new ConfigError('botId', 'broker mode needs botId, or vendorId for zero-touch enrollment', {
+      fix: `run \`${ENROLL_COMMAND}\`, which writes botId, or ${setHint('vendorId')} so the daemon enrolls itself`,
     });
   }
   let deviceKeyFile = text('deviceKeyFile');

@@ -11,6 +11,7 @@ import { Publisher } from './publish.js';
 import { Running } from './running.js';
 import type { RuntimeOptions } from './runtime.js';
 import { statusDoc, type StatusDoc } from './status.js';
+import type { Enrollment } from './zero-touch.js';
 
 /** The longest delay a Node timer takes in one go: the keep-alive timer only needs to exist, not to fire. */
 const KEEPALIVE_MS = 2 ** 31 - 1;
@@ -37,6 +38,8 @@ export class Daemon {
   /** Aborted by stop(): provisioning gives up its waits, and start() builds nothing more. */
   readonly #abort = new AbortController();
   #identity: { kind: 'bot' | 'vendor'; id: string };
+  /** Broker mode with no botId yet: where the enrollment of the device key stands. */
+  #enrollment: Enrollment | undefined;
   #host: Host | undefined;
   #running: Running | undefined;
   /** Holds the event loop from start() to stop(): while offline every other timer may be unref'd or idle. */
@@ -91,6 +94,12 @@ export class Daemon {
         this.#publisher.changed();
       },
       onWaiting: (error) => this.#publisher.ready(`waiting to provision: ${describeError(error)}`),
+      onEnrollment: (enrollment) => {
+        this.#enrollment = enrollment;
+        // systemd must not time the start out while an operator has yet to accept the key.
+        if (enrollment.state !== 'active') this.#publisher.ready(`waiting for enrollment: this device key is ${enrollment.state}`);
+        this.#publisher.changed();
+      },
     });
     // None: stop() came first.
     if (botId === undefined) return;
@@ -120,6 +129,7 @@ export class Daemon {
     return statusDoc({
       identity: this.#identity,
       mode: this.#config.mode,
+      ...(this.#config.mode === 'broker' && { broker: { keyId: this.#config.deviceKey.keyId, enrollment: this.#enrollment } }),
       now: this.#options.clock.wallNow(),
       tokens: this.#running?.tokens.snapshot(),
       link: this.#running?.link.status,

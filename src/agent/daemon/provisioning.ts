@@ -7,6 +7,7 @@ import type { Random } from '../../clock.js';
 import { FailureRun } from '../token/failures.js';
 import { ENROLL_COMMAND } from '../config/device-key.js';
 import type { AgentRuntime } from './runtime.js';
+import { type Enrollment, enrollItself } from './zero-touch.js';
 
 export interface BoardPaths {
   cpuinfo: string;
@@ -154,6 +155,8 @@ export interface BotIdOptions {
   onVendor(vendorId: string): void;
   /** An attempt failed; the next one is `error`'s retry wait away (a person may have to fix something first). */
   onWaiting(error: BotlinkError): void;
+  /** Broker mode, zero-touch: where the enrollment of this device key stands. */
+  onEnrollment(e: Enrollment): void;
 }
 
 /**
@@ -167,6 +170,17 @@ export async function botIdFor(rt: AgentRuntime, o: BotIdOptions): Promise<strin
       const resolved = resolveIdentity(rt, o.board);
       if (resolved.kind === 'bot') return resolved.id;
       o.onVendor(resolved.id);
+      // Broker mode registers through the broker: the device key enrolls itself, with no code.
+      if (rt.issuer.mode === 'broker') {
+        const device = { vendorId: resolved.id, deviceId: resolved.deviceId };
+        const agent = { clock: rt.clock, backoff: rt.settings.tokenBackoff, store: rt.store, account: rt.config };
+        return await enrollItself(agent, rt.issuer.broker, device, {
+          random: o.random,
+          signal: o.signal,
+          log: o.log,
+          onEnrollment: o.onEnrollment,
+        });
+      }
       o.log.info({ vendorId: resolved.id, deviceId: resolved.deviceId }, 'no botId yet: provisioning this device');
       const { botId } = await provision(rt, {
         vendorId: resolved.id,

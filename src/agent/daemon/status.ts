@@ -1,18 +1,23 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { VERSION } from '../../version.js';
+import { type KeyState, keyState } from '../broker/enrollment.js';
 import type { IdentityMode } from '../config/mode.js';
 import type { LinkStatus } from '../link/supervisor.js';
 import type { RelayCounters } from '../local/relay-port.js';
 import type { TokenSnapshot } from '../token/manager-types.js';
 import { replaceFile } from './replace-file.js';
+import type { Enrollment } from './zero-touch.js';
 
 /** `<runtimeDir>/status.json` (DESIGN §3.4, stable). Tokens never appear in it. */
 export interface StatusDoc {
   pid: number;
   updatedAt: number;
-  /** `mode`: whether this device signs for itself or asks the vendor's broker (DESIGN §3.7); absent in files of older releases. */
-  identity: { kind: 'bot' | 'vendor'; id: string; mode?: IdentityMode };
+  /**
+   * `mode`: whether this device signs for itself or asks the vendor's broker (DESIGN §3.7); absent in files
+   * of older releases. Broker mode adds the device key's `keyId` and its `state` as the broker last told it.
+   */
+  identity: { kind: 'bot' | 'vendor'; id: string; mode?: IdentityMode; keyId?: string; state?: KeyState };
   clock: { trusted: boolean; source: string; offsetMs: number | null; verdict?: string };
   token: { accessExpiresAt: number | null; refreshExpiresAt: number | null; lastError?: string | null; fix?: string };
   link: LinkStatus;
@@ -24,8 +29,10 @@ export interface StatusDoc {
 
 /** What each part says of itself now; a part not built yet (before provisioning, say) is undefined. */
 export interface StatusParts {
-  identity: Omit<StatusDoc['identity'], 'mode'>;
+  identity: { kind: 'bot' | 'vendor'; id: string };
   mode: IdentityMode;
+  /** Broker mode: the device key, and (zero-touch) where its enrollment stands. */
+  broker?: { keyId: string; enrollment: Enrollment | undefined };
   /** Wall-clock ms, or undefined before the runtime exists. */
   now: number | undefined;
   tokens: TokenSnapshot | undefined;
@@ -37,11 +44,17 @@ export interface StatusParts {
 export function statusDoc(p: StatusParts): StatusDoc {
   const snap = p.tokens;
   const now = p.now ?? 0;
+  // Before a botId there is no token manager: the enrollment's error is the one to show.
+  const lastError = snap?.lastError ?? p.broker?.enrollment?.error;
   return {
     pid: process.pid,
     updatedAt: now,
     version: VERSION,
-    identity: { ...p.identity, mode: p.mode },
+    identity: {
+      ...p.identity,
+      mode: p.mode,
+      ...(p.broker && { keyId: p.broker.keyId, state: keyState(p.broker.enrollment?.state, snap?.lastError?.code) }),
+    },
     clock: {
       trusted: snap?.clock.trusted ?? false,
       source: snap?.clock.source ?? 'none',
@@ -51,8 +64,8 @@ export function statusDoc(p: StatusParts): StatusDoc {
     token: {
       accessExpiresAt: snap?.accessExpiresAt ?? null,
       refreshExpiresAt: snap?.refreshExpiresAt ?? null,
-      lastError: snap?.lastError?.message ?? null,
-      ...(snap?.lastError?.fix !== undefined && { fix: snap.lastError.fix }),
+      lastError: lastError?.message ?? null,
+      ...(lastError?.fix !== undefined && { fix: lastError.fix }),
     },
     store: snap?.store ?? { persisted: true, lastError: null },
     link: p.link ?? { state: 'connecting', since: now, reconnects: 0, reconnectsByCause: {}, lastError: null },

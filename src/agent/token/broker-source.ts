@@ -10,7 +10,7 @@ import type { RenewContext, Renewed, TokenSource } from './source.js';
 /**
  * Broker mode (DESIGN §3.7): wherever the manager would sign or refresh, it asks the broker for a token,
  * signed with the device key at a trusted time, and once more at the broker's time after `clock-skew`.
- * Once the broker says `revoked`, it asks no more: the key is spent, and only re-enrollment (a new key,
+ * Once the broker says `revoked` (or `rejected`), it asks no more: the key is spent, and only re-enrollment (a new key,
  * a restart) helps; the token held meanwhile is used until it ends.
  */
 export function brokerSource(client: BrokerClient, clock: TimeReader): TokenSource {
@@ -39,7 +39,8 @@ export function brokerSource(client: BrokerClient, clock: TimeReader): TokenSour
           ctx.log.warn({ offByMs, source: chosen.source }, 'the broker refused the timestamp (clock-skew); asking once more with its time'),
       );
     } catch (err) {
-      if (err instanceof BrokerError && err.code === 'ERR_BROKER_REVOKED') revoked = err;
+      // Revoked or rejected is final for this key: asking again only spends the broker's time.
+      if (err instanceof BrokerError && (err.code === 'ERR_BROKER_REVOKED' || err.code === 'ERR_BROKER_REJECTED')) revoked = err;
       throw err;
     }
     if (issued.botId !== ctx.identity.id) {

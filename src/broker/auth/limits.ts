@@ -9,11 +9,11 @@ import type { RateWindow } from '../store/types.js';
 import { plainAddress } from '../source.js';
 
 /**
- * bot: token requests of a botId, across all its keys; rotate: rotations of a botId; code: enrollment
- * attempts with a code; addr: attempts with unknown codes, per source; ask: a pending key's asks; first-ask:
- * code-less enrollments' first asks, per source.
+ * bot: token requests of a botId, across all its keys; check: checks of a botId (its own count, not the
+ * tokens'); rotate: rotations of a botId; code: enrollment attempts with a code; addr: attempts with
+ * unknown codes, per source; ask: a pending key's asks; first-ask: code-less enrollments' first asks, per source.
  */
-export const LIMIT_KINDS = ['bot', 'rotate', 'code', 'addr', 'ask', 'first-ask'] as const;
+export const LIMIT_KINDS = ['bot', 'check', 'rotate', 'code', 'addr', 'ask', 'first-ask'] as const;
 export type LimitKind = (typeof LIMIT_KINDS)[number];
 
 /** At most `max` requests counted against `kind:id` in each fixed window of `windowMs`. */
@@ -25,7 +25,7 @@ export interface RateLimit {
 }
 
 /** The kinds of a botId's counts `broker reset-limits` clears: its hourly ones, not its rotations (rotatePerDay). */
-export const RESET_LIMIT_KINDS: readonly LimitKind[] = ['bot'];
+export const RESET_LIMIT_KINDS: readonly LimitKind[] = ['bot', 'check'];
 
 /** What every bucket of `kind` for `id` begins with, whatever its window. */
 export function bucketPrefix(kind: LimitKind, id: string): string {

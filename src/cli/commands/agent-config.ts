@@ -2,9 +2,12 @@ import { type AgentConfig, loadConfig } from '../../agent/config/config.js';
 import { Failure } from '../frame/exit.js';
 import type { Env } from '../frame/io.js';
 
-/** The agent config a command works on (--config, else $BOTLINK_CONFIG, else the default file); a bad one throws what to fix (78). */
-export function agentConfig(file: string | undefined, env: Env): AgentConfig {
-  return loadConfig({ ...(file !== undefined && { file }), env });
+/**
+ * The agent config a command works on (--config, else $BOTLINK_CONFIG, else the default file); a bad one
+ * throws what to fix (78). `makeDeviceKey`: a zero-touch device's key is made here when there is none (run).
+ */
+export function agentConfig(file: string | undefined, env: Env, opts: { makeDeviceKey?: boolean } = {}): AgentConfig {
+  return loadConfig({ ...(file !== undefined && { file }), env, ...opts });
 }
 
 /**

@@ -71,7 +71,7 @@ export async function brokerDevice(
     const done = await provisionWithBroker(
       {
         brokerUrl: broker.url,
-        code: issued.code,
+        admission: { code: issued.code },
         deviceId: account.deviceId,
         appId: undefined,
         type: undefined,

@@ -18,14 +18,18 @@ const DEFAULT_TYPE: DeviceType = 'PHYSICAL_ROBOT';
 
 const USAGE = `usage: botlink provision --vendor-id ID --device-id SN [--app-id ID] [--type T] [--name N] [--force] [--config FILE]
        botlink provision --broker URL --code CODE --device-id SN [--app-id ID] [--type T] [--name N] [--config FILE]
+       botlink provision --broker URL --vendor-id V --device-id SN [--no-wait] [--app-id ID] [--type T] [--name N] [--config FILE]
 
 Registers this device under a vendor and stores its botId; the last line is "botId: <id>".
 Idempotent: a device already provisioned is not registered again unless --force is given.
 With --broker (broker mode): makes this device's own key, enrolls it with the vendor's broker using
 the code the vendor gave, and writes brokerUrl and botId to the config — no account secret on the
-device. A signing device keeps its botId (the vendor gives it an --adopt code).
+device. A signing device keeps its botId (the vendor gives it an --adopt code); a revoked or rejected
+key is kept aside as <file>.revoked-<keyId> and a new one enrolled. With --vendor-id and no code: a
+key the vendor pre-authorised enrolls at once; otherwise it prints the keyId and waits until the
+vendor accepts it (exit 0) or rejects it (65); --no-wait exits 75 while it is pending.
 
-  --vendor-id ID   vendor to register under (required)
+  --vendor-id ID   vendor to register under (required without --broker; with it, instead of --code)
   --device-id SN   this device's serial (required)
   --app-id ID      application id (default: empty)
   --type T         ${DEVICE_TYPES.join(' or ')} (default: ${DEFAULT_TYPE})
@@ -33,6 +37,7 @@ device. A signing device keeps its botId (the vendor gives it an --adopt code).
   --force          register again even when a botId is stored
   --broker URL     the vendor's broker (https, or http on loopback)
   --code CODE      the enrollment code from \`botlink broker code\`
+  --no-wait        with --broker and no code: exit 75 while the key is pending
   --config FILE    agent configuration (default: $BOTLINK_CONFIG, else ${DEFAULT_CONFIG_FILE})`;
 
 /** Vendor token plus one registration; generous, but a field command must end. */
@@ -51,13 +56,18 @@ export const provision = defineCommand({
     config: { type: 'string' },
     broker: { type: 'string' },
     code: { type: 'string' },
+    'no-wait': { type: 'boolean' },
   },
-  // Signing mode names the vendor; in broker mode the code names it, and --force (register again) means nothing.
-  oneOf: [['--vendor-id', '--broker']],
-  exclusive: [['--broker', '--force']],
+  // Signing mode names the vendor; in broker mode the code names it, or the vendor does (no code); --force
+  // (register again) means nothing to the broker, and only a code-less enrollment waits.
+  oneOf: [['--vendor-id', '--code']],
+  exclusive: [
+    ['--broker', '--force'],
+    ['--code', '--no-wait'],
+  ],
   needs: [
-    ['--broker', '--code'],
     ['--code', '--broker'],
+    ['--no-wait', '--broker'],
   ],
   async run({ flags, stdout, stderr, env }) {
     // One line on stdout, printable: the cloud's and the broker's answers (a botId, a detail) are in it.
@@ -67,7 +77,10 @@ export const provision = defineCommand({
       const done = await provisionWithBroker(
         {
           brokerUrl: flags.broker,
-          code: flags.code,
+          admission:
+            flags.code !== undefined
+              ? { code: flags.code }
+              : { vendorId: checkedId('vendor-id', flags['vendor-id']), wait: flags['no-wait'] !== true },
           deviceId,
           appId: flags['app-id'],
           type: flags.type,

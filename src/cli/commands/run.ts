@@ -21,7 +21,8 @@ export const run = defineCommand({
   // Whatever the daemon leaves running (a hung socket, a timer) must not keep a stopped daemon alive.
   exitAtOnce: true,
   async run({ flags, env }) {
-    const config = agentConfig(flags.config, env);
+    // Zero-touch (brokerUrl and vendorId, no botId): the daemon makes its own key before it enrolls it.
+    const config = agentConfig(flags.config, env, { makeDeviceKey: true });
     let logging: ReturnType<typeof createLogger>;
     try {
       // A log file the daemon cannot open (root-owned after a rotation) is no reason to stay down: stderr is journald.

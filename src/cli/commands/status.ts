@@ -4,6 +4,7 @@ import { pino } from 'pino';
 import { systemClock, systemRandom } from '../../clock.js';
 import { type AgentConfig, DEFAULT_CONFIG_FILE } from '../../agent/config/config.js';
 import { runningDaemon } from '../../agent/store/instance.js';
+import type { KeyState } from '../../agent/broker/enrollment.js';
 import type { LinkState } from '../../agent/link/supervisor.js';
 import { resolveIdentity } from '../../agent/daemon/provisioning.js';
 import { openRuntime } from '../../agent/daemon/runtime.js';
@@ -31,7 +32,7 @@ else the token database, opened read-only. Needs no network and changes nothing.
 export interface StatusReport {
   pid: number | null;
   updatedAt: number;
-  identity: { kind: 'bot' | 'vendor'; id: string; provisioned?: boolean; mode?: 'sign' | 'broker' };
+  identity: { kind: 'bot' | 'vendor'; id: string; provisioned?: boolean; mode?: 'sign' | 'broker'; keyId?: string; state?: KeyState };
   clock: { trusted: boolean; source: string; offsetMs: number | null; verdict?: string };
   token: { accessExpiresAt: number | null; refreshExpiresAt: number | null; lastError?: string | null; fix?: string };
   link: {
@@ -61,7 +62,14 @@ export const status = defineCommand({
 });
 
 async function gather(config: AgentConfig): Promise<StatusReport> {
-  const fromConfig = { kind: config.botId ? 'bot' : 'vendor', id: config.botId ?? config.vendorId ?? '', mode: config.mode } as const;
+  // Broker mode: the key's id from the config; its state only as the daemon last heard it from the broker.
+  const key = config.mode === 'broker' ? { keyId: config.deviceKey.keyId } : {};
+  const fromConfig = {
+    kind: config.botId ? 'bot' : 'vendor',
+    id: config.botId ?? config.vendorId ?? '',
+    mode: config.mode,
+    ...key,
+  } as const;
   // No database means no daemon ever ran here.
   if (!existsSync(join(config.stateDir, DB_FILE))) {
     const verdict = await checkTimeSync({ clock: systemClock, floorMs: () => BUILD_TIME_MS });
@@ -79,10 +87,11 @@ async function gather(config: AgentConfig): Promise<StatusReport> {
     let identity: StatusReport['identity'] = fromConfig;
     try {
       const resolved = resolveIdentity(rt);
+      const heard = doc?.identity.state === undefined ? {} : { state: doc.identity.state };
       identity =
         resolved.kind === 'bot'
-          ? { kind: 'bot', id: resolved.id, provisioned: resolved.provisioned, mode: config.mode }
-          : { kind: 'vendor', id: resolved.id, mode: config.mode };
+          ? { kind: 'bot', id: resolved.id, provisioned: resolved.provisioned, mode: config.mode, ...key, ...heard }
+          : { kind: 'vendor', id: resolved.id, mode: config.mode, ...key, ...heard };
     } catch {
       // No deviceId and no board serial: the config's identity is all there is to show.
     }
@@ -143,6 +152,7 @@ function summary(r: StatusReport, wallNow: number): string {
   const rows: [string, string][] = [
     ['identity', `${r.identity.kind} ${r.identity.id}${identityNote(r)}`],
     ...(r.identity.mode === undefined ? [] : [['mode', MODE_LINES[r.identity.mode]] as [string, string]]),
+    ...(r.identity.keyId === undefined ? [] : [['device key', keyLine(r.identity.keyId, r.identity.state)] as [string, string]]),
     ['daemon', daemonLine(r, wallNow)],
     ['clock', clockLine(r)],
     [
@@ -178,7 +188,21 @@ function summary(r: StatusReport, wallNow: number): string {
   return rows.map(([k, v]) => `${`${k}:`.padEnd(12)}${printable(v)}\n`).join('');
 }
 
+const KEY_STATES: Readonly<Record<KeyState, string>> = {
+  active: 'active',
+  pending: 'pending: read this keyId to the vendor, who accepts it',
+  rejected: 'rejected by the vendor',
+  revoked: 'revoked',
+  conflict: 'refused: the broker holds this device under another key',
+};
+
+function keyLine(keyId: string, state: KeyState | undefined): string {
+  return `keyId ${keyId}${state === undefined ? '' : ` (${KEY_STATES[state]})`}`;
+}
+
 function identityNote(r: StatusReport): string {
+  if (r.identity.kind === 'vendor' && r.identity.mode === 'broker')
+    return ' (no botId yet: the daemon enrolls this device key with the broker)';
   if (r.identity.kind === 'vendor') return ' (no botId yet: the daemon registers this device, or run botlink provision)';
   return r.identity.provisioned ? ' (provisioned)' : '';
 }

@@ -7,6 +7,7 @@ export const Exit = {
   USAGE: 64,
   DATAERR: 65,
   UNAVAILABLE: 69,
+  TEMPFAIL: 75,
   CONFIG: 78,
 } as const;
 
@@ -14,7 +15,7 @@ export const Exit = {
 export class UsageError extends Error {}
 
 /** In which sense a command failed, when the command knows it better than the error does (failures.ts gives each its exit code). */
-export type FailureKind = 'failed' | 'data' | 'unavailable' | 'config';
+export type FailureKind = 'failed' | 'data' | 'unavailable' | 'later' | 'config';
 
 /**
  * A failure in the command's own words: its message and fix, printed after the command's label, and

@@ -12,6 +12,7 @@ const KIND_EXIT: Readonly<Record<FailureKind, number>> = {
   failed: Exit.FAILURE,
   data: Exit.DATAERR,
   unavailable: Exit.UNAVAILABLE,
+  later: Exit.TEMPFAIL,
   config: Exit.CONFIG,
 };
 

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { VERSION } from '../../../src/version.js';
 import { describe, expect, it } from 'vitest';
 import { BrokerClient, type BrokerClientOptions } from '../../../src/agent/broker/client.js';
 import { enrollDevice } from '../../../src/agent/broker/enroll.js';
@@ -61,8 +62,8 @@ describe('BrokerClient: signed requests the broker can verify', () => {
     expect([first!.method, first!.url, first!.body, second!.body]).toEqual([
       'POST',
       '/vendor/broker/v1/token',
-      '{"minValidityS":1801}',
-      '{}',
+      `{"minValidityS":1801,"agent":{"version":"${VERSION}"}}`,
+      `{"agent":{"version":"${VERSION}"}}`,
     ]);
     expect(first!.headers['content-type']).toBe('application/json');
     const auths = server.requests.map((r) => parseDeviceAuthorization(r.headers.authorization));
@@ -90,13 +91,43 @@ describe('BrokerClient: signed requests the broker can verify', () => {
       clock: systemClock,
       request: { code: 'ABCDE-FGHJK', deviceId: 'SN-1' },
     });
-    expect(enrolled).toEqual({ botId: 'bot-9', vendorId: 'V1', keyId: key.keyId });
+    expect(enrolled).toEqual({ state: 'active', botId: 'bot-9', vendorId: 'V1', keyId: key.keyId });
     const body = JSON.parse(server.requests[0]!.body) as Record<string, unknown>;
     expect(body).toEqual({ code: 'ABCDE-FGHJK', deviceId: 'SN-1', publicKey: key.publicKey });
     const auth = parseDeviceAuthorization(server.requests[0]!.headers.authorization);
     expect(
       verifyRequest(publicKeyFromWire(String(body.publicKey)).key, auth, 'POST', '/v1/enroll', Buffer.from(server.requests[0]!.body)),
     ).toBe(true);
+  });
+
+  it('POST /v1/check and a code-less /v1/enroll read 202 pending with its Retry-After, and 200 as active', async () => {
+    const key = deviceKey();
+    let n = 0;
+    const server = await broker((req, res) => {
+      n++;
+      if (n <= 2) {
+        res.setHeader('retry-after', '45');
+        return json(res, { state: 'pending', keyId: key.keyId }, 202);
+      }
+      if (req.url === '/v1/check') return json(res, { botId: 'bot-9', keyId: key.keyId, state: 'active' });
+      json(res, { botId: 'bot-9', vendorId: 'V1', keyId: key.keyId });
+    });
+    const c = client(server.url, key);
+    expect(await c.check(TS)).toEqual({ state: 'pending', keyId: key.keyId, retryAfterMs: 45_000 });
+    expect(await c.enroll({ vendorId: 'V1', deviceId: 'SN-1' }, TS)).toEqual({ state: 'pending', keyId: key.keyId, retryAfterMs: 45_000 });
+    expect(await c.check(TS)).toEqual({ botId: 'bot-9', keyId: key.keyId, state: 'active' });
+    expect(await c.enroll({ vendorId: 'V1', deviceId: 'SN-1' }, TS)).toEqual({
+      state: 'active',
+      botId: 'bot-9',
+      vendorId: 'V1',
+      keyId: key.keyId,
+    });
+    expect(server.requests.map((r) => [r.url, r.body])).toEqual([
+      ['/v1/check', '{}'],
+      ['/v1/enroll', `{"vendorId":"V1","deviceId":"SN-1","publicKey":"${key.publicKey}"}`],
+      ['/v1/check', '{}'],
+      ['/v1/enroll', `{"vendorId":"V1","deviceId":"SN-1","publicKey":"${key.publicKey}"}`],
+    ]);
   });
 
   it('enrolls a board whose clock says 1970: refused for clock-skew, then once more with the broker time', async () => {
@@ -109,7 +140,7 @@ describe('BrokerClient: signed requests the broker can verify', () => {
     });
     const clock1970 = { ...systemClock, wallNow: () => 1_000_000_000_000 };
     const enrolled = await enrollDevice({ brokerUrl: server.url, ca: null, key, clock: clock1970, request: { deviceId: 'SN-1' } });
-    expect(enrolled.botId).toBe('bot-9');
+    expect(enrolled).toMatchObject({ state: 'active', botId: 'bot-9' });
     const stamps = server.requests.map((r) => Number(parseDeviceAuthorization(r.headers.authorization).ts));
     expect(stamps).toHaveLength(2);
     expect(stamps[0]).toBe(1_000_000_000_000);
@@ -120,7 +151,7 @@ describe('BrokerClient: signed requests the broker can verify', () => {
     const key = deviceKey();
     const server = await broker((_req, res) => json(res, { botId: 'bot-9', vendorId: 'V1', keyId: 'f'.repeat(32) }));
     const err = await failure(enrollDevice({ brokerUrl: server.url, ca: null, key, clock: systemClock, request: { deviceId: 'SN-1' } }));
-    expect(err.message).toBe(`the broker enrolled keyId ${'f'.repeat(32)}, not this key's ${key.keyId}`);
+    expect(err.message).toBe(`the broker answered for keyId ${'f'.repeat(32)}, not this key's ${key.keyId}`);
   });
 
   it('signs nothing with a timestamp that is not 13 digits', async () => {

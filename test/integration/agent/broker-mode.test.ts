@@ -63,7 +63,8 @@ async function enrolledDevice(v: Vendor, deviceId: string): Promise<{ d: DeviceD
     clock: systemClock,
     request: { code: await v.broker.code(), deviceId },
   });
-  expect(enrolled).toEqual({ botId: expect.stringMatching(/\S/), vendorId: 'V1', keyId: key.keyId });
+  if (enrolled.state !== 'active') throw new Error('a code enrolls at once');
+  expect(enrolled).toEqual({ state: 'active', botId: expect.stringMatching(/\S/), vendorId: 'V1', keyId: key.keyId });
   d.writeConfig({ baseUrl: v.cloudUrl, brokerUrl: v.brokerUrl, botId: enrolled.botId, accessKeyId: undefined, secretKeyFile: undefined });
   return { d, key, botId: enrolled.botId };
 }
@@ -74,7 +75,7 @@ describe('botlink run in broker mode, against botlink serve and botlink broker',
     const { d, key, botId } = await enrolledDevice(v, 'SN-BROKER-1');
     const proc = daemon(d);
     const status = await d.waitForLink('connected', 20_000);
-    expect(status.identity).toEqual({ kind: 'bot', id: botId, mode: 'broker' });
+    expect(status.identity).toEqual({ kind: 'bot', id: botId, mode: 'broker', keyId: key.keyId, state: 'active' });
     expect(status.token).toMatchObject({ accessExpiresAt: expect.any(Number), refreshExpiresAt: null, lastError: null });
     expect(d.log()).toContain('"msg":"token issued by the broker"');
 
@@ -128,6 +129,7 @@ describe('botlink run in broker mode, against botlink serve and botlink broker',
       'this device key was revoked or replaced: re-enroll with `botlink provision --broker URL --code CODE --device-id SN` and a new code from the vendor',
     );
     expect(status.link.state).toBe('connected');
+    expect(status.identity.state).toBe('revoked');
     expect(d.log()).toContain('"code":"ERR_BROKER_REVOKED"');
   });
 
@@ -139,9 +141,46 @@ describe('botlink run in broker mode, against botlink serve and botlink broker',
     expect(r.stdout).toMatch(
       new RegExp(`^ok {4}secret file: no account secret on this device \\(broker mode\\); device key .*keyId ${key.keyId}\\)$`, 'm'),
     );
-    expect(r.stdout).toMatch(new RegExp(`^ok {4}broker: ${v.brokerUrl} answers \\(store sqlite\\) and knows this device key`, 'm'));
-    expect(r.stdout).toMatch(/^ok {4}getToken: bot \S+: token issued by the broker/m);
-    expect(r.stdout).toMatch(/^ok {4}websocket: .* accepted bot/m);
+    expect(r.stdout).toMatch(new RegExp(`^ok {4}broker: ${v.brokerUrl} answers \\(store sqlite\\) and holds this device key active`, 'm'));
+    expect(r.stdout).toMatch(/^ok {4}getToken: bot \S+: the broker holds its key active; doctor asks for no token/m);
+    expect(r.stdout).toMatch(/^ok {4}websocket: not tested/m);
+    // Diagnosing a device spends none of its tokens: the broker audited no token issued.
+    expect(readFileSync(v.broker.logFile, 'utf8')).not.toContain('token issued');
+  });
+
+  it('zero-touch with a pre-authorised key: the daemon makes its key, enrolls it with no code, keeps the botId and connects', async () => {
+    const v = await vendorSide();
+    const d = device(v.cloudUrl, {
+      brokerUrl: v.brokerUrl,
+      vendorId: 'V1',
+      botId: undefined,
+      accessKeyId: undefined,
+      secretKeyFile: undefined,
+    });
+    rmSync(join(d.dir, 'secret-key'));
+    // The factory's step: the key made on the board, its line collected for the broker.
+    const line = await runCli(['key', '--config', d.configFile, '--device-id', 'SN-ZERO-TOUCH']);
+    expect(line.code, line.stderr).toBe(0);
+    const lines = join(d.dir, 'preauth.csv');
+    writeFileSync(lines, line.stdout);
+    const pre = await v.broker.cli(['preauth', '--config', v.broker.configFile, '--vendor-id', 'V1', lines]);
+    expect(pre.code, pre.stderr).toBe(0);
+
+    d.writeConfig({
+      baseUrl: v.cloudUrl,
+      brokerUrl: v.brokerUrl,
+      vendorId: 'V1',
+      deviceId: 'SN-ZERO-TOUCH',
+      accessKeyId: undefined,
+      secretKeyFile: undefined,
+    });
+    daemon(d);
+    const status = await d.waitForLink('connected', 20_000);
+    expect(status.identity).toMatchObject({ kind: 'bot', mode: 'broker', state: 'active', keyId: expect.stringMatching(/^[0-9a-f]{32}$/) });
+    const store = TokenStore.open(d.stateDir, { readOnly: true });
+    const kept = store.getProvisionedBotId({ baseUrl: v.cloudUrl, accessKeyId: '', vendorId: 'V1', deviceId: 'SN-ZERO-TOUCH' });
+    store.close();
+    expect(kept).toBe(status.identity.id);
   });
 
   it('refuses a config that names the account key beside brokerUrl: exit 78, naming both', async () => {

@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inspect } from 'node:util';
@@ -12,6 +12,7 @@ import {
   describeSource,
   envVarFor,
   loadConfig,
+  loadConfigValues,
   type BrokerConfig,
   type SignConfig,
   TUNABLE_DEFAULTS,
@@ -587,11 +588,47 @@ describe('loadConfig: broker mode (DESIGN §3.2, §3.7)', () => {
     );
   });
 
-  it('needs botId: the broker binds it at enrollment, and provisioning writes it', () => {
+  it('needs botId, or vendorId for zero-touch enrollment', () => {
     const { botId: _, ...rest } = brokerBase();
-    const e = configError(() => load({ ...rest, vendorId: 'V1' }));
+    const e = configError(() => load(rest));
     expect(e.key).toBe('botId');
-    expect(e.fix).toMatch(/^run `botlink provision --broker URL --code CODE --device-id SN`, which writes it/);
+    expect(e.message).toBe('broker mode needs botId, or vendorId for zero-touch enrollment');
+    expect(e.fix).toMatch(/^run `botlink provision --broker URL --code CODE --device-id SN`, which writes botId, or set "vendorId"/);
+  });
+
+  it('zero-touch: brokerUrl and vendorId with no botId is broker mode; baseUrl stays required', () => {
+    const { botId: _, ...rest } = brokerBase();
+    const c = broker(load({ ...rest, vendorId: 'V1' }));
+    expect([c.botId, c.vendorId, c.deviceKey.keyId]).toEqual([undefined, 'V1', keyId]);
+    const { baseUrl: __, ...noBase } = rest;
+    expect(configError(() => load({ ...noBase, vendorId: 'V1' })).key).toBe('baseUrl');
+  });
+
+  it('makeDeviceKey makes a zero-touch device its key (0600) when there is none, and only a zero-touch one', () => {
+    rmSync(join(dir, 'device-key.pem'));
+    const { botId: _, ...rest } = brokerBase();
+    const file = writeConfig({ ...rest, vendorId: 'V1' });
+    expect(configError(() => loadConfig({ file, env: {} })).key).toBe('deviceKeyFile');
+    const made = broker(loadConfig({ file, env: {}, makeDeviceKey: true }));
+    expect(statSync(join(dir, 'device-key.pem')).mode & 0o777).toBe(0o600);
+    // Made once: the next load finds the same key.
+    expect(broker(loadConfig({ file, env: {}, makeDeviceKey: true })).deviceKey.keyId).toBe(made.deviceKey.keyId);
+    // A device with a botId has an enrolled key somewhere: a new one would be unknown to the broker.
+    rmSync(join(dir, 'device-key.pem'));
+    const enrolled = writeConfig(brokerBase());
+    expect(configError(() => loadConfig({ file: enrolled, env: {}, makeDeviceKey: true })).key).toBe('deviceKeyFile');
+  });
+
+  it('shownAs names the file in messages instead of the copy it was read from', () => {
+    const file = writeConfig({ brokerUrl: 'https://broker.example.com', botId: 'bot-1' });
+    let e = configError(() => loadConfigValues({ file, env: {}, shownAs: '/etc/botlink/config.json' }));
+    expect([e.key, e.fix]).toEqual([
+      'baseUrl',
+      'set "baseUrl" in /etc/botlink/config.json or BOTLINK_BASE_URL (e.g. "https://api.example.com")',
+    ]);
+    writeConfig({ ...brokerBase(), frobnicate: 1 });
+    e = configError(() => loadConfigValues({ file, env: {}, shownAs: '/etc/botlink/config.json' }));
+    expect(e.message).toBe('"frobnicate" in /etc/botlink/config.json is not a botlink setting');
   });
 
   it.each(['brokerCaFile', 'deviceKeyFile'])('refuses %s without brokerUrl (signing mode has no use for it)', (key) => {

@@ -123,6 +123,19 @@ describe('enroll with no code (DESIGN §3.7)', () => {
     expect(item?.lastAsked).toBeGreaterThanOrEqual(item?.firstAsked ?? Infinity);
   });
 
+  it('/v1/check answers a waiting key 202 pending (its asks shared with enroll), and once accepted 200 active', async () => {
+    const device = new TestDevice();
+    const deviceId = nextSerial();
+    const from = nextSource();
+    expectPending(await device.enroll(url(), { vendorId: 'V1', deviceId }, { from }), device);
+    expectPending(await device.send(url(), '/v1/check', {}, { from }), device);
+    expectRefused(await device.send(url(), '/v1/check', {}, { from }), 429, 'rate-limited');
+    const { botId } = await accept(device.keyId, deviceId);
+    const checked = await device.send(url(), '/v1/check', {}, { from });
+    expect(checked.status, JSON.stringify(checked.json)).toBe(200);
+    expect(checked.json).toEqual({ botId, keyId: device.keyId, state: 'active' });
+  });
+
   it('refuses an unlisted vendor or serial (403 bad-code) and a device the broker holds (409), writing nothing', async () => {
     const from = nextSource();
     const device = new TestDevice();

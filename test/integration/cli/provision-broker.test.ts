@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -102,5 +102,136 @@ describe('botlink provision --broker', () => {
     expect(r.code).not.toBe(0);
     expect(r.stderr).toMatch(/code/);
     expect(readFileSync(second.config, 'utf8')).toBe(before);
+  });
+
+  it('a signing device that registered itself (vendorId, no botId in the config) keeps the botId from its store with an --adopt code', async () => {
+    writeFileSync(join(dir, 'store-secret'), SECRET, { mode: 0o600 });
+    const signing = device('store-adopt', { accessKeyId: 'AK', secretKeyFile: join(dir, 'store-secret'), vendorId: 'V1' });
+    const registered = await botlink(['provision', '--vendor-id', 'V1', '--device-id', 'SN-STORE', '--config', signing.config]);
+    expect(registered.code, registered.stderr).toBe(0);
+    const botId = /^botId: (\S+)$/m.exec(registered.stdout)?.[1] as string;
+    expect(JSON.parse(readFileSync(signing.config, 'utf8'))).not.toHaveProperty('botId');
+
+    const adopt = await rig.code(['--adopt', '--device-id', 'SN-STORE']);
+    const r = await botlink(['provision', '--broker', brokerUrl, '--code', adopt, '--device-id', 'SN-STORE', '--config', signing.config]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain(`to keep botId ${botId}`);
+    expect(JSON.parse(readFileSync(signing.config, 'utf8'))).toMatchObject({ brokerUrl, botId });
+  });
+
+  it('after a revoke: a plain code meets device-exists (65, naming the --replace code); a --replace code enrolls a new key, the old kept aside', async () => {
+    const { root, config } = device('revoked');
+    const first = await botlink([
+      'provision',
+      '--broker',
+      brokerUrl,
+      '--code',
+      await rig.code(),
+      '--device-id',
+      'SN-REVOKED',
+      '--config',
+      config,
+    ]);
+    expect(first.code, first.stderr).toBe(0);
+    const botId = /^botId: (\S+)$/m.exec(first.stdout)?.[1] as string;
+    const keyFile = join(root, 'state', 'device-key.pem');
+    const oldKeyId = /keyId ([0-9a-f]{32})/.exec(first.stdout)?.[1] as string;
+    const revoked = await rig.cli(['revoke', '--config', rig.configFile, botId]);
+    expect(revoked.code, revoked.stderr).toBe(0);
+
+    const plain = await botlink([
+      'provision',
+      '--broker',
+      brokerUrl,
+      '--code',
+      await rig.code(),
+      '--device-id',
+      'SN-REVOKED',
+      '--config',
+      config,
+    ]);
+    expect(plain.code, plain.stderr).toBe(65);
+    expect(plain.stdout).toContain(`keyId ${oldKeyId} was revoked; kept as ${keyFile}.revoked-${oldKeyId}`);
+    expect(plain.stderr).toContain('device-exists');
+    expect(plain.stderr).toContain('ask the vendor for a --replace code for deviceId SN-REVOKED');
+
+    const replace = await rig.code(['--replace', '--device-id', 'SN-REVOKED']);
+    const r = await botlink(['provision', '--broker', brokerUrl, '--code', replace, '--device-id', 'SN-REVOKED', '--config', config]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout.trim().split('\n').at(-1)).toBe(`botId: ${botId}`);
+    const newKeyId = /using \S+ \(keyId ([0-9a-f]{32})\)/.exec(r.stdout)?.[1];
+    expect(newKeyId).toMatch(/^[0-9a-f]{32}$/);
+    expect(newKeyId).not.toBe(oldKeyId);
+    expect(existsSync(`${keyFile}.revoked-${oldKeyId}`)).toBe(true);
+    expect(statSync(keyFile).mode & 0o777).toBe(0o600);
+  });
+
+  it('exit codes by cause: no baseUrl is 78 naming baseUrl and the config, never its checking copy; an unreachable broker is 69', async () => {
+    const { config } = device('no-base-url');
+    writeFileSync(config, JSON.stringify({ stateDir: join(dir, 'no-base-url', 'state') }), { mode: 0o600 });
+    const r = await botlink(['provision', '--broker', brokerUrl, '--code', 'AAAA-BBBB', '--device-id', 'SN-NOBASE', '--config', config]);
+    expect(r.code, r.stderr).toBe(78);
+    expect(r.stderr).toContain('baseUrl is required');
+    expect(r.stderr).toContain(`in ${config}`);
+    expect(r.stderr).not.toMatch(/\.check/);
+
+    const gone = device('unreachable');
+    const down = await botlink([
+      'provision',
+      '--broker',
+      'http://127.0.0.1:9',
+      '--code',
+      'AAAA-BBBB',
+      '--device-id',
+      'SN-DOWN',
+      '--config',
+      gone.config,
+    ]);
+    expect(down.code, down.stderr).toBe(69);
+  });
+
+  it('a code-less enrollment of a key the broker neither pre-authorised nor holds pending is refused: 65', async () => {
+    const { config } = device('unlisted');
+    const before = readFileSync(config, 'utf8');
+    const r = await botlink(['provision', '--broker', brokerUrl, '--vendor-id', 'V1', '--device-id', 'SN-UNLISTED', '--config', config]);
+    expect(r.code, r.stderr).toBe(65);
+    expect(r.stderr).toContain('bad-code');
+    expect(readFileSync(config, 'utf8')).toBe(before);
+  });
+
+  it('botlink key prints the line broker preauth takes; that key then enrolls with no code', async () => {
+    const { root, config } = device('factory', { brokerUrl, vendorId: 'V1' });
+    const line = await botlink(['key', '--config', config, '--device-id', 'SN-FACTORY']);
+    expect(line.code, line.stderr).toBe(0);
+    const keyFile = join(root, 'state', 'device-key.pem');
+    expect(statSync(keyFile).mode & 0o777).toBe(0o600);
+    expect(line.stdout).toMatch(/^SN-FACTORY,[A-Za-z0-9_-]{43}\n$/);
+    const json = await botlink(['key', '--config', config, '--device-id', 'SN-FACTORY', '--json']);
+    const shown = JSON.parse(json.stdout) as { deviceId: string; publicKey: string; keyId: string };
+    // The same key, not a new one.
+    expect(`${shown.deviceId},${shown.publicKey}\n`).toBe(line.stdout);
+    expect(shown.keyId).toMatch(/^[0-9a-f]{32}$/);
+
+    const lines = join(root, 'preauth.csv');
+    writeFileSync(lines, line.stdout);
+    const pre = await rig.cli(['preauth', '--config', rig.configFile, '--vendor-id', 'V1', lines]);
+    expect(pre.code, pre.stderr).toBe(0);
+    const r = await botlink(['provision', '--broker', brokerUrl, '--vendor-id', 'V1', '--device-id', 'SN-FACTORY', '--config', config]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain(`(keyId ${shown.keyId})`);
+    const botId = /^botId: (\S+)$/m.exec(r.stdout)?.[1];
+    expect(JSON.parse(readFileSync(config, 'utf8'))).toMatchObject({ brokerUrl, botId, vendorId: 'V1' });
+  });
+
+  it('botlink key: the config deviceId stands in for the flag; a signing config has no device key (78)', async () => {
+    const { config } = device('key-config', { brokerUrl, vendorId: 'V1', deviceId: 'SN-CFG' });
+    const r = await botlink(['key', '--config', config]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^SN-CFG,/);
+    writeFileSync(join(dir, 'key-secret'), SECRET, { mode: 0o600 });
+    const signing = device('key-signing', { accessKeyId: 'AK', secretKeyFile: join(dir, 'key-secret'), vendorId: 'V1' });
+    const refused = await botlink(['key', '--config', signing.config, '--device-id', 'SN-X']);
+    expect(refused.code).toBe(78);
+    expect(refused.stderr).toContain('brokerUrl');
   });
 });

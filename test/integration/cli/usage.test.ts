@@ -49,7 +49,7 @@ describe('usage mistakes exit 64 with `botlink <command>: <what>`, then the usag
     ],
     [['broker', 'frobnicate'], "botlink broker: unknown command 'frobnicate'"],
     [['provision', '--vendor-id', 'V1'], 'botlink provision: --device-id is required'],
-    [['provision', '--device-id', 'SN'], 'botlink provision: --vendor-id or --broker is required'],
+    [['provision', '--device-id', 'SN'], 'botlink provision: --vendor-id or --code is required'],
     [
       ['provision', '--vendor-id', 'V1', '--device-id', 'SN', '--type', 'TOASTER'],
       "botlink provision: --type must be one of PHYSICAL_ROBOT, APP_ROBOT, got 'TOASTER'",
@@ -58,11 +58,16 @@ describe('usage mistakes exit 64 with `botlink <command>: <what>`, then the usag
       ['provision', '--vendor-id', 'V 1', '--device-id', 'SN'],
       'botlink provision: --vendor-id must be 1 to 256 characters without spaces or control characters',
     ],
-    [['provision', '--broker', 'https://b', '--device-id', 'SN'], 'botlink provision: --broker needs --code'],
-    [['provision', '--code', 'C', '--vendor-id', 'V1', '--device-id', 'SN'], 'botlink provision: --code needs --broker'],
+    [['provision', '--broker', 'https://b', '--device-id', 'SN'], 'botlink provision: --vendor-id or --code is required'],
+    [['provision', '--code', 'C', '--device-id', 'SN'], 'botlink provision: --code needs --broker'],
+    [['provision', '--vendor-id', 'V1', '--no-wait', '--device-id', 'SN'], 'botlink provision: --no-wait needs --broker'],
     [
       ['provision', '--broker', 'https://b', '--code', 'C', '--vendor-id', 'V1', '--device-id', 'SN'],
-      'botlink provision: --vendor-id and --broker exclude each other',
+      'botlink provision: --vendor-id and --code exclude each other',
+    ],
+    [
+      ['provision', '--broker', 'https://b', '--code', 'C', '--no-wait', '--device-id', 'SN'],
+      'botlink provision: --code and --no-wait exclude each other',
     ],
     [
       ['provision', '--broker', 'https://b', '--code', 'C', '--force', '--device-id', 'SN'],

@@ -5,6 +5,7 @@ import { createDeviceKey, type DeviceKey } from '../../../src/agent/config/devic
 import { Secret } from '../../../src/agent/config/secret.js';
 import { CloudClient } from '../../../src/cloud/client.js';
 import { systemClock } from '../../../src/clock.js';
+import { storeIdentity, TokenStore } from '../../../src/agent/store/token-store.js';
 import { type CheckResult, runDoctor } from '../../../src/doctor/doctor.js';
 import { parseDeviceAuthorization, publicKeyFromWire, verifyRequest } from '../../../src/protocol/device-sig.js';
 import type { ReferenceService } from '../../../src/service/server.js';
@@ -23,7 +24,7 @@ const { cleanups, service, device } = useHarness();
 
 type Refusal = { status: number; code: string; headers?: Record<string, string> } | undefined;
 
-/** A broker that knows `key` and answers /v1/token with a real token of `svc`, or with `refusal`. */
+/** A broker that knows `key` and answers /v1/check for bot-1 (/v1/token with a real token of `svc`), or with `refusal`. */
 async function broker(svc: ReferenceService, key: DeviceKey, refusal?: Refusal) {
   const api = new CloudClient({ baseUrl: svc.url, accessKeyId: 'AK', secretKey: new Secret('SK'), clock: systemClock });
   cleanups.push(() => api.close());
@@ -36,6 +37,7 @@ async function broker(svc: ReferenceService, key: DeviceKey, refusal?: Refusal) 
       res.writeHead(refusal.status, { 'content-type': 'application/json', ...refusal.headers });
       return res.end(JSON.stringify({ code: refusal.code, msg: refusal.code }));
     }
+    if (req.url === '/v1/check') return json(res, { botId: 'bot-1', keyId: key.keyId, state: 'active' });
     void api
       .getToken({ kind: 'bot', id: 'bot-1' }, Date.now())
       .then((t) =>
@@ -68,7 +70,7 @@ async function brokerRig(refusal?: Refusal) {
 }
 
 describe('botlink doctor in broker mode', () => {
-  it('passes: no account secret here, the broker answers and knows the key, its token opens the WebSocket', async () => {
+  it('passes: no account secret here, the broker answers and holds the key active — asked with /v1/check, never for a token', async () => {
     const { svc, d, key, b } = await brokerRig();
     const { by } = await doctor(d.configFile);
     for (const r of Object.values(by)) expect(`${r.name}: ${r.status} ${r.detail}`).toMatch(/: ok /);
@@ -76,14 +78,52 @@ describe('botlink doctor in broker mode', () => {
       `no account secret on this device (broker mode); device key ${join(d.stateDir, 'device-key.pem')} ` +
         `(mode 0600, owner uid ${statSync(join(d.stateDir, 'device-key.pem')).uid}, keyId ${key.keyId})`,
     );
-    expect(by.broker!.detail).toBe(`${b.url} answers (store sqlite) and knows this device key (keyId ${key.keyId})`);
+    expect(by.broker!.detail).toBe(`${b.url} answers (store sqlite) and holds this device key active (keyId ${key.keyId})`);
     expect(by['server time']!.detail).toMatch(
       /^the broker clock is .* the local clock .*; the broker takes requests within ±300 s of its clock/,
     );
-    expect(by.getToken!.detail).toMatch(/^bot bot-1: token issued by the broker, valid \d+ s$/);
+    expect(by.getToken!.detail).toMatch(/^bot bot-1: the broker holds its key active; doctor asks for no token/);
+    expect(by.websocket!.detail).toMatch(/^not tested: no valid token cached here, and doctor asks the broker for none/);
+    expect(b.requests.map((r) => r.url).filter((u) => u !== '/v1/health')).toEqual(['/v1/check']);
+    expect(svc.stats.getToken.ok).toBe(0);
+  });
+
+  it('tests the WebSocket with the token the daemon keeps, still asking the broker for none', async () => {
+    const { svc, d, b } = await brokerRig();
+    const api = new CloudClient({ baseUrl: svc.url, accessKeyId: 'AK', secretKey: new Secret('SK'), clock: systemClock });
+    cleanups.push(() => api.close());
+    const t = await api.getToken({ kind: 'bot', id: 'bot-1' }, Date.now());
+    const store = TokenStore.open(d.stateDir);
+    const expiresAt = Date.now() + t.expireIn * 1000;
+    store.savePair(storeIdentity({ baseUrl: svc.url, accessKeyId: '' }, { kind: 'bot', id: 'bot-1' }), {
+      accessToken: t.accessToken,
+      accessExpiresAt: expiresAt,
+      refreshToken: '',
+      refreshExpiresAt: expiresAt,
+      issuedAt: Date.now(),
+    });
+    store.close();
+    const { by } = await doctor(d.configFile);
+    expect(by.getToken!.detail).toContain('the token the daemon keeps is tested below');
     expect(by.websocket!.detail).toMatch(/accepted bot bot-1/);
-    // The device signed nothing with the account's key: the only getToken the cloud saw was the broker's.
-    expect(svc.stats.getToken.ok).toBe(1);
+    expect(b.requests.some((r) => r.url === '/v1/token')).toBe(false);
+  });
+
+  it('a key still pending fails the broker check, naming its keyId to read to the vendor', async () => {
+    const svc = await service(SEED);
+    const { d, key } = brokerDevice(svc, 'http://127.0.0.1:9');
+    const b = await startScriptedServer((req, res) => {
+      if (req.url === '/v1/health') return json(res, { ok: true, store: 'sqlite' });
+      json(res, { state: 'pending', keyId: key.keyId }, 202);
+    });
+    cleanups.push(() => b.close());
+    d.writeConfig({ baseUrl: svc.url, botId: 'bot-1', brokerUrl: b.url, accessKeyId: undefined, secretKeyFile: undefined });
+    const { by } = await doctor(d.configFile);
+    expect(by.broker).toMatchObject({
+      status: 'fail',
+      detail: expect.stringContaining(`keyId ${key.keyId}) waits for the vendor to accept it`),
+    });
+    expect(by.getToken!.status).toBe('fail');
   });
 
   it.each([

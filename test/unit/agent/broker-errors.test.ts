@@ -24,11 +24,19 @@ describe('refusalError: every refusal of DESIGN §3.7 as the device reads it', (
       'needs-provisioning',
       new RegExp(`^this device key was revoked .*re-enroll with \`${ENROLL}\` and a new code from the vendor$`),
     ],
+    [403, 'rejected', 'ERR_BROKER_REJECTED', 'needs-provisioning', /rejected this device key: ask the vendor to enroll this device/],
+    [403, 'pending', 'ERR_BROKER_PENDING', 'retry-backoff', /waits for the vendor's operator .*botlink status/],
     [403, 'bad-code', 'ERR_BROKER_BAD_CODE', 'needs-provisioning', /ask the vendor for a new one/],
     [409, 'device-exists', 'ERR_BROKER_DEVICE_EXISTS', 'needs-provisioning', /--replace code .*--adopt code/],
     [408, 'timeout', 'ERR_TIMEOUT', 'retry-backoff', undefined],
     [413, 'too-large', 'ERR_BROKER_TOO_LARGE', 'fatal', undefined],
-    [429, 'rate-limited', 'ERR_BROKER_RATE_LIMITED', 'retry-backoff', undefined],
+    [
+      429,
+      'rate-limited',
+      'ERR_BROKER_RATE_LIMITED',
+      'retry-backoff',
+      /asks again on its backoff; the broker's deviceTokensPerHour counts every token request of this botId/,
+    ],
     [502, 'cloud-refused', 'ERR_BROKER_CLOUD_REFUSED', 'needs-config', /broker's operator/],
     [503, 'cloud-unreachable', 'ERR_BROKER_CLOUD_UNREACHABLE', 'retry-backoff', undefined],
     [503, 'store-unavailable', 'ERR_BROKER_STORE_UNAVAILABLE', 'retry-backoff', undefined],
@@ -104,6 +112,35 @@ describe('refusalError: every refusal of DESIGN §3.7 as the device reads it', (
   it("shows the broker's message without control characters, cut to 200 characters", () => {
     const e = refusalError(ROUTE, answer(403, { code: 'revoked', msg: `line\nbreak\u0007${'x'.repeat(300)}` }));
     expect(e.message).toBe(`${ROUTE}: the broker refused: revoked (line break ${'x'.repeat(189)})`);
+  });
+});
+
+describe('rate-limited: when the device may ask again, and what spent its quota', () => {
+  const at = Date.parse('2026-11-28T12:00:00Z');
+  it.each([
+    [
+      'POST /v1/token',
+      '30',
+      at,
+      /^it may ask again after 2026-11-28T12:00:30\.000Z \(Retry-After\); the broker's deviceTokensPerHour counts every token request of this botId, from all its keys/,
+    ],
+    ['POST /v1/token', '30', undefined, /^it may ask again in 30 s \(Retry-After\); .*reset-limits BOTID/],
+    [
+      'POST /v1/check',
+      '120',
+      at,
+      /^it may ask again after 2026-11-28T12:02:00\.000Z \(Retry-After\); the broker allows 60 checks an hour per botId/,
+    ],
+    ['POST /v1/enroll', undefined, at, /^it asks again on its backoff; too many requests of this key or its code/],
+  ])('%s, Retry-After %s', (route, retryAfter, atWall, fix) => {
+    const e = refusalError(route, {
+      status: 429,
+      body: { code: 'rate-limited' },
+      retryAfter,
+      atMono: 0,
+      ...(atWall !== undefined && { atWall }),
+    });
+    expect(e.fix).toMatch(fix);
   });
 });
 
