@@ -51,14 +51,17 @@ export interface PendingMeasured {
 /** Devices per address: a fleet asks from many (sites, NATs), each under pendingPerSource's default of 50. */
 const DEVICES_PER_SOURCE = 40;
 
-/** The address device `i` asks from, as the bench (a trusted proxy) forwards it: 198.18.0.0/15, for benchmarks. */
-function sourceOf(i: number): string {
-  const k = Math.floor(i / DEVICES_PER_SOURCE);
+/**
+ * The address device `i` of `n` asks from, as the bench (a trusted proxy) forwards it, in 198.18.0.0/15 (for
+ * benchmarks): round robin, so the asks in flight at once come from different sites, as a fleet's would.
+ */
+function sourceOf(i: number, n: number): string {
+  const k = i % Math.max(256, Math.ceil(n / DEVICES_PER_SOURCE));
   return `198.${18 + (k >> 16)}.${(k >> 8) & 255}.${k & 255}`;
 }
 
 /** POST /v1/enroll with no code (§3.7), signed by the device's key with a fresh nonce, from the device's own address. */
-function signedAsk(device: BenchDevice, i: number): Prepared {
+function signedAsk(device: BenchDevice, i: number, all: readonly BenchDevice[]): Prepared {
   const body = JSON.stringify({ vendorId: VENDOR, deviceId: device.deviceId, publicKey: device.publicKey });
   const authorization = signRequest(device.key, {
     method: 'POST',
@@ -68,7 +71,7 @@ function signedAsk(device: BenchDevice, i: number): Prepared {
     nonce: randomBytes(12).toString('base64url'),
     body,
   });
-  return { path: ENROLL_PATH, headers: { 'content-type': 'application/json', authorization, 'x-forwarded-for': sourceOf(i) }, body };
+  return { path: ENROLL_PATH, headers: { 'content-type': 'application/json', authorization, 'x-forwarded-for': sourceOf(i, all.length) }, body };
 }
 
 const answered = (status: number) => (s: number) => s === status;
