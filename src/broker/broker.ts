@@ -13,6 +13,7 @@ import { voiceChatUrl } from '../protocol/conversation.js';
 import { messageOf } from '../protocol/errors.js';
 import { AuditTrail } from './audit/trail.js';
 import { CloudGate } from './cloud-gate.js';
+import { cloudRegistrar, type Register } from './registrar.js';
 import { displace } from './displace.js';
 import { DueDisplacements } from './displacements.js';
 import { BrokerConfigError, type BrokerConfig } from './config.js';
@@ -50,6 +51,8 @@ export interface RunningBroker {
   store: BrokerStore;
   /** Its audit, which operators acting in the same process (the demo) record into too. */
   audit: AuditTrail;
+  /** How it registers a device with the cloud, for an operator's accept in the same process (the demo). */
+  register: Register;
   close(): Promise<void>;
 }
 
@@ -127,6 +130,7 @@ export async function startBroker({ config, clock, log }: BrokerDeps): Promise<R
     url: `${tls ? 'https' : 'http'}://${host}:${port}`,
     store,
     audit: ctx.audit,
+    register: cloudRegistrar({ cloud, gate, vendors: ctx.vendors }),
     async close() {
       stopHousekeeping();
       health.stop();

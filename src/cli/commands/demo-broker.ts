@@ -11,6 +11,7 @@ import { startBroker, type RunningBroker } from '../../broker/broker.js';
 import { parseBrokerConfig } from '../../broker/config.js';
 import { brokerKeys } from '../../broker/keys.js';
 import { createCode } from '../../broker/operator.js';
+import { acceptPending } from '../../broker/pending-operator.js';
 import { systemClock } from '../../clock.js';
 import { provisionWithBroker } from './provision-broker.js';
 
@@ -20,6 +21,10 @@ export interface DemoAccount {
   vendorId: string;
   deviceId: string;
 }
+
+/** The demo vendor's serials: demo-device-0001 enrolls with a code, demo-device-0002 zero-touch. */
+const DEMO_SERIALS = 'demo-device-[0-9]{4}';
+export const ZERO_TOUCH_SERIAL = 'demo-device-0002';
 
 export interface BrokerDevice {
   broker: RunningBroker;
@@ -52,6 +57,10 @@ export async function brokerDevice(
       secretKeyFile: join(vendorDir, 'secret-key'),
       tokenKeyFile: join(vendorDir, 'token-key'),
       store: `sqlite:${join(vendorDir, 'state', 'broker.db')}`,
+      // The vendor's boards may wait for an operator: serials of the demo's pattern, which never signed.
+      pendingEnrollment: { [account.vendorId]: { devicePattern: DEMO_SERIALS } },
+      // The demo's tokens live seconds, so its devices ask far more often than a real fleet's 12 an hour.
+      deviceTokensPerHour: 3600,
     },
     {},
   );
@@ -95,3 +104,45 @@ function secretCheck(root: string, secret: string): { files: number; holding: nu
   const holding = files.filter((e) => readFileSync(join(e.parentPath, e.name), 'latin1').includes(secret)).length;
   return { files: files.length, holding };
 }
+
+/**
+ * A second board as a fleet's image ships it: baseUrl, brokerUrl and vendorId, no code and no botId. Its
+ * daemon makes its key and waits, pending; the operator accepts the keyId it shows (`botlink broker accept
+ * KEYID --device-id SN`); the daemon gets its botId on its next ask and connects.
+ */
+export function zeroTouchDevice(dir: string, cloudUrl: string, broker: RunningBroker, vendorId: string, device: object): string {
+  mkdirSync(dir, { mode: 0o700 });
+  const configFile = join(dir, 'config.json');
+  const config = { baseUrl: cloudUrl, brokerUrl: broker.url, vendorId, deviceId: ZERO_TOUCH_SERIAL, ...device };
+  writeFileSync(configFile, JSON.stringify(config), { mode: 0o600 });
+  return configFile;
+}
+
+/** The operator's step: once `keyIdOf()` names the key the board shows as pending, accept it for its serial. */
+export async function acceptWhenPending(
+  broker: RunningBroker,
+  pendingKeyId: () => string | undefined,
+  stopped: () => boolean,
+  log: Logger,
+): Promise<string | undefined> {
+  let keyId = pendingKeyId();
+  while (keyId === undefined) {
+    if (stopped()) return undefined;
+    await new Promise((resolve) => setTimeout(resolve, PENDING_LOOK_MS));
+    keyId = pendingKeyId();
+  }
+  log.info(`demo: ${ZERO_TOUCH_SERIAL} waits, pending, showing keyId ${keyId}; the operator finds it in botlink broker pending`);
+  const { botId } = await acceptPending(
+    { store: broker.store, register: broker.register, now: () => systemClock.wallNow() },
+    keyId,
+    ZERO_TOUCH_SERIAL,
+    { actor: 'demo', audit: broker.audit },
+  );
+  log.info(
+    `demo: the operator accepted keyId ${keyId} for ${ZERO_TOUCH_SERIAL} (botlink broker accept KEYID --device-id SN): botId ${botId}; the board learns it on its next ask, within a minute`,
+  );
+  return botId;
+}
+
+/** How often the demo's operator looks at the board's status while it has not asked yet. */
+const PENDING_LOOK_MS = 200;

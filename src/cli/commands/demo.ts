@@ -8,18 +8,20 @@ import { ConfigError, loadConfig } from '../../agent/config/config.js';
 import { Daemon } from '../../agent/daemon/daemon.js';
 import { systemClock, systemRandom } from '../../clock.js';
 import { createLogger } from '../../log.js';
+import { describeError } from '../../protocol/errors.js';
 import { createReferenceService } from '../../service/server.js';
 import { defineCommand } from '../frame/command.js';
 import { Failure } from '../frame/exit.js';
 import { untilSignal } from '../frame/signals.js';
 import { readableLine } from '../log-lines.js';
 import { printable } from '../printable.js';
-import { type BrokerDevice, brokerDevice, type DemoAccount } from './demo-broker.js';
+import { acceptWhenPending, type BrokerDevice, brokerDevice, type DemoAccount, ZERO_TOUCH_SERIAL, zeroTouchDevice } from './demo-broker.js';
 
 const USAGE = `usage: botlink demo [--sign] [--duration S]   (default: until Ctrl-C)
 
 The reference service (the cloud), the vendor's broker and a device in broker mode on loopback, a
-small app conversing through the device; the device holds no account secret. --sign: the device
+small app conversing through the device; the device holds no account secret. A second board enrolls
+zero-touch: pending until the demo's operator accepts its keyId, then connected. --sign: the device
 signs getToken itself with the account secret, as before broker mode.`;
 
 /** Lifetimes of seconds so one minute shows every transition of the token state table. */
@@ -100,19 +102,28 @@ async function runDemo(
   let daemon: Daemon | undefined;
   let app: DemoApp | undefined;
   let viaBroker: BrokerDevice | undefined;
+  let second: SecondBoard | undefined;
+  let over = false;
   try {
     if (mode === 'broker') viaBroker = await brokerDevice(dir, svc.url, DEMO_ACCOUNT, deviceSettings(join(dir, 'device')), log);
     const config = loadConfig({ file: viaBroker?.configFile ?? writeDemoConfig(dir, svc.url), env: {} });
     daemon = new Daemon(config, { log: log.child({ part: 'agent' }), env: {}, clock: systemClock, random: systemRandom });
     await daemon.start();
     log.info(`demo: running${durationS === undefined ? ' — Ctrl-C to stop' : ` for ${durationS} s`}; state in ${dir}`);
-    if (viaBroker) sayWhereTheSecretIs(viaBroker, log);
+    if (viaBroker) {
+      sayWhereTheSecretIs(viaBroker, log);
+      second = zeroTouchBoard(dir, svc.url, viaBroker, log, () => over);
+    }
     // The demo's config leaves localSocket at its default, so it is never off here.
     if (config.localSocket) app = startApp(config.localSocket, (line) => log.info(line));
     await finished;
   } finally {
+    over = true;
     clearInterval(dropper);
     const link = daemon?.link?.status;
+    const secondState = second?.state();
+    await second?.daemon.stop();
+    await second?.settled;
     await daemon?.stop();
     const rounds = await app?.stopped();
     await viaBroker?.broker.close();
@@ -124,6 +135,7 @@ async function runDemo(
         {
           mode,
           ...(viaBroker && { deviceFilesHoldingTheSecret: viaBroker.secretCheck().holding }),
+          ...(secondState !== undefined && { zeroTouchBoard: secondState }),
           registered: register.ok,
           signed: getToken.ok,
           refreshed: refreshToken.ok,
@@ -160,6 +172,41 @@ function writeDemoConfig(dir: string, baseUrl: string): string {
     }),
   );
   return configFile;
+}
+
+interface SecondBoard {
+  daemon: Daemon;
+  /** Where it stands: its key's state, or `connected` once its link is. */
+  state(): string;
+  /** The operator's step and the board's connection, narrated; never rejects. */
+  settled: Promise<void>;
+}
+
+/** A second board enrolling zero-touch beside the first (DESIGN §3.7): pending, accepted by the operator, connected. */
+function zeroTouchBoard(dir: string, cloudUrl: string, via: BrokerDevice, log: Logger, over: () => boolean): SecondBoard {
+  const boardDir = join(dir, 'device-2');
+  log.info(`demo: a second board, ${ZERO_TOUCH_SERIAL}, boots the fleet's image: baseUrl, brokerUrl and vendorId, no code`);
+  const configFile = zeroTouchDevice(boardDir, cloudUrl, via.broker, DEMO_ACCOUNT.vendorId, {
+    ...deviceSettings(boardDir),
+    localSocket: '',
+  });
+  const daemon = new Daemon(loadConfig({ file: configFile, env: {}, makeDeviceKey: true }), {
+    log: log.child({ part: 'agent-2' }),
+    env: {},
+    clock: systemClock,
+    random: systemRandom,
+  });
+  const identity = () => daemon.statusDoc().identity;
+  const state = (): string => (daemon.link?.status.state === 'connected' ? 'connected' : (identity().state ?? 'starting'));
+  const pendingKeyId = () => (identity().state === 'pending' ? identity().keyId : undefined);
+  const settled = (async () => {
+    const started = daemon.start();
+    await acceptWhenPending(via.broker, pendingKeyId, over, log);
+    await started;
+    while (!over() && state() !== 'connected') await new Promise((resolve) => setTimeout(resolve, 200));
+    if (!over()) log.info(`demo: ${ZERO_TOUCH_SERIAL} enrolled zero-touch and connected: botId ${identity().id}`);
+  })().catch((err: unknown) => log.error(`demo: the zero-touch board: ${describeError(err)}`));
+  return { daemon, state, settled };
 }
 
 /** The point of broker mode, checked rather than claimed: no file of the device holds the account secret. */

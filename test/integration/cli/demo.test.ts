@@ -73,7 +73,7 @@ describe('botlink demo', () => {
     expect(out).not.toContain('demo-secret-key');
   }, 120_000);
 
-  it('by default runs the way a fleet should: the broker signs, the device enrolls its own key, holds no secret, and converses', async () => {
+  it('by default runs the way a fleet should: the broker signs, the device enrolls its own key, holds no secret, and converses; a second board enrolls zero-touch', async () => {
     const order = [
       'reference token service listening',
       "the vendor's broker listening",
@@ -86,15 +86,34 @@ describe('botlink demo', () => {
       'drops every WebSocket',
       'link connected',
     ];
+    // A second board beside it, zero-touch: pending with its keyId, accepted by the operator, connected on its
+    // next ask (Retry-After 60 s, ±20 %).
+    const zeroTouch = [
+      'a second board, demo-device-0002, boots',
+      'key waits for an operator',
+      'demo-device-0002 waits, pending, showing keyId',
+      'the operator accepted keyId',
+      'enrollment repeated',
+      'demo-device-0002 enrolled zero-touch and connected',
+    ];
     const positions = (out: string): number[] => stepPositions(order, out);
-    const run = await runCli(['demo'], { until: (out) => !positions(out).includes(-1) && /app: ← "you said/.test(out), timeoutMs: 90_000 });
+    const zeroTouchAt = (out: string): number[] => stepPositions(zeroTouch, out);
+    const run = await runCli(['demo'], {
+      until: (out) => !positions(out).includes(-1) && !zeroTouchAt(out).includes(-1) && /app: ← "you said/.test(out),
+      timeoutMs: 150_000,
+    });
     expect(run.code, run.stderr).toBe(0);
     const out = run.stdout;
     for (const [i, at] of positions(out).entries())
       expect(at, `"${order[i]}" after "${order[i - 1]}" in:\n${out}`).toBeGreaterThanOrEqual(0);
-    expect(out).toMatch(/demo: summary mode=broker deviceFilesHoldingTheSecret=0 registered=1 signed=\d+/);
+    for (const [i, at] of zeroTouchAt(out).entries())
+      expect(at, `"${zeroTouch[i]}" after "${zeroTouch[i - 1]}" in:\n${out}`).toBeGreaterThanOrEqual(0);
+    const keyId = /demo-device-0002 waits, pending, showing keyId ([0-9a-f]{32})/.exec(out)?.[1];
+    expect(out).toContain(`the operator accepted keyId ${keyId} for demo-device-0002`);
+    expect(out).toMatch(/demo: summary mode=broker deviceFilesHoldingTheSecret=0 zeroTouchBoard=connected registered=2 signed=\d+/);
+    expect(out).not.toContain('rate-limited');
     expect(out).not.toContain('demo-secret-key');
-  }, 120_000);
+  }, 180_000);
 
   it('handles a SIGTERM the instant its first line is out: its handler is in place, and it stops cleanly, exit 0', async () => {
     const run = await runCli(['demo'], { env: cleanEnv(signalAtLine('reference token service listening')), timeoutMs: 30_000 });
