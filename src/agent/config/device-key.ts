@@ -90,7 +90,8 @@ const KEY_RULES: PrivateFileRules = {
   noun: 'device key file',
   user: 'the agent user',
   credential: 'device-key',
-  createHint: (path) => `enroll this device with \`${ENROLL_COMMAND}\`, which makes the key at ${path}`,
+  createHint: (path) =>
+    `enroll this device with \`${ENROLL_COMMAND}\`, which makes the key at ${path}; a zero-touch board (brokerUrl and vendorId, no botId) makes it at the daemon's first start (\`systemctl start botlink\`), or now with \`botlink key\``,
   // Someone may have read it already: tightening the mode does not take it back.
   exposedFix: (path) =>
     `run \`chmod 600 ${path}\`; if anyone else could log in meanwhile, ask the vendor to revoke this device and enroll ` +
