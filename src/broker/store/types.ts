@@ -11,6 +11,8 @@ import type { CodeKind, DeviceFilter, OperatorBook } from './operator-types.js';
 export type { AuditLog, AuditPrune, AuditRow } from './audit-types.js';
 export type { CodeFilter, CodeKind, CodeListing, DeviceFilter, OperatorBook, RemovedPreauth } from './operator-types.js';
 
+import type { AdminStore } from './admin-store.js';
+
 export type StoreKind = 'sqlite' | 'postgres';
 
 export interface CodeRow {
@@ -296,4 +298,7 @@ export interface Housekeeping {
   close(): Promise<void>;
 }
 
-export interface BrokerStore extends RequestBook, Enrollment, OperatorBook, TokenCache, DisplacementQueue, AuditLog, Housekeeping {}
+export interface BrokerStore extends RequestBook, Enrollment, OperatorBook, TokenCache, DisplacementQueue, AuditLog, Housekeeping {
+  /** The admin API's tokens, sessions, pages and counts (DESIGN §3.8). */
+  readonly admin: AdminStore;
+}

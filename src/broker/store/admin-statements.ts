@@ -1,0 +1,154 @@
+/**
+ * The admin API's statements (DESIGN §3.8), written once for both databases like statements.ts. Pages are
+ * keyset pages over an index: a statement per combination of filters present (so each is planned with its
+ * own index), the page's start a row comparison, never an OFFSET.
+ */
+
+const TOKEN_LISTING =
+  'name, role, created_at AS "createdAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt", revoked_at AS "revokedAt"';
+
+/** A name is taken by any row, revoked or expired: names are never reused. */
+export const ADD_ADMIN_TOKEN =
+  'INSERT INTO admin_tokens (name, hmac, role, created_at, expires_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (name) DO NOTHING';
+export const LIST_ADMIN_TOKENS = `SELECT ${TOKEN_LISTING} FROM admin_tokens ORDER BY name`;
+export const REVOKE_ADMIN_TOKEN = 'UPDATE admin_tokens SET revoked_at = $2 WHERE name = $1 AND revoked_at IS NULL RETURNING name';
+export const END_SESSIONS_OF_TOKEN = 'DELETE FROM admin_sessions WHERE token_name = $1';
+export const ADMIN_TOKEN_BY_HMAC =
+  'SELECT name, role, expires_at AS "expiresAt", last_used_at AS "lastUsedAt" FROM admin_tokens ' +
+  'WHERE hmac = $1 AND revoked_at IS NULL AND expires_at > $2';
+export const TOUCH_ADMIN_TOKEN =
+  'UPDATE admin_tokens SET last_used_at = $2 WHERE name = $1 AND (last_used_at IS NULL OR last_used_at <= CAST($2 AS BIGINT) - 60000)';
+export const DROP_ENDED_SESSIONS = 'DELETE FROM admin_sessions WHERE expires_at <= $1';
+export const OPEN_SESSION = 'INSERT INTO admin_sessions (hmac, token_name, created_at, expires_at) VALUES ($1, $2, $3, $4)';
+export const SESSION_BY_HMAC =
+  'SELECT t.name, t.role, t.expires_at AS "expiresAt", t.last_used_at AS "lastUsedAt", s.expires_at AS "sessionExpiresAt" ' +
+  'FROM admin_sessions s JOIN admin_tokens t ON t.name = s.token_name ' +
+  'WHERE s.hmac = $1 AND s.expires_at > $2 AND t.revoked_at IS NULL AND t.expires_at > $2';
+export const END_SESSION = 'DELETE FROM admin_sessions WHERE hmac = $1 RETURNING token_name AS "tokenName"';
+
+export const KEPT_COUNTS = 'SELECT kind, name, n FROM device_counts WHERE n <> 0';
+
+/** Audit rows of the actions in $2 (a comma-joined list) since $1, counted by action and outcome. */
+export function auditSinceSql(actions: number): string {
+  const list = Array.from({ length: actions }, (_, i) => `$${i + 2}`).join(', ');
+  return `SELECT action, outcome, SUM(count) AS n FROM audit WHERE action IN (${list}) AND at >= $1 GROUP BY action, outcome`;
+}
+
+/** The latest refusal audited against a key (the audit_key index), as two columns of a device line. */
+const LAST_REFUSAL =
+  '(SELECT outcome FROM audit a WHERE a.key_id = k.key_id AND a.action = \'refusal\' ORDER BY a.at DESC LIMIT 1) AS "refusalCode", ' +
+  '(SELECT at FROM audit a WHERE a.key_id = k.key_id AND a.action = \'refusal\' ORDER BY a.at DESC LIMIT 1) AS "refusalAt"';
+
+/** A statement and its values, built for the filters a request has: each combination planned with its own index. */
+export interface Query {
+  sql: string;
+  params: unknown[];
+}
+
+/** Collects a query's values, each placeholder numbered as it is added. */
+class Params {
+  readonly values: unknown[] = [];
+
+  add(value: unknown, type: 'TEXT' | 'BIGINT' = 'TEXT'): string {
+    this.values.push(value);
+    return `CAST($${this.values.length} AS ${type})`;
+  }
+}
+
+/** q is matched as a literal prefix by comparing the first characters: no pattern, so `%` and `_` are plain. */
+const prefixOf = (column: string, q: string): string => `substr(${column}, 1, length(${q})) = ${q}`;
+
+export interface DevicePage {
+  state?: string | undefined;
+  vendorId?: string | undefined;
+  q?: string | undefined;
+  after: { vendorId: string; deviceId: string; keyId: string } | null;
+  limit: number;
+}
+
+/**
+ * A devices page: keys (the keys_device index) and pre-authorised keys (their (vendor_id, device_id) index), each
+ * cut at the limit in (vendorId, deviceId, keyId) order from the line the page starts after, then merged.
+ */
+export function devicePageQuery(page: DevicePage): Query {
+  const p = new Params();
+  const limit = p.add(page.limit, 'BIGINT');
+  const state = page.state === undefined || page.state === 'preauthorized' ? undefined : p.add(page.state);
+  const vendor = page.vendorId === undefined ? undefined : p.add(page.vendorId);
+  const q = page.q === undefined ? undefined : p.add(page.q);
+  const after = page.after && [p.add(page.after.vendorId), p.add(page.after.deviceId), p.add(page.after.keyId)];
+  const where = (botId: string | null, more: string[]): string => {
+    const parts = [...more];
+    if (vendor !== undefined) parts.push(`vendor_id = ${vendor}`);
+    if (q !== undefined) parts.push(botId === null ? prefixOf('device_id', q) : `(${prefixOf('device_id', q)} OR ${prefixOf(botId, q)})`);
+    if (after) parts.push(`(vendor_id, device_id, key_id) > (${after.join(', ')})`);
+    return parts.length === 0 ? '' : `WHERE ${parts.join(' AND ')}`;
+  };
+  const order = `ORDER BY vendor_id, device_id, key_id LIMIT ${limit}`;
+  const parts: string[] = [];
+  if (page.state !== 'preauthorized')
+    parts.push(
+      'SELECT bot_id AS "botId", device_id AS "deviceId", vendor_id AS "vendorId", key_id AS "keyId", state, ' +
+        `last_seen_at AS "lastSeenAt", agent_version AS "agentVersion", ${LAST_REFUSAL} FROM keys k ` +
+        `${where('bot_id', state === undefined ? [] : [`state = ${state}`])} ${order}`,
+    );
+  if (page.state === undefined || page.state === 'preauthorized')
+    parts.push(
+      'SELECT CAST(NULL AS TEXT) AS "botId", device_id AS "deviceId", vendor_id AS "vendorId", key_id AS "keyId", \'preauthorized\' AS state, ' +
+        `CAST(NULL AS BIGINT) AS "lastSeenAt", CAST(NULL AS TEXT) AS "agentVersion", CAST(NULL AS TEXT) AS "refusalCode", ` +
+        `CAST(NULL AS BIGINT) AS "refusalAt" FROM preauth ${where(null, [])} ${order}`,
+    );
+  const sql =
+    `SELECT * FROM (${parts.map((part, i) => `SELECT * FROM (${part}) AS part${i}`).join(' UNION ALL ')}) AS page ` +
+    `ORDER BY "vendorId", "deviceId", "keyId" LIMIT ${limit}`;
+  return { sql, params: p.values };
+}
+
+export const DEVICE_ITEM_OF_KEY =
+  'SELECT bot_id AS "botId", device_id AS "deviceId", vendor_id AS "vendorId", key_id AS "keyId", state, ' +
+  `last_seen_at AS "lastSeenAt", agent_version AS "agentVersion", ${LAST_REFUSAL} FROM keys k WHERE key_id = $1 ` +
+  "UNION ALL SELECT CAST(NULL AS TEXT), device_id, vendor_id, key_id, 'preauthorized', CAST(NULL AS BIGINT), CAST(NULL AS TEXT), CAST(NULL AS TEXT), CAST(NULL AS BIGINT) FROM preauth WHERE key_id = $1";
+
+export const KEYS_OF_BOT =
+  'SELECT key_id AS "keyId", state, created_at AS "createdAt", revoked_at AS "retiredAt" FROM keys WHERE bot_id = $1 ' +
+  "ORDER BY state = 'active' DESC, created_at DESC, key_id DESC";
+
+const AUDIT_ITEM =
+  'id, at, action, actor, vendor_id AS "vendorId", device_id AS "deviceId", bot_id AS "botId", key_id AS "keyId", ' +
+  'code_id AS "codeId", source, outcome';
+
+export interface AuditPage {
+  botId?: string | undefined;
+  keyId?: string | undefined;
+  action?: string | undefined;
+  before: { at: number; id: number } | null;
+  limit: number;
+}
+
+/** An audit page, newest first, over audit_bot, audit_key, audit_action or audit_at as its filters allow. */
+export function auditPageQuery(page: AuditPage): Query {
+  const p = new Params();
+  const parts: string[] = [];
+  if (page.botId !== undefined) parts.push(`bot_id = ${p.add(page.botId)}`);
+  if (page.keyId !== undefined) parts.push(`key_id = ${p.add(page.keyId)}`);
+  if (page.action !== undefined) parts.push(`action = ${p.add(page.action)}`);
+  if (page.before) parts.push(`(at, id) < (${p.add(page.before.at, 'BIGINT')}, ${p.add(page.before.id, 'BIGINT')})`);
+  const where = parts.length === 0 ? '' : `WHERE ${parts.join(' AND ')}`;
+  return {
+    sql: `SELECT ${AUDIT_ITEM} FROM audit ${where} ORDER BY at DESC, id DESC LIMIT ${p.add(page.limit, 'BIGINT')}`,
+    params: p.values,
+  };
+}
+
+const CODE_ITEM = 'id, vendor_id AS "vendorId", device_id AS "deviceId", kind, uses_left AS "usesLeft", expires_at AS "expiresAt"';
+/** Live codes with a use left at $1, of vendor $2 (NULL: any), soonest to expire first, after ($3 expiresAt, $4 id) unless NULL; $5 the limit. */
+export const CODE_PAGE =
+  `SELECT ${CODE_ITEM} FROM codes WHERE uses_left > 0 AND expires_at > $1 ` +
+  'AND (CAST($2 AS TEXT) IS NULL OR vendor_id = CAST($2 AS TEXT)) ' +
+  'AND (CAST($3 AS BIGINT) IS NULL OR (expires_at, id) > (CAST($3 AS BIGINT), CAST($4 AS TEXT))) ORDER BY expires_at, id LIMIT $5';
+
+/** Pre-authorised keys of vendor $1 (NULL: any), after ($2 vendorId, $3 deviceId) unless NULL; $4 the limit. */
+export const PREAUTH_PAGE =
+  'SELECT vendor_id AS "vendorId", device_id AS "deviceId", key_id AS "keyId", created_at AS "addedAt" FROM preauth ' +
+  'WHERE (CAST($1 AS TEXT) IS NULL OR vendor_id = CAST($1 AS TEXT)) ' +
+  'AND (CAST($2 AS TEXT) IS NULL OR (vendor_id, device_id) > (CAST($2 AS TEXT), CAST($3 AS TEXT))) ORDER BY vendor_id, device_id LIMIT $4';
