@@ -16,7 +16,18 @@ import type { AuditLog, AuditRow } from '../store/types.js';
 import { AuditQueue, foldOf } from './queue.js';
 import { MinuteTally, type TalliedMinute } from './tally.js';
 
-export type AuditAction = 'enroll' | 'token' | 'rotate' | 'revoke' | 'displace' | 'code' | 'preauth' | 'reset-limits' | 'refusal';
+export type AuditAction =
+  | 'enroll'
+  | 'token'
+  | 'rotate'
+  | 'revoke'
+  | 'displace'
+  | 'code'
+  | 'preauth'
+  | 'reset-limits'
+  | 'refusal'
+  | 'admin-token'
+  | 'admin-session';
 
 /** The actor of a device's own request (an operator's is `cli:<OS user>`). */
 export const DEVICE_ACTOR = 'device';

@@ -20,6 +20,7 @@ import type { Output } from '../frame/io.js';
 import { stoppingOn, untilSignal } from '../frame/signals.js';
 import { formatTime } from '../format.js';
 import { printable } from '../printable.js';
+import { adminToken } from './broker-admin-token.js';
 import { cancel, code, codes } from './broker-codes.js';
 import { devices, preauth, resetLimitsCommand } from './broker-devices.js';
 import { asOperator, brokerConfig } from './broker-operator.js';
@@ -32,6 +33,7 @@ const USAGE = `usage: botlink broker [--config FILE]
        botlink broker revoke  [--config FILE] [--displace] BOTID
        botlink broker reset-limits [--config FILE] BOTID
        botlink broker preauth [--config FILE] --vendor-id V FILE | --remove --vendor-id V DEVICEID
+       botlink broker admin-token create [--config FILE] --name N --role viewer|operator [--ttl S] | list [--json] | revoke NAME
 
 The vendor's broker (DESIGN §3.7): it alone holds the account secret and signs on the devices'
 behalf. The config is --config, else $BOTLINK_BROKER_CONFIG, else /etc/botlink-broker/config.json.
@@ -46,7 +48,8 @@ behalf. The config is --config, else $BOTLINK_BROKER_CONFIG, else /etc/botlink-b
   revoke    the botId's key answers 403 revoked from the next request on; --displace also closes the
             socket the device holds, now and once its last token has expired
   reset-limits  clears the botId's hourly token counts (not its rotations)
-  preauth   lines deviceId,publicKey: those keys enroll without a code; --remove drops one device's`;
+  preauth   lines deviceId,publicKey: those keys enroll without a code; --remove drops one device's
+  admin-token  the admin API's tokens: create (printed once, last line), list, revoke (ends its sessions)`;
 
 const revokeBot = defineCommand({
   usage: 'usage: botlink broker revoke [--config FILE] [--displace] BOTID',
@@ -122,6 +125,7 @@ export const broker = defineCommand({
     revoke: async () => revokeBot,
     'reset-limits': async () => resetLimitsCommand,
     preauth: async () => preauth,
+    'admin-token': async () => adminToken,
   },
   async run({ flags, stdout, stderr, env }) {
     const config = brokerConfig(flags.config, env);
@@ -138,7 +142,8 @@ export const broker = defineCommand({
       throw err;
     }
     stdout.write(`listening on ${running.url}\n`);
-    logger.info({ url: running.url, store: running.store.kind }, 'broker listening');
+    if (running.adminUrl !== undefined) stdout.write(`admin on ${running.adminUrl}\n`);
+    logger.info({ url: running.url, adminUrl: running.adminUrl, store: running.store.kind }, 'broker listening');
     stderr.write(`botlink broker: ${stoppingOn(await stop.received)}\n`);
     await running.close();
     await flush();
