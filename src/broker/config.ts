@@ -275,7 +275,7 @@ function parseAdmin(raw: Raw, tls: boolean): AdminListenerConfig | null {
   const listen = parseListen(listenValue, 'adminListen');
   if (!tls && !isLoopback(listen.host)) {
     throw new BrokerConfigError('adminListen', `plain http is only for loopback, and adminListen is ${listen.host}`, {
-      fix: 'set tlsCertFile and tlsKeyFile (the admin listener uses the broker\'s certificate), or listen on 127.0.0.1 behind a TLS proxy',
+      fix: "set tlsCertFile and tlsKeyFile (the admin listener uses the broker's certificate), or listen on 127.0.0.1 behind a TLS proxy",
     });
   }
   if (originValue === undefined) return { listen, origin: null };
@@ -285,7 +285,11 @@ function parseAdmin(raw: Raw, tls: boolean): AdminListenerConfig | null {
   } catch {
     origin = undefined;
   }
-  if (!origin || (origin.protocol !== 'http:' && origin.protocol !== 'https:') || origin.origin !== String(originValue).replace(/\/$/, '')) {
+  if (
+    !origin ||
+    (origin.protocol !== 'http:' && origin.protocol !== 'https:') ||
+    origin.origin !== String(originValue).replace(/\/$/, '')
+  ) {
     throw new BrokerConfigError('adminOrigin', 'adminOrigin must be an origin: http(s)://host[:port], no path', {
       fix: 'set it to the URL operators open the console at, as their browser shows it, e.g. https://broker.example.com:8443',
     });

@@ -45,7 +45,13 @@ export async function createAdminToken(
     throw new OperatorInputError('--name must be 1 to 64 of A-Z a-z 0-9 . _ @ -, beginning with a letter or digit, and not "device"');
   const token = `${ADMIN_TOKEN_PREFIX}${randomBytes(24).toString('base64url')}`;
   const expiresAt = now + req.ttlS * 1000;
-  const added = await store.admin.addAdminToken({ name: req.name, hmac: keys.adminTokenHmac(token), role: req.role, createdAt: now, expiresAt });
+  const added = await store.admin.addAdminToken({
+    name: req.name,
+    hmac: keys.adminTokenHmac(token),
+    role: req.role,
+    createdAt: now,
+    expiresAt,
+  });
   if (!added) throw new OperatorInputError(`an admin token named ${req.name} exists or existed: names are never reused`);
   by.audit.record({ action: 'admin-token', actor: by.actor, outcome: `created ${req.name} ${req.role}` }, 'admin token created', {
     name: req.name,

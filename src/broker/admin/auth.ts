@@ -70,8 +70,10 @@ export async function identify(ctx: AdminContext, req: IncomingMessage, origin: 
     refuseCrossOrigin(req.method, req.headers, origin);
     identity = await ctx.store.admin.adminSessionByHmac(ctx.keys.sessionHmac(cookie), now);
   }
-  if (identity === undefined) throw new AdminError('unauthenticated', 'an admin token (Authorization: Bearer) or a console session is needed');
-  if (identity.lastUsedAt === null || now - identity.lastUsedAt >= TOUCH_EVERY_MS) await ctx.store.admin.touchAdminToken(identity.name, now);
+  if (identity === undefined)
+    throw new AdminError('unauthenticated', 'an admin token (Authorization: Bearer) or a console session is needed');
+  if (identity.lastUsedAt === null || now - identity.lastUsedAt >= TOUCH_EVERY_MS)
+    await ctx.store.admin.touchAdminToken(identity.name, now);
   return { name: identity.name, role: identity.role, expiresAt: identity.expiresAt };
 }
 

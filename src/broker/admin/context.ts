@@ -4,11 +4,12 @@ import type { Clock } from '../../clock.js';
 import type { AuditTrail } from '../audit/trail.js';
 import type { DisplacerDeps } from '../displace.js';
 import type { BrokerKeys } from '../keys.js';
+import type { Operator } from '../operator.js';
 import type { VendorTokenSource } from '../operator-codes.js';
 import type { AdminRole } from '../store/admin-types.js';
 import type { BrokerStore } from '../store/types.js';
 import type { Cursors } from './cursor.js';
-import type { PendingBook } from './routes-pending.js';
+import type { PendingBook } from './pending-book.js';
 
 export interface AdminContext {
   store: BrokerStore;
@@ -21,7 +22,7 @@ export interface AdminContext {
   displacer: DisplacerDeps;
   cursors: Cursors;
   log: Logger;
-  /** Code-less enrollment's queue, once wired (routes-pending.ts); absent: its routes answer 404. */
+  /** Code-less enrollment's queue, once wired (pending-book.ts); absent: its routes answer 404. */
   pending?: PendingBook | undefined;
 }
 
@@ -57,3 +58,8 @@ export interface AdminRoute {
 }
 
 export const ok = (body: unknown, status = 200): AdminAnswer => ({ status, body });
+
+/** The caller as the operator functions (operator.ts) know one: its token's name is the audit's actor. */
+export function operatorOf(ctx: AdminContext, req: AdminRequest): Operator {
+  return { actor: req.caller.name, audit: ctx.audit };
+}

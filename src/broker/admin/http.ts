@@ -7,7 +7,13 @@ export const ADMIN_BODY_LIMIT = 1024 * 1024;
 /** Headers every answer carries; no Access-Control-Allow-* header is ever sent. */
 const ALWAYS = { 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' } as const;
 
-export function sendJson(res: ServerResponse, status: number, body: unknown, nowMs: number, headers: Record<string, string | string[]> = {}): void {
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  nowMs: number,
+  headers: Record<string, string | string[]> = {},
+): void {
   const payload = JSON.stringify(body);
   // A body the listener did not read (refused before it) leaves the connection in an unknown state: close it after the answer.
   const unread = !res.req.complete;

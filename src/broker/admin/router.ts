@@ -53,9 +53,18 @@ function asAdminError(err: unknown): AdminError | undefined {
   if (err instanceof AdminError) return err;
   if (err instanceof StoreUnavailable) return new AdminError('unavailable', 'the store does not answer; try again');
   if (err instanceof CloudError)
-    return err.serviceCode === undefined ? new AdminError('unavailable', 'the cloud did not answer; try again') : new AdminError('cloud-refused', err.message);
+    return err.serviceCode === undefined
+      ? new AdminError('unavailable', 'the cloud did not answer; try again')
+      : new AdminError('cloud-refused', err.message);
   if (err instanceof Refusal) {
-    const byStatus: Record<number, AdminErrorCode> = { 400: 'bad-request', 404: 'not-found', 409: 'conflict', 429: 'rate-limited', 502: 'cloud-refused', 503: 'unavailable' };
+    const byStatus: Record<number, AdminErrorCode> = {
+      400: 'bad-request',
+      404: 'not-found',
+      409: 'conflict',
+      429: 'rate-limited',
+      502: 'cloud-refused',
+      503: 'unavailable',
+    };
     return new AdminError(byStatus[err.status] ?? 'conflict', err.message);
   }
   return undefined;
@@ -75,9 +84,11 @@ async function handle(deps: AdminFrontDeps, req: IncomingMessage, res: ServerRes
     throw new AdminError('method-not-allowed', '/admin/session takes POST (sign in) or DELETE (sign out)');
   }
   if (!url.pathname.startsWith(`${ADMIN_API}/`)) throw notFound(`no route ${url.pathname}`);
-  const found = match(url.pathname.slice(ADMIN_API.length), req.method ?? '');
+  // HEAD is GET without its body (node leaves the body out).
+  const found = match(url.pathname.slice(ADMIN_API.length), req.method === 'HEAD' ? 'GET' : (req.method ?? ''));
   const caller = await identify(ctx, req, origin);
-  if (found.route.role === 'operator' && caller.role !== 'operator') throw new AdminError('forbidden', `${caller.name} is a viewer: this is an operator's action`);
+  if (found.route.role === 'operator' && caller.role !== 'operator')
+    throw new AdminError('forbidden', `${caller.name} is a viewer: this is an operator's action`);
   if (found.route.method !== 'POST' && hasBody(req)) throw badRequest(`${found.route.method} takes no body`);
   const body = found.route.method === 'POST' ? await readJsonBody(req) : undefined;
   const answer = await found.route.handle(ctx, { caller, params: found.params, query: url.searchParams, body, source });

@@ -1,14 +1,10 @@
 /** The admin API's actions on a device (DESIGN §3.8): revoke (displacing by default) and reset-limits, audited as the token's name. */
-import { displaceRevoked, type Operator, OperatorInputError, resetLimits, revoke } from '../operator.js';
-import { type AdminContext, type AdminRequest, type AdminRoute, ok } from './context.js';
+import { displaceRevoked, OperatorInputError, resetLimits, revoke } from '../operator.js';
+import { type AdminRoute, ok, operatorOf } from './context.js';
 import { AdminError, notFound } from './errors.js';
 import { BodyReader } from './input.js';
 
 const BOT_ID = '(?<botId>[A-Za-z0-9._:@-]{1,128})';
-
-export function operatorOf(ctx: AdminContext, req: AdminRequest): Operator {
-  return { actor: req.caller.name, audit: ctx.audit };
-}
 
 /** §3.7's revoke: every active key of the botId; `displace` (default true) closes the socket the device holds, now and once its last token ends. */
 const revokeDevice: AdminRoute = {

@@ -10,10 +10,9 @@ import {
   removePreauth,
 } from '../operator.js';
 import type { CodeKind, PreauthRow } from '../store/types.js';
-import { type AdminRoute, ok } from './context.js';
+import { type AdminRoute, ok, operatorOf } from './context.js';
 import { AdminError, badRequest, notFound } from './errors.js';
 import { BodyReader, identityParam, QueryReader } from './input.js';
-import { operatorOf } from './routes-actions.js';
 
 /** The most lines one preauth request takes. */
 export const PREAUTH_LINES_MAX = 10_000;
@@ -146,7 +145,10 @@ const addPreauth: AdminRoute = {
       rows.delete(result.conflict);
       rejected.push({ line, msg: `deviceId ${result.conflict}, or its key, is enrolled or pre-authorised already` });
     }
-    await auditPreauthorized([...rows.values()].map((r) => r.row), by);
+    await auditPreauthorized(
+      [...rows.values()].map((r) => r.row),
+      by,
+    );
     rejected.sort((a, b) => a.line - b.line);
     return ok({ added: rows.size, rejected });
   },

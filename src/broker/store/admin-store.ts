@@ -20,7 +20,7 @@ import {
   devicePageQuery,
 } from './admin-statements.js';
 import type {
-  AdminBook,
+  AdminStore,
   AdminIdentity,
   AdminSessionRow,
   AdminTokenListing,
@@ -31,7 +31,6 @@ import type {
   DeviceAfter,
   DeviceItemRow,
   DevicePageFilter,
-  FleetViews,
   KeptCount,
   KeyOfDevice,
   PreauthItem,
@@ -39,8 +38,6 @@ import type {
 import { openSessionTx, revokeAdminTokenTx } from './rules/admin.js';
 import { all, get, run } from './sql.js';
 import type { CodeListing } from './operator-types.js';
-
-export type AdminStore = AdminBook & FleetViews;
 
 /** PostgreSQL returns BIGINT and SUM as strings: every count and time leaves the store as a number. */
 const num = (v: unknown): number => Number(v);

@@ -152,3 +152,6 @@ export interface FleetViews {
     limit: number,
   ): Promise<PreauthItem[]>;
 }
+
+/** The admin API's part of the store. */
+export type AdminStore = AdminBook & FleetViews;

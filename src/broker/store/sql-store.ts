@@ -2,7 +2,8 @@
  * The broker's store (types.ts), written once over a Driver: each method is one rule, run as a read, a
  * write, or a decision. The databases differ only in their drivers (sqlite.ts, postgres.ts).
  */
-import { type AdminStore, SqlAdminStore } from './admin-store.js';
+import { SqlAdminStore } from './admin-store.js';
+import type { AdminStore } from './admin-types.js';
 import type { Driver } from './driver.js';
 import { claimDisplacementsTx, requeueDisplacementTx } from './rules/displacements.js';
 import { pruneAuditTx, writeAuditTx } from './rules/audit.js';

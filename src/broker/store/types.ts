@@ -11,7 +11,7 @@ import type { CodeKind, DeviceFilter, OperatorBook } from './operator-types.js';
 export type { AuditLog, AuditPrune, AuditRow } from './audit-types.js';
 export type { CodeFilter, CodeKind, CodeListing, DeviceFilter, OperatorBook, RemovedPreauth } from './operator-types.js';
 
-import type { AdminStore } from './admin-store.js';
+import type { AdminStore } from './admin-types.js';
 
 export type StoreKind = 'sqlite' | 'postgres';
 
