@@ -257,6 +257,18 @@ describe('the admin API over a fleet', () => {
     expect((await devices[3]?.token(broker.url))?.status).toBe(403);
   });
 
+  it('revokes displacing by default, the displacement audited as the token’s name', async () => {
+    const revoked = await adminCall(admin, `/admin/v1/devices/${botIds[2]}/revoke`, { method: 'POST', token: operator });
+    expect(revoked.json).toEqual({ revoked: 1 });
+    let events: { actor: string; outcome: string }[] = [];
+    for (const until = Date.now() + 10_000; events.length === 0 && Date.now() < until; ) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      events = (await get(`/admin/v1/audit?botId=${botIds[2]}&action=displace`)).json['events'] as typeof events;
+    }
+    expect(events.map((e) => e.actor)).toEqual(['ops']);
+    expect((await devices[2]?.token(broker.url))?.status).toBe(403);
+  });
+
   it('pages devices with cursors bound to their filters, q a literal prefix, limit ≤ 500', async () => {
     const page = async (query: string) =>
       (await get(`/admin/v1/devices?${query}`)).json as { devices: { deviceId: string }[]; next: string | null };
@@ -280,7 +292,7 @@ describe('the admin API over a fleet', () => {
     expect((await page(`q=${encodeURIComponent('a%')}`)).devices).toEqual([]);
     expect((await page(`q=${encodeURIComponent('%')}`)).devices).toEqual([]);
     expect((await page(`q=${encodeURIComponent('a.')}`)).devices.map((d) => d.deviceId)).toEqual(['a.1']);
-    expect((await page('state=revoked')).devices.map((d) => d.deviceId)).toEqual(['b-1']);
+    expect((await page('state=revoked')).devices.map((d) => d.deviceId)).toEqual(['a.1', 'b-1']);
     expect((await get('/admin/v1/devices?limit=501')).status).toBe(400);
     expect((await get('/admin/v1/devices?state=weird')).status).toBe(400);
     expect((await get('/admin/v1/devices?sort=x')).status).toBe(400);
