@@ -24,7 +24,7 @@ const me: AdminRoute = {
   },
 };
 
-/** Counts the store keeps (no scan), and the last hour's tokens and refusals from the audit's action index. */
+/** Counts the store keeps (no scan): devices by state and version, the last hour's tokens and refusals by minute. */
 const summary: AdminRoute = {
   method: 'GET',
   path: /^\/summary$/,
@@ -43,7 +43,7 @@ const summary: AdminRoute = {
     if (rest > 0) top['other'] = rest;
     let tokens = 0;
     const refusals: Record<string, number> = {};
-    for (const row of await ctx.store.admin.auditSince(ctx.clock.wallNow() - HOUR_MS, ['token', 'refusal'])) {
+    for (const row of await ctx.store.admin.auditCountsSince(ctx.clock.wallNow() - HOUR_MS)) {
       if (row.action === 'token') tokens += row.n;
       else refusals[row.outcome] = (refusals[row.outcome] ?? 0) + row.n;
     }

@@ -28,11 +28,8 @@ export const END_SESSION = 'DELETE FROM admin_sessions WHERE hmac = $1 RETURNING
 
 export const KEPT_COUNTS = 'SELECT kind, name, n FROM device_counts WHERE n <> 0';
 
-/** Audit rows of the actions in $2 (a comma-joined list) since $1, counted by action and outcome. */
-export function auditSinceSql(actions: number): string {
-  const list = Array.from({ length: actions }, (_, i) => `$${i + 2}`).join(', ');
-  return `SELECT action, outcome, SUM(count) AS n FROM audit WHERE action IN (${list}) AND at >= $1 GROUP BY action, outcome`;
-}
+/** Tokens and refusals counted by minute (audit_minutes) from the minute $1 on, by action and outcome. */
+export const AUDIT_MINUTES_SINCE = 'SELECT action, outcome, SUM(n) AS n FROM audit_minutes WHERE minute >= $1 GROUP BY action, outcome';
 
 /** The latest refusal audited against a key (the audit_key index), as two columns of a device line. */
 const LAST_REFUSAL =

@@ -6,6 +6,7 @@ import type { Driver } from './driver.js';
 import {
   ADD_ADMIN_TOKEN,
   ADMIN_TOKEN_BY_HMAC,
+  AUDIT_MINUTES_SINCE,
   CODE_PAGE,
   DEVICE_ITEM_OF_KEY,
   END_SESSION,
@@ -16,7 +17,6 @@ import {
   SESSION_BY_HMAC,
   TOUCH_ADMIN_TOKEN,
   auditPageQuery,
-  auditSinceSql,
   devicePageQuery,
 } from './admin-statements.js';
 import type {
@@ -99,11 +99,9 @@ export class SqlAdminStore implements AdminStore {
     return rows.map((r) => ({ ...r, n: num(r.n) }));
   }
 
-  async auditSince(since: number, actions: readonly string[]): Promise<{ action: string; outcome: string; n: number }[]> {
-    const rows = await this.#d.run(
-      all<{ action: string; outcome: string; n: unknown }>(auditSinceSql(actions.length), since, ...actions),
-      'read',
-    );
+  async auditCountsSince(since: number): Promise<{ action: string; outcome: string; n: number }[]> {
+    const minute = Math.floor(since / 60_000) * 60_000;
+    const rows = await this.#d.run(all<{ action: string; outcome: string; n: unknown }>(AUDIT_MINUTES_SINCE, minute), 'read');
     return rows.map((r) => ({ action: r.action, outcome: r.outcome, n: num(r.n) }));
   }
 

@@ -134,8 +134,8 @@ export interface KeptCount {
 export interface FleetViews {
   /** The counts kept by the store's triggers: no scan. */
   keptCounts(): Promise<KeptCount[]>;
-  /** Audit rows of `actions` since `since`, by action and outcome (the audit_action index). */
-  auditSince(since: number, actions: readonly string[]): Promise<{ action: string; outcome: string; n: number }[]>;
+  /** Tokens issued and refusals since `since` (to the minute), by action and outcome: the per-minute counts, no scan of the audit. */
+  auditCountsSince(since: number): Promise<{ action: string; outcome: string; n: number }[]>;
   pageDevices(filter: DevicePageFilter, after: DeviceAfter | null, limit: number): Promise<DeviceItemRow[]>;
   /** The item of the key (null: no row, a tombstone or unknown). */
   deviceItemOfKey(keyId: string): Promise<DeviceItemRow | undefined>;

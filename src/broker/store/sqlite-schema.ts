@@ -67,7 +67,8 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
   // 5: admin tokens and console sessions (HMACs only; a token's row outlives its revocation, so its name is never
   // reused), the device counts the summary reads (kept by triggers in the transactions that change a key or a
   // pre-authorisation: active keys, botIds left with none, pre-authorised keys, active keys by agent version),
-  // and the audit by device and by key for a device's events.
+  // tokens and refusals per minute (written with each audit batch, for the summary's last hour), and the audit by
+  // device, by key and by action.
   `CREATE TABLE admin_tokens (
      name TEXT PRIMARY KEY, hmac TEXT NOT NULL UNIQUE, role TEXT NOT NULL CHECK (role IN ('viewer', 'operator')),
      created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, last_used_at INTEGER, revoked_at INTEGER
@@ -80,6 +81,9 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
    CREATE INDEX audit_bot ON audit (bot_id, at);
    CREATE INDEX audit_key ON audit (key_id, at);
    CREATE INDEX audit_action ON audit (action, at);
+   CREATE TABLE audit_minutes (
+     minute INTEGER NOT NULL, action TEXT NOT NULL, outcome TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (minute, action, outcome)
+   ) STRICT, WITHOUT ROWID;
    DROP INDEX keys_device;
    CREATE INDEX keys_device ON keys (vendor_id, device_id, key_id);
    CREATE TABLE device_counts (kind TEXT NOT NULL, name TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (kind, name)) STRICT, WITHOUT ROWID;
