@@ -3,6 +3,7 @@
  * keyset pages over an index: a statement per combination of filters present (so each is planned with its
  * own index), the page's start a row comparison, never an OFFSET.
  */
+import { PLANNED_EACH_CALL } from './sql.js';
 
 const TOKEN_LISTING =
   'name, role, created_at AS "createdAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt", revoked_at AS "revokedAt"';
@@ -52,9 +53,6 @@ class Params {
   }
 }
 
-/** q is matched as a literal prefix by comparing the first characters: no pattern, so `%` and `_` are plain. */
-const prefixOf = (column: string, q: string): string => `substr(${column}, 1, length(${q})) = ${q}`;
-
 export interface DevicePage {
   state?: string | undefined;
   vendorId?: string | undefined;
@@ -63,41 +61,62 @@ export interface DevicePage {
   limit: number;
 }
 
+/** The byte-order collation, named as each database names it: a prefix's range is exact only under it. */
+export type BinaryCollation = 'BINARY' | '"C"';
+
+/** Past every string that begins with q, in byte order (deviceIds and botIds never hold U+10FFFF). */
+const PAST_PREFIX = '\u{10FFFF}';
+
+const KEY_LINE =
+  'SELECT bot_id AS "botId", device_id AS "deviceId", vendor_id AS "vendorId", key_id AS "keyId", state, ' +
+  `last_seen_at AS "lastSeenAt", agent_version AS "agentVersion", ${LAST_REFUSAL} FROM keys k`;
+const PREAUTH_LINE =
+  'SELECT CAST(NULL AS TEXT) AS "botId", device_id AS "deviceId", vendor_id AS "vendorId", key_id AS "keyId", ' +
+  '\'preauthorized\' AS state, CAST(NULL AS BIGINT) AS "lastSeenAt", CAST(NULL AS TEXT) AS "agentVersion", ' +
+  'CAST(NULL AS TEXT) AS "refusalCode", CAST(NULL AS BIGINT) AS "refusalAt" FROM preauth';
+
 /**
- * A devices page: keys (the keys_device index) and pre-authorised keys (their (vendor_id, device_id) index), each
- * cut at the limit in (vendorId, deviceId, keyId) order from the line the page starts after, then merged.
+ * A devices page: keys and pre-authorised keys, each side cut at the limit in the page's order from the line it
+ * starts after, then merged. Without q the order is (vendorId, deviceId, keyId) over keys_device and the preauth
+ * unique index. With q — a literal prefix, never a pattern — the order is (deviceId, vendorId, keyId) in byte
+ * order, each side a range scan of the prefix (keys_device_first, preauth_device_first; the botIds' keys_bot, on
+ * PostgreSQL keys_bot_first), so a
+ * rare prefix among a million keys reads only its matches.
  */
-export function devicePageQuery(page: DevicePage): Query {
+export function devicePageQuery(page: DevicePage, binary: BinaryCollation): Query {
   const p = new Params();
   const limit = p.add(page.limit, 'BIGINT');
   const state = page.state === undefined || page.state === 'preauthorized' ? undefined : p.add(page.state);
   const vendor = page.vendorId === undefined ? undefined : p.add(page.vendorId);
-  const q = page.q === undefined ? undefined : p.add(page.q);
+  const q = page.q === undefined ? undefined : [p.add(page.q), p.add(`${page.q}${PAST_PREFIX}`)];
   const after = page.after && [p.add(page.after.vendorId), p.add(page.after.deviceId), p.add(page.after.keyId)];
-  const where = (botId: string | null, more: string[]): string => {
-    const parts = [...more];
-    if (vendor !== undefined) parts.push(`vendor_id = ${vendor}`);
-    if (q !== undefined) parts.push(botId === null ? prefixOf('device_id', q) : `(${prefixOf('device_id', q)} OR ${prefixOf(botId, q)})`);
-    if (after) parts.push(`(vendor_id, device_id, key_id) > (${after.join(', ')})`);
-    return parts.length === 0 ? '' : `WHERE ${parts.join(' AND ')}`;
+  const device = `device_id COLLATE ${binary}`;
+  const inRange = (column: string): string => (q ? `${column} >= ${q[0]} AND ${column} < ${q[1]}` : '');
+  const order = q ? [device, 'vendor_id', 'key_id'] : ['vendor_id', 'device_id', 'key_id'];
+  // With q, the row comparison's first column is an expression PostgreSQL will not bound the index scan by: a plain bound does.
+  const start =
+    after &&
+    (q
+      ? `${device} >= ${after[1]} AND (${order.join(', ')}) > (${after[1]}, ${after[0]}, ${after[2]})`
+      : `(${order.join(', ')}) > (${after.join(', ')})`);
+  const side = (select: string, conditions: (string | false | undefined)[]): string => {
+    const all = [...conditions, vendor !== undefined && `vendor_id = ${vendor}`, start].filter(
+      (c): c is string => typeof c === 'string' && c !== '',
+    );
+    return `${select}${all.length === 0 ? '' : ` WHERE ${all.join(' AND ')}`} ORDER BY ${order.join(', ')} LIMIT ${limit}`;
   };
-  const order = `ORDER BY vendor_id, device_id, key_id LIMIT ${limit}`;
+  const keyState = state !== undefined && `state = ${state}`;
   const parts: string[] = [];
-  if (page.state !== 'preauthorized')
-    parts.push(
-      'SELECT bot_id AS "botId", device_id AS "deviceId", vendor_id AS "vendorId", key_id AS "keyId", state, ' +
-        `last_seen_at AS "lastSeenAt", agent_version AS "agentVersion", ${LAST_REFUSAL} FROM keys k ` +
-        `${where('bot_id', state === undefined ? [] : [`state = ${state}`])} ${order}`,
-    );
-  if (page.state === undefined || page.state === 'preauthorized')
-    parts.push(
-      'SELECT CAST(NULL AS TEXT) AS "botId", device_id AS "deviceId", vendor_id AS "vendorId", key_id AS "keyId", \'preauthorized\' AS state, ' +
-        `CAST(NULL AS BIGINT) AS "lastSeenAt", CAST(NULL AS TEXT) AS "agentVersion", CAST(NULL AS TEXT) AS "refusalCode", ` +
-        `CAST(NULL AS BIGINT) AS "refusalAt" FROM preauth ${where(null, [])} ${order}`,
-    );
+  if (page.state !== 'preauthorized') {
+    parts.push(side(KEY_LINE, [inRange(device), keyState]));
+    // A botId of the prefix whose deviceId is not: the side above has those whose deviceId is.
+    if (q) parts.push(side(KEY_LINE, [inRange(`bot_id COLLATE ${binary}`), `NOT (${inRange(device)})`, keyState]));
+  }
+  if (page.state === undefined || page.state === 'preauthorized') parts.push(side(PREAUTH_LINE, [inRange(device)]));
+  const outer = q ? `"deviceId" COLLATE ${binary}, "vendorId", "keyId"` : '"vendorId", "deviceId", "keyId"';
   const sql =
-    `SELECT * FROM (${parts.map((part, i) => `SELECT * FROM (${part}) AS part${i}`).join(' UNION ALL ')}) AS page ` +
-    `ORDER BY "vendorId", "deviceId", "keyId" LIMIT ${limit}`;
+    `${PLANNED_EACH_CALL}SELECT * FROM (${parts.map((part, i) => `SELECT * FROM (${part}) AS part${i}`).join(' UNION ALL ')}) AS page ` +
+    `ORDER BY ${outer} LIMIT ${limit}`;
   return { sql, params: p.values };
 }
 

@@ -106,7 +106,7 @@ export class SqlAdminStore implements AdminStore {
   }
 
   async pageDevices(filter: DevicePageFilter, after: DeviceAfter | null, limit: number): Promise<DeviceItemRow[]> {
-    const q = devicePageQuery({ ...filter, after, limit });
+    const q = devicePageQuery({ ...filter, after, limit }, this.#d.kind === 'sqlite' ? 'BINARY' : '"C"');
     return (await this.#d.run(all<DeviceItemRow>(q.sql, ...q.params), 'read')).map(deviceItem);
   }
 

@@ -68,7 +68,8 @@ export const POSTGRES_MIGRATIONS: readonly string[] = [
   // reused), the device counts the summary reads (kept by triggers in the transactions that change a key or a
   // pre-authorisation: active keys, botIds left with none, pre-authorised keys, active keys by agent version),
   // tokens and refusals per minute (written with each audit batch, for the summary's last hour), and the audit by
-  // device, by key and by action.
+  // device, by key and by action; the keys and pre-authorisations by deviceId and by botId first, in byte order
+  // (a prefix search's range).
   `CREATE TABLE admin_tokens (
      name TEXT PRIMARY KEY, hmac TEXT NOT NULL UNIQUE, role TEXT NOT NULL CHECK (role IN ('viewer', 'operator')),
      created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL, last_used_at BIGINT, revoked_at BIGINT
@@ -79,13 +80,16 @@ export const POSTGRES_MIGRATIONS: readonly string[] = [
    CREATE INDEX admin_sessions_token ON admin_sessions (token_name);
    CREATE INDEX admin_sessions_expiry ON admin_sessions (expires_at);
    CREATE INDEX audit_bot ON audit (bot_id, at);
-   CREATE INDEX audit_key ON audit (key_id, at);
+   CREATE INDEX audit_key ON audit (key_id, action, at);
    CREATE INDEX audit_action ON audit (action, at);
    CREATE TABLE audit_minutes (
      minute BIGINT NOT NULL, action TEXT NOT NULL, outcome TEXT NOT NULL, n BIGINT NOT NULL, PRIMARY KEY (minute, action, outcome)
    );
    DROP INDEX keys_device;
    CREATE INDEX keys_device ON keys (vendor_id, device_id, key_id);
+   CREATE INDEX keys_device_first ON keys (device_id COLLATE "C", vendor_id, key_id);
+   CREATE INDEX keys_bot_first ON keys (bot_id COLLATE "C");
+   CREATE INDEX preauth_device_first ON preauth (device_id COLLATE "C", vendor_id, key_id);
    CREATE TABLE device_counts (kind TEXT NOT NULL, name TEXT NOT NULL, n BIGINT NOT NULL, PRIMARY KEY (kind, name));
    INSERT INTO device_counts (kind, name, n)
      SELECT 'state', 'active', COUNT(*) FROM keys WHERE state = 'active'

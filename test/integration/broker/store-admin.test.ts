@@ -211,6 +211,10 @@ describe.each([sqlite, postgres])('the admin store on $kind', (backend) => {
     expect(await page({ q: 'a%' }, 10)).toEqual(['a%c:active']);
     expect(await page({ q: 'A' }, 10)).toEqual([]);
     expect(await page({ q: 'bot-b' }, 10)).toEqual(['b-1:revoked', 'b-2:active']);
+    // With q, pages run in deviceId's byte order, a key whose botId matches among those whose deviceId does.
+    expect(await page({ q: 'a' }, 1)).toEqual(['a%c:active', 'a-p:preauthorized', 'a_b:active', 'axb:active']);
+    expect(await page({ q: 'bot-' }, 2)).toEqual(['a%c:active', 'a_b:active', 'axb:active', 'b-1:revoked', 'b-2:active']);
+    expect(await page({ q: 'b', state: 'active' }, 1)).toEqual(['a%c:active', 'a_b:active', 'axb:active', 'b-2:active']);
     const [item] = await store.admin.pageDevices({ q: 'b-2' }, null, 1);
     expect(await store.admin.deviceItemOfKey(item?.keyId ?? '')).toEqual(item);
     expect(await store.admin.keysOfBot('bot-b-1')).toEqual([
