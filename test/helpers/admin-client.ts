@@ -14,6 +14,8 @@ export interface AdminCall {
   cookie?: string;
   headers?: Record<string, string>;
   body?: unknown;
+  /** Sends from this local address (127.0.0.0/8 on loopback), as another source. */
+  from?: string;
 }
 
 /** One request to `base` (the admin origin); Host is the origin's unless `headers` say otherwise. */
@@ -28,18 +30,22 @@ export function adminCall(base: string, path: string, o: AdminCall = {}): Promis
     ...o.headers,
   };
   return new Promise((resolve, reject) => {
-    const req = request(url, { method: o.method ?? 'GET', headers, agent: false }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        resolve({
-          status: res.statusCode ?? 0,
-          headers: res.headers,
-          json: text === '' ? {} : (JSON.parse(text) as Record<string, unknown>),
+    const req = request(
+      url,
+      { method: o.method ?? 'GET', headers, agent: false, ...(o.from !== undefined && { localAddress: o.from }) },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          resolve({
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            json: text === '' ? {} : (JSON.parse(text) as Record<string, unknown>),
+          });
         });
-      });
-    });
+      },
+    );
     req.on('error', reject);
     req.end(payload);
   });

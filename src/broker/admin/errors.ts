@@ -18,12 +18,15 @@ export type AdminErrorCode = keyof typeof ADMIN_STATUS;
 export class AdminError extends Error {
   readonly code: AdminErrorCode;
   readonly status: number;
+  /** Seconds, for 429 and 503. */
+  readonly retryAfterS: number | undefined;
 
-  constructor(code: AdminErrorCode, message: string) {
+  constructor(code: AdminErrorCode, message: string, retryAfterS?: number) {
     super(message);
     this.name = 'AdminError';
     this.code = code;
     this.status = ADMIN_STATUS[code];
+    this.retryAfterS = retryAfterS;
   }
 }
 

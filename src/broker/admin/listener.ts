@@ -6,11 +6,12 @@ import { createServer as createHttpServer, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Clock } from '../../clock.js';
+import { UnsignedRefusals } from '../auth/unsigned.js';
 import type { AdminListenerConfig } from '../config.js';
 import { ConnectionGuard } from '../connections.js';
 import { answerClientError, answerTimedOut } from '../server.js';
 import type { AdminContext } from './context.js';
-import { createAdminHandler } from './router.js';
+import { ADMIN_FAILURES_PER_MINUTE, createAdminHandler } from './router.js';
 
 /** Open connections to the admin listener, per replica: operators, not a fleet. */
 export const ADMIN_CONNECTIONS_MAX = 64;
@@ -39,7 +40,13 @@ export async function startAdminListener(deps: AdminListenerDeps): Promise<Runni
     (socket, res) => answerTimedOut(socket, res, clock.wallNow()),
   );
   let origin = config.origin ?? '';
-  const handler = createAdminHandler({ ctx: deps.ctx, origin: () => origin, trustedProxies: deps.trustedProxies, guard });
+  const handler = createAdminHandler({
+    ctx: deps.ctx,
+    origin: () => origin,
+    trustedProxies: deps.trustedProxies,
+    guard,
+    failures: new UnsignedRefusals(ADMIN_FAILURES_PER_MINUTE),
+  });
   const server: Server = tls ? createHttpsServer({ ...tls, handshakeTimeout: deps.deadlines.headMs }, handler) : createHttpServer(handler);
   server.headersTimeout = 0;
   server.requestTimeout = 0;

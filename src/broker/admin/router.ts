@@ -6,6 +6,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CloudError } from '../../cloud/errors.js';
 import { messageOf } from '../../protocol/errors.js';
 import type { ConnectionGuard } from '../connections.js';
+import type { UnsignedRefusals } from '../auth/unsigned.js';
 import { Refusal } from '../refusal.js';
 import { sourceOf } from '../server.js';
 import { StoreUnavailable } from '../store/errors.js';
@@ -20,6 +21,8 @@ import { PENDING_ROUTES } from './routes-pending.js';
 import { signIn, signOut } from './session.js';
 
 export const ADMIN_API = '/admin/v1';
+/** Failed authentications (401) per source and minute before the source is told 429 for the rest of the minute. */
+export const ADMIN_FAILURES_PER_MINUTE = 30;
 const ROUTES: readonly AdminRoute[] = [...FLEET_ROUTES, ...ACTION_ROUTES, ...CODE_ROUTES, ...PENDING_ROUTES];
 
 export interface AdminFrontDeps {
@@ -28,6 +31,8 @@ export interface AdminFrontDeps {
   origin(): string;
   trustedProxies: ReadonlySet<string>;
   guard: Pick<ConnectionGuard, 'request'>;
+  /** Failed authentications per source, in this replica's memory (auth/unsigned.ts): a guesser costs no store reads past the limit. */
+  failures: UnsignedRefusals;
 }
 
 export function createAdminHandler(deps: AdminFrontDeps): (req: IncomingMessage, res: ServerResponse) => void {
@@ -41,8 +46,10 @@ export function createAdminHandler(deps: AdminFrontDeps): (req: IncomingMessage,
       }
       const refused = asAdminError(err);
       if (!refused) ctx.log.error({ err: messageOf(err), listener: 'admin' }, 'admin request failed');
+      if (refused?.code === 'unauthenticated') deps.failures.count(sourceOf(req, deps.trustedProxies), ctx.clock.wallNow());
       if (res.headersSent) return void res.destroy();
-      if (refused) sendJson(res, refused.status, { code: refused.code, msg: refused.message }, ctx.clock.wallNow());
+      const retry = refused?.retryAfterS === undefined ? {} : { 'Retry-After': String(refused.retryAfterS) };
+      if (refused) sendJson(res, refused.status, { code: refused.code, msg: refused.message }, ctx.clock.wallNow(), retry);
       else sendJson(res, 500, { code: 'internal', msg: 'the broker failed; see its log' }, ctx.clock.wallNow());
     });
   };
@@ -65,7 +72,7 @@ function asAdminError(err: unknown): AdminError | undefined {
       502: 'cloud-refused',
       503: 'unavailable',
     };
-    return new AdminError(byStatus[err.status] ?? 'conflict', err.message);
+    return new AdminError(byStatus[err.status] ?? 'conflict', err.message, err.retryAfterS);
   }
   return undefined;
 }
@@ -77,6 +84,7 @@ async function handle(deps: AdminFrontDeps, req: IncomingMessage, res: ServerRes
   if (req.method === 'OPTIONS') throw new AdminError('method-not-allowed', 'OPTIONS is not served: the admin API allows no other origin');
   const url = new URL(req.url ?? '/', 'http://admin.invalid');
   const source = sourceOf(req, deps.trustedProxies);
+  deps.failures.refuseIfOver(source, ctx.clock.wallNow());
   if (url.pathname === '/admin/session') {
     if (url.search !== '') throw badRequest('a query string is not allowed');
     if (req.method === 'POST') return signIn(ctx, req, res, origin, source);

@@ -104,6 +104,21 @@ describe('the admin listener', () => {
     expect(both.status).toBe(400);
   });
 
+  it('tells a source past 30 failed authentications in a minute 429, in memory, and no other source', async () => {
+    const from = '127.0.0.9';
+    const bad = () => adminCall(admin, '/admin/v1/me', { token: 'blk_BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB', from });
+    // 31 are refused 401, then 429; a minute that ends meanwhile starts the count again, so at most twice as many.
+    let refused = 0;
+    let held = await bad();
+    for (; held.status === 401 && refused < 100; held = await bad()) refused += 1;
+    expect(held.status).toBe(429);
+    expect(refused).toBeGreaterThanOrEqual(31);
+    expect(refused).toBeLessThanOrEqual(62);
+    expect(Number(held.headers['retry-after'])).toBeGreaterThan(0);
+    expect((await adminCall(admin, '/admin/v1/me', { token: operator, from })).status).toBe(429);
+    expect((await adminCall(admin, '/admin/v1/me', { token: operator, from: '127.0.0.10' })).status).toBe(200);
+  });
+
   it('answers only its own Host (400), OPTIONS with 405, never a CORS header, and every answer no-store and nosniff', async () => {
     const foreign = await adminCall(admin, '/admin/v1/me', { token: operator, headers: { host: 'evil.example' } });
     expect(foreign.status).toBe(400);
