@@ -89,30 +89,43 @@ export function devicePageQuery(page: DevicePage, binary: BinaryCollation): Quer
   const state = page.state === undefined || page.state === 'preauthorized' ? undefined : p.add(page.state);
   const vendor = page.vendorId === undefined ? undefined : p.add(page.vendorId);
   const q = page.q === undefined ? undefined : [p.add(page.q), p.add(`${page.q}${PAST_PREFIX}`)];
-  const after = page.after && [p.add(page.after.vendorId), p.add(page.after.deviceId), p.add(page.after.keyId)];
-  const device = `device_id COLLATE ${binary}`;
-  const inRange = (column: string): string => (q ? `${column} >= ${q[0]} AND ${column} < ${q[1]}` : '');
-  const order = q ? [device, 'vendor_id', 'key_id'] : ['vendor_id', 'device_id', 'key_id'];
-  // With q, the row comparison's first column is an expression PostgreSQL will not bound the index scan by: a plain bound does.
-  const start =
-    after &&
-    (q
-      ? `${device} >= ${after[1]} AND (${order.join(', ')}) > (${after[1]}, ${after[0]}, ${after[2]})`
-      : `(${order.join(', ')}) > (${after.join(', ')})`);
-  const side = (select: string, conditions: (string | false | undefined)[]): string => {
-    const all = [...conditions, vendor !== undefined && `vendor_id = ${vendor}`, start].filter(
-      (c): c is string => typeof c === 'string' && c !== '',
-    );
-    return `${select}${all.length === 0 ? '' : ` WHERE ${all.join(' AND ')}`} ORDER BY ${order.join(', ')} LIMIT ${limit}`;
+  const after = page.after && {
+    vendorId: p.add(page.after.vendorId),
+    deviceId: p.add(page.after.deviceId),
+    keyId: p.add(page.after.keyId),
   };
+  const device = `device_id COLLATE ${binary}`;
+  const order = q ? [device, 'vendor_id', 'key_id'] : ['vendor_id', 'device_id', 'key_id'];
+  const past = (values: string[]): string => `(${order.join(', ')}) > (${values.join(', ')})`;
+  // A deviceId range's lower bound: past the page's start when that is the tighter (a database bounds its scan by one).
+  const from = q && page.q !== undefined && page.after && page.after.deviceId > page.q ? p.add(page.after.deviceId) : q?.[0];
+  const inRange = (column: string, lower = q?.[0]): string => (q ? `${column} >= ${lower} AND ${column} < ${q[1]}` : '');
+  // Where a page starts, as conditions each database seeks by: without q, a row comparison seeks by its first column
+  // alone on SQLite, so the rest of the start's vendor and the vendors after it are two segments.
+  const segments: string[][] = !after
+    ? [[]]
+    : q
+      ? [[past([after.deviceId, after.vendorId, after.keyId])]]
+      : [
+          [`vendor_id = ${after.vendorId}`, `device_id >= ${after.deviceId}`, past([after.vendorId, after.deviceId, after.keyId])],
+          // With vendorId filtered there is no vendor after the start's (SQLite would walk the vendor to learn it).
+          ...(vendor === undefined ? [[`vendor_id > ${after.vendorId}`]] : []),
+        ];
+  const sides = (select: string, conditions: (string | false | undefined)[]): string[] =>
+    segments.map((segment) => {
+      const all = [...conditions, vendor !== undefined && `vendor_id = ${vendor}`, ...segment].filter(
+        (c): c is string => typeof c === 'string' && c !== '',
+      );
+      return `${select}${all.length === 0 ? '' : ` WHERE ${all.join(' AND ')}`} ORDER BY ${order.join(', ')} LIMIT ${limit}`;
+    });
   const keyState = state !== undefined && `state = ${state}`;
   const parts: string[] = [];
   if (page.state !== 'preauthorized') {
-    parts.push(side(KEY_LINE, [inRange(device), keyState]));
+    parts.push(...sides(KEY_LINE, [inRange(device, from), keyState]));
     // A botId of the prefix whose deviceId is not: the side above has those whose deviceId is.
-    if (q) parts.push(side(KEY_LINE, [inRange(`bot_id COLLATE ${binary}`), `NOT (${inRange(device)})`, keyState]));
+    if (q) parts.push(...sides(KEY_LINE, [inRange(`bot_id COLLATE ${binary}`), `NOT (${inRange(device)})`, keyState]));
   }
-  if (page.state === undefined || page.state === 'preauthorized') parts.push(side(PREAUTH_LINE, [inRange(device)]));
+  if (page.state === undefined || page.state === 'preauthorized') parts.push(...sides(PREAUTH_LINE, [inRange(device, from)]));
   const outer = q ? `"deviceId" COLLATE ${binary}, "vendorId", "keyId"` : '"vendorId", "deviceId", "keyId"';
   const sql =
     `${PLANNED_EACH_CALL}SELECT * FROM (${parts.map((part, i) => `SELECT * FROM (${part}) AS part${i}`).join(' UNION ALL ')}) AS page ` +
