@@ -176,8 +176,25 @@ export const CODE_PAGE =
   'AND (CAST($2 AS TEXT) IS NULL OR vendor_id = CAST($2 AS TEXT)) ' +
   'AND (CAST($3 AS BIGINT) IS NULL OR (expires_at, id) > (CAST($3 AS BIGINT), CAST($4 AS TEXT))) ORDER BY expires_at, id LIMIT $5';
 
-/** Pre-authorised keys of vendor $1 (NULL: any), after ($2 vendorId, $3 deviceId) unless NULL; $4 the limit. */
-export const PREAUTH_PAGE =
-  'SELECT vendor_id AS "vendorId", device_id AS "deviceId", key_id AS "keyId", created_at AS "addedAt" FROM preauth ' +
-  'WHERE (CAST($1 AS TEXT) IS NULL OR vendor_id = CAST($1 AS TEXT)) ' +
-  'AND (CAST($2 AS TEXT) IS NULL OR (vendor_id, device_id) > (CAST($2 AS TEXT), CAST($3 AS TEXT))) ORDER BY vendor_id, device_id LIMIT $4';
+/**
+ * A page of pre-authorised keys in (vendorId, deviceId) order over their unique index: the rest of the start's
+ * vendor, then (unless vendorId is filtered) the vendors after it — each a seek on either database.
+ */
+export function preauthPageQuery(vendorId: string | undefined, after: { vendorId: string; deviceId: string } | null, limit: number): Query {
+  const p = new Params();
+  const n = p.add(limit, 'BIGINT');
+  const vendor = vendorId === undefined ? [] : [`vendor_id = ${p.add(vendorId)}`];
+  const start = after && { vendorId: p.add(after.vendorId), deviceId: p.add(after.deviceId) };
+  const segments = !start
+    ? [vendor]
+    : [
+        [...vendor, `vendor_id = ${start.vendorId}`, `device_id > ${start.deviceId}`],
+        ...(vendorId === undefined ? [[`vendor_id > ${start.vendorId}`]] : []),
+      ];
+  const select = 'SELECT vendor_id AS "vendorId", device_id AS "deviceId", key_id AS "keyId", created_at AS "addedAt" FROM preauth';
+  const parts = segments.map(
+    (where, i) =>
+      `SELECT * FROM (${select}${where.length === 0 ? '' : ` WHERE ${where.join(' AND ')}`} ORDER BY vendor_id, device_id LIMIT ${n}) AS part${i}`,
+  );
+  return { sql: `SELECT * FROM (${parts.join(' UNION ALL ')}) AS page ORDER BY "vendorId", "deviceId" LIMIT ${n}`, params: p.values };
+}

@@ -13,11 +13,11 @@ import {
   KEPT_COUNTS,
   KEYS_OF_BOT,
   LIST_ADMIN_TOKENS,
-  PREAUTH_PAGE,
   SESSION_BY_HMAC,
   TOUCH_ADMIN_TOKEN,
   auditPageQuery,
   devicePageQuery,
+  preauthPageQuery,
 } from './admin-statements.js';
 import type {
   AdminStore,
@@ -143,10 +143,8 @@ export class SqlAdminStore implements AdminStore {
     after: { vendorId: string; deviceId: string } | null,
     limit: number,
   ): Promise<PreauthItem[]> {
-    const rows = await this.#d.run(
-      all<PreauthItem>(PREAUTH_PAGE, filter.vendorId ?? null, after?.vendorId ?? null, after?.deviceId ?? null, limit),
-      'read',
-    );
+    const q = preauthPageQuery(filter.vendorId, after, limit);
+    const rows = await this.#d.run(all<PreauthItem>(q.sql, ...q.params), 'read');
     return rows.map((r) => ({ ...r, addedAt: num(r.addedAt) }));
   }
 }

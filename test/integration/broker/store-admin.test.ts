@@ -285,5 +285,15 @@ describe.each([sqlite, postgres])('the admin store on $kind', (backend) => {
     expect((await store.admin.pagePreauth({ vendorId: 'V1' }, { vendorId: 'V1', deviceId: 'SN-2' }, 2)).map((p) => p.deviceId)).toEqual([
       'SN-3',
     ]);
+    await store.addPreauth([preauthRow('SN-0', 'V0'), preauthRow('SN-9', 'V9')]);
+    const seen: string[] = [];
+    for (let after: { vendorId: string; deviceId: string } | null = null; ; ) {
+      const rows = await store.admin.pagePreauth({}, after, 2);
+      seen.push(...rows.map((r) => `${r.vendorId}/${r.deviceId}`));
+      const last = rows.at(-1);
+      if (rows.length < 2 || !last) break;
+      after = { vendorId: last.vendorId, deviceId: last.deviceId };
+    }
+    expect(seen).toEqual(['V0/SN-0', 'V1/SN-1', 'V1/SN-2', 'V1/SN-3', 'V9/SN-9']);
   });
 });
