@@ -71,7 +71,11 @@ function signedAsk(device: BenchDevice, i: number, all: readonly BenchDevice[]):
     nonce: randomBytes(12).toString('base64url'),
     body,
   });
-  return { path: ENROLL_PATH, headers: { 'content-type': 'application/json', authorization, 'x-forwarded-for': sourceOf(i, all.length) }, body };
+  return {
+    path: ENROLL_PATH,
+    headers: { 'content-type': 'application/json', authorization, 'x-forwarded-for': sourceOf(i, all.length) },
+    body,
+  };
 }
 
 const answered = (status: number) => (s: number) => s === status;

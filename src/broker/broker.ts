@@ -11,6 +11,9 @@ import { CloudClient } from '../cloud/client.js';
 import type { Clock } from '../clock.js';
 import { voiceChatUrl } from '../protocol/conversation.js';
 import { messageOf } from '../protocol/errors.js';
+import { Cursors } from './admin/cursor.js';
+import { type RunningAdminListener, startAdminListener } from './admin/listener.js';
+import { pendingBook } from './admin/pending-wiring.js';
 import { AuditTrail } from './audit/trail.js';
 import { CloudGate } from './cloud-gate.js';
 import { cloudRegistrar, type Register } from './registrar.js';
@@ -48,6 +51,8 @@ export interface BrokerDeps {
 
 export interface RunningBroker {
   url: string;
+  /** The admin listener's origin (adminOrigin), when adminListen is set. */
+  adminUrl: string | undefined;
   store: BrokerStore;
   /** Its audit, which operators acting in the same process (the demo) record into too. */
   audit: AuditTrail;
@@ -108,13 +113,30 @@ export async function startBroker({ config, clock, log }: BrokerDeps): Promise<R
   server.keepAliveTimeout = 0;
   server.on(tls ? 'secureConnection' : 'connection', (socket: Socket) => guard.accept(socket));
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => answerClientError(err, socket, clock.wallNow()));
+  const wsUrl = voiceChatUrl(config.baseUrl);
+  let admin: RunningAdminListener | undefined;
   try {
     await listen(server, config.listen.host, config.listen.port);
+    if (config.admin !== null) {
+      const adminCtx = {
+        store,
+        keys,
+        clock,
+        audit: ctx.audit,
+        vendors: ctx.vendors,
+        displacer: { cloud, gate, wsUrl, clock },
+        cursors: new Cursors(keys),
+        log,
+        pending: pendingBook(store, cloudRegistrar({ cloud, gate, vendors: ctx.vendors }), clock),
+      };
+      const deadlines = { idleMs: IDLE_MS, headMs: HEAD_MS, bodyMs: BODY_MS };
+      admin = await startAdminListener({ config: config.admin, ctx: adminCtx, tls, trustedProxies, clock, deadlines });
+    }
   } catch (err) {
+    server.close();
     await Promise.all([store.close(), cloud.close()]);
     throw err;
   }
-  const wsUrl = voiceChatUrl(config.baseUrl);
   const displacements = new DueDisplacements({
     store,
     displace: (botId, signal) => displace({ cloud, gate, wsUrl, clock }, botId, signal),
@@ -128,6 +150,7 @@ export async function startBroker({ config, clock, log }: BrokerDeps): Promise<R
   const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host;
   return {
     url: `${tls ? 'https' : 'http'}://${host}:${port}`,
+    adminUrl: admin?.url,
     store,
     audit: ctx.audit,
     register: cloudRegistrar({ cloud, gate, vendors: ctx.vendors }),
@@ -135,10 +158,13 @@ export async function startBroker({ config, clock, log }: BrokerDeps): Promise<R
       stopHousekeeping();
       health.stop();
       await displacements.stop();
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      });
+      await Promise.all([
+        new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          server.closeAllConnections();
+        }),
+        admin?.close(),
+      ]);
       // What the requests audited reaches the store before it closes.
       await ctx.audit.close();
       await Promise.all([cloud.close(), store.close()]);

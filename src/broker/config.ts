@@ -63,6 +63,14 @@ export interface BrokerConfig {
   /** The vendors and serials that may wait for an operator when they enroll with no code (empty: none). */
   pendingEnrollment: PendingPolicy;
   limits: BrokerLimits;
+  /** The admin listener (DESIGN §3.8), when adminListen is set. */
+  admin: AdminListenerConfig | null;
+}
+
+export interface AdminListenerConfig {
+  listen: { host: string; port: number };
+  /** The console's one origin (`scheme://host[:port]`); null: the scheme and the address bound (port 0 resolved). */
+  origin: string | null;
 }
 
 type Raw = Record<string, unknown>;
@@ -94,6 +102,8 @@ const KEYS = [
   'logFile',
   'logLevel',
   'pendingEnrollment',
+  'adminListen',
+  'adminOrigin',
   ...COUNT_KEYS,
 ] as const;
 type Key = (typeof KEYS)[number];
@@ -236,7 +246,9 @@ export function parseBrokerConfig(raw: Raw, env: NodeJS.ProcessEnv): BrokerConfi
   if (storePasswordFile !== null && !store.startsWith('postgres')) {
     throw new BrokerConfigError('storePasswordFile', 'storePasswordFile is for a postgres:// store');
   }
+  const admin = parseAdmin(raw, tls !== null);
   return {
+    admin,
     listen,
     baseUrl,
     accessKeyId: str('accessKeyId'),
@@ -265,10 +277,44 @@ export function parseBrokerConfig(raw: Raw, env: NodeJS.ProcessEnv): BrokerConfi
   };
 }
 
-function parseListen(value: string): { host: string; port: number } {
+/** adminListen (http only on loopback, else the broker's TLS certificate) and adminOrigin (an origin: no path, no query). */
+function parseAdmin(raw: Raw, tls: boolean): AdminListenerConfig | null {
+  const listenValue = raw['adminListen'];
+  const originValue = raw['adminOrigin'];
+  if (listenValue === undefined) {
+    if (originValue !== undefined) throw new BrokerConfigError('adminOrigin', 'adminOrigin needs adminListen');
+    return null;
+  }
+  if (typeof listenValue !== 'string') throw new BrokerConfigError('adminListen', 'adminListen must be host:port');
+  const listen = parseListen(listenValue, 'adminListen');
+  if (!tls && !isLoopback(listen.host)) {
+    throw new BrokerConfigError('adminListen', `plain http is only for loopback, and adminListen is ${listen.host}`, {
+      fix: "set tlsCertFile and tlsKeyFile (the admin listener uses the broker's certificate), or listen on 127.0.0.1 behind a TLS proxy",
+    });
+  }
+  if (originValue === undefined) return { listen, origin: null };
+  let origin: URL | undefined;
+  try {
+    origin = typeof originValue === 'string' ? new URL(originValue) : undefined;
+  } catch {
+    origin = undefined;
+  }
+  if (
+    !origin ||
+    (origin.protocol !== 'http:' && origin.protocol !== 'https:') ||
+    origin.origin !== String(originValue).replace(/\/$/, '')
+  ) {
+    throw new BrokerConfigError('adminOrigin', 'adminOrigin must be an origin: http(s)://host[:port], no path', {
+      fix: 'set it to the URL operators open the console at, as their browser shows it, e.g. https://broker.example.com:8443',
+    });
+  }
+  return { listen, origin: origin.origin };
+}
+
+function parseListen(value: string, key: Key = 'listen'): { host: string; port: number } {
   const m = /^(\[[0-9a-fA-F:.]+\]|[^:[\]]+):(\d{1,5})$/.exec(value);
   const port = Number(m?.[2]);
-  if (!m || port > 65535) throw new BrokerConfigError('listen', `listen must be host:port (port 0 picks one), got "${value}"`);
+  if (!m || port > 65535) throw new BrokerConfigError(key, `${key} must be host:port (port 0 picks one), got "${value}"`);
   return { host: (m[1] ?? '').replace(/^\[|\]$/g, ''), port };
 }
 

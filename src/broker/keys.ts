@@ -1,6 +1,6 @@
 /**
  * The broker's own secrets: the token key (one file, the same on every replica, never beside the
- * store) from which the code HMAC key and the token sealing key are derived, and the account secret.
+ * store) from which the keys of codes, admin tokens, console sessions, cursors and tokens at rest are derived, and the account secret.
  */
 import { createCipheriv, createDecipheriv, createHmac, createSecretKey, hkdfSync, type KeyObject, randomBytes } from 'node:crypto';
 import { realpathSync } from 'node:fs';
@@ -14,6 +14,12 @@ export interface BrokerKeys {
   seal(plain: string): Buffer;
   /** Throws when the sealed bytes were not made with this key or were changed. */
   open(sealed: Buffer): string;
+  /** HMAC-SHA256 (hex) of an admin token: what the store keeps instead of it. */
+  adminTokenHmac(token: string): string;
+  /** HMAC-SHA256 (hex) of a console session id: what the store keeps instead of it. */
+  sessionHmac(sessionId: string): string;
+  /** HMAC-SHA256 (base64url) of an admin API cursor, so a cursor the broker did not make is refused. */
+  cursorMac(cursor: string): string;
 }
 
 const IV_BYTES = 12;
@@ -110,7 +116,13 @@ export function brokerKeys(tokenKey: Buffer): BrokerKeys {
   const derive = (info: string): KeyObject => createSecretKey(Buffer.from(hkdfSync('sha256', tokenKey, Buffer.alloc(0), info, 32)));
   const codeKey = derive('botlink-broker enrollment codes');
   const sealKey = derive('botlink-broker tokens at rest');
+  const adminTokenKey = derive('botlink-broker admin tokens');
+  const sessionKey = derive('botlink-broker admin sessions');
+  const cursorKey = derive('botlink-broker admin cursors');
   return {
+    adminTokenHmac: (token) => createHmac('sha256', adminTokenKey).update(token, 'utf8').digest('hex'),
+    sessionHmac: (id) => createHmac('sha256', sessionKey).update(id, 'utf8').digest('hex'),
+    cursorMac: (cursor) => createHmac('sha256', cursorKey).update(cursor, 'utf8').digest('base64url'),
     codeHmac: (normalised) => createHmac('sha256', codeKey).update(normalised, 'utf8').digest('hex'),
     seal(plain) {
       const iv = randomBytes(IV_BYTES);

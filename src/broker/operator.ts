@@ -148,36 +148,51 @@ export function parsePreauth(text: string, vendorId: string, now: number): Preau
   const rows: PreauthRow[] = [];
   const seen = new Set<string>();
   text.split(/\r?\n/).forEach((line, i) => {
-    const trimmed = line.trim();
-    if (trimmed === '' || trimmed.startsWith('#')) return;
-    const m = /^([^,]*),([A-Za-z0-9_-]{43})$/.exec(trimmed);
-    if (!m) throw new OperatorInputError(`line ${i + 1}: expected deviceId,publicKey (base64url of 32 bytes)`);
-    const [, deviceId = '', publicKey = ''] = m;
-    if (!isIdentity('deviceId', deviceId)) throw new OperatorInputError(`line ${i + 1}: a deviceId is ${IDENTITY_FIELDS.deviceId.says}`);
-    let keyId: string;
+    let row: PreauthRow | undefined;
     try {
-      ({ keyId } = publicKeyFromWire(publicKey));
+      row = parsePreauthLine(line, vendorId, now);
     } catch (err) {
       throw new OperatorInputError(`line ${i + 1}: ${messageOf(err)}`);
     }
-    if (seen.has(deviceId)) throw new OperatorInputError(`line ${i + 1}: deviceId ${deviceId} appears twice`);
-    seen.add(deviceId);
-    rows.push({ keyId, publicKey, deviceId, vendorId, createdAt: now });
+    if (row === undefined) return;
+    if (seen.has(row.deviceId)) throw new OperatorInputError(`line ${i + 1}: deviceId ${row.deviceId} appears twice`);
+    seen.add(row.deviceId);
+    rows.push(row);
   });
   if (rows.length === 0) throw new OperatorInputError('no deviceId,publicKey lines in the file');
   return rows;
+}
+
+/** One line `deviceId,publicKey` as a row; undefined for a blank line or a # comment; an OperatorInputError saying what is wrong. */
+export function parsePreauthLine(line: string, vendorId: string, now: number): PreauthRow | undefined {
+  const trimmed = line.trim();
+  if (trimmed === '' || trimmed.startsWith('#')) return undefined;
+  const m = /^([^,]*),([A-Za-z0-9_-]{43})$/.exec(trimmed);
+  if (!m) throw new OperatorInputError('expected deviceId,publicKey (base64url of 32 bytes)');
+  const [, deviceId = '', publicKey = ''] = m;
+  if (!isIdentity('deviceId', deviceId)) throw new OperatorInputError(`a deviceId is ${IDENTITY_FIELDS.deviceId.says}`);
+  try {
+    return { keyId: publicKeyFromWire(publicKey).keyId, publicKey, deviceId, vendorId, createdAt: now };
+  } catch (err) {
+    throw new OperatorInputError(messageOf(err));
+  }
 }
 
 /** Pre-authorises every row or none; one audit event per row added (DESIGN §3.7). */
 export async function preauthorize(store: BrokerStore, rows: readonly PreauthRow[], by: Operator): Promise<number> {
   const result = await store.addPreauth(rows);
   if ('conflict' in result) throw new OperatorInputError(`deviceId ${result.conflict} is enrolled or pre-authorised already`);
+  await auditPreauthorized(rows, by);
+  return result.added;
+}
+
+/** One audit event per row pre-authorised. */
+export async function auditPreauthorized(rows: Iterable<PreauthRow>, by: Operator): Promise<void> {
   for (const { vendorId, deviceId, keyId } of rows) {
     by.audit.record({ action: 'preauth', actor: by.actor, vendorId, deviceId, keyId, outcome: 'added' }, 'device pre-authorised');
     // A file of many lines: each row waits for room rather than be dropped.
     await by.audit.room();
   }
-  return result.added;
 }
 
 /** `broker preauth --remove`: the device's pre-authorisation dropped, audited; none is 65. */

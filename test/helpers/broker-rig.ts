@@ -36,6 +36,8 @@ const UNIT_NODE_FLAGS = unitStart(join(import.meta.dirname, '..', '..'), 'botlin
 /** A `botlink broker` process that has said where it listens. */
 export interface BrokerProc extends ServeRun {
   url: string;
+  /** The admin listener's origin from its `admin on URL` line (a config with adminListen). */
+  adminUrl(): Promise<string>;
   /** SIGTERM unless it already ended; how it ended. */
   stop(): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
@@ -56,6 +58,24 @@ export interface BrokerRig {
   start(): Promise<BrokerProc>;
   /** Stops every broker still running, then removes the folder. */
   close(): Promise<void>;
+}
+
+/** The URL of the broker's `admin on URL` line, once written; rejects when it ends without one. */
+function adminOn(run: ServeRun): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const check = (): void => {
+      const match = /^admin on (https?:\/\/\S+)$/m.exec(run.stdout());
+      if (!match) return;
+      run.child.stdout?.off('data', check);
+      resolve(match[1] as string);
+    };
+    run.child.stdout?.on('data', check);
+    check();
+    void run.exit.then(() => {
+      check();
+      reject(new Error(`no admin line; stdout=${run.stdout()} stderr=${run.stderr()}`));
+    });
+  });
 }
 
 /** Writes the broker's files into a new temp folder; no process runs until start(). */
@@ -91,7 +111,7 @@ export function brokerRig(o: BrokerRigOptions): BrokerRig {
         return run.exit;
       };
       running.push(stop);
-      return { ...run, url: await listening(run), stop };
+      return { ...run, url: await listening(run), adminUrl: () => adminOn(run), stop };
     },
     async close() {
       await Promise.all(running.map((stop) => stop()));

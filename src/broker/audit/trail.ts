@@ -28,7 +28,9 @@ export type AuditAction =
   | 'accept'
   | 'reject'
   | 'reset-limits'
-  | 'refusal';
+  | 'refusal'
+  | 'admin-token'
+  | 'admin-session';
 
 /** The actor of a device's own request (an operator's is `cli:<OS user>`). */
 export const DEVICE_ACTOR = 'device';

@@ -76,6 +76,88 @@ export const POSTGRES_MIGRATIONS: readonly string[] = [
    CREATE INDEX pending_first_asked ON pending (first_asked);
    ALTER TABLE tombstones ADD COLUMN vendor_id TEXT;
    ALTER TABLE tombstones ADD COLUMN device_id TEXT;`,
+  // 6: admin tokens and console sessions (HMACs only; a token's row outlives its revocation, so its name is never
+  // reused), the device counts the summary reads (kept by triggers in the transactions that change a key or a
+  // pre-authorisation: active keys, botIds left with none, pre-authorised keys, active keys by agent version),
+  // tokens and refusals per minute (written with each audit batch, for the summary's last hour), and the audit by
+  // device, by key and by action; the keys and pre-authorisations by deviceId and by botId first, in byte order
+  // (a prefix search's range).
+  `CREATE TABLE admin_tokens (
+     name TEXT PRIMARY KEY, hmac TEXT NOT NULL UNIQUE, role TEXT NOT NULL CHECK (role IN ('viewer', 'operator')),
+     created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL, last_used_at BIGINT, revoked_at BIGINT
+   );
+   CREATE TABLE admin_sessions (
+     hmac TEXT PRIMARY KEY, token_name TEXT NOT NULL, created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL
+   );
+   CREATE INDEX admin_sessions_token ON admin_sessions (token_name);
+   CREATE INDEX admin_sessions_expiry ON admin_sessions (expires_at);
+   CREATE INDEX audit_bot ON audit (bot_id, at);
+   CREATE INDEX audit_key ON audit (key_id, action, at);
+   CREATE INDEX audit_action ON audit (action, at);
+   CREATE TABLE audit_minutes (
+     minute BIGINT NOT NULL, action TEXT NOT NULL, outcome TEXT NOT NULL, n BIGINT NOT NULL, PRIMARY KEY (minute, action, outcome)
+   );
+   DROP INDEX keys_device;
+   CREATE INDEX keys_device ON keys (vendor_id, device_id, key_id);
+   CREATE INDEX keys_device_first ON keys (device_id COLLATE "C", vendor_id, key_id);
+   CREATE INDEX keys_bot_first ON keys (bot_id COLLATE "C");
+   CREATE INDEX preauth_device_first ON preauth (device_id COLLATE "C", vendor_id, key_id);
+   CREATE TABLE device_counts (kind TEXT NOT NULL, name TEXT NOT NULL, n BIGINT NOT NULL, PRIMARY KEY (kind, name));
+   INSERT INTO device_counts (kind, name, n)
+     SELECT 'state', 'active', COUNT(*) FROM keys WHERE state = 'active'
+     UNION ALL SELECT 'state', 'revoked', COUNT(DISTINCT bot_id) - COUNT(DISTINCT CASE WHEN state = 'active' THEN bot_id END) FROM keys
+     UNION ALL SELECT 'state', 'preauthorized', COUNT(*) FROM preauth;
+   INSERT INTO device_counts (kind, name, n)
+     SELECT 'version', COALESCE(agent_version, ''), COUNT(*) FROM keys WHERE state = 'active' GROUP BY COALESCE(agent_version, '');
+   CREATE FUNCTION device_counts_add(k TEXT, nm TEXT, d BIGINT) RETURNS void LANGUAGE sql AS
+     'INSERT INTO device_counts (kind, name, n) VALUES (k, nm, d) ON CONFLICT (kind, name) DO UPDATE SET n = device_counts.n + d';
+   CREATE FUNCTION keys_counted() RETURNS trigger LANGUAGE plpgsql AS $$
+   BEGIN
+     IF TG_OP = 'INSERT' THEN
+       IF NEW.state = 'active' THEN
+         PERFORM device_counts_add('state', 'active', 1);
+         PERFORM device_counts_add('version', COALESCE(NEW.agent_version, ''), 1);
+         IF EXISTS (SELECT 1 FROM keys WHERE bot_id = NEW.bot_id AND key_id <> NEW.key_id) THEN
+           PERFORM device_counts_add('state', 'revoked', -1);
+         END IF;
+       END IF;
+     ELSIF TG_OP = 'DELETE' THEN
+       IF OLD.state = 'active' THEN
+         PERFORM device_counts_add('state', 'active', -1);
+         PERFORM device_counts_add('version', COALESCE(OLD.agent_version, ''), -1);
+       END IF;
+     ELSIF OLD.state = 'active' AND NEW.state <> 'active' THEN
+       PERFORM device_counts_add('state', 'active', -1);
+       PERFORM device_counts_add('version', COALESCE(OLD.agent_version, ''), -1);
+       IF NOT EXISTS (SELECT 1 FROM keys WHERE bot_id = NEW.bot_id AND state = 'active') THEN
+         PERFORM device_counts_add('state', 'revoked', 1);
+       END IF;
+     ELSIF OLD.state = 'active' AND NEW.state = 'active' AND OLD.agent_version IS DISTINCT FROM NEW.agent_version THEN
+       PERFORM device_counts_add('version', COALESCE(OLD.agent_version, ''), -1);
+       PERFORM device_counts_add('version', COALESCE(NEW.agent_version, ''), 1);
+     END IF;
+     RETURN NULL;
+   END $$;
+   CREATE TRIGGER keys_counted AFTER INSERT OR DELETE OR UPDATE OF state, agent_version ON keys
+     FOR EACH ROW EXECUTE FUNCTION keys_counted();
+   CREATE FUNCTION preauth_counted() RETURNS trigger LANGUAGE plpgsql AS $$
+   BEGIN
+     PERFORM device_counts_add('state', 'preauthorized', CASE WHEN TG_OP = 'INSERT' THEN 1 ELSE -1 END);
+     RETURN NULL;
+   END $$;
+   CREATE TRIGGER preauth_counted AFTER INSERT OR DELETE ON preauth FOR EACH ROW EXECUTE FUNCTION preauth_counted();`,
+  // 7: rejected keys counted with the other states (their tombstones are written by operators' transactions only).
+  `INSERT INTO device_counts (kind, name, n) SELECT 'state', 'rejected', COUNT(*) FROM tombstones WHERE state = 'rejected';
+   CREATE FUNCTION tombstones_counted() RETURNS trigger LANGUAGE plpgsql AS $$
+   BEGIN
+     IF TG_OP = 'INSERT' THEN
+       IF NEW.state = 'rejected' THEN PERFORM device_counts_add('state', 'rejected', 1); END IF;
+       RETURN NEW;
+     END IF;
+     IF OLD.state = 'rejected' THEN PERFORM device_counts_add('state', 'rejected', -1); END IF;
+     RETURN OLD;
+   END $$;
+   CREATE TRIGGER tombstones_counted AFTER INSERT OR DELETE ON tombstones FOR EACH ROW EXECUTE FUNCTION tombstones_counted();`,
 ];
 
 /** The advisory lock (two-int key space, apart from the bot and device locks) that orders schema changes. */

@@ -6,7 +6,7 @@ import type { Driver } from './driver.js';
 import { BrokerStoreError, StoreUnavailable } from './errors.js';
 import { KeyedChain } from './keyed-chain.js';
 import { migratePostgres } from './postgres-schema.js';
-import { type Body, type ChainResult, type Op, type Row, UniqueViolation } from './sql.js';
+import { type Body, type ChainResult, type Op, PLANNED_EACH_CALL, type Row, UniqueViolation } from './sql.js';
 import { SqlStore } from './sql-store.js';
 import type { BrokerStore } from './types.js';
 
@@ -241,6 +241,7 @@ class PostgresDriver implements Driver {
   }
 
   #query(q: Q, text: string, values: readonly unknown[], name?: string): Promise<{ rows: unknown[]; rowCount: number | null }> {
+    if (text.startsWith(PLANNED_EACH_CALL)) return q.query({ text, values: [...values] });
     let named = this.#names.get(text);
     if (named === undefined) {
       named = name ?? `broker-${createHash('sha256').update(text).digest('hex').slice(0, 16)}`;

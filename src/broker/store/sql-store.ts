@@ -2,6 +2,8 @@
  * The broker's store (types.ts), written once over a Driver: each method is one rule, run as a read, a
  * write, or a decision. The databases differ only in their drivers (sqlite.ts, postgres.ts).
  */
+import { SqlAdminStore } from './admin-store.js';
+import type { AdminStore } from './admin-types.js';
 import type { Driver } from './driver.js';
 import { claimDisplacementsTx, requeueDisplacementTx } from './rules/displacements.js';
 import { pruneAuditTx, writeAuditTx } from './rules/audit.js';
@@ -71,11 +73,13 @@ import type {
 
 export class SqlStore implements BrokerStore {
   readonly kind: StoreKind;
+  readonly admin: AdminStore;
   readonly #d: Driver;
 
   constructor(driver: Driver) {
     this.#d = driver;
     this.kind = driver.kind;
+    this.admin = new SqlAdminStore(driver);
   }
 
   now(): Promise<number> {

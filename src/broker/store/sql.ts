@@ -56,6 +56,12 @@ export interface ChainResult {
   out: Readonly<Record<string, unknown>>;
 }
 
+/**
+ * A statement that begins with this is planned for its values at every call (PostgreSQL: sent unnamed, never
+ * prepared): a generic plan cannot tell which of a page's bounds is the tighter and walked half an index.
+ */
+export const PLANNED_EACH_CALL = '/* planned each call */ ';
+
 /** A statement broke a unique index; `index` names it as the schema does (`keys_pkey`), on either database. */
 export class UniqueViolation extends Error {
   readonly index: string;

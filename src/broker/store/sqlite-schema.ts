@@ -76,6 +76,73 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
    CREATE INDEX pending_first_asked ON pending (first_asked);
    ALTER TABLE tombstones ADD COLUMN vendor_id TEXT;
    ALTER TABLE tombstones ADD COLUMN device_id TEXT;`,
+  // 6: admin tokens and console sessions (HMACs only; a token's row outlives its revocation, so its name is never
+  // reused), the device counts the summary reads (kept by triggers in the transactions that change a key or a
+  // pre-authorisation: active keys, botIds left with none, pre-authorised keys, active keys by agent version),
+  // tokens and refusals per minute (written with each audit batch, for the summary's last hour), and the audit by
+  // device, by key and by action; the keys and pre-authorisations by deviceId and by botId first, in byte order
+  // (a prefix search's range).
+  `CREATE TABLE admin_tokens (
+     name TEXT PRIMARY KEY, hmac TEXT NOT NULL UNIQUE, role TEXT NOT NULL CHECK (role IN ('viewer', 'operator')),
+     created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, last_used_at INTEGER, revoked_at INTEGER
+   ) STRICT;
+   CREATE TABLE admin_sessions (
+     hmac TEXT PRIMARY KEY, token_name TEXT NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL
+   ) STRICT;
+   CREATE INDEX admin_sessions_token ON admin_sessions (token_name);
+   CREATE INDEX admin_sessions_expiry ON admin_sessions (expires_at);
+   CREATE INDEX audit_bot ON audit (bot_id, at);
+   CREATE INDEX audit_key ON audit (key_id, action, at);
+   CREATE INDEX audit_action ON audit (action, at);
+   CREATE TABLE audit_minutes (
+     minute INTEGER NOT NULL, action TEXT NOT NULL, outcome TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (minute, action, outcome)
+   ) STRICT, WITHOUT ROWID;
+   DROP INDEX keys_device;
+   CREATE INDEX keys_device ON keys (vendor_id, device_id, key_id);
+   CREATE INDEX keys_device_first ON keys (device_id, vendor_id, key_id);
+   CREATE INDEX preauth_device_first ON preauth (device_id, vendor_id, key_id);
+   CREATE TABLE device_counts (kind TEXT NOT NULL, name TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (kind, name)) STRICT, WITHOUT ROWID;
+   INSERT INTO device_counts (kind, name, n)
+     SELECT 'state', 'active', COUNT(*) FROM keys WHERE state = 'active'
+     UNION ALL SELECT 'state', 'revoked', COUNT(DISTINCT bot_id) - COUNT(DISTINCT CASE WHEN state = 'active' THEN bot_id END) FROM keys
+     UNION ALL SELECT 'state', 'preauthorized', COUNT(*) FROM preauth;
+   INSERT INTO device_counts (kind, name, n)
+     SELECT 'version', COALESCE(agent_version, ''), COUNT(*) FROM keys WHERE state = 'active' GROUP BY COALESCE(agent_version, '');
+   CREATE TRIGGER keys_counted_insert AFTER INSERT ON keys WHEN NEW.state = 'active' BEGIN
+     UPDATE device_counts SET n = n + 1 WHERE kind = 'state' AND name = 'active';
+     INSERT INTO device_counts (kind, name, n) VALUES ('version', COALESCE(NEW.agent_version, ''), 1)
+       ON CONFLICT (kind, name) DO UPDATE SET n = n + 1;
+     UPDATE device_counts SET n = n - 1 WHERE kind = 'state' AND name = 'revoked'
+       AND EXISTS (SELECT 1 FROM keys WHERE bot_id = NEW.bot_id AND key_id <> NEW.key_id);
+   END;
+   CREATE TRIGGER keys_counted_retire AFTER UPDATE OF state ON keys WHEN OLD.state = 'active' AND NEW.state <> 'active' BEGIN
+     UPDATE device_counts SET n = n - 1 WHERE (kind = 'state' AND name = 'active') OR (kind = 'version' AND name = COALESCE(OLD.agent_version, ''));
+     UPDATE device_counts SET n = n + 1 WHERE kind = 'state' AND name = 'revoked'
+       AND NOT EXISTS (SELECT 1 FROM keys WHERE bot_id = NEW.bot_id AND state = 'active');
+   END;
+   CREATE TRIGGER keys_counted_version AFTER UPDATE OF agent_version ON keys
+     WHEN OLD.state = 'active' AND NEW.state = 'active' AND OLD.agent_version IS NOT NEW.agent_version BEGIN
+     UPDATE device_counts SET n = n - 1 WHERE kind = 'version' AND name = COALESCE(OLD.agent_version, '');
+     INSERT INTO device_counts (kind, name, n) VALUES ('version', COALESCE(NEW.agent_version, ''), 1)
+       ON CONFLICT (kind, name) DO UPDATE SET n = n + 1;
+   END;
+   CREATE TRIGGER keys_counted_delete AFTER DELETE ON keys WHEN OLD.state = 'active' BEGIN
+     UPDATE device_counts SET n = n - 1 WHERE (kind = 'state' AND name = 'active') OR (kind = 'version' AND name = COALESCE(OLD.agent_version, ''));
+   END;
+   CREATE TRIGGER preauth_counted_insert AFTER INSERT ON preauth BEGIN
+     UPDATE device_counts SET n = n + 1 WHERE kind = 'state' AND name = 'preauthorized';
+   END;
+   CREATE TRIGGER preauth_counted_delete AFTER DELETE ON preauth BEGIN
+     UPDATE device_counts SET n = n - 1 WHERE kind = 'state' AND name = 'preauthorized';
+   END;`,
+  // 7: rejected keys counted with the other states (their tombstones are written by operators' transactions only).
+  `INSERT INTO device_counts (kind, name, n) SELECT 'state', 'rejected', COUNT(*) FROM tombstones WHERE state = 'rejected';
+   CREATE TRIGGER tombstones_counted_insert AFTER INSERT ON tombstones WHEN NEW.state = 'rejected' BEGIN
+     UPDATE device_counts SET n = n + 1 WHERE kind = 'state' AND name = 'rejected';
+   END;
+   CREATE TRIGGER tombstones_counted_delete AFTER DELETE ON tombstones WHEN OLD.state = 'rejected' BEGIN
+     UPDATE device_counts SET n = n - 1 WHERE kind = 'state' AND name = 'rejected';
+   END;`,
 ];
 
 /**

@@ -202,6 +202,13 @@ export const PRUNE_AUDIT =
 
 export const SWEEP_NONCES = 'DELETE FROM nonces WHERE keep_until < $1';
 export const SWEEP_WINDOWS = 'DELETE FROM rate_windows WHERE window_start < $1';
+/** The audit's per-minute counts are kept as long as the rate windows. */
+export const SWEEP_AUDIT_MINUTES = 'DELETE FROM audit_minutes WHERE minute < $1';
+/** Tokens issued and refusals, counted by minute as their audit rows are written (the admin summary's last hour). */
+export const COUNTED_ACTIONS: readonly string[] = ['token', 'refusal'];
+export const COUNT_AUDIT_MINUTE =
+  'INSERT INTO audit_minutes (minute, action, outcome, n) VALUES ($1, $2, $3, $4) ' +
+  'ON CONFLICT (minute, action, outcome) DO UPDATE SET n = audit_minutes.n + excluded.n';
 
 /**
  * A request's bookkeeping as the steps of a gated chain (chain.ts), over the values

@@ -13,6 +13,8 @@ export type { AuditLog, AuditPrune, AuditRow } from './audit-types.js';
 export type { CodeFilter, CodeKind, CodeListing, DeviceFilter, OperatorBook, RemovedPreauth } from './operator-types.js';
 export type * from './pending-types.js';
 
+import type { AdminStore } from './admin-types.js';
+
 export type StoreKind = 'sqlite' | 'postgres';
 
 export interface CodeRow {
@@ -310,4 +312,7 @@ export interface BrokerStore
     TokenCache,
     DisplacementQueue,
     AuditLog,
-    Housekeeping {}
+    Housekeeping {
+  /** The admin API's tokens, sessions, pages and counts (DESIGN §3.8). */
+  readonly admin: AdminStore;
+}

@@ -20,6 +20,7 @@ import type { Output } from '../frame/io.js';
 import { stoppingOn, untilSignal } from '../frame/signals.js';
 import { formatTime } from '../format.js';
 import { printable } from '../printable.js';
+import { adminToken } from './broker-admin-token.js';
 import { cancel, code, codes } from './broker-codes.js';
 import { devices, preauth, resetLimitsCommand } from './broker-devices.js';
 import { asOperator, brokerConfig } from './broker-operator.js';
@@ -36,6 +37,7 @@ const USAGE = `usage: botlink broker [--config FILE]
        botlink broker pending [--config FILE] [--vendor-id V] [--source CIDR] [--json]
        botlink broker accept  [--config FILE] KEYID --device-id SN
        botlink broker reject  [--config FILE] KEYID | --vendor-id V [--source CIDR] [--first-asked-before T]
+       botlink broker admin-token create [--config FILE] --name N --role viewer|operator [--ttl S] | list [--json] | revoke NAME
 
 The vendor's broker (DESIGN §3.7): it alone holds the account secret and signs on the devices'
 behalf. The config is --config, else $BOTLINK_BROKER_CONFIG, else /etc/botlink-broker/config.json.
@@ -52,7 +54,9 @@ behalf. The config is --config, else $BOTLINK_BROKER_CONFIG, else /etc/botlink-b
   reset-limits  clears the botId's hourly token counts (not its rotations)
   preauth   lines deviceId,publicKey: those keys enroll without a code; --remove drops one device's
   pending   the keys waiting for an operator (enrollment with no code); accept enrolls one (botId: <id>
-            last), reject refuses one for good, or a vendor's flood in one transaction`;
+            last), reject refuses one for good, or a vendor's flood in one transaction
+
+  admin-token  the admin API's tokens: create (printed once, last line), list, revoke (ends its sessions)`;
 
 const revokeBot = defineCommand({
   usage: 'usage: botlink broker revoke [--config FILE] [--displace] BOTID',
@@ -129,6 +133,7 @@ export const broker = defineCommand({
     'reset-limits': async () => resetLimitsCommand,
     preauth: async () => preauth,
     ...pendingCommands(),
+    'admin-token': async () => adminToken,
   },
   async run({ flags, stdout, stderr, env }) {
     const config = brokerConfig(flags.config, env);
@@ -145,7 +150,8 @@ export const broker = defineCommand({
       throw err;
     }
     stdout.write(`listening on ${running.url}\n`);
-    logger.info({ url: running.url, store: running.store.kind }, 'broker listening');
+    if (running.adminUrl !== undefined) stdout.write(`admin on ${running.adminUrl}\n`);
+    logger.info({ url: running.url, adminUrl: running.adminUrl, store: running.store.kind }, 'broker listening');
     stderr.write(`botlink broker: ${stoppingOn(await stop.received)}\n`);
     await running.close();
     await flush();

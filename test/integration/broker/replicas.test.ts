@@ -5,6 +5,7 @@ import { createTestService, type TestService } from '../../../src/service/testin
 import { revoke } from '../../../src/broker/operator.js';
 import { openStore } from '../../../src/broker/store/open.js';
 import { systemClock } from '../../../src/clock.js';
+import { adminCall, sessionOf } from '../../helpers/admin-client.js';
 import { TestDevice } from '../../helpers/broker-device.js';
 import { type BrokerProc, type BrokerRig, brokerRig, vendorSeed } from '../../helpers/broker-rig.js';
 import { privateDaemonBundle, type Bundle } from '../../helpers/bundle.js';
@@ -31,7 +32,7 @@ beforeAll(async () => {
     cloudUrl: cloud.url,
     secret: SECRET,
     store: storeUrl,
-    extra: { deviceTokensPerHour: 4, enrollPerMinute: 100 },
+    extra: { deviceTokensPerHour: 4, enrollPerMinute: 100, adminListen: '127.0.0.1:0' },
   });
   // Started together: the schema is made once, under the store's own lock.
   replicas = await Promise.all([rig.start(), rig.start()]);
@@ -136,6 +137,24 @@ describe('two broker replicas on one PostgreSQL', () => {
   }, 120_000);
 
   // Last: it kills the first replica.
+  it('an admin token and its console sessions revoked on the store are refused at once by both replicas', async () => {
+    const made = await rig.cli(['admin-token', 'create', '--config', rig.configFile, '--name', 'replica-ops', '--role', 'operator']);
+    expect(made.code, made.stderr).toBe(0);
+    const token = made.stdout.trim().split('\n').at(-1) ?? '';
+    const [adminA, adminB] = await Promise.all(replicas.map((r) => r.adminUrl()));
+    if (adminA === undefined || adminB === undefined) throw new Error('no admin listener');
+    // A session opened on one replica is known to the other: the store keeps it.
+    const session = sessionOf(await adminCall(adminA, '/admin/session', { method: 'POST', body: { token }, headers: { origin: adminA } }));
+    expect((await adminCall(adminB, '/admin/v1/me', { cookie: session, headers: { origin: adminB } })).status).toBe(200);
+    expect((await adminCall(adminB, '/admin/v1/me', { token })).status).toBe(200);
+    const revoked = await rig.cli(['admin-token', 'revoke', '--config', rig.configFile, 'replica-ops']);
+    expect(revoked.stdout).toContain('1 session(s) ended');
+    for (const base of [adminA, adminB]) {
+      expect((await adminCall(base, '/admin/v1/me', { token })).status).toBe(401);
+      expect((await adminCall(base, '/admin/v1/me', { cookie: session })).status).toBe(401);
+    }
+  });
+
   it('kill -9 of a replica during a renewal: the other replica renews at once (the lock dies with its connection)', async () => {
     const device = new TestDevice();
     await device.mustEnroll(b(), { code: await rig.code(), deviceId: 'SN-KILL-RENEW' });

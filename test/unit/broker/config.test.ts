@@ -58,3 +58,37 @@ describe('the broker config: pendingEnrollment, pendingPerSource, pendingMax (DE
     );
   });
 });
+
+describe('the broker config: adminListen and adminOrigin (DESIGN §3.8)', () => {
+  const refused = (raw: Record<string, unknown>, key: string) =>
+    expect(() => parseBrokerConfig({ ...minimal, ...raw }, {})).toThrow(expect.objectContaining({ code: 'ERR_CONFIG', key }));
+
+  it('has no admin listener unless adminListen is set; the origin defaults to the address bound', () => {
+    expect(parseBrokerConfig(minimal, {}).admin).toBeNull();
+    expect(parseBrokerConfig({ ...minimal, adminListen: '127.0.0.1:0' }, {}).admin).toEqual({
+      listen: { host: '127.0.0.1', port: 0 },
+      origin: null,
+    });
+    expect(envName('adminListen')).toBe('BOTLINK_BROKER_ADMIN_LISTEN');
+  });
+
+  it('takes an origin without a path, and plain http only on loopback', () => {
+    const admin = parseBrokerConfig(
+      { ...minimal, adminListen: '127.0.0.1:8443', adminOrigin: 'https://broker.example.com:8443' },
+      {},
+    ).admin;
+    expect(admin?.origin).toBe('https://broker.example.com:8443');
+    refused({ adminListen: '0.0.0.0:8443' }, 'adminListen');
+    refused({ adminListen: 'nowhere' }, 'adminListen');
+    refused({ adminOrigin: 'https://broker.example.com' }, 'adminOrigin');
+    for (const bad of [
+      'https://broker.example.com/admin',
+      'ftp://broker.example.com',
+      'broker.example.com',
+      'https://broker.example.com?x=1',
+      42,
+    ]) {
+      refused({ adminListen: '127.0.0.1:0', adminOrigin: bad }, 'adminOrigin');
+    }
+  });
+});

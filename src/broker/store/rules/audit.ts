@@ -1,6 +1,6 @@
 /** The audit's rules (AuditLog), written once for both databases (sql.ts). */
 import { all, type Body, run } from '../sql.js';
-import { auditInsert, PRUNE_AUDIT } from '../statements.js';
+import { auditInsert, COUNT_AUDIT_MINUTE, COUNTED_ACTIONS, PRUNE_AUDIT } from '../statements.js';
 import type { AuditPrune, AuditRow } from '../types.js';
 
 /** The most rows one INSERT carries. */
@@ -44,6 +44,21 @@ export function* writeAuditTx(rows: readonly AuditRow[]): Body<void> {
     at += size;
     yield* run(auditInsert(size), ...values);
   }
+  for (const [minute, action, outcome, n] of minuteCounts(rows)) yield* run(COUNT_AUDIT_MINUTE, minute, action, outcome, n);
+}
+
+/** The batch's tokens and refusals by (minute, action, outcome), in one order, so that replicas' batches never deadlock. */
+export function minuteCounts(rows: readonly AuditRow[]): [number, string, string, number][] {
+  const counts = new Map<string, [number, string, string, number]>();
+  for (const r of rows) {
+    if (!COUNTED_ACTIONS.includes(r.action)) continue;
+    const minute = Math.floor(r.at / 60_000) * 60_000;
+    const key = JSON.stringify([minute, r.action, r.outcome]);
+    const held = counts.get(key);
+    if (held) held[3] += r.count;
+    else counts.set(key, [minute, r.action, r.outcome, r.count]);
+  }
+  return [...counts.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([, v]) => v);
 }
 
 /** AuditLog.pruneAudit. */

@@ -2,7 +2,7 @@
 import { checkChain, type GatedChain } from '../chain.js';
 import { type Body, chain, type ChainResult, get, run, storeNow } from '../sql.js';
 import { findPendingTx } from './pending.js';
-import { FIND_KEY, KEY_WITH_TOKEN, REQUEST_STEPS, SWEEP_NONCES, SWEEP_WINDOWS } from '../statements.js';
+import { FIND_KEY, KEY_WITH_TOKEN, REQUEST_STEPS, SWEEP_AUDIT_MINUTES, SWEEP_NONCES, SWEEP_WINDOWS } from '../statements.js';
 import type {
   KeyRow,
   KeyWithToken,
@@ -99,4 +99,5 @@ export function splitKeyWithToken(row: Record<string, unknown> | undefined): Key
 export function* sweepTx(windowsBefore: number): Body<void> {
   yield* run(SWEEP_NONCES, yield* storeNow());
   yield* run(SWEEP_WINDOWS, windowsBefore);
+  yield* run(SWEEP_AUDIT_MINUTES, windowsBefore);
 }

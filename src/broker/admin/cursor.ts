@@ -1,0 +1,42 @@
+/**
+ * The admin API's cursors (DESIGN §3.8): opaque to the client, MACed under a key derived from tokenKeyFile (any
+ * replica reads any replica's), and bound to the route and filters they were made for — used with others, 400.
+ */
+import { timingSafeEqual } from 'node:crypto';
+import type { BrokerKeys } from '../keys.js';
+import { badRequest } from './errors.js';
+
+export type CursorKey = readonly (string | number)[];
+
+/** The route and its filters as one text: what a cursor is bound to. */
+function bindingOf(route: string, filters: Readonly<Record<string, string | undefined>>): string {
+  const present = Object.entries(filters)
+    .filter(([, v]) => v !== undefined)
+    .sort(([a], [b]) => (a < b ? -1 : 1));
+  return JSON.stringify([route, present]);
+}
+
+export class Cursors {
+  readonly #keys: Pick<BrokerKeys, 'cursorMac'>;
+
+  constructor(keys: Pick<BrokerKeys, 'cursorMac'>) {
+    this.#keys = keys;
+  }
+
+  make(route: string, filters: Readonly<Record<string, string | undefined>>, key: CursorKey): string {
+    const payload = Buffer.from(JSON.stringify(key)).toString('base64url');
+    return `${payload}.${this.#keys.cursorMac(`${bindingOf(route, filters)}\n${payload}`)}`;
+  }
+
+  /** The key a cursor carries; one the broker did not make for these filters is 400. */
+  read(route: string, filters: Readonly<Record<string, string | undefined>>, cursor: string): CursorKey {
+    const [payload = '', mac = '', extra] = cursor.split('.');
+    const expected = Buffer.from(this.#keys.cursorMac(`${bindingOf(route, filters)}\n${payload}`));
+    const given = Buffer.from(mac);
+    if (extra !== undefined || given.length !== expected.length || !timingSafeEqual(given, expected))
+      throw badRequest('the cursor was not made for this list with these filters');
+    const key: unknown = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'));
+    if (!Array.isArray(key) || !key.every((k) => typeof k === 'string' || typeof k === 'number')) throw badRequest('a malformed cursor');
+    return key;
+  }
+}

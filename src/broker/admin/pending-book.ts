@@ -1,0 +1,44 @@
+/**
+ * What the admin API's pending routes (routes-pending.ts) need of code-less enrollment (DESIGN §3.7): its queue, accept
+ * (the enrollment), reject and bulk reject — the store's and enrollment's own functions, wired in by the broker.
+ */
+import type { Operator } from '../operator.js';
+
+export interface PendingItem {
+  keyId: string;
+  deviceId: string;
+  vendorId: string;
+  name: string | null;
+  source: string;
+  firstAsked: number;
+  lastAsked: number;
+  duplicates: number;
+}
+
+export interface PendingFilter {
+  vendorId?: string | undefined;
+  /** A literal prefix of the deviceId. */
+  q?: string | undefined;
+  source?: string | undefined;
+}
+
+/** Where a pending page starts: after this row (its order: vendorId, deviceId, keyId). */
+export interface PendingAfter {
+  vendorId: string;
+  deviceId: string;
+  keyId: string;
+}
+
+/** What the pending routes need of code-less enrollment; its errors may be Refusals (409, 502, 503), which the listener maps. */
+export interface PendingBook {
+  listPending(filter: PendingFilter, after: PendingAfter | null, limit: number): Promise<PendingItem[]>;
+  /** The enrollment of the key as `deviceId` (the operator's expectation: a mismatch is 409); its botId. */
+  accept(keyId: string, deviceId: string, by: Operator): Promise<{ botId: string }>;
+  /** false: no pending key has this keyId. */
+  reject(keyId: string, by: Operator): Promise<boolean>;
+  /** Every pending key of the filter, in one transaction: how many. */
+  rejectMany(
+    filter: { vendorId?: string | undefined; source?: string | undefined; firstAskedBefore?: number | undefined },
+    by: Operator,
+  ): Promise<number>;
+}

@@ -1,0 +1,157 @@
+/** The admin API's part of the broker's store (DESIGN §3.8): admin tokens, console sessions, and the fleet's pages and counts. */
+import type { CodeListing } from './operator-types.js';
+
+export type AdminRole = 'viewer' | 'operator';
+
+/** A new admin token as stored: its HMAC, never the token. */
+export interface AdminTokenRow {
+  name: string;
+  hmac: string;
+  role: AdminRole;
+  createdAt: number;
+  expiresAt: number;
+}
+
+/** `broker admin-token list`: every token ever made (a revoked one keeps its name). */
+export interface AdminTokenListing {
+  name: string;
+  role: AdminRole;
+  createdAt: number;
+  expiresAt: number;
+  lastUsedAt: number | null;
+  revokedAt: number | null;
+}
+
+/** Who a live token (or a session it opened) acts as, re-read on every request. */
+export interface AdminIdentity {
+  name: string;
+  role: AdminRole;
+  /** The token's expiry. */
+  expiresAt: number;
+  lastUsedAt: number | null;
+}
+
+/** A console session: its HMAC, the token that opened it, and its end. */
+export interface AdminSessionRow {
+  hmac: string;
+  tokenName: string;
+  createdAt: number;
+  expiresAt: number;
+}
+
+export interface AdminBook {
+  /** false: the name is taken (by a live, expired or revoked token: names are never reused). */
+  addAdminToken(row: AdminTokenRow): Promise<boolean>;
+  listAdminTokens(): Promise<AdminTokenListing[]>;
+  /** Revokes the live token of this name and ends its sessions, in one transaction; undefined when there is none. */
+  revokeAdminToken(name: string, now: number): Promise<{ sessions: number } | undefined>;
+  /** The token with this HMAC while it is neither revoked nor expired at `now`. */
+  adminTokenByHmac(hmac: string, now: number): Promise<AdminIdentity | undefined>;
+  /** Sets last use to `now` unless it was set less than a minute before. */
+  touchAdminToken(name: string, now: number): Promise<void>;
+  /** Stores the session (and drops sessions that ended before `now`). */
+  openAdminSession(row: AdminSessionRow, now: number): Promise<void>;
+  /** The session's token, while the session and the token both live at `now`. */
+  adminSessionByHmac(hmac: string, now: number): Promise<(AdminIdentity & { sessionExpiresAt: number }) | undefined>;
+  /** Ends the session; the name of the token that opened it, undefined when there was none. */
+  endAdminSession(hmac: string): Promise<string | undefined>;
+}
+
+/** A line of the devices list: a key in any state, or a pre-authorised key (botId null). */
+export interface DeviceItemRow {
+  botId: string | null;
+  deviceId: string;
+  vendorId: string;
+  keyId: string;
+  state: 'active' | 'revoked' | 'preauthorized';
+  lastSeenAt: number | null;
+  agentVersion: string | null;
+  refusalCode: string | null;
+  refusalAt: number | null;
+}
+
+/** The devices list's filters: each absent means any; q a literal prefix of botId or deviceId. */
+export interface DevicePageFilter {
+  state?: string | undefined;
+  vendorId?: string | undefined;
+  q?: string | undefined;
+}
+
+/** Where a devices page starts: after this line (its order: vendorId, deviceId, keyId). */
+export interface DeviceAfter {
+  vendorId: string;
+  deviceId: string;
+  keyId: string;
+}
+
+export interface KeyOfDevice {
+  keyId: string;
+  state: 'active' | 'revoked';
+  createdAt: number;
+  retiredAt: number | null;
+}
+
+export interface AuditItem {
+  id: number;
+  at: number;
+  action: string;
+  actor: string;
+  vendorId: string | null;
+  deviceId: string | null;
+  botId: string | null;
+  keyId: string | null;
+  codeId: string | null;
+  source: string | null;
+  outcome: string;
+}
+
+export interface AuditPageFilter {
+  botId?: string | undefined;
+  keyId?: string | undefined;
+  action?: string | undefined;
+}
+
+/** Where an audit page starts, newest first: before this event. */
+export interface AuditBefore {
+  at: number;
+  id: number;
+}
+
+export interface PreauthItem {
+  vendorId: string;
+  deviceId: string;
+  keyId: string;
+  addedAt: number;
+}
+
+/** A count the store keeps: kind `state` (active, revoked, preauthorized) or `version` (active keys; '' none reported). */
+export interface KeptCount {
+  kind: string;
+  name: string;
+  n: number;
+}
+
+export interface FleetViews {
+  /** The counts kept by the store's triggers: no scan. */
+  keptCounts(): Promise<KeptCount[]>;
+  /** Tokens issued and refusals since `since` (to the minute), by action and outcome: the per-minute counts, no scan of the audit. */
+  auditCountsSince(since: number): Promise<{ action: string; outcome: string; n: number }[]>;
+  pageDevices(filter: DevicePageFilter, after: DeviceAfter | null, limit: number): Promise<DeviceItemRow[]>;
+  /** The item of the key (null: no row, a tombstone or unknown). */
+  deviceItemOfKey(keyId: string): Promise<DeviceItemRow | undefined>;
+  keysOfBot(botId: string): Promise<KeyOfDevice[]>;
+  pageAudit(filter: AuditPageFilter, before: AuditBefore | null, limit: number): Promise<AuditItem[]>;
+  pageCodes(
+    filter: { vendorId?: string | undefined; now: number },
+    after: { expiresAt: number; id: string } | null,
+    limit: number,
+  ): Promise<CodeListing[]>;
+  pagePreauth(
+    filter: { vendorId?: string | undefined },
+    after: { vendorId: string; deviceId: string } | null,
+    limit: number,
+  ): Promise<PreauthItem[]>;
+}
+
+/** The admin API's part of the store. */
+export type AdminStore = AdminBook & FleetViews;
