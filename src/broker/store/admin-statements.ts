@@ -30,7 +30,7 @@ export const END_SESSION = 'DELETE FROM admin_sessions WHERE hmac = $1 RETURNING
 // Keys that wait are counted as they are asked for: at most pendingMax per vendor, and a kept count would be a row
 // every first ask of a fleet waits on.
 export const KEPT_COUNTS =
-  "SELECT kind, name, n FROM device_counts WHERE n <> 0 UNION ALL SELECT 'state', 'pending', COUNT(*) FROM pending";
+  "SELECT kind, name, n FROM device_counts WHERE n <> 0 UNION ALL SELECT 'state', 'pending', COUNT(*) FROM pending HAVING COUNT(*) > 0";
 
 /** Tokens and refusals counted by minute (audit_minutes) from the minute $1 on, by action and outcome. */
 export const AUDIT_MINUTES_SINCE = 'SELECT action, outcome, SUM(n) AS n FROM audit_minutes WHERE minute >= $1 GROUP BY action, outcome';

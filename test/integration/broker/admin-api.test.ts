@@ -178,6 +178,7 @@ describe('the admin API over a fleet', () => {
         }))
         .sort((x, y) => (x.deviceId < y.deviceId ? -1 : 1)),
     );
+    expect(((await get('/admin/v1/summary')).json['devices'] as Record<string, number>)['pending']).toBe(2);
     const [first, second] = waiting as [TestDevice, TestDevice];
     expect((await post(`/admin/v1/pending/${first.keyId}/accept`, { deviceId: 'SN-WAIT-0' }, a.viewer)).status).toBe(403);
     expect((await post(`/admin/v1/pending/${first.keyId}/accept`, { deviceId: 'SN-WAIT-1' })).status).toBe(409);

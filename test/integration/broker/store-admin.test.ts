@@ -171,7 +171,7 @@ describe.each([sqlite, postgres])('the admin store on $kind', (backend) => {
     expect((await counts(store)).state?.active).toBe(2);
   });
 
-  it('migration 5 counts what a store already holds', async () => {
+  it('migration 6 counts what a store already holds', async () => {
     const spec = await backend.fresh();
     const key = (id: string, bot: string, state: string) =>
       `INSERT INTO keys (key_id, public_key, bot_id, device_id, vendor_id, state, reason, created_at, agent_version) VALUES ` +
