@@ -33,15 +33,13 @@ export async function answerPending<F>(
   const { auth } = req;
   const now = ctx.clock.wallNow();
   const limit = askLimit(auth.keyId);
-  const spent = await ctx.store.spend({
-    keyId: auth.keyId,
-    nonce: auth.nonce,
-    keepUntil: auth.tsMs + NONCE_KEEP_MS,
-    window: windowOf(limit, now),
-  });
+  // The nonce, the key's count and its lastAsked: one step of the store.
+  const spent = await ctx.store.askAgain(
+    { keyId: auth.keyId, nonce: auth.nonce, keepUntil: auth.tsMs + NONCE_KEEP_MS, window: windowOf(limit, now) },
+    now,
+  );
   if (spent.count !== undefined) judge(ctx.metrics, limit, spent.count, now);
   if (spent.replayed) throw new Refusal('replayed', 'this nonce was used before');
-  await ctx.store.touchPending(auth.keyId, now);
   return pendingAnswer(auth.keyId);
 }
 
@@ -50,9 +48,10 @@ function askLimit(keyId: string): RateLimit {
   return { kind: 'ask', id: keyId, windowMs: MINUTE_MS, max: ASKS_PER_MINUTE };
 }
 
-/** A first ask's place among the key's two a minute (its nonce was taken under the source's first-ask limit). */
-export async function countFirstAsk(ctx: BrokerContext, keyId: string, now: number): Promise<void> {
-  await ctx.store.spend({ keyId, nonce: '', keepUntil: now, window: windowOf(askLimit(keyId), now), countOnly: true });
+/** The window a first ask takes its place in among the key's two a minute (its nonce was taken under the source's first-ask limit). */
+export function firstAskWindow(keyId: string, now: number): { bucket: string; start: number } {
+  const { bucket, start } = windowOf(askLimit(keyId), now);
+  return { bucket, start };
 }
 
 /** 202 `{state: "pending", keyId}`: not a failure, the device asks again after Retry-After. */

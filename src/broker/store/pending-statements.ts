@@ -11,13 +11,68 @@ export const FIND_PENDING = `SELECT ${PENDING_COLUMNS} FROM pending WHERE key_id
 export const INSERT_PENDING =
   'INSERT INTO pending (key_id, public_key, vendor_id, device_id, app_id, type, name, source, source_bucket, first_asked, last_asked) ' +
   'VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)';
-export const TOUCH_PENDING = 'UPDATE pending SET last_asked = $2 WHERE key_id = $1 AND last_asked < $2';
 /** A key of the device in any state but pending (and rejected, which is gone): enrolled, retired, or pre-authorised. */
 export const DEVICE_HELD =
   'SELECT 1 AS held FROM keys WHERE vendor_id = $1 AND device_id = $2 UNION ALL ' +
   'SELECT 1 FROM preauth WHERE vendor_id = $1 AND device_id = $2';
-export const PENDING_OF_SOURCE = 'SELECT COUNT(*) AS n FROM pending WHERE source_bucket = $1';
-export const PENDING_OF_VENDOR = 'SELECT COUNT(*) AS n FROM pending WHERE vendor_id = $1';
+/** The vendor's waiting keys, counted no further than the limit ($max) they are judged by: O(pendingMax) at most, not O(fleet). */
+function pendingOfVendor(vendorId: string, max: string): string {
+  return `(SELECT COUNT(*) FROM (SELECT 1 FROM pending WHERE vendor_id = ${vendorId} LIMIT ${max}) AS v)`;
+}
+
+/**
+ * What a first ask is judged by before its nonce, in one round trip: whether the device is held, and the keys
+ * waiting from the source ($1) and for the vendor ($2, counted up to pendingMax, $4). $3: the deviceId.
+ */
+export const ASK_STANDING =
+  'SELECT CASE WHEN EXISTS (SELECT 1 FROM keys WHERE vendor_id = CAST($2 AS TEXT) AND device_id = CAST($3 AS TEXT) UNION ALL ' +
+  'SELECT 1 FROM preauth WHERE vendor_id = CAST($2 AS TEXT) AND device_id = CAST($3 AS TEXT)) THEN 1 ELSE 0 END AS held, ' +
+  '(SELECT COUNT(*) FROM pending WHERE source_bucket = CAST($1 AS TEXT)) AS source, ' +
+  `${pendingOfVendor('CAST($2 AS TEXT)', 'CAST($4 AS BIGINT)')} AS vendor`;
+
+/**
+ * A first ask's row as the steps of a gated chain (chain.ts), run under the device's and the source's locks, over
+ * $1 keyId, $2 publicKey, $3 vendorId, $4 deviceId, $5 appId, $6 type, $7 name, $8 source, $9 its bucket, $10 the
+ * time, $11 pendingPerSource, $12 pendingMax, $13 the key's ask window's bucket, $14 its start:
+ * c, every rule of §3.7 read at once; r, the row, only when all of them hold; w, the first ask's place among the
+ * key's two a minute, only for a row made.
+ */
+export const ASK_STEPS = [
+  {
+    name: 'c',
+    sql:
+      'SELECT CASE WHEN EXISTS (SELECT 1 FROM pending WHERE key_id = CAST($1 AS TEXT)) THEN 1 ELSE 0 END AS asked, ' +
+      'CASE WHEN EXISTS (SELECT 1 FROM keys WHERE key_id = CAST($1 AS TEXT) UNION ALL SELECT 1 FROM preauth WHERE key_id = CAST($1 AS TEXT) ' +
+      'UNION ALL SELECT 1 FROM tombstones WHERE key_id = CAST($1 AS TEXT)) THEN 1 ELSE 0 END AS known, ' +
+      'CASE WHEN EXISTS (SELECT 1 FROM keys WHERE vendor_id = CAST($3 AS TEXT) AND device_id = CAST($4 AS TEXT) UNION ALL ' +
+      'SELECT 1 FROM preauth WHERE vendor_id = CAST($3 AS TEXT) AND device_id = CAST($4 AS TEXT)) THEN 1 ELSE 0 END AS held, ' +
+      '(SELECT COUNT(*) FROM pending WHERE source_bucket = CAST($9 AS TEXT)) AS source, ' +
+      `${pendingOfVendor('CAST($3 AS TEXT)', 'CAST($12 AS BIGINT)')} AS vendor`,
+  },
+  {
+    name: 'r',
+    sql:
+      'INSERT INTO pending (key_id, public_key, vendor_id, device_id, app_id, type, name, source, source_bucket, first_asked, last_asked) ' +
+      'SELECT CAST($1 AS TEXT), CAST($2 AS TEXT), CAST($3 AS TEXT), CAST($4 AS TEXT), CAST($5 AS TEXT), CAST($6 AS TEXT), CAST($7 AS TEXT), ' +
+      'CAST($8 AS TEXT), CAST($9 AS TEXT), CAST($10 AS BIGINT), CAST($10 AS BIGINT) ' +
+      'WHERE {c.asked} = 0 AND {c.known} = 0 AND {c.held} = 0 AND {c.source} < CAST($11 AS BIGINT) AND {c.vendor} < CAST($12 AS BIGINT) ' +
+      'RETURNING 1 AS ok',
+  },
+  {
+    name: 'w',
+    sql:
+      'INSERT INTO rate_windows (bucket, window_start, count) SELECT CAST($13 AS TEXT), CAST($14 AS BIGINT), 1 WHERE {r.ok} = 1 ' +
+      'ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_windows.count + 1 RETURNING count',
+  },
+] as const;
+
+/** A waiting key's lastAsked, after the spend's steps (SPEND_STEPS, $8 the ask's time): only for an ask that took its nonce. */
+export const TOUCH_PENDING_STEP = {
+  name: 'p',
+  sql:
+    'UPDATE pending SET last_asked = CAST($8 AS BIGINT) WHERE key_id = CAST($1 AS TEXT) AND last_asked < CAST($8 AS BIGINT) ' +
+    'AND {n.ok} = 1 RETURNING 1 AS ok',
+} as const;
 
 /** The waiting keys with how many others wait for their device, of one vendor unless $1 is null. */
 export const LIST_PENDING =

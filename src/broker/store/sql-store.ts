@@ -8,15 +8,15 @@ import { pruneAuditTx, writeAuditTx } from './rules/audit.js';
 import { addPreauthTx, enrollTx, revokeTx, rotateTx } from './rules/enrollment.js';
 import {
   acceptPendingTx,
+  askAgainTx,
   askPendingTx,
+  askStandingTx,
   dropPendingTx,
   findPendingTx,
   listPendingTx,
-  pendingCountsTx,
   rejectPendingTx,
 } from './rules/pending.js';
 import { findKeyTx, spendTx, spendVerifiedTx, sweepTx } from './rules/requests.js';
-import { TOUCH_PENDING } from './pending-statements.js';
 import { all, get, run, storeNow } from './sql.js';
 import {
   ADD_CODE,
@@ -52,6 +52,7 @@ import type {
   EnrollCommit,
   Enrolled,
   KnownKey,
+  AskStanding,
   PendingAsk,
   PendingFilter,
   PendingItem,
@@ -122,6 +123,11 @@ export class SqlStore implements BrokerStore {
     return this.#d.run(spendVerifiedTx(r), 'write');
   }
 
+  /** Not a decision, as spend is not: a lastAsked lost to a power cut is one ask older, and decides nothing. */
+  askAgain(r: RequestSpend, now: number): Promise<SpendOutcome> {
+    return this.#d.run(askAgainTx(r, now), 'write');
+  }
+
   enroll(commit: EnrollCommit): Promise<Enrolled> {
     return this.#d.decide(enrollTx(commit), (enrolled) => enrolled.outcome === 'ok');
   }
@@ -170,13 +176,8 @@ export class SqlStore implements BrokerStore {
     return this.#d.decide(askPendingTx(ask), (outcome) => outcome === 'created');
   }
 
-  pendingCounts(sourceBucket: string, vendorId: string): Promise<{ source: number; vendor: number }> {
-    return this.#d.run(pendingCountsTx(sourceBucket, vendorId), 'read');
-  }
-
-  /** Not a decision: a lastAsked lost to a power cut is one ask older, and decides nothing. */
-  async touchPending(keyId: string, now: number): Promise<void> {
-    await this.#d.run(run(TOUCH_PENDING, keyId, now), 'write');
+  askStanding(sourceBucket: string, vendorId: string, deviceId: string, perVendor: number): Promise<AskStanding> {
+    return this.#d.run(askStandingTx(sourceBucket, vendorId, deviceId, perVendor), 'read');
   }
 
   findPending(keyId: string): Promise<PendingRow | undefined> {

@@ -27,10 +27,17 @@ export const SPEND_CODE_USE =
   'UPDATE codes SET uses_left = uses_left - 1 WHERE hmac = $1 AND uses_left > 0 AND expires_at > $2 AND vendor_id = $3 ' +
   'AND (device_id IS NULL OR device_id = $4) RETURNING hmac';
 
-/** A key in any state: its row, else its tombstone (`entombedAt` set, the device's fields null). */
+/**
+ * A key in any state, in one round trip: its row, else its tombstone (`entombedAt` set, the device's fields null),
+ * else its pending row (state 'pending', the first ask's fields set).
+ */
 export const FIND_KEY =
-  `SELECT ${KEY_COLUMNS}, NULL AS "entombedAt" FROM keys WHERE key_id = $1 UNION ALL ` +
-  'SELECT key_id, public_key, NULL, NULL, NULL, state, NULL, NULL, NULL, NULL, at FROM tombstones WHERE key_id = $1';
+  `SELECT ${KEY_COLUMNS}, NULL AS "entombedAt", NULL AS "appId", NULL AS type, NULL AS name, NULL AS source, ` +
+  'CAST(NULL AS BIGINT) AS "firstAsked", CAST(NULL AS BIGINT) AS "lastAsked" FROM keys WHERE key_id = $1 UNION ALL ' +
+  'SELECT key_id, public_key, NULL, NULL, NULL, state, NULL, NULL, NULL, NULL, at, NULL, NULL, NULL, NULL, NULL, NULL ' +
+  'FROM tombstones WHERE key_id = $1 UNION ALL ' +
+  "SELECT key_id, public_key, NULL, device_id, vendor_id, 'pending', NULL, NULL, NULL, NULL, NULL, app_id, type, name, source, " +
+  'first_asked, last_asked FROM pending WHERE key_id = $1';
 /** A keyId is enrolled once, in any state, tombstones included; a pre-authorised or pending one is reserved for its own enrollment. */
 export const KEY_KNOWN =
   'SELECT 1 AS known FROM keys WHERE key_id = $1 UNION ALL SELECT 1 FROM preauth WHERE key_id = $1 ' +
@@ -212,7 +219,7 @@ export const SWEEP_WINDOWS = 'DELETE FROM rate_windows WHERE window_start < $1';
  * to hold: an enrollment's new key); the nonce only within the limit (a refused request leaves no nonce);
  * last seen (and the agent version) only for a new nonce, a step past the one recorded or with a version other than the one kept.
  */
-export const REQUEST_STEPS = [
+export const SPEND_STEPS = [
   {
     name: 'k',
     sql:
@@ -233,6 +240,11 @@ export const REQUEST_STEPS = [
       'WHERE {k.ok} = 1 AND CAST($2 AS TEXT) IS NOT NULL AND (CAST($5 AS TEXT) IS NULL OR {h.count} <= CAST($7 AS BIGINT)) ' +
       'ON CONFLICT DO NOTHING RETURNING 1 AS ok',
   },
+] as const;
+
+/** An enrolled key's request: its spend, then its last seen. */
+export const REQUEST_STEPS = [
+  ...SPEND_STEPS,
   {
     name: 't',
     sql:

@@ -236,6 +236,8 @@ export interface RequestBook {
    * Revocation is read in the same step as the write it stops.
    */
   spendVerified(r: VerifiedRequestSpend): Promise<VerifiedSpend>;
+  /** A waiting key's later ask (§3.7 "Waiting"): spend's hit and nonce, then (a new nonce) its lastAsked, in one step. */
+  askAgain(r: RequestSpend, now: number): Promise<SpendOutcome>;
 }
 
 /** Codes, pre-authorisations, enrollment, rotation and revocation: the decisions, each one transaction. */

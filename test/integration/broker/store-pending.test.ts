@@ -53,8 +53,19 @@ function ask(deviceId: string, over: Partial<PendingRow> = {}, limits: Partial<P
     sourceBucket: over.source ?? '192.0.2.1',
     perSource: 50,
     perVendor: 10_000,
+    window: askWindow(key.keyId),
     ...limits,
   };
+}
+
+/** The key's window of two asks a minute at `now`, as the broker names it. */
+function askWindow(keyId: string, now = 1_000): { bucket: string; start: number } {
+  return { bucket: `ask:${keyId}/60000`, start: Math.floor(now / 60_000) * 60_000 };
+}
+
+/** A later ask of a waiting key at `now`, with `nonce`: spend's outcome, under its two a minute. */
+function askAgain(store: BrokerStore, keyId: string, nonce: string, now: number) {
+  return store.askAgain({ keyId, nonce, keepUntil: now + 600_000, window: { ...askWindow(keyId, now), limit: 2 } }, now);
 }
 
 describe.each(backends)('pending keys in the broker store on $kind', (backend) => {
@@ -73,9 +84,17 @@ describe.each(backends)('pending keys in the broker store on $kind', (backend) =
     expect(await store.askPending(twin)).toBe('created');
     expect(await store.askPending(alone)).toBe('created');
     expect(await store.findKey(first.row.keyId)).toEqual({ ...first.row, state: 'pending' });
-    await store.touchPending(first.row.keyId, 5_000);
+    // The first ask took the first of the key's two a minute: its second ask is counted 2, and moves lastAsked.
+    expect(await askAgain(store, first.row.keyId, 'n-1', 5_000)).toEqual({ count: 2, replayed: false });
+    // An ask past the two a minute takes no nonce (its refusal is the caller's), and a replayed nonce: neither moves lastAsked.
+    expect(await askAgain(store, first.row.keyId, 'n-2', 7_000)).toEqual({ count: 3, replayed: true });
+    expect(await askAgain(store, first.row.keyId, 'n-1', 65_000)).toEqual({ count: 1, replayed: true });
+    expect(await store.findPending(first.row.keyId)).toEqual({ ...first.row, lastAsked: 5_000 });
     // An ask that arrives late moves nothing back.
-    await store.touchPending(first.row.keyId, 4_000);
+    expect(await store.askAgain({ keyId: first.row.keyId, nonce: 'n-3', keepUntil: 600_000 }, 4_000)).toEqual({
+      count: undefined,
+      replayed: false,
+    });
     expect(await store.findPending(first.row.keyId)).toEqual({ ...first.row, lastAsked: 5_000 });
     expect(await store.listPending()).toEqual([
       { ...first.row, lastAsked: 5_000, duplicates: 1 },
@@ -83,7 +102,9 @@ describe.each(backends)('pending keys in the broker store on $kind', (backend) =
       { ...alone.row, duplicates: 0 },
     ]);
     expect(await store.listPending('V2')).toEqual([]);
-    expect(await store.pendingCounts('192.0.2.1', 'V1')).toEqual({ source: 3, vendor: 3 });
+    expect(await store.askStanding('192.0.2.1', 'V1', 'SN-3', 10_000)).toEqual({ held: false, source: 3, vendor: 3 });
+    // The vendor's keys are counted only as far as the limit they are judged by.
+    expect(await store.askStanding('192.0.2.9', 'V1', 'SN-3', 2)).toEqual({ held: false, source: 0, vendor: 2 });
   });
 
   it('refuses a first ask for a device it holds in any other state, or a keyId it knows, writing nothing', async () => {
@@ -96,7 +117,10 @@ describe.each(backends)('pending keys in the broker store on $kind', (backend) =
     expect((await store.enroll(revoked)).outcome).toBe('ok');
     await store.revoke('bot-R', Date.now());
     expect(await store.addPreauth([{ ...newKey(), deviceId: 'SN-P', vendorId: 'V1', createdAt: 0 }])).toEqual({ added: 1 });
-    for (const deviceId of ['SN-E', 'SN-R', 'SN-P']) expect(await store.askPending(ask(deviceId))).toBe('device-exists');
+    for (const deviceId of ['SN-E', 'SN-R', 'SN-P']) {
+      expect(await store.askStanding('192.0.2.1', 'V1', deviceId, 10_000)).toEqual({ held: true, source: 0, vendor: 0 });
+      expect(await store.askPending(ask(deviceId))).toBe('device-exists');
+    }
     // The same serial under another vendor is another device.
     expect(await store.askPending(ask('SN-E', { vendorId: 'V2' }))).toBe('created');
     expect(await store.askPending(ask('SN-N', enrolled.key))).toBe('key-exists');
@@ -198,7 +222,7 @@ describe.each(backends)('pending keys in the broker store on $kind', (backend) =
     const young = ask('SN-2', { firstAsked: 5_000, lastAsked: 5_000 });
     for (const x of [old, young]) expect(await store.askPending(x)).toBe('created');
     // Asked since, yet first asked too long ago: dropped all the same.
-    await store.touchPending(old.row.keyId, 99_000);
+    await askAgain(store, old.row.keyId, 'n-1', 99_000);
     expect(await store.dropPending(5_000)).toEqual([{ ...old.row, lastAsked: 99_000 }]);
     expect(await store.findKey(old.row.keyId)).toBeUndefined();
     expect(await store.findPending(young.row.keyId)).toEqual(young.row);
