@@ -8,9 +8,6 @@ export const PENDING_COLUMNS =
   'source, first_asked AS "firstAsked", last_asked AS "lastAsked"';
 
 export const FIND_PENDING = `SELECT ${PENDING_COLUMNS} FROM pending WHERE key_id = $1`;
-export const INSERT_PENDING =
-  'INSERT INTO pending (key_id, public_key, vendor_id, device_id, app_id, type, name, source, source_bucket, first_asked, last_asked) ' +
-  'VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)';
 /** A key of the device in any state but pending (and rejected, which is gone): enrolled, retired, or pre-authorised. */
 export const DEVICE_HELD =
   'SELECT 1 AS held FROM keys WHERE vendor_id = $1 AND device_id = $2 UNION ALL ' +
@@ -66,14 +63,6 @@ export const ASK_STEPS = [
   },
 ] as const;
 
-/** A waiting key's lastAsked, after the spend's steps (SPEND_STEPS, $8 the ask's time): only for an ask that took its nonce. */
-export const TOUCH_PENDING_STEP = {
-  name: 'p',
-  sql:
-    'UPDATE pending SET last_asked = CAST($8 AS BIGINT) WHERE key_id = CAST($1 AS TEXT) AND last_asked < CAST($8 AS BIGINT) ' +
-    'AND {n.ok} = 1 RETURNING 1 AS ok',
-} as const;
-
 /** The waiting keys with how many others wait for their device, of one vendor unless $1 is null. */
 export const LIST_PENDING =
   `SELECT ${PENDING_COLUMNS}, COUNT(*) OVER (PARTITION BY vendor_id, device_id) - 1 AS duplicates FROM pending ` +
@@ -92,3 +81,22 @@ export const ENTOMB_REJECTED =
   "INSERT INTO tombstones (key_id, public_key, state, at, vendor_id, device_id) VALUES ($1, $2, 'rejected', $3, $4, $5) " +
   'ON CONFLICT (key_id) DO NOTHING';
 export const DROP_STALE_PENDING = `DELETE FROM pending WHERE first_asked < $1 RETURNING ${PENDING_COLUMNS}`;
+
+/**
+ * A waiting key's later ask, as the steps of a gated chain over spend's values (statements.ts: $1 keyId, $2 nonce,
+ * $3 keepUntil, $4 its public key, $5–$7 its window of two a minute, $8 the ask's time) and $9 the deviceId and
+ * $10 the vendorId (null: any) the ask names: `k` admits the key only while it waits for that very device, the hit
+ * and the nonce follow (GATED_SPEND_STEPS), then its lastAsked, only for an ask that took its nonce.
+ */
+export const PENDING_GATE_STEP = {
+  name: 'k',
+  sql:
+    'SELECT 1 AS ok FROM pending WHERE key_id = CAST($1 AS TEXT) AND public_key = CAST($4 AS TEXT) AND device_id = CAST($9 AS TEXT) ' +
+    'AND (CAST($10 AS TEXT) IS NULL OR vendor_id = CAST($10 AS TEXT))',
+} as const;
+export const TOUCH_PENDING_STEP = {
+  name: 'p',
+  sql:
+    'UPDATE pending SET last_asked = CAST($8 AS BIGINT) WHERE key_id = CAST($1 AS TEXT) AND last_asked < CAST($8 AS BIGINT) ' +
+    'AND {n.ok} = 1 RETURNING 1 AS ok',
+} as const;

@@ -138,6 +138,8 @@ class PostgresDriver implements Driver {
   readonly #local = new KeyedChain();
   /** Every statement under a name: PostgreSQL parses and plans it once per connection, not at every call. */
   readonly #names = new Map<string, string>();
+  /** Each chain's fused statement, written once: its text is the key its prepared name is found by. */
+  readonly #fused = new WeakMap<GatedChain, string>();
   #closed: Promise<void> | undefined;
 
   constructor(pool: Pool, lockPool: Pool) {
@@ -230,7 +232,12 @@ class PostgresDriver implements Driver {
 
   /** The chain as one statement (chain.ts): one round trip, one snapshot. */
   async #chain(c: GatedChain, params: readonly unknown[], q: Q): Promise<ChainResult> {
-    const row = (await this.#query(q, fusedStatement(c), params, c.name)).rows[0] as Row;
+    let text = this.#fused.get(c);
+    if (text === undefined) {
+      text = fusedStatement(c);
+      this.#fused.set(c, text);
+    }
+    const row = (await this.#query(q, text, params, c.name)).rows[0] as Row;
     const out: Record<string, unknown> = {};
     const read: Row = {};
     for (const [column, value] of Object.entries(row)) {

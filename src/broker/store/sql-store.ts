@@ -11,6 +11,7 @@ import {
   askAgainTx,
   askPendingTx,
   askStandingTx,
+  findCarriedKeyTx,
   dropPendingTx,
   findPendingTx,
   listPendingTx,
@@ -52,6 +53,7 @@ import type {
   EnrollCommit,
   Enrolled,
   KnownKey,
+  AgainSpend,
   AskStanding,
   PendingAsk,
   PendingFilter,
@@ -124,8 +126,12 @@ export class SqlStore implements BrokerStore {
   }
 
   /** Not a decision, as spend is not: a lastAsked lost to a power cut is one ask older, and decides nothing. */
-  askAgain(r: RequestSpend, now: number): Promise<SpendOutcome> {
-    return this.#d.run(askAgainTx(r, now), 'write');
+  askAgain(r: AgainSpend): Promise<SpendOutcome | undefined> {
+    return this.#d.run(askAgainTx(r), 'write');
+  }
+
+  findCarriedKey(r: AgainSpend): Promise<{ known: KnownKey | undefined; asked: SpendOutcome | undefined }> {
+    return this.#d.run(findCarriedKeyTx(r), 'write');
   }
 
   enroll(commit: EnrollCommit): Promise<Enrolled> {

@@ -218,7 +218,26 @@ export const SWEEP_WINDOWS = 'DELETE FROM rate_windows WHERE window_start < $1';
  * Each step gates the next: the count only while the key is active with that public key (or with no key
  * to hold: an enrollment's new key); the nonce only within the limit (a refused request leaves no nonce);
  * last seen (and the agent version) only for a new nonce, a step past the one recorded or with a version other than the one kept.
+ * The hit and the nonce are gated on a step named `k`: whether the key may spend (SPEND_STEPS', or a caller's own).
  */
+const HIT_STEP = {
+  name: 'h',
+  sql:
+    'INSERT INTO rate_windows (bucket, window_start, count) SELECT CAST($5 AS TEXT), CAST($6 AS BIGINT), 1 ' +
+    'WHERE {k.ok} = 1 AND CAST($5 AS TEXT) IS NOT NULL ' +
+    'ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_windows.count + 1 RETURNING count',
+} as const;
+const NONCE_STEP = {
+  name: 'n',
+  sql:
+    'INSERT INTO nonces (key_id, nonce, keep_until) SELECT CAST($1 AS TEXT), CAST($2 AS TEXT), CAST($3 AS BIGINT) ' +
+    'WHERE {k.ok} = 1 AND CAST($2 AS TEXT) IS NOT NULL AND (CAST($5 AS TEXT) IS NULL OR {h.count} <= CAST($7 AS BIGINT)) ' +
+    'ON CONFLICT DO NOTHING RETURNING 1 AS ok',
+} as const;
+/** The hit and the nonce of a key `k` admits (a step of the caller's, over the same values). */
+export const GATED_SPEND_STEPS = [HIT_STEP, NONCE_STEP] as const;
+
+/** An enrollment's or an enrolled key's spend: `k` admits an active key with the public key verified, or no key to hold. */
 export const SPEND_STEPS = [
   {
     name: 'k',
@@ -226,20 +245,7 @@ export const SPEND_STEPS = [
       "SELECT 1 AS ok FROM keys WHERE key_id = CAST($1 AS TEXT) AND state = 'active' AND public_key = CAST($4 AS TEXT) " +
       'UNION ALL SELECT 1 WHERE CAST($4 AS TEXT) IS NULL',
   },
-  {
-    name: 'h',
-    sql:
-      'INSERT INTO rate_windows (bucket, window_start, count) SELECT CAST($5 AS TEXT), CAST($6 AS BIGINT), 1 ' +
-      'WHERE {k.ok} = 1 AND CAST($5 AS TEXT) IS NOT NULL ' +
-      'ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_windows.count + 1 RETURNING count',
-  },
-  {
-    name: 'n',
-    sql:
-      'INSERT INTO nonces (key_id, nonce, keep_until) SELECT CAST($1 AS TEXT), CAST($2 AS TEXT), CAST($3 AS BIGINT) ' +
-      'WHERE {k.ok} = 1 AND CAST($2 AS TEXT) IS NOT NULL AND (CAST($5 AS TEXT) IS NULL OR {h.count} <= CAST($7 AS BIGINT)) ' +
-      'ON CONFLICT DO NOTHING RETURNING 1 AS ok',
-  },
+  ...GATED_SPEND_STEPS,
 ] as const;
 
 /** An enrolled key's request: its spend, then its last seen. */

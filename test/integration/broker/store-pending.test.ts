@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore } from '../../../src/broker/store/open.js';
-import type { BrokerStore, PendingAsk, PendingRow, StoreKind } from '../../../src/broker/store/types.js';
+import type { AgainSpend, BrokerStore, PendingAsk, PendingRow, StoreKind } from '../../../src/broker/store/types.js';
 import { byCode, codeRow, newKey } from '../../helpers/broker-store.js';
 import { useHarness } from '../../helpers/harness.js';
 import { type PostgresServer, startPostgres } from '../../helpers/postgres.js';
@@ -63,9 +63,14 @@ function askWindow(keyId: string, now = 1_000): { bucket: string; start: number 
   return { bucket: `ask:${keyId}/60000`, start: Math.floor(now / 60_000) * 60_000 };
 }
 
-/** A later ask of a waiting key at `now`, with `nonce`: spend's outcome, under its two a minute. */
-function askAgain(store: BrokerStore, keyId: string, nonce: string, now: number) {
-  return store.askAgain({ keyId, nonce, keepUntil: now + 600_000, window: { ...askWindow(keyId, now), limit: 2 } }, now);
+/** A later ask of the waiting key of `row` at `now`, with `nonce`, for its device (`device` changes it): spend's outcome, under its two a minute. */
+function again(row: PendingRow, nonce: string, now: number, device: { deviceId?: string; vendorId?: string | undefined } = {}): AgainSpend {
+  const { keyId, publicKey, deviceId, vendorId } = row;
+  const window = { ...askWindow(keyId, now), limit: 2 };
+  return { keyId, nonce, keepUntil: now + 600_000, window, now, publicKey, deviceId, vendorId, ...device };
+}
+function askAgain(store: BrokerStore, row: PendingRow, nonce: string, now: number) {
+  return store.askAgain(again(row, nonce, now));
 }
 
 describe.each(backends)('pending keys in the broker store on $kind', (backend) => {
@@ -85,16 +90,14 @@ describe.each(backends)('pending keys in the broker store on $kind', (backend) =
     expect(await store.askPending(alone)).toBe('created');
     expect(await store.findKey(first.row.keyId)).toEqual({ ...first.row, state: 'pending' });
     // The first ask took the first of the key's two a minute: its second ask is counted 2, and moves lastAsked.
-    expect(await askAgain(store, first.row.keyId, 'n-1', 5_000)).toEqual({ count: 2, replayed: false });
+    expect(await askAgain(store, first.row, 'n-1', 5_000)).toEqual({ count: 2, replayed: false });
     // An ask past the two a minute takes no nonce (its refusal is the caller's), and a replayed nonce: neither moves lastAsked.
-    expect(await askAgain(store, first.row.keyId, 'n-2', 7_000)).toEqual({ count: 3, replayed: true });
-    expect(await askAgain(store, first.row.keyId, 'n-1', 65_000)).toEqual({ count: 1, replayed: true });
+    expect(await askAgain(store, first.row, 'n-2', 7_000)).toEqual({ count: 3, replayed: true });
+    expect(await askAgain(store, first.row, 'n-1', 65_000)).toEqual({ count: 1, replayed: true });
     expect(await store.findPending(first.row.keyId)).toEqual({ ...first.row, lastAsked: 5_000 });
     // An ask that arrives late moves nothing back.
-    expect(await store.askAgain({ keyId: first.row.keyId, nonce: 'n-3', keepUntil: 600_000 }, 4_000)).toEqual({
-      count: undefined,
-      replayed: false,
-    });
+    const { window: _none, ...unlimited } = again(first.row, 'n-3', 4_000);
+    expect(await store.askAgain(unlimited)).toEqual({ count: undefined, replayed: false });
     expect(await store.findPending(first.row.keyId)).toEqual({ ...first.row, lastAsked: 5_000 });
     expect(await store.listPending()).toEqual([
       { ...first.row, lastAsked: 5_000, duplicates: 1 },
@@ -105,6 +108,43 @@ describe.each(backends)('pending keys in the broker store on $kind', (backend) =
     expect(await store.askStanding('192.0.2.1', 'V1', 'SN-3', 10_000)).toEqual({ held: false, source: 3, vendor: 3 });
     // The vendor's keys are counted only as far as the limit they are judged by.
     expect(await store.askStanding('192.0.2.9', 'V1', 'SN-3', 2)).toEqual({ held: false, source: 0, vendor: 2 });
+  });
+
+  it('answers a waiting key’s later ask in the step that reads the key, only for the device of its first ask', async () => {
+    const [store] = await two();
+    const waiting = ask('SN-1', { vendorId: 'V1' });
+    expect(await store.askPending(waiting)).toBe('created');
+    const row = waiting.row;
+    // Another device, or another vendor: the key is read, nothing is written.
+    for (const device of [{ deviceId: 'SN-2' }, { vendorId: 'V2' }]) {
+      expect(await store.findCarriedKey(again(row, 'n-0', 2_000, device))).toEqual({
+        known: { ...row, state: 'pending' },
+        asked: undefined,
+      });
+      expect(await store.askAgain(again(row, 'n-0', 2_000, device))).toBeUndefined();
+    }
+    expect(await store.findPending(row.keyId)).toEqual(row);
+    // Its device, with or without the vendorId: the ask is spent with the read.
+    expect(await store.findCarriedKey(again(row, 'n-1', 3_000, { vendorId: undefined }))).toEqual({
+      known: { ...row, state: 'pending' },
+      asked: { count: 2, replayed: false },
+    });
+    expect(await store.findPending(row.keyId)).toEqual({ ...row, lastAsked: 3_000 });
+    // A key that does not wait: read as it is, nothing written for it.
+    const code = codeRow();
+    await store.addCode(code);
+    const enrolled = byCode(code, { deviceId: 'SN-E', botId: 'bot-E' });
+    expect((await store.enroll(enrolled)).outcome).toBe('ok');
+    const active = { ...row, keyId: enrolled.key.keyId, publicKey: enrolled.key.publicKey, deviceId: 'SN-E' };
+    expect(await store.findCarriedKey(again(active, 'n-2', 3_000))).toMatchObject({
+      known: { state: 'active', botId: 'bot-E' },
+      asked: undefined,
+    });
+    const stranger = { ...row, ...newKey() };
+    expect(await store.findCarriedKey(again(stranger, 'n-3', 3_000))).toEqual({ known: undefined, asked: undefined });
+    // Rejected since: its later ask writes nothing.
+    await store.rejectPending({ keyId: row.keyId }, 4_000);
+    expect(await store.askAgain(again(row, 'n-4', 5_000))).toBeUndefined();
   });
 
   it('refuses a first ask for a device it holds in any other state, or a keyId it knows, writing nothing', async () => {
@@ -222,7 +262,7 @@ describe.each(backends)('pending keys in the broker store on $kind', (backend) =
     const young = ask('SN-2', { firstAsked: 5_000, lastAsked: 5_000 });
     for (const x of [old, young]) expect(await store.askPending(x)).toBe('created');
     // Asked since, yet first asked too long ago: dropped all the same.
-    await askAgain(store, old.row.keyId, 'n-1', 99_000);
+    await askAgain(store, old.row, 'n-1', 99_000);
     expect(await store.dropPending(5_000)).toEqual([{ ...old.row, lastAsked: 99_000 }]);
     expect(await store.findKey(old.row.keyId)).toBeUndefined();
     expect(await store.findPending(young.row.keyId)).toEqual(young.row);

@@ -24,13 +24,15 @@ import {
   FIND_PENDING,
   LIST_PENDING,
   PENDING_OF_DEVICE,
+  PENDING_GATE_STEP,
   PENDING_WHERE,
   TAKE_PENDING,
   TOUCH_PENDING_STEP,
 } from '../pending-statements.js';
-import { all, type Body, chain, get, KEY_ID_INDEX, lock, run, UniqueViolation } from '../sql.js';
-import { ACTIVE_KEY_OF_BOT_OR_DEVICE, SPEND_STEPS } from '../statements.js';
-import type { RequestSpend, SpendOutcome } from '../types.js';
+import { all, type Body, type ChainResult, chain, get, KEY_ID_INDEX, lock, run, UniqueViolation } from '../sql.js';
+import { ACTIVE_KEY_OF_BOT_OR_DEVICE, FIND_KEY, GATED_SPEND_STEPS } from '../statements.js';
+import type { AgainSpend, KnownKey, SpendOutcome } from '../types.js';
+import { knownKey, pendingRow } from './rows.js';
 import { deviceLock, insertKey, keysLock } from './enrollment.js';
 
 /** pendingPerSource is decided under the source's lock: two replicas' first asks from one source count one after the other. */
@@ -46,13 +48,15 @@ export const ASK = checkChain({
   outputs: ['c.asked', 'c.known', 'c.held', 'c.source', 'c.vendor', 'r.ok'],
 });
 
-/** A waiting key's later ask: its nonce and count (SPEND_STEPS), then its lastAsked, in one step of the store. */
-export const ASK_AGAIN = checkChain({
-  name: 'broker-ask-again',
-  read: undefined,
-  steps: [...SPEND_STEPS, TOUCH_PENDING_STEP],
-  outputs: ['n.ok', 'h.count'],
-});
+/** A waiting key's later ask: held to the key still waiting for its device, its hit and nonce, then its lastAsked. */
+const AGAIN_STEPS = [PENDING_GATE_STEP, ...GATED_SPEND_STEPS, TOUCH_PENDING_STEP];
+const AGAIN_OUTPUTS = ['k.ok', 'n.ok', 'h.count'];
+
+/** BrokerStore.askAgain's chain. */
+export const ASK_AGAIN = checkChain({ name: 'broker-ask-again', read: undefined, steps: AGAIN_STEPS, outputs: AGAIN_OUTPUTS });
+
+/** BrokerStore.findCarriedKey's chain: the key read as it was, and a waiting key's later ask gated on it, in one statement. */
+export const FIND_CARRIED_KEY = checkChain({ name: 'broker-find-carried-key', read: FIND_KEY, steps: AGAIN_STEPS, outputs: AGAIN_OUTPUTS });
 
 /**
  * BrokerStore.askPending: the device's lock, then the source's (never the other way round), then one statement
@@ -102,9 +106,36 @@ export function* askStandingTx(sourceBucket: string, vendorId: string, deviceId:
 }
 
 /** BrokerStore.askAgain. */
-export function* askAgainTx(r: RequestSpend, now: number): Body<SpendOutcome> {
+export function* askAgainTx(r: AgainSpend): Body<SpendOutcome | undefined> {
+  return againOutcome(yield* chain(ASK_AGAIN, ...againValues(r)));
+}
+
+/** BrokerStore.findCarriedKey. */
+export function* findCarriedKeyTx(r: AgainSpend): Body<{ known: KnownKey | undefined; asked: SpendOutcome | undefined }> {
+  const result = yield* chain(FIND_CARRIED_KEY, ...againValues(r));
+  return { known: knownKey(r.keyId, result.read?.['keyId'] == null ? undefined : result.read), asked: againOutcome(result) };
+}
+
+/** AGAIN_STEPS' values. */
+function againValues(r: AgainSpend): unknown[] {
   const w = r.window;
-  const { out } = yield* chain(ASK_AGAIN, r.keyId, r.nonce, r.keepUntil, null, w?.bucket ?? null, w?.start ?? null, w?.limit ?? null, now);
+  return [
+    r.keyId,
+    r.nonce,
+    r.keepUntil,
+    r.publicKey,
+    w?.bucket ?? null,
+    w?.start ?? null,
+    w?.limit ?? null,
+    r.now,
+    r.deviceId,
+    r.vendorId ?? null,
+  ];
+}
+
+/** Undefined when the key did not wait for that device: nothing was written. */
+function againOutcome({ out }: ChainResult): SpendOutcome | undefined {
+  if (out['k.ok'] == null) return undefined;
   const count = out['h.count'];
   return { count: count == null ? undefined : Number(count), replayed: out['n.ok'] == null };
 }
@@ -178,20 +209,4 @@ function* entombRejected(row: PendingRow, now: number): Body<boolean> {
 /** BrokerStore.dropPending. */
 export function* dropPendingTx(before: number): Body<PendingRow[]> {
   return (yield* all<PendingRow>(DROP_STALE_PENDING, before)).map(pendingRow);
-}
-
-/** A row as the driver read it: times as numbers (PostgreSQL's BIGINT arrives as text). */
-export function pendingRow(r: PendingRow): PendingRow {
-  return {
-    keyId: r.keyId,
-    publicKey: r.publicKey,
-    vendorId: r.vendorId,
-    deviceId: r.deviceId,
-    appId: r.appId,
-    type: r.type,
-    name: r.name,
-    source: r.source,
-    firstAsked: Number(r.firstAsked),
-    lastAsked: Number(r.lastAsked),
-  };
 }

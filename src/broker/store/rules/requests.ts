@@ -1,13 +1,12 @@
 /** A request's bookkeeping (RequestBook), written once: one gated chain (chain.ts) for both spends. */
 import { checkChain, type GatedChain } from '../chain.js';
 import { type Body, chain, type ChainResult, get, run, storeNow } from '../sql.js';
-import { pendingRow } from './pending.js';
+import { knownKey } from './rows.js';
 import { FIND_KEY, KEY_WITH_TOKEN, REQUEST_STEPS, SWEEP_NONCES, SWEEP_WINDOWS } from '../statements.js';
 import type {
   KeyRow,
   KeyWithToken,
   KnownKey,
-  PendingRow,
   RequestSpend,
   SpendOutcome,
   TokenRow,
@@ -30,12 +29,7 @@ export const SPEND_VERIFIED: GatedChain = checkChain({
 
 /** BrokerStore.findKey: the key's row, else its tombstone (its device's fields dropped), else its pending row: one statement. */
 export function* findKeyTx(keyId: string): Body<KnownKey | undefined> {
-  const row = yield* get<Record<string, unknown>>(FIND_KEY, keyId);
-  if (row === undefined) return undefined;
-  if (row['state'] === 'pending') return { ...pendingRow(row as unknown as PendingRow), state: 'pending' };
-  const { entombedAt, appId, type, name, source, firstAsked, lastAsked, ...key } = row;
-  if (entombedAt == null) return key as unknown as KeyRow;
-  return { keyId, publicKey: String(row['publicKey']), state: row['state'] as 'revoked' | 'rejected', entombedAt: Number(entombedAt) };
+  return knownKey(keyId, yield* get<Record<string, unknown>>(FIND_KEY, keyId));
 }
 
 /** BrokerStore.spend. */
