@@ -27,7 +27,7 @@ export interface AskFields {
 /** The reads a first ask is judged by, before its nonce: its refusal thrown, else the limit its first ask counts against. */
 export async function admitAsk(ctx: BrokerContext, vendorId: string, deviceId: string, source: string): Promise<RateLimit> {
   const bucket = addressBucket(source);
-  const standing = await ctx.store.askStanding(bucket, vendorId, deviceId, ctx.limits.pendingMax);
+  const standing = await ctx.store.askStanding(bucket, vendorId, deviceId);
   const refused = refuseAsk({ held: standing.held, waiting: standing, limits: ctx.limits });
   if (refused) throw refused;
   // Only a key's first ask counts toward enrollPerMinute, per source: its later asks are the key's own two a minute.

@@ -12,20 +12,20 @@ export const FIND_PENDING = `SELECT ${PENDING_COLUMNS} FROM pending WHERE key_id
 export const DEVICE_HELD =
   'SELECT 1 AS held FROM keys WHERE vendor_id = $1 AND device_id = $2 UNION ALL ' +
   'SELECT 1 FROM preauth WHERE vendor_id = $1 AND device_id = $2';
-/** The vendor's waiting keys, counted no further than the limit ($max) they are judged by: O(pendingMax) at most, not O(fleet). */
-function pendingOfVendor(vendorId: string, max: string): string {
-  return `(SELECT COUNT(*) FROM (SELECT 1 FROM pending WHERE vendor_id = ${vendorId} LIMIT ${max}) AS v)`;
+/** The vendor's waiting keys, as pending_vendors keeps them (O(1), not a count over the fleet). */
+function pendingOfVendor(vendorId: string): string {
+  return `COALESCE((SELECT waiting FROM pending_vendors WHERE vendor_id = ${vendorId}), 0)`;
 }
 
 /**
  * What a first ask is judged by before its nonce, in one round trip: whether the device is held, and the keys
- * waiting from the source ($1) and for the vendor ($2, counted up to pendingMax, $4). $3: the deviceId.
+ * waiting from the source ($1) and for the vendor ($2). $3: the deviceId.
  */
 export const ASK_STANDING =
   'SELECT CASE WHEN EXISTS (SELECT 1 FROM keys WHERE vendor_id = CAST($2 AS TEXT) AND device_id = CAST($3 AS TEXT) UNION ALL ' +
   'SELECT 1 FROM preauth WHERE vendor_id = CAST($2 AS TEXT) AND device_id = CAST($3 AS TEXT)) THEN 1 ELSE 0 END AS held, ' +
   '(SELECT COUNT(*) FROM pending WHERE source_bucket = CAST($1 AS TEXT)) AS source, ' +
-  `${pendingOfVendor('CAST($2 AS TEXT)', 'CAST($4 AS BIGINT)')} AS vendor`;
+  `${pendingOfVendor('CAST($2 AS TEXT)')} AS vendor`;
 
 /**
  * A first ask's row as the steps of a gated chain (chain.ts), run under the device's and the source's locks, over
@@ -44,7 +44,7 @@ export const ASK_STEPS = [
       'CASE WHEN EXISTS (SELECT 1 FROM keys WHERE vendor_id = CAST($3 AS TEXT) AND device_id = CAST($4 AS TEXT) UNION ALL ' +
       'SELECT 1 FROM preauth WHERE vendor_id = CAST($3 AS TEXT) AND device_id = CAST($4 AS TEXT)) THEN 1 ELSE 0 END AS held, ' +
       '(SELECT COUNT(*) FROM pending WHERE source_bucket = CAST($9 AS TEXT)) AS source, ' +
-      `${pendingOfVendor('CAST($3 AS TEXT)', 'CAST($12 AS BIGINT)')} AS vendor`,
+      `${pendingOfVendor('CAST($3 AS TEXT)')} AS vendor`,
   },
   {
     name: 'r',

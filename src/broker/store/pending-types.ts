@@ -38,7 +38,7 @@ export interface AskStanding {
   held: boolean;
   /** Keys waiting from the source (its bucket). */
   source: number;
-  /** Keys waiting for the vendor, counted up to pendingMax. */
+  /** Keys waiting for the vendor. */
   vendor: number;
 }
 
@@ -81,8 +81,8 @@ export type PendingItem = PendingRow & { duplicates: number };
 export interface PendingBook {
   /** One transaction: the device's lock, the rules of a first ask, the limits, then the row. */
   askPending(ask: PendingAsk): Promise<AskOutcome>;
-  /** One read: whether the device is held, and how many keys wait (the vendor's counted up to `perVendor`), so a first ask over a limit is refused before it writes. */
-  askStanding(sourceBucket: string, vendorId: string, deviceId: string, perVendor: number): Promise<AskStanding>;
+  /** One read: whether the device is held, and how many keys wait from the source and for the vendor, so a first ask over a limit is refused before it writes. */
+  askStanding(sourceBucket: string, vendorId: string, deviceId: string): Promise<AskStanding>;
   findPending(keyId: string): Promise<PendingRow | undefined>;
   /** Every waiting key of the vendor (all when undefined), by vendorId, deviceId and first ask. */
   listPending(vendorId?: string): Promise<PendingItem[]>;

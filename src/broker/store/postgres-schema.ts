@@ -76,6 +76,21 @@ export const POSTGRES_MIGRATIONS: readonly string[] = [
    CREATE INDEX pending_first_asked ON pending (first_asked);
    ALTER TABLE tombstones ADD COLUMN vendor_id TEXT;
    ALTER TABLE tombstones ADD COLUMN device_id TEXT;`,
+  // 6: how many keys wait per vendor, kept by a trigger on every row made or dropped (a row's vendor never changes):
+  // pendingMax is read in O(1) at each first ask, not counted over the vendor's rows twice.
+  `CREATE TABLE pending_vendors (vendor_id TEXT PRIMARY KEY, waiting BIGINT NOT NULL);
+   INSERT INTO pending_vendors (vendor_id, waiting) SELECT vendor_id, COUNT(*) FROM pending GROUP BY vendor_id;
+   CREATE FUNCTION pending_vendors_kept() RETURNS trigger LANGUAGE plpgsql AS $$
+   BEGIN
+     IF TG_OP = 'INSERT' THEN
+       INSERT INTO pending_vendors (vendor_id, waiting) VALUES (NEW.vendor_id, 1)
+         ON CONFLICT (vendor_id) DO UPDATE SET waiting = pending_vendors.waiting + 1;
+     ELSE
+       UPDATE pending_vendors SET waiting = waiting - 1 WHERE vendor_id = OLD.vendor_id;
+     END IF;
+     RETURN NULL;
+   END $$;
+   CREATE TRIGGER pending_vendors_kept AFTER INSERT OR DELETE ON pending FOR EACH ROW EXECUTE FUNCTION pending_vendors_kept();`,
 ];
 
 /** The advisory lock (two-int key space, apart from the bot and device locks) that orders schema changes. */

@@ -182,8 +182,8 @@ export class SqlStore implements BrokerStore {
     return this.#d.decide(askPendingTx(ask), (outcome) => outcome === 'created');
   }
 
-  askStanding(sourceBucket: string, vendorId: string, deviceId: string, perVendor: number): Promise<AskStanding> {
-    return this.#d.run(askStandingTx(sourceBucket, vendorId, deviceId, perVendor), 'read');
+  askStanding(sourceBucket: string, vendorId: string, deviceId: string): Promise<AskStanding> {
+    return this.#d.run(askStandingTx(sourceBucket, vendorId, deviceId), 'read');
   }
 
   findPending(keyId: string): Promise<PendingRow | undefined> {

@@ -76,6 +76,17 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
    CREATE INDEX pending_first_asked ON pending (first_asked);
    ALTER TABLE tombstones ADD COLUMN vendor_id TEXT;
    ALTER TABLE tombstones ADD COLUMN device_id TEXT;`,
+  // 6: how many keys wait per vendor, kept by triggers on every row made or dropped (a row's vendor never changes):
+  // pendingMax is read in O(1) at each first ask, not counted over the vendor's rows twice.
+  `CREATE TABLE pending_vendors (vendor_id TEXT PRIMARY KEY, waiting INTEGER NOT NULL) STRICT;
+   INSERT INTO pending_vendors (vendor_id, waiting) SELECT vendor_id, COUNT(*) FROM pending GROUP BY vendor_id;
+   CREATE TRIGGER pending_vendors_in AFTER INSERT ON pending BEGIN
+     INSERT INTO pending_vendors (vendor_id, waiting) VALUES (NEW.vendor_id, 1)
+       ON CONFLICT (vendor_id) DO UPDATE SET waiting = waiting + 1;
+   END;
+   CREATE TRIGGER pending_vendors_out AFTER DELETE ON pending BEGIN
+     UPDATE pending_vendors SET waiting = waiting - 1 WHERE vendor_id = OLD.vendor_id;
+   END;`,
 ];
 
 /**

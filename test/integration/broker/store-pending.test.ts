@@ -69,6 +69,10 @@ function again(row: PendingRow, nonce: string, now: number, device: { deviceId?:
   const window = { ...askWindow(keyId, now), limit: 2 };
   return { keyId, nonce, keepUntil: now + 600_000, window, now, publicKey, deviceId, vendorId, ...device };
 }
+/** Whether the store's kept count of V1's waiting keys is the number of V1's rows. */
+async function expectVendorCountKept(store: BrokerStore): Promise<void> {
+  expect((await store.askStanding('198.51.100.99', 'V1', 'SN-none')).vendor).toBe((await store.listPending('V1')).length);
+}
 function askAgain(store: BrokerStore, row: PendingRow, nonce: string, now: number) {
   return store.askAgain(again(row, nonce, now));
 }
@@ -105,9 +109,8 @@ describe.each(backends)('pending keys in the broker store on $kind', (backend) =
       { ...alone.row, duplicates: 0 },
     ]);
     expect(await store.listPending('V2')).toEqual([]);
-    expect(await store.askStanding('192.0.2.1', 'V1', 'SN-3', 10_000)).toEqual({ held: false, source: 3, vendor: 3 });
-    // The vendor's keys are counted only as far as the limit they are judged by.
-    expect(await store.askStanding('192.0.2.9', 'V1', 'SN-3', 2)).toEqual({ held: false, source: 0, vendor: 2 });
+    expect(await store.askStanding('192.0.2.1', 'V1', 'SN-3')).toEqual({ held: false, source: 3, vendor: 3 });
+    expect(await store.askStanding('192.0.2.9', 'V2', 'SN-3')).toEqual({ held: false, source: 0, vendor: 0 });
   });
 
   it('answers a waiting key’s later ask in the step that reads the key, only for the device of its first ask', async () => {
@@ -158,7 +161,7 @@ describe.each(backends)('pending keys in the broker store on $kind', (backend) =
     await store.revoke('bot-R', Date.now());
     expect(await store.addPreauth([{ ...newKey(), deviceId: 'SN-P', vendorId: 'V1', createdAt: 0 }])).toEqual({ added: 1 });
     for (const deviceId of ['SN-E', 'SN-R', 'SN-P']) {
-      expect(await store.askStanding('192.0.2.1', 'V1', deviceId, 10_000)).toEqual({ held: true, source: 0, vendor: 0 });
+      expect(await store.askStanding('192.0.2.1', 'V1', deviceId)).toEqual({ held: true, source: 0, vendor: 0 });
       expect(await store.askPending(ask(deviceId))).toBe('device-exists');
     }
     // The same serial under another vendor is another device.
@@ -192,6 +195,7 @@ describe.each(backends)('pending keys in the broker store on $kind', (backend) =
     });
     const accepted = await store.acceptPending({ keyId: chosen.row.keyId, deviceId: 'SN-1', botId: 'bot-1', now: 3_000 });
     expect(accepted).toEqual({ outcome: 'ok', rejected: [other.row] });
+    await expectVendorCountKept(store);
     expect(await store.findKey(chosen.row.keyId)).toMatchObject({ state: 'active', botId: 'bot-1', deviceId: 'SN-1', vendorId: 'V1' });
     expect(await store.findKey(other.row.keyId)).toMatchObject({ state: 'rejected', publicKey: other.row.publicKey });
     expect(await store.findPending(elsewhere.row.keyId)).toEqual(elsewhere.row);
@@ -253,6 +257,7 @@ describe.each(backends)('pending keys in the broker store on $kind', (backend) =
     const rejected = await store.rejectPending({ vendorId: 'V1', source: inBlock, firstAskedBefore: 5_000 }, 6_000);
     expect(rejected.map((r) => r.keyId).sort()).toEqual(flood.map((x) => x.row.keyId).sort());
     for (const x of flood) expect(await store.findKey(x.row.keyId)).toMatchObject({ state: 'rejected' });
+    await expectVendorCountKept(store);
     expect((await store.listPending()).map((p) => p.deviceId)).toEqual(['SN-L', 'SN-V']);
   });
 
@@ -264,6 +269,7 @@ describe.each(backends)('pending keys in the broker store on $kind', (backend) =
     // Asked since, yet first asked too long ago: dropped all the same.
     await askAgain(store, old.row, 'n-1', 99_000);
     expect(await store.dropPending(5_000)).toEqual([{ ...old.row, lastAsked: 99_000 }]);
+    await expectVendorCountKept(store);
     expect(await store.findKey(old.row.keyId)).toBeUndefined();
     expect(await store.findPending(young.row.keyId)).toEqual(young.row);
     expect(await store.askPending({ ...old, row: { ...old.row, firstAsked: 10_000, lastAsked: 10_000 } })).toBe('created');

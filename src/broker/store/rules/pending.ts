@@ -100,8 +100,8 @@ export function* askPendingTx(ask: PendingAsk): Body<AskOutcome> {
 }
 
 /** BrokerStore.askStanding. */
-export function* askStandingTx(sourceBucket: string, vendorId: string, deviceId: string, perVendor: number): Body<AskStanding> {
-  const row = yield* get<{ held: unknown; source: unknown; vendor: unknown }>(ASK_STANDING, sourceBucket, vendorId, deviceId, perVendor);
+export function* askStandingTx(sourceBucket: string, vendorId: string, deviceId: string): Body<AskStanding> {
+  const row = yield* get<{ held: unknown; source: unknown; vendor: unknown }>(ASK_STANDING, sourceBucket, vendorId, deviceId);
   return { held: Number(row?.held ?? 0) === 1, source: Number(row?.source ?? 0), vendor: Number(row?.vendor ?? 0) };
 }
 
