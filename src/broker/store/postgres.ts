@@ -103,6 +103,11 @@ function lockKey(name: string): string {
   return createHash('sha256').update(name).digest().readBigInt64BE(0).toString();
 }
 
+/** `n` advisory locks held to the transaction's end, in one statement. */
+function lockStatement(n: number): string {
+  return `SELECT ${Array.from({ length: n }, (_, i) => `pg_advisory_xact_lock($${i + 1})`).join(', ')}`;
+}
+
 const UNIQUE_VIOLATION = '23505';
 
 /**
@@ -222,7 +227,8 @@ class PostgresDriver implements Driver {
       case 'run':
         return (await this.#query(q, op.sql, op.params)).rowCount ?? 0;
       case 'lock':
-        return void (await q.query('SELECT pg_advisory_xact_lock($1)', [lockKey(op.name)]));
+        // A select list is evaluated left to right: the locks are taken in the order named.
+        return void (await this.#query(q, lockStatement(op.names.length), op.names.map(lockKey)));
       case 'now':
         return ((await q.query(`SELECT ${NOW_MS} AS now`)).rows[0] as { now: number }).now;
       case 'chain':

@@ -59,13 +59,12 @@ export const ASK_AGAIN = checkChain({ name: 'broker-ask-again', read: undefined,
 export const FIND_CARRIED_KEY = checkChain({ name: 'broker-find-carried-key', read: FIND_KEY, steps: AGAIN_STEPS, outputs: AGAIN_OUTPUTS });
 
 /**
- * BrokerStore.askPending: the device's lock, then the source's (never the other way round), then one statement
- * that judges the ask and makes its row: the transaction holds its locks across three round trips, not ten.
+ * BrokerStore.askPending: the device's lock, then the source's (never the other way round), in one round trip, then
+ * one statement that judges the ask and makes its row: four round trips with BEGIN and COMMIT, not ten.
  */
 export function* askPendingTx(ask: PendingAsk): Body<AskOutcome> {
   const r = ask.row;
-  yield* lock(deviceLock(r.vendorId, r.deviceId));
-  yield* lock(sourceLock(ask.sourceBucket));
+  yield* lock(deviceLock(r.vendorId, r.deviceId), sourceLock(ask.sourceBucket));
   let out: Record<string, unknown>;
   try {
     ({ out } = yield* chain(
@@ -160,8 +159,7 @@ export function* acceptPendingTx(c: AcceptCommit): Body<Accepted> {
   const found = yield* findPendingTx(c.keyId);
   if (found === undefined || found.deviceId !== c.deviceId) return { outcome: 'gone', rejected: [] };
   const { vendorId, deviceId } = found;
-  yield* lock(deviceLock(vendorId, deviceId));
-  yield* lock(keysLock(c.botId));
+  yield* lock(deviceLock(vendorId, deviceId), keysLock(c.botId));
   const taken = yield* get<PendingRow>(TAKE_PENDING, c.keyId, deviceId);
   if (taken === undefined) return { outcome: 'gone', rejected: [] };
   // A plain code's rules: a device new to the broker, not pre-authorised, and a botId bound to no key.
