@@ -34,7 +34,7 @@ import {
   verifySignature,
 } from './keys.js';
 import { judge, type RateLimit, windowOf } from './limits.js';
-import { answerPending, type WhilePending } from './pending.js';
+import { againSpend, answerPending, type WhilePending } from './pending.js';
 
 /** A request whose signature verified, before its admission and nonce; K is what the key stage found. */
 export type Verified<F, K> = K & {
@@ -78,6 +78,10 @@ export interface HeldKey {
 export interface CarriedKey {
   key: KeyObject;
   keyId: string;
+  /** The key as the body carries it (base64url). */
+  publicKey: string;
+  /** The device the request names: a key waiting for it is answered by the key stage's one step of the store (the route's pending check). */
+  device: { vendorId: string | undefined; deviceId: string };
 }
 
 interface RouteStages<F, K, A, S> {
@@ -120,6 +124,8 @@ interface Signer<K, S> {
   found: K;
   retired?: Refusal | undefined;
   pending?: PendingRow | undefined;
+  /** A pending key's ask, spent in the key stage's step (findCarriedKey). */
+  asked?: SpendOutcome | undefined;
   spend(ctx: BrokerContext, r: RequestSpend, now: number): Promise<{ spent: SpendOutcome; held: S }>;
 }
 
@@ -160,7 +166,7 @@ function stages<F, K extends Found, A, S>(
       // Its key signed it: a refusal from here on is audited against that key (server.ts).
       http.signer = { keyId: verified.auth.keyId, ...deviceOf(route, verified) };
       if (signer.retired) throw signer.retired;
-      if (signer.pending) return answerPending(ctx, route.pending, verified, signer.pending);
+      if (signer.pending) return answerPending(ctx, route.pending, verified, signer.pending, signer.asked);
       const { auth } = verified;
       // admission
       const admission = await route.admit(ctx, verified);
@@ -224,13 +230,18 @@ async function enrolledKey(ctx: BrokerContext, req: SignedBytes): Promise<Signer
   return { found: { botId: row.botId, known: row }, spend };
 }
 
-/** The key an enrollment carries: its signature proves the sender holds it, and only then is a revoked one told so. */
+/**
+ * The key an enrollment carries: its signature proves the sender holds it, with no read (the key is the body's),
+ * and only then is a revoked one told so. Its one step of the store reads the key and, for a key that waits for the
+ * very device the request names (what the route's pending check asks), spends its later ask in the same statement.
+ */
 async function carriedKey(ctx: BrokerContext, req: SignedBytes, carried: CarriedKey): Promise<Signer<CarriedKnown, unknown>> {
-  const known = await ctx.store.findKey(carried.keyId);
   verifySignature(carried.key, req);
+  const { publicKey, device } = carried;
+  const { known, asked } = await ctx.store.findCarriedKey({ ...againSpend(req.auth, ctx.clock.wallNow()), publicKey, ...device });
   if (known === undefined) return { found: { known }, spend: spendCarried };
   if (isTombstone(known)) return { found: { known: undefined }, retired: retiredKey(known.state), spend: spendCarried };
-  if (isPending(known)) return { found: { known: undefined, device: deviceOfPending(known) }, pending: known, spend: spendCarried };
+  if (isPending(known)) return { found: { known: undefined, device: deviceOfPending(known) }, pending: known, asked, spend: spendCarried };
   return { found: { known }, retired: known.state === 'revoked' ? revokedKey() : undefined, spend: spendCarried };
 }
 

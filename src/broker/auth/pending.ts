@@ -6,7 +6,7 @@
 import { NONCE_KEEP_MS } from '../../protocol/broker.js';
 import type { BrokerContext, RouteAnswer } from '../context.js';
 import { Refusal } from '../refusal.js';
-import type { PendingRow } from '../store/types.js';
+import type { PendingRow, RequestSpend, SpendOutcome } from '../store/types.js';
 import type { DeviceAuthorization } from '../../protocol/device-sig.js';
 import { judge, type RateLimit, windowOf } from './limits.js';
 
@@ -20,29 +20,36 @@ export interface WhilePending<F> {
   check?(fields: F, row: PendingRow): Refusal | undefined;
 }
 
-/** The request of a pending key whose signature verified (`row`: its pending row): 202, or its refusal. */
+/**
+ * The request of a pending key whose signature verified (`row`: its pending row): 202, or its refusal. `asked`: the
+ * ask already spent in the key stage's one step (findCarriedKey), whose gate is the route's check.
+ */
 export async function answerPending<F>(
   ctx: BrokerContext,
   route: WhilePending<F> | undefined,
   req: { auth: DeviceAuthorization; fields: F },
   row: PendingRow,
+  asked?: SpendOutcome,
 ): Promise<RouteAnswer> {
   if (route === undefined) throw new Refusal('pending', 'this key waits for an operator to accept its enrollment');
   const refused = route.check?.(req.fields, row);
   if (refused) throw refused;
   const { auth } = req;
   const now = ctx.clock.wallNow();
-  const limit = askLimit(auth.keyId);
-  const spent = await ctx.store.spend({
-    keyId: auth.keyId,
-    nonce: auth.nonce,
-    keepUntil: auth.tsMs + NONCE_KEEP_MS,
-    window: windowOf(limit, now),
-  });
-  if (spent.count !== undefined) judge(ctx.metrics, limit, spent.count, now);
+  // The nonce, the key's count and its lastAsked: one step of the store, unless the key stage took it.
+  const spent =
+    asked ??
+    (await ctx.store.askAgain({ ...againSpend(auth, now), publicKey: row.publicKey, deviceId: row.deviceId, vendorId: row.vendorId }));
+  // Accepted or rejected since it was read: nothing written, and the next ask finds what it is now.
+  if (spent === undefined) return pendingAnswer(auth.keyId);
+  if (spent.count !== undefined) judge(ctx.metrics, askLimit(auth.keyId), spent.count, now);
   if (spent.replayed) throw new Refusal('replayed', 'this nonce was used before');
-  await ctx.store.touchPending(auth.keyId, now);
   return pendingAnswer(auth.keyId);
+}
+
+/** A later ask's nonce and its place among the key's two a minute. */
+export function againSpend(auth: DeviceAuthorization, now: number): RequestSpend & { now: number } {
+  return { keyId: auth.keyId, nonce: auth.nonce, keepUntil: auth.tsMs + NONCE_KEEP_MS, window: windowOf(askLimit(auth.keyId), now), now };
 }
 
 /** A waiting key's asks, its first included: at most two a minute. */
@@ -50,9 +57,10 @@ function askLimit(keyId: string): RateLimit {
   return { kind: 'ask', id: keyId, windowMs: MINUTE_MS, max: ASKS_PER_MINUTE };
 }
 
-/** A first ask's place among the key's two a minute (its nonce was taken under the source's first-ask limit). */
-export async function countFirstAsk(ctx: BrokerContext, keyId: string, now: number): Promise<void> {
-  await ctx.store.spend({ keyId, nonce: '', keepUntil: now, window: windowOf(askLimit(keyId), now), countOnly: true });
+/** The window a first ask takes its place in among the key's two a minute (its nonce was taken under the source's first-ask limit). */
+export function firstAskWindow(keyId: string, now: number): { bucket: string; start: number } {
+  const { bucket, start } = windowOf(askLimit(keyId), now);
+  return { bucket, start };
 }
 
 /** 202 `{state: "pending", keyId}`: not a failure, the device asks again after Retry-After. */

@@ -1,13 +1,13 @@
 /**
  * A code-less enrollment's first ask (DESIGN §3.7 "Enrollment with no code"): admitted by its vendor's
  * pendingEnrollment, refused before anything is written when the device is held or a limit of waiting keys is
- * full, then made a pending row in one transaction that checks all of it again. Later asks of the key are
+ * full, then made a pending row in one transaction that checks all of it again and counts the key's first ask. Later asks of the key are
  * the key stage's (auth/pending.ts).
  */
 import type { DeviceType } from '../../protocol/wire.js';
 import { DEVICE_ACTOR } from '../audit/trail.js';
 import { addressBucket, type RateLimit } from '../auth/limits.js';
-import { countFirstAsk, pendingAnswer } from '../auth/pending.js';
+import { firstAskWindow, pendingAnswer } from '../auth/pending.js';
 import type { BrokerContext, RouteAnswer } from '../context.js';
 import { Refusal } from '../refusal.js';
 import type { AskOutcome } from '../store/types.js';
@@ -27,13 +27,8 @@ export interface AskFields {
 /** The reads a first ask is judged by, before its nonce: its refusal thrown, else the limit its first ask counts against. */
 export async function admitAsk(ctx: BrokerContext, vendorId: string, deviceId: string, source: string): Promise<RateLimit> {
   const bucket = addressBucket(source);
-  const held =
-    (await ctx.store.findDeviceByDeviceId(vendorId, deviceId)) !== undefined || (await ctx.store.isPreauthorized(vendorId, deviceId));
-  const refused = refuseAsk({
-    held,
-    waiting: held ? { source: 0, vendor: 0 } : await ctx.store.pendingCounts(bucket, vendorId),
-    limits: ctx.limits,
-  });
+  const standing = await ctx.store.askStanding(bucket, vendorId, deviceId);
+  const refused = refuseAsk({ held: standing.held, waiting: standing, limits: ctx.limits });
   if (refused) throw refused;
   // Only a key's first ask counts toward enrollPerMinute, per source: its later asks are the key's own two a minute.
   return { kind: 'first-ask', id: bucket, windowMs: MINUTE_MS, max: ctx.limits.enrollPerMinute };
@@ -64,11 +59,11 @@ export async function serveAsk(
     sourceBucket: addressBucket(source),
     perSource: ctx.limits.pendingPerSource,
     perVendor: ctx.limits.pendingMax,
+    window: firstAskWindow(keyId, now),
   });
   const refused = refusalOf(outcome);
   if (refused) throw refused;
   if (outcome === 'created') {
-    await countFirstAsk(ctx, keyId, now);
     ctx.audit.record(
       { action: 'pending', actor: DEVICE_ACTOR, vendorId, deviceId: fields.deviceId, keyId, source, outcome: 'created' },
       'key waits for an operator',

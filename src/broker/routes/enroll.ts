@@ -4,6 +4,7 @@
  * the admission and binds the botId to the key. A refused or failed enrollment spends nothing. With no
  * code and no pre-authorisation, a vendor's pendingEnrollment lets the key wait for an operator (ask.ts).
  */
+import type { KeyObject } from 'node:crypto';
 import { publicKeyFromWire } from '../../protocol/device-sig.js';
 import { messageOf } from '../../protocol/errors.js';
 import type { DeviceType } from '../../protocol/wire.js';
@@ -41,16 +42,19 @@ function readFields(body: Record<string, unknown>, headerKeyId: string): EnrollF
   const type = body['type'] ?? 'PHYSICAL_ROBOT';
   if (!DEVICE_TYPES.includes(type as DeviceType)) throw new Refusal('bad-request', `type must be one of ${DEVICE_TYPES.join(', ')}`);
   const publicKey = requiredString(body, 'publicKey', 64);
-  let carried: CarriedKey;
+  let parsed: { key: KeyObject; keyId: string };
   try {
-    carried = publicKeyFromWire(publicKey);
+    parsed = publicKeyFromWire(publicKey);
   } catch (err) {
     throw new Refusal('bad-request', messageOf(err));
   }
-  if (carried.keyId !== headerKeyId) throw new Refusal('bad-request', "the header's keyId is not the keyId of publicKey");
+  if (parsed.keyId !== headerKeyId) throw new Refusal('bad-request', "the header's keyId is not the keyId of publicKey");
+  const vendorId = optionalIdentity(body, 'vendorId', 'vendorId');
+  // A waiting key is answered for the device of its first ask only (sameDevice): the key stage's step holds it to that.
+  const carried: CarriedKey = { ...parsed, publicKey, device: { vendorId, deviceId } };
   return {
     code: optionalString(body, 'code', 64),
-    vendorId: optionalIdentity(body, 'vendorId', 'vendorId'),
+    vendorId,
     deviceId,
     publicKey,
     appId: optionalIdentity(body, 'appId', 'appId') ?? '',

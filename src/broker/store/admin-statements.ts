@@ -27,10 +27,10 @@ export const SESSION_BY_HMAC =
   'WHERE s.hmac = $1 AND s.expires_at > $2 AND t.revoked_at IS NULL AND t.expires_at > $2';
 export const END_SESSION = 'DELETE FROM admin_sessions WHERE hmac = $1 RETURNING token_name AS "tokenName"';
 
-// Keys that wait are counted as they are asked for: at most pendingMax per vendor, and a kept count would be a row
-// every first ask of a fleet waits on.
+// Keys that wait: the per-vendor counts pendingMax is judged by (pending_vendors, kept by triggers), summed.
 export const KEPT_COUNTS =
-  "SELECT kind, name, n FROM device_counts WHERE n <> 0 UNION ALL SELECT 'state', 'pending', COUNT(*) FROM pending HAVING COUNT(*) > 0";
+  'SELECT kind, name, n FROM device_counts WHERE n <> 0 ' +
+  "UNION ALL SELECT 'state', 'pending', SUM(waiting) FROM pending_vendors HAVING SUM(waiting) > 0";
 
 /** Tokens and refusals counted by minute (audit_minutes) from the minute $1 on, by action and outcome. */
 export const AUDIT_MINUTES_SINCE = 'SELECT action, outcome, SUM(n) AS n FROM audit_minutes WHERE minute >= $1 GROUP BY action, outcome';

@@ -29,6 +29,17 @@ export interface PendingAsk {
   perSource: number;
   /** pendingMax: keys waiting for one vendor at once. */
   perVendor: number;
+  /** The key's window of two asks a minute (the rate window's bucket and start): a row made counts its first ask there. */
+  window: { bucket: string; start: number };
+}
+
+/** What a first ask is judged by before its nonce: the device held (a key in a state but pending, or pre-authorised), the keys waiting. */
+export interface AskStanding {
+  held: boolean;
+  /** Keys waiting from the source (its bucket). */
+  source: number;
+  /** Keys waiting for the vendor. */
+  vendor: number;
 }
 
 /**
@@ -70,10 +81,8 @@ export type PendingItem = PendingRow & { duplicates: number };
 export interface PendingBook {
   /** One transaction: the device's lock, the rules of a first ask, the limits, then the row. */
   askPending(ask: PendingAsk): Promise<AskOutcome>;
-  /** How many keys wait from the source (its bucket) and for the vendor: a first ask over a limit is refused before it writes. */
-  pendingCounts(sourceBucket: string, vendorId: string): Promise<{ source: number; vendor: number }>;
-  /** A later ask of a waiting key: its lastAsked. */
-  touchPending(keyId: string, now: number): Promise<void>;
+  /** One read: whether the device is held, and how many keys wait from the source and for the vendor, so a first ask over a limit is refused before it writes. */
+  askStanding(sourceBucket: string, vendorId: string, deviceId: string): Promise<AskStanding>;
   findPending(keyId: string): Promise<PendingRow | undefined>;
   /** Every waiting key of the vendor (all when undefined), by vendorId, deviceId and first ask. */
   listPending(vendorId?: string): Promise<PendingItem[]>;

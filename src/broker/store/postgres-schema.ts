@@ -158,6 +158,21 @@ export const POSTGRES_MIGRATIONS: readonly string[] = [
      RETURN OLD;
    END $$;
    CREATE TRIGGER tombstones_counted AFTER INSERT OR DELETE ON tombstones FOR EACH ROW EXECUTE FUNCTION tombstones_counted();`,
+  // 8: how many keys wait per vendor, kept by a trigger on every row made or dropped (a row's vendor never changes):
+  // pendingMax is read in O(1) at each first ask, not counted over the vendor's rows twice.
+  `CREATE TABLE pending_vendors (vendor_id TEXT PRIMARY KEY, waiting BIGINT NOT NULL);
+   INSERT INTO pending_vendors (vendor_id, waiting) SELECT vendor_id, COUNT(*) FROM pending GROUP BY vendor_id;
+   CREATE FUNCTION pending_vendors_kept() RETURNS trigger LANGUAGE plpgsql AS $$
+   BEGIN
+     IF TG_OP = 'INSERT' THEN
+       INSERT INTO pending_vendors (vendor_id, waiting) VALUES (NEW.vendor_id, 1)
+         ON CONFLICT (vendor_id) DO UPDATE SET waiting = pending_vendors.waiting + 1;
+     ELSE
+       UPDATE pending_vendors SET waiting = waiting - 1 WHERE vendor_id = OLD.vendor_id;
+     END IF;
+     RETURN NULL;
+   END $$;
+   CREATE TRIGGER pending_vendors_kept AFTER INSERT OR DELETE ON pending FOR EACH ROW EXECUTE FUNCTION pending_vendors_kept();`,
 ];
 
 /** The advisory lock (two-int key space, apart from the bot and device locks) that orders schema changes. */

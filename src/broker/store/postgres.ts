@@ -103,6 +103,11 @@ function lockKey(name: string): string {
   return createHash('sha256').update(name).digest().readBigInt64BE(0).toString();
 }
 
+/** `n` advisory locks held to the transaction's end, in one statement. */
+function lockStatement(n: number): string {
+  return `SELECT ${Array.from({ length: n }, (_, i) => `pg_advisory_xact_lock($${i + 1})`).join(', ')}`;
+}
+
 const UNIQUE_VIOLATION = '23505';
 
 /**
@@ -138,6 +143,8 @@ class PostgresDriver implements Driver {
   readonly #local = new KeyedChain();
   /** Every statement under a name: PostgreSQL parses and plans it once per connection, not at every call. */
   readonly #names = new Map<string, string>();
+  /** Each chain's fused statement, written once: its text is the key its prepared name is found by. */
+  readonly #fused = new WeakMap<GatedChain, string>();
   #closed: Promise<void> | undefined;
 
   constructor(pool: Pool, lockPool: Pool) {
@@ -220,7 +227,8 @@ class PostgresDriver implements Driver {
       case 'run':
         return (await this.#query(q, op.sql, op.params)).rowCount ?? 0;
       case 'lock':
-        return void (await q.query('SELECT pg_advisory_xact_lock($1)', [lockKey(op.name)]));
+        // A select list is evaluated left to right: the locks are taken in the order named.
+        return void (await this.#query(q, lockStatement(op.names.length), op.names.map(lockKey)));
       case 'now':
         return ((await q.query(`SELECT ${NOW_MS} AS now`)).rows[0] as { now: number }).now;
       case 'chain':
@@ -230,7 +238,12 @@ class PostgresDriver implements Driver {
 
   /** The chain as one statement (chain.ts): one round trip, one snapshot. */
   async #chain(c: GatedChain, params: readonly unknown[], q: Q): Promise<ChainResult> {
-    const row = (await this.#query(q, fusedStatement(c), params, c.name)).rows[0] as Row;
+    let text = this.#fused.get(c);
+    if (text === undefined) {
+      text = fusedStatement(c);
+      this.#fused.set(c, text);
+    }
+    const row = (await this.#query(q, text, params, c.name)).rows[0] as Row;
     const out: Record<string, unknown> = {};
     const read: Row = {};
     for (const [column, value] of Object.entries(row)) {

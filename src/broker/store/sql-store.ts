@@ -10,15 +10,16 @@ import { pruneAuditTx, writeAuditTx } from './rules/audit.js';
 import { addPreauthTx, enrollTx, revokeTx, rotateTx } from './rules/enrollment.js';
 import {
   acceptPendingTx,
+  askAgainTx,
   askPendingTx,
+  askStandingTx,
+  findCarriedKeyTx,
   dropPendingTx,
   findPendingTx,
   listPendingTx,
-  pendingCountsTx,
   rejectPendingTx,
 } from './rules/pending.js';
 import { findKeyTx, spendTx, spendVerifiedTx, sweepTx } from './rules/requests.js';
-import { TOUCH_PENDING } from './pending-statements.js';
 import { all, get, run, storeNow } from './sql.js';
 import {
   ADD_CODE,
@@ -54,6 +55,8 @@ import type {
   EnrollCommit,
   Enrolled,
   KnownKey,
+  AgainSpend,
+  AskStanding,
   PendingAsk,
   PendingFilter,
   PendingItem,
@@ -126,6 +129,15 @@ export class SqlStore implements BrokerStore {
     return this.#d.run(spendVerifiedTx(r), 'write');
   }
 
+  /** Not a decision, as spend is not: a lastAsked lost to a power cut is one ask older, and decides nothing. */
+  askAgain(r: AgainSpend): Promise<SpendOutcome | undefined> {
+    return this.#d.run(askAgainTx(r), 'write');
+  }
+
+  findCarriedKey(r: AgainSpend): Promise<{ known: KnownKey | undefined; asked: SpendOutcome | undefined }> {
+    return this.#d.run(findCarriedKeyTx(r), 'write');
+  }
+
   enroll(commit: EnrollCommit): Promise<Enrolled> {
     return this.#d.decide(enrollTx(commit), (enrolled) => enrolled.outcome === 'ok');
   }
@@ -174,13 +186,8 @@ export class SqlStore implements BrokerStore {
     return this.#d.decide(askPendingTx(ask), (outcome) => outcome === 'created');
   }
 
-  pendingCounts(sourceBucket: string, vendorId: string): Promise<{ source: number; vendor: number }> {
-    return this.#d.run(pendingCountsTx(sourceBucket, vendorId), 'read');
-  }
-
-  /** Not a decision: a lastAsked lost to a power cut is one ask older, and decides nothing. */
-  async touchPending(keyId: string, now: number): Promise<void> {
-    await this.#d.run(run(TOUCH_PENDING, keyId, now), 'write');
+  askStanding(sourceBucket: string, vendorId: string, deviceId: string): Promise<AskStanding> {
+    return this.#d.run(askStandingTx(sourceBucket, vendorId, deviceId), 'read');
   }
 
   findPending(keyId: string): Promise<PendingRow | undefined> {

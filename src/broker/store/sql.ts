@@ -10,7 +10,7 @@ export type Row = Record<string, unknown>;
 
 export type Op =
   | { readonly kind: 'get' | 'all' | 'run'; readonly sql: string; readonly params: readonly unknown[] }
-  | { readonly kind: 'lock'; readonly name: string }
+  | { readonly kind: 'lock'; readonly names: readonly string[] }
   | { readonly kind: 'now' }
   | { readonly kind: 'chain'; readonly chain: GatedChain; readonly params: readonly unknown[] };
 
@@ -32,11 +32,12 @@ export function* run(sql: string, ...params: unknown[]): Generator<Op, number, u
 }
 
 /**
- * Holds `name` until the transaction ends, so that transactions naming it run one after another across
- * replicas (PostgreSQL: an advisory lock; SQLite: its one writer already serialises every transaction).
+ * Holds each name, in the order given, until the transaction ends, so that transactions naming it run one after
+ * another across replicas (PostgreSQL: advisory locks, taken in one round trip; SQLite: its one writer already
+ * serialises every transaction).
  */
-export function* lock(name: string): Generator<Op, void, unknown> {
-  yield { kind: 'lock', name };
+export function* lock(...names: string[]): Generator<Op, void, unknown> {
+  yield { kind: 'lock', names };
 }
 
 /** The store's own clock in ms: replicas whose clocks differ agree on what it says. */

@@ -143,6 +143,17 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
    CREATE TRIGGER tombstones_counted_delete AFTER DELETE ON tombstones WHEN OLD.state = 'rejected' BEGIN
      UPDATE device_counts SET n = n - 1 WHERE kind = 'state' AND name = 'rejected';
    END;`,
+  // 8: how many keys wait per vendor, kept by triggers on every row made or dropped (a row's vendor never changes):
+  // pendingMax is read in O(1) at each first ask, not counted over the vendor's rows twice.
+  `CREATE TABLE pending_vendors (vendor_id TEXT PRIMARY KEY, waiting INTEGER NOT NULL) STRICT;
+   INSERT INTO pending_vendors (vendor_id, waiting) SELECT vendor_id, COUNT(*) FROM pending GROUP BY vendor_id;
+   CREATE TRIGGER pending_vendors_in AFTER INSERT ON pending BEGIN
+     INSERT INTO pending_vendors (vendor_id, waiting) VALUES (NEW.vendor_id, 1)
+       ON CONFLICT (vendor_id) DO UPDATE SET waiting = waiting + 1;
+   END;
+   CREATE TRIGGER pending_vendors_out AFTER DELETE ON pending BEGIN
+     UPDATE pending_vendors SET waiting = waiting - 1 WHERE vendor_id = OLD.vendor_id;
+   END;`,
 ];
 
 /**

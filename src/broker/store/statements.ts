@@ -27,10 +27,17 @@ export const SPEND_CODE_USE =
   'UPDATE codes SET uses_left = uses_left - 1 WHERE hmac = $1 AND uses_left > 0 AND expires_at > $2 AND vendor_id = $3 ' +
   'AND (device_id IS NULL OR device_id = $4) RETURNING hmac';
 
-/** A key in any state: its row, else its tombstone (`entombedAt` set, the device's fields null). */
+/**
+ * A key in any state, in one round trip: its row, else its tombstone (`entombedAt` set, the device's fields null),
+ * else its pending row (state 'pending', the first ask's fields set).
+ */
 export const FIND_KEY =
-  `SELECT ${KEY_COLUMNS}, NULL AS "entombedAt" FROM keys WHERE key_id = $1 UNION ALL ` +
-  'SELECT key_id, public_key, NULL, NULL, NULL, state, NULL, NULL, NULL, NULL, at FROM tombstones WHERE key_id = $1';
+  `SELECT ${KEY_COLUMNS}, NULL AS "entombedAt", NULL AS "appId", NULL AS type, NULL AS name, NULL AS source, ` +
+  'CAST(NULL AS BIGINT) AS "firstAsked", CAST(NULL AS BIGINT) AS "lastAsked" FROM keys WHERE key_id = $1 UNION ALL ' +
+  'SELECT key_id, public_key, NULL, NULL, NULL, state, NULL, NULL, NULL, NULL, at, NULL, NULL, NULL, NULL, NULL, NULL ' +
+  'FROM tombstones WHERE key_id = $1 UNION ALL ' +
+  "SELECT key_id, public_key, NULL, device_id, vendor_id, 'pending', NULL, NULL, NULL, NULL, NULL, app_id, type, name, source, " +
+  'first_asked, last_asked FROM pending WHERE key_id = $1';
 /** A keyId is enrolled once, in any state, tombstones included; a pre-authorised or pending one is reserved for its own enrollment. */
 export const KEY_KNOWN =
   'SELECT 1 AS known FROM keys WHERE key_id = $1 UNION ALL SELECT 1 FROM preauth WHERE key_id = $1 ' +
@@ -218,28 +225,39 @@ export const COUNT_AUDIT_MINUTE =
  * Each step gates the next: the count only while the key is active with that public key (or with no key
  * to hold: an enrollment's new key); the nonce only within the limit (a refused request leaves no nonce);
  * last seen (and the agent version) only for a new nonce, a step past the one recorded or with a version other than the one kept.
+ * The hit and the nonce are gated on a step named `k`: whether the key may spend (SPEND_STEPS', or a caller's own).
  */
-export const REQUEST_STEPS = [
+const HIT_STEP = {
+  name: 'h',
+  sql:
+    'INSERT INTO rate_windows (bucket, window_start, count) SELECT CAST($5 AS TEXT), CAST($6 AS BIGINT), 1 ' +
+    'WHERE {k.ok} = 1 AND CAST($5 AS TEXT) IS NOT NULL ' +
+    'ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_windows.count + 1 RETURNING count',
+} as const;
+const NONCE_STEP = {
+  name: 'n',
+  sql:
+    'INSERT INTO nonces (key_id, nonce, keep_until) SELECT CAST($1 AS TEXT), CAST($2 AS TEXT), CAST($3 AS BIGINT) ' +
+    'WHERE {k.ok} = 1 AND CAST($2 AS TEXT) IS NOT NULL AND (CAST($5 AS TEXT) IS NULL OR {h.count} <= CAST($7 AS BIGINT)) ' +
+    'ON CONFLICT DO NOTHING RETURNING 1 AS ok',
+} as const;
+/** The hit and the nonce of a key `k` admits (a step of the caller's, over the same values). */
+export const GATED_SPEND_STEPS = [HIT_STEP, NONCE_STEP] as const;
+
+/** An enrollment's or an enrolled key's spend: `k` admits an active key with the public key verified, or no key to hold. */
+export const SPEND_STEPS = [
   {
     name: 'k',
     sql:
       "SELECT 1 AS ok FROM keys WHERE key_id = CAST($1 AS TEXT) AND state = 'active' AND public_key = CAST($4 AS TEXT) " +
       'UNION ALL SELECT 1 WHERE CAST($4 AS TEXT) IS NULL',
   },
-  {
-    name: 'h',
-    sql:
-      'INSERT INTO rate_windows (bucket, window_start, count) SELECT CAST($5 AS TEXT), CAST($6 AS BIGINT), 1 ' +
-      'WHERE {k.ok} = 1 AND CAST($5 AS TEXT) IS NOT NULL ' +
-      'ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_windows.count + 1 RETURNING count',
-  },
-  {
-    name: 'n',
-    sql:
-      'INSERT INTO nonces (key_id, nonce, keep_until) SELECT CAST($1 AS TEXT), CAST($2 AS TEXT), CAST($3 AS BIGINT) ' +
-      'WHERE {k.ok} = 1 AND CAST($2 AS TEXT) IS NOT NULL AND (CAST($5 AS TEXT) IS NULL OR {h.count} <= CAST($7 AS BIGINT)) ' +
-      'ON CONFLICT DO NOTHING RETURNING 1 AS ok',
-  },
+  ...GATED_SPEND_STEPS,
+] as const;
+
+/** An enrolled key's request: its spend, then its last seen. */
+export const REQUEST_STEPS = [
+  ...SPEND_STEPS,
   {
     name: 't',
     sql:

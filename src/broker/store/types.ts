@@ -209,6 +209,13 @@ export interface VerifiedRequestSpend extends RequestSpend {
   now: number;
 }
 
+/** A waiting key's later ask (§3.7 "Waiting"): written only while the key waits, with this public key, for this device. */
+export interface AgainSpend extends VerifiedRequestSpend {
+  deviceId: string;
+  /** The vendorId the ask names; undefined: any. */
+  vendorId: string | undefined;
+}
+
 /**
  * count: the window's count after this hit, when the request is under a limit (counted first: a request
  * past its limit takes no nonce). replayed: within its limit, the nonce was one some replica saw before.
@@ -238,6 +245,16 @@ export interface RequestBook {
    * Revocation is read in the same step as the write it stops.
    */
   spendVerified(r: VerifiedRequestSpend): Promise<VerifiedSpend>;
+  /**
+   * A waiting key's later ask (§3.7 "Waiting"), in one step: spend's hit and nonce, then (a new nonce) its lastAsked;
+   * undefined, writing nothing, when the key no longer waits for that device.
+   */
+  askAgain(r: AgainSpend): Promise<SpendOutcome | undefined>;
+  /**
+   * The key an enrollment carries (findKey), and in the same step, when it waits for the very device the request
+   * names, its later ask (askAgain: `asked`); else nothing is written and `asked` is undefined.
+   */
+  findCarriedKey(r: AgainSpend): Promise<{ known: KnownKey | undefined; asked: SpendOutcome | undefined }>;
 }
 
 /** Codes, pre-authorisations, enrollment, rotation and revocation: the decisions, each one transaction. */

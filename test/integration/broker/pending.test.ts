@@ -271,6 +271,7 @@ describe('accept on replicas (PostgreSQL)', () => {
             sourceBucket: row.source,
             perSource: 50,
             perVendor: 10_000,
+            window: { bucket: `ask:${key.keyId}/60000`, start: 0 },
           });
           expect(created).toBe('created');
         }

@@ -190,4 +190,18 @@ describe.each([sqlite, postgres])('the operator’s store on $kind', (backend) =
     expect(new Set(ids).size).toBe(2);
     expect(await store.findCode('h1')).toMatchObject({ id: expect.stringMatching(/^[0-9a-f]{20}$/) });
   });
+
+  it('migration 8 counts the keys already waiting per vendor, and its triggers keep the count from then on', async () => {
+    const spec = await backend.fresh();
+    const insert = (keyId: string, vendorId: string) =>
+      'INSERT INTO pending (key_id, public_key, vendor_id, device_id, app_id, type, name, source, source_bucket, first_asked, last_asked) ' +
+      `VALUES ('${keyId}', 'pk-${keyId}', '${vendorId}', 'SN-${keyId}', '', 'PHYSICAL_ROBOT', 'n', '192.0.2.1', '192.0.2.1', 1000, 1000)`;
+    await backend.atVersion(spec, 5, [insert('k1', 'V1'), insert('k2', 'V1'), insert('k3', 'V2')].join('; '));
+    const store = await open(spec);
+    const vendor = async (vendorId: string) => (await store.askStanding('198.51.100.1', vendorId, 'SN-none')).vendor;
+    expect([await vendor('V1'), await vendor('V2'), await vendor('V3')]).toEqual([2, 1, 0]);
+    await store.rejectPending({ keyId: 'k1' }, 2_000);
+    expect(await store.dropPending(5_000)).toHaveLength(2);
+    expect([await vendor('V1'), await vendor('V2')]).toEqual([0, 0]);
+  });
 });

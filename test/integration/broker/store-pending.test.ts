@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore } from '../../../src/broker/store/open.js';
-import type { BrokerStore, PendingAsk, PendingRow, StoreKind } from '../../../src/broker/store/types.js';
+import type { AgainSpend, BrokerStore, PendingAsk, PendingRow, StoreKind } from '../../../src/broker/store/types.js';
 import { byCode, codeRow, newKey } from '../../helpers/broker-store.js';
 import { useHarness } from '../../helpers/harness.js';
 import { type PostgresServer, startPostgres } from '../../helpers/postgres.js';
@@ -53,8 +53,28 @@ function ask(deviceId: string, over: Partial<PendingRow> = {}, limits: Partial<P
     sourceBucket: over.source ?? '192.0.2.1',
     perSource: 50,
     perVendor: 10_000,
+    window: askWindow(key.keyId),
     ...limits,
   };
+}
+
+/** The key's window of two asks a minute at `now`, as the broker names it. */
+function askWindow(keyId: string, now = 1_000): { bucket: string; start: number } {
+  return { bucket: `ask:${keyId}/60000`, start: Math.floor(now / 60_000) * 60_000 };
+}
+
+/** A later ask of the waiting key of `row` at `now`, with `nonce`, for its device (`device` changes it): spend's outcome, under its two a minute. */
+function again(row: PendingRow, nonce: string, now: number, device: { deviceId?: string; vendorId?: string | undefined } = {}): AgainSpend {
+  const { keyId, publicKey, deviceId, vendorId } = row;
+  const window = { ...askWindow(keyId, now), limit: 2 };
+  return { keyId, nonce, keepUntil: now + 600_000, window, now, publicKey, deviceId, vendorId, ...device };
+}
+/** Whether the store's kept count of V1's waiting keys is the number of V1's rows. */
+async function expectVendorCountKept(store: BrokerStore): Promise<void> {
+  expect((await store.askStanding('198.51.100.99', 'V1', 'SN-none')).vendor).toBe((await store.listPending('V1')).length);
+}
+function askAgain(store: BrokerStore, row: PendingRow, nonce: string, now: number) {
+  return store.askAgain(again(row, nonce, now));
 }
 
 describe.each(backends)('pending keys in the broker store on $kind', (backend) => {
@@ -73,9 +93,15 @@ describe.each(backends)('pending keys in the broker store on $kind', (backend) =
     expect(await store.askPending(twin)).toBe('created');
     expect(await store.askPending(alone)).toBe('created');
     expect(await store.findKey(first.row.keyId)).toEqual({ ...first.row, state: 'pending' });
-    await store.touchPending(first.row.keyId, 5_000);
+    // The first ask took the first of the key's two a minute: its second ask is counted 2, and moves lastAsked.
+    expect(await askAgain(store, first.row, 'n-1', 5_000)).toEqual({ count: 2, replayed: false });
+    // An ask past the two a minute takes no nonce (its refusal is the caller's), and a replayed nonce: neither moves lastAsked.
+    expect(await askAgain(store, first.row, 'n-2', 7_000)).toEqual({ count: 3, replayed: true });
+    expect(await askAgain(store, first.row, 'n-1', 65_000)).toEqual({ count: 1, replayed: true });
+    expect(await store.findPending(first.row.keyId)).toEqual({ ...first.row, lastAsked: 5_000 });
     // An ask that arrives late moves nothing back.
-    await store.touchPending(first.row.keyId, 4_000);
+    const { window: _none, ...unlimited } = again(first.row, 'n-3', 4_000);
+    expect(await store.askAgain(unlimited)).toEqual({ count: undefined, replayed: false });
     expect(await store.findPending(first.row.keyId)).toEqual({ ...first.row, lastAsked: 5_000 });
     expect(await store.listPending()).toEqual([
       { ...first.row, lastAsked: 5_000, duplicates: 1 },
@@ -83,7 +109,45 @@ describe.each(backends)('pending keys in the broker store on $kind', (backend) =
       { ...alone.row, duplicates: 0 },
     ]);
     expect(await store.listPending('V2')).toEqual([]);
-    expect(await store.pendingCounts('192.0.2.1', 'V1')).toEqual({ source: 3, vendor: 3 });
+    expect(await store.askStanding('192.0.2.1', 'V1', 'SN-3')).toEqual({ held: false, source: 3, vendor: 3 });
+    expect(await store.askStanding('192.0.2.9', 'V2', 'SN-3')).toEqual({ held: false, source: 0, vendor: 0 });
+  });
+
+  it('answers a waiting key’s later ask in the step that reads the key, only for the device of its first ask', async () => {
+    const [store] = await two();
+    const waiting = ask('SN-1', { vendorId: 'V1' });
+    expect(await store.askPending(waiting)).toBe('created');
+    const row = waiting.row;
+    // Another device, or another vendor: the key is read, nothing is written.
+    for (const device of [{ deviceId: 'SN-2' }, { vendorId: 'V2' }]) {
+      expect(await store.findCarriedKey(again(row, 'n-0', 2_000, device))).toEqual({
+        known: { ...row, state: 'pending' },
+        asked: undefined,
+      });
+      expect(await store.askAgain(again(row, 'n-0', 2_000, device))).toBeUndefined();
+    }
+    expect(await store.findPending(row.keyId)).toEqual(row);
+    // Its device, with or without the vendorId: the ask is spent with the read.
+    expect(await store.findCarriedKey(again(row, 'n-1', 3_000, { vendorId: undefined }))).toEqual({
+      known: { ...row, state: 'pending' },
+      asked: { count: 2, replayed: false },
+    });
+    expect(await store.findPending(row.keyId)).toEqual({ ...row, lastAsked: 3_000 });
+    // A key that does not wait: read as it is, nothing written for it.
+    const code = codeRow();
+    await store.addCode(code);
+    const enrolled = byCode(code, { deviceId: 'SN-E', botId: 'bot-E' });
+    expect((await store.enroll(enrolled)).outcome).toBe('ok');
+    const active = { ...row, keyId: enrolled.key.keyId, publicKey: enrolled.key.publicKey, deviceId: 'SN-E' };
+    expect(await store.findCarriedKey(again(active, 'n-2', 3_000))).toMatchObject({
+      known: { state: 'active', botId: 'bot-E' },
+      asked: undefined,
+    });
+    const stranger = { ...row, ...newKey() };
+    expect(await store.findCarriedKey(again(stranger, 'n-3', 3_000))).toEqual({ known: undefined, asked: undefined });
+    // Rejected since: its later ask writes nothing.
+    await store.rejectPending({ keyId: row.keyId }, 4_000);
+    expect(await store.askAgain(again(row, 'n-4', 5_000))).toBeUndefined();
   });
 
   it('refuses a first ask for a device it holds in any other state, or a keyId it knows, writing nothing', async () => {
@@ -96,7 +160,10 @@ describe.each(backends)('pending keys in the broker store on $kind', (backend) =
     expect((await store.enroll(revoked)).outcome).toBe('ok');
     await store.revoke('bot-R', Date.now());
     expect(await store.addPreauth([{ ...newKey(), deviceId: 'SN-P', vendorId: 'V1', createdAt: 0 }])).toEqual({ added: 1 });
-    for (const deviceId of ['SN-E', 'SN-R', 'SN-P']) expect(await store.askPending(ask(deviceId))).toBe('device-exists');
+    for (const deviceId of ['SN-E', 'SN-R', 'SN-P']) {
+      expect(await store.askStanding('192.0.2.1', 'V1', deviceId)).toEqual({ held: true, source: 0, vendor: 0 });
+      expect(await store.askPending(ask(deviceId))).toBe('device-exists');
+    }
     // The same serial under another vendor is another device.
     expect(await store.askPending(ask('SN-E', { vendorId: 'V2' }))).toBe('created');
     expect(await store.askPending(ask('SN-N', enrolled.key))).toBe('key-exists');
@@ -128,6 +195,7 @@ describe.each(backends)('pending keys in the broker store on $kind', (backend) =
     });
     const accepted = await store.acceptPending({ keyId: chosen.row.keyId, deviceId: 'SN-1', botId: 'bot-1', now: 3_000 });
     expect(accepted).toEqual({ outcome: 'ok', rejected: [other.row] });
+    await expectVendorCountKept(store);
     expect(await store.findKey(chosen.row.keyId)).toMatchObject({ state: 'active', botId: 'bot-1', deviceId: 'SN-1', vendorId: 'V1' });
     expect(await store.findKey(other.row.keyId)).toMatchObject({ state: 'rejected', publicKey: other.row.publicKey });
     expect(await store.findPending(elsewhere.row.keyId)).toEqual(elsewhere.row);
@@ -189,6 +257,7 @@ describe.each(backends)('pending keys in the broker store on $kind', (backend) =
     const rejected = await store.rejectPending({ vendorId: 'V1', source: inBlock, firstAskedBefore: 5_000 }, 6_000);
     expect(rejected.map((r) => r.keyId).sort()).toEqual(flood.map((x) => x.row.keyId).sort());
     for (const x of flood) expect(await store.findKey(x.row.keyId)).toMatchObject({ state: 'rejected' });
+    await expectVendorCountKept(store);
     expect((await store.listPending()).map((p) => p.deviceId)).toEqual(['SN-L', 'SN-V']);
   });
 
@@ -198,8 +267,9 @@ describe.each(backends)('pending keys in the broker store on $kind', (backend) =
     const young = ask('SN-2', { firstAsked: 5_000, lastAsked: 5_000 });
     for (const x of [old, young]) expect(await store.askPending(x)).toBe('created');
     // Asked since, yet first asked too long ago: dropped all the same.
-    await store.touchPending(old.row.keyId, 99_000);
+    await askAgain(store, old.row, 'n-1', 99_000);
     expect(await store.dropPending(5_000)).toEqual([{ ...old.row, lastAsked: 99_000 }]);
+    await expectVendorCountKept(store);
     expect(await store.findKey(old.row.keyId)).toBeUndefined();
     expect(await store.findPending(young.row.keyId)).toEqual(young.row);
     expect(await store.askPending({ ...old, row: { ...old.row, firstAsked: 10_000, lastAsked: 10_000 } })).toBe('created');

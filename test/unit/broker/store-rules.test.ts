@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { checkChain, fusedStatement } from '../../../src/broker/store/chain.js';
 import { enrollTx, revokeTx, rotateTx } from '../../../src/broker/store/rules/enrollment.js';
+import { askPendingTx } from '../../../src/broker/store/rules/pending.js';
 import { SPEND_VERIFIED } from '../../../src/broker/store/rules/requests.js';
 import { type Body, type Op, UniqueViolation } from '../../../src/broker/store/sql.js';
 import {
@@ -13,7 +14,7 @@ import {
   SPEND_CODE_USE,
   TOKEN_EXPIRY,
 } from '../../../src/broker/store/statements.js';
-import type { EnrollCommit } from '../../../src/broker/store/types.js';
+import type { EnrollCommit, PendingAsk } from '../../../src/broker/store/types.js';
 
 // The store's rules are plain generators (sql.ts): here they run against scripted answers, with no
 // database, so each decision can be read off its table; test/integration/broker/store.test.ts runs the
@@ -27,7 +28,7 @@ function runScripted<T>(body: Body<T>, answer: (op: Op) => unknown): { ops: stri
     const op = next.value;
     ops.push(
       op.kind === 'lock'
-        ? `lock ${op.name}`
+        ? `lock ${op.names.join(', ')}`
         : op.kind === 'get' || op.kind === 'run' || op.kind === 'all'
           ? `${op.kind} ${op.sql.split(' ').slice(0, 3).join(' ')}`
           : op.kind,
@@ -61,7 +62,7 @@ describe('enrollTx: the binding transaction', () => {
       sqlOf(op) === SPEND_CODE_USE ? { hmac: 'h' } : op.kind === 'run' ? 1 : undefined,
     );
     expect(outcome).toEqual({ outcome: 'ok', replaced: [] });
-    expect(ops.slice(0, 2)).toEqual(['lock device:V1\nSN-1', 'lock keys:bot-1']);
+    expect(ops[0]).toBe('lock device:V1\nSN-1, keys:bot-1');
     expect(ops.at(-1)).toBe('run INSERT INTO keys');
   });
 
@@ -190,5 +191,56 @@ describe('gated chains', () => {
     expect(() => checkChain({ name: 'c', read: undefined, steps: [step('a', 'SELECT 1 AS x')], outputs: ['z.x'] })).toThrow(
       'chain c: no step for output z.x',
     );
+  });
+});
+
+describe('askPendingTx: a first ask’s transaction', () => {
+  const ask: PendingAsk = {
+    row: {
+      keyId: 'k1',
+      publicKey: 'pk',
+      vendorId: 'V1',
+      deviceId: 'SN-1',
+      appId: '',
+      type: 'PHYSICAL_ROBOT',
+      name: 'SN-1',
+      source: '192.0.2.1',
+      firstAsked: 5,
+      lastAsked: 5,
+    },
+    sourceBucket: '192.0.2.1',
+    perSource: 50,
+    perVendor: 10_000,
+    window: { bucket: 'ask:k1/60000', start: 0 },
+  };
+  const read = { 'c.asked': 0, 'c.known': 0, 'c.held': 0, 'c.source': 49, 'c.vendor': 9_999 };
+  const answering = (out: Record<string, unknown>) => (op: Op) => (op.kind === 'chain' ? { read: undefined, out } : undefined);
+
+  it('takes the device’s lock, then the source’s, in one step, then judges and writes in one statement', () => {
+    const { ops, outcome } = runScripted(askPendingTx(ask), answering({ ...read, 'r.ok': 1 }));
+    expect(ops).toEqual(['lock device:V1\nSN-1, pending-source:192.0.2.1', 'chain']);
+    expect(outcome).toBe('created');
+  });
+
+  it.each<[string, Record<string, unknown>, string]>([
+    ['the key waits already', { 'c.asked': 1, 'c.known': 1 }, 'asked'],
+    ['the keyId is known in another state', { 'c.known': 1, 'c.held': 1 }, 'key-exists'],
+    ['the device is held', { 'c.held': 1, 'c.source': 50 }, 'device-exists'],
+    ['the source is full', { 'c.source': '50', 'c.vendor': 10_000 }, 'source-full'],
+    ['the vendor is full (PostgreSQL’s BIGINT as text)', { 'c.vendor': '10000' }, 'vendor-full'],
+  ])('%s → %s, in the order §3.7 tells them', (_, over, expected) => {
+    expect(runScripted(askPendingTx(ask), answering({ ...read, ...over, 'r.ok': null })).outcome).toBe(expected);
+  });
+
+  it('a concurrent first ask of the same key that inserted first → asked', () => {
+    const raced = (op: Op) => {
+      if (op.kind === 'chain') throw new UniqueViolation('pending_pkey');
+      return undefined;
+    };
+    expect(runScripted(askPendingTx(ask), raced).outcome).toBe('asked');
+  });
+
+  it('every rule held yet no row made is a fault, not an outcome', () => {
+    expect(() => runScripted(askPendingTx(ask), answering({ ...read, 'r.ok': null }))).toThrow('made no row');
   });
 });

@@ -60,8 +60,7 @@ function refused(outcome: Exclude<EnrollOutcome, 'ok'>): Enrolled {
 
 function* enrollChecked(e: EnrollCommit): Body<Enrolled> {
   const { vendorId, deviceId, botId } = e;
-  yield* lock(deviceLock(vendorId, deviceId));
-  yield* lock(keysLock(botId));
+  yield* lock(deviceLock(vendorId, deviceId), keysLock(botId));
   const admitted =
     e.admission.by === 'code'
       ? yield* get(SPEND_CODE_USE, e.admission.hmac, e.now, vendorId, deviceId)

@@ -3,23 +3,36 @@
  * operator's accept — the enrollment itself, under the same device and botId locks as enroll and revoke —
  * and the rejects, each final (a tombstone).
  */
-import type { AcceptCommit, Accepted, AskOutcome, PendingAsk, PendingFilter, PendingItem, PendingRow } from '../pending-types.js';
+import { checkChain } from '../chain.js';
+import type {
+  AcceptCommit,
+  Accepted,
+  AskOutcome,
+  AskStanding,
+  PendingAsk,
+  PendingFilter,
+  PendingItem,
+  PendingRow,
+} from '../pending-types.js';
 import {
+  ASK_STANDING,
+  ASK_STEPS,
   DEVICE_HELD,
   DROP_PENDING_KEY,
   DROP_STALE_PENDING,
   ENTOMB_REJECTED,
   FIND_PENDING,
-  INSERT_PENDING,
   LIST_PENDING,
   PENDING_OF_DEVICE,
-  PENDING_OF_SOURCE,
-  PENDING_OF_VENDOR,
+  PENDING_GATE_STEP,
   PENDING_WHERE,
   TAKE_PENDING,
+  TOUCH_PENDING_STEP,
 } from '../pending-statements.js';
-import { all, type Body, get, KEY_ID_INDEX, lock, run, UniqueViolation } from '../sql.js';
-import { ACTIVE_KEY_OF_BOT_OR_DEVICE, KEY_KNOWN } from '../statements.js';
+import { all, type Body, type ChainResult, chain, get, KEY_ID_INDEX, lock, run, UniqueViolation } from '../sql.js';
+import { ACTIVE_KEY_OF_BOT_OR_DEVICE, FIND_KEY, GATED_SPEND_STEPS } from '../statements.js';
+import type { AgainSpend, KnownKey, SpendOutcome } from '../types.js';
+import { knownKey, pendingRow } from './rows.js';
 import { deviceLock, insertKey, keysLock } from './enrollment.js';
 
 /** pendingPerSource is decided under the source's lock: two replicas' first asks from one source count one after the other. */
@@ -27,20 +40,35 @@ function sourceLock(bucket: string): string {
   return `pending-source:${bucket}`;
 }
 
-/** BrokerStore.askPending: the device's lock, then the source's (never the other way round). */
+/** A first ask's chain: every rule read at once, then the row and the key's first ask counted, gated on them. */
+export const ASK = checkChain({
+  name: 'broker-ask-pending',
+  read: undefined,
+  steps: ASK_STEPS,
+  outputs: ['c.asked', 'c.known', 'c.held', 'c.source', 'c.vendor', 'r.ok'],
+});
+
+/** A waiting key's later ask: held to the key still waiting for its device, its hit and nonce, then its lastAsked. */
+const AGAIN_STEPS = [PENDING_GATE_STEP, ...GATED_SPEND_STEPS, TOUCH_PENDING_STEP];
+const AGAIN_OUTPUTS = ['k.ok', 'n.ok', 'h.count'];
+
+/** BrokerStore.askAgain's chain. */
+export const ASK_AGAIN = checkChain({ name: 'broker-ask-again', read: undefined, steps: AGAIN_STEPS, outputs: AGAIN_OUTPUTS });
+
+/** BrokerStore.findCarriedKey's chain: the key read as it was, and a waiting key's later ask gated on it, in one statement. */
+export const FIND_CARRIED_KEY = checkChain({ name: 'broker-find-carried-key', read: FIND_KEY, steps: AGAIN_STEPS, outputs: AGAIN_OUTPUTS });
+
+/**
+ * BrokerStore.askPending: the device's lock, then the source's (never the other way round), in one round trip, then
+ * one statement that judges the ask and makes its row: four round trips with BEGIN and COMMIT, not ten.
+ */
 export function* askPendingTx(ask: PendingAsk): Body<AskOutcome> {
   const r = ask.row;
-  yield* lock(deviceLock(r.vendorId, r.deviceId));
-  yield* lock(sourceLock(ask.sourceBucket));
-  if (yield* get(FIND_PENDING, r.keyId)) return 'asked';
-  if (yield* get(KEY_KNOWN, r.keyId)) return 'key-exists';
-  if (yield* get(DEVICE_HELD, r.vendorId, r.deviceId)) return 'device-exists';
-  if (yield* countOf(PENDING_OF_SOURCE, ask.sourceBucket, ask.perSource)) return 'source-full';
-  // Per vendor under no lock of its own: a few replicas' asks at once may pass pendingMax by a few, never by a flood.
-  if (yield* countOf(PENDING_OF_VENDOR, r.vendorId, ask.perVendor)) return 'vendor-full';
+  yield* lock(deviceLock(r.vendorId, r.deviceId), sourceLock(ask.sourceBucket));
+  let out: Record<string, unknown>;
   try {
-    yield* run(
-      INSERT_PENDING,
+    ({ out } = yield* chain(
+      ASK,
       r.keyId,
       r.publicKey,
       r.vendorId,
@@ -51,25 +79,64 @@ export function* askPendingTx(ask: PendingAsk): Body<AskOutcome> {
       r.source,
       ask.sourceBucket,
       r.firstAsked,
-    );
+      ask.perSource,
+      ask.perVendor,
+      ask.window.bucket,
+      ask.window.start,
+    ));
   } catch (err) {
     if (err instanceof UniqueViolation) return 'asked';
     throw err;
   }
+  if (Number(out['c.asked']) === 1) return 'asked';
+  if (Number(out['c.known']) === 1) return 'key-exists';
+  if (Number(out['c.held']) === 1) return 'device-exists';
+  if (Number(out['c.source']) >= ask.perSource) return 'source-full';
+  // Per vendor under no lock of its own: a few replicas' asks at once may pass pendingMax by a few, never by a flood.
+  if (Number(out['c.vendor']) >= ask.perVendor) return 'vendor-full';
+  if (out['r.ok'] == null) throw new Error('a first ask that every rule admitted made no row');
   return 'created';
 }
 
-/** Whether the rows `sql` counts for `id` are `max` already. */
-function* countOf(sql: string, id: string, max: number): Body<boolean> {
-  const row = yield* get<{ n: unknown }>(sql, id);
-  return Number(row?.n ?? 0) >= max;
+/** BrokerStore.askStanding. */
+export function* askStandingTx(sourceBucket: string, vendorId: string, deviceId: string): Body<AskStanding> {
+  const row = yield* get<{ held: unknown; source: unknown; vendor: unknown }>(ASK_STANDING, sourceBucket, vendorId, deviceId);
+  return { held: Number(row?.held ?? 0) === 1, source: Number(row?.source ?? 0), vendor: Number(row?.vendor ?? 0) };
 }
 
-/** BrokerStore.pendingCounts. */
-export function* pendingCountsTx(sourceBucket: string, vendorId: string): Body<{ source: number; vendor: number }> {
-  const source = yield* get<{ n: unknown }>(PENDING_OF_SOURCE, sourceBucket);
-  const vendor = yield* get<{ n: unknown }>(PENDING_OF_VENDOR, vendorId);
-  return { source: Number(source?.n ?? 0), vendor: Number(vendor?.n ?? 0) };
+/** BrokerStore.askAgain. */
+export function* askAgainTx(r: AgainSpend): Body<SpendOutcome | undefined> {
+  return againOutcome(yield* chain(ASK_AGAIN, ...againValues(r)));
+}
+
+/** BrokerStore.findCarriedKey. */
+export function* findCarriedKeyTx(r: AgainSpend): Body<{ known: KnownKey | undefined; asked: SpendOutcome | undefined }> {
+  const result = yield* chain(FIND_CARRIED_KEY, ...againValues(r));
+  return { known: knownKey(r.keyId, result.read?.['keyId'] == null ? undefined : result.read), asked: againOutcome(result) };
+}
+
+/** AGAIN_STEPS' values. */
+function againValues(r: AgainSpend): unknown[] {
+  const w = r.window;
+  return [
+    r.keyId,
+    r.nonce,
+    r.keepUntil,
+    r.publicKey,
+    w?.bucket ?? null,
+    w?.start ?? null,
+    w?.limit ?? null,
+    r.now,
+    r.deviceId,
+    r.vendorId ?? null,
+  ];
+}
+
+/** Undefined when the key did not wait for that device: nothing was written. */
+function againOutcome({ out }: ChainResult): SpendOutcome | undefined {
+  if (out['k.ok'] == null) return undefined;
+  const count = out['h.count'];
+  return { count: count == null ? undefined : Number(count), replayed: out['n.ok'] == null };
 }
 
 /** BrokerStore.findPending. */
@@ -92,8 +159,7 @@ export function* acceptPendingTx(c: AcceptCommit): Body<Accepted> {
   const found = yield* findPendingTx(c.keyId);
   if (found === undefined || found.deviceId !== c.deviceId) return { outcome: 'gone', rejected: [] };
   const { vendorId, deviceId } = found;
-  yield* lock(deviceLock(vendorId, deviceId));
-  yield* lock(keysLock(c.botId));
+  yield* lock(deviceLock(vendorId, deviceId), keysLock(c.botId));
   const taken = yield* get<PendingRow>(TAKE_PENDING, c.keyId, deviceId);
   if (taken === undefined) return { outcome: 'gone', rejected: [] };
   // A plain code's rules: a device new to the broker, not pre-authorised, and a botId bound to no key.
@@ -141,20 +207,4 @@ function* entombRejected(row: PendingRow, now: number): Body<boolean> {
 /** BrokerStore.dropPending. */
 export function* dropPendingTx(before: number): Body<PendingRow[]> {
   return (yield* all<PendingRow>(DROP_STALE_PENDING, before)).map(pendingRow);
-}
-
-/** A row as the driver read it: times as numbers (PostgreSQL's BIGINT arrives as text). */
-function pendingRow(r: PendingRow): PendingRow {
-  return {
-    keyId: r.keyId,
-    publicKey: r.publicKey,
-    vendorId: r.vendorId,
-    deviceId: r.deviceId,
-    appId: r.appId,
-    type: r.type,
-    name: r.name,
-    source: r.source,
-    firstAsked: Number(r.firstAsked),
-    lastAsked: Number(r.lastAsked),
-  };
 }

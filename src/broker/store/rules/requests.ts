@@ -1,7 +1,7 @@
 /** A request's bookkeeping (RequestBook), written once: one gated chain (chain.ts) for both spends. */
 import { checkChain, type GatedChain } from '../chain.js';
 import { type Body, chain, type ChainResult, get, run, storeNow } from '../sql.js';
-import { findPendingTx } from './pending.js';
+import { knownKey } from './rows.js';
 import { FIND_KEY, KEY_WITH_TOKEN, REQUEST_STEPS, SWEEP_AUDIT_MINUTES, SWEEP_NONCES, SWEEP_WINDOWS } from '../statements.js';
 import type {
   KeyRow,
@@ -27,16 +27,9 @@ export const SPEND_VERIFIED: GatedChain = checkChain({
   outputs: OUTPUTS,
 });
 
-/** BrokerStore.findKey: the key's row, else its tombstone (its device's fields dropped), else its pending row. */
+/** BrokerStore.findKey: the key's row, else its tombstone (its device's fields dropped), else its pending row: one statement. */
 export function* findKeyTx(keyId: string): Body<KnownKey | undefined> {
-  const row = yield* get<Record<string, unknown>>(FIND_KEY, keyId);
-  if (row === undefined) {
-    const pending = yield* findPendingTx(keyId);
-    return pending === undefined ? undefined : { ...pending, state: 'pending' };
-  }
-  const { entombedAt, ...key } = row;
-  if (entombedAt == null) return key as unknown as KeyRow;
-  return { keyId, publicKey: String(row['publicKey']), state: row['state'] as 'revoked' | 'rejected', entombedAt: Number(entombedAt) };
+  return knownKey(keyId, yield* get<Record<string, unknown>>(FIND_KEY, keyId));
 }
 
 /** BrokerStore.spend. */
