@@ -3,17 +3,15 @@
  * wait for an operator, on the broker's store (broker-operator.ts opens it).
  */
 import { CloudGate } from '../../broker/cloud-gate.js';
-import { readAccountSecret } from '../../broker/keys.js';
 import { acceptPending, listPending, type RejectWhich, rejectPending } from '../../broker/pending-operator.js';
 import { cloudRegistrar } from '../../broker/registrar.js';
 import { VendorTokens } from '../../broker/vendor-tokens.js';
-import { CloudClient } from '../../cloud/client.js';
 import { systemClock } from '../../clock.js';
 import { type Command, defineCommand } from '../frame/command.js';
 import { UsageError } from '../frame/exit.js';
 import { formatTime } from '../format.js';
 import { printable, printableJson } from '../printable.js';
-import { asOperator, brokerConfig, withStore } from './broker-operator.js';
+import { asOperator, brokerConfig, withCloud, withStore } from './broker-operator.js';
 import { parseSince } from './log-view.js';
 
 export function pendingCommands(): Record<'pending' | 'accept' | 'reject', () => Promise<Command>> {
@@ -59,23 +57,14 @@ is refused). The cloud registers the device; any other key waiting for it is rej
   async run({ flags, args, stdout, stderr, env }) {
     const config = brokerConfig(flags.config, env);
     const deviceId = flags['device-id'];
-    const secret = readAccountSecret(config.secretKeyFile);
-    const cloud = new CloudClient({
-      baseUrl: config.baseUrl,
-      accessKeyId: config.accessKeyId,
-      secretKey: { reveal: () => secret },
-      clock: systemClock,
-    });
-    try {
+    const result = await withCloud(config, (cloud) => {
       const gate = new CloudGate(1, 1);
       const register = cloudRegistrar({ cloud, gate, vendors: new VendorTokens(cloud, gate, systemClock) });
       const deps = { register, now: () => systemClock.wallNow() };
-      const result = await asOperator(config, (store, by) => acceptPending({ ...deps, store }, args.keyId, deviceId, by));
-      stderr.write(`${printable(`accepted key ${args.keyId} for device ${deviceId}; ${result.rejected} other waiting key(s) rejected`)}\n`);
-      stdout.write(`botId: ${printable(result.botId)}\n`);
-    } finally {
-      await cloud.close();
-    }
+      return asOperator(config, (store, by) => acceptPending({ ...deps, store }, args.keyId, deviceId, by));
+    });
+    stderr.write(`${printable(`accepted key ${args.keyId} for device ${deviceId}; ${result.rejected} other waiting key(s) rejected`)}\n`);
+    stdout.write(`botId: ${printable(result.botId)}\n`);
   },
 });
 
