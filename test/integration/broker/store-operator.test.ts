@@ -1,69 +1,15 @@
 import { randomBytes } from 'node:crypto';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openDatabase } from '../../../src/native.js';
-import { openStore } from '../../../src/broker/store/open.js';
-import { POSTGRES_MIGRATIONS } from '../../../src/broker/store/postgres-schema.js';
-import { SQLITE_MIGRATIONS } from '../../../src/broker/store/sqlite-schema.js';
-import type { BrokerStore, PreauthRow, StoreKind } from '../../../src/broker/store/types.js';
+import { describe, expect, it } from 'vitest';
+import type { PreauthRow } from '../../../src/broker/store/types.js';
 import { useHarness } from '../../helpers/harness.js';
-import { type PostgresServer, startPostgres } from '../../helpers/postgres.js';
+import { storeBackends } from '../../helpers/store-backends.js';
 import { H } from '../../helpers/time.js';
 import { byCode, codeRow, hitIn, newKey } from '../../helpers/broker-store.js';
 
 // The operator's part of the store contract (OperatorBook, DESIGN §3.7), on both databases: codes listed and
 // cancelled by id, a pre-authorisation removed, a botId's counts reset, and the agent version a key reports.
 
-const clock = { wallNow: () => Date.now() };
-const { tempDir, cleanups } = useHarness();
-
-interface Backend {
-  kind: StoreKind;
-  /** A new, empty place: its spec. */
-  fresh(): Promise<string>;
-  /** Brings the place to schema version `version` (an older release's), with `sql` run after it. */
-  atVersion(spec: string, version: number, sql: string): Promise<void>;
-}
-
-async function open(spec: string): Promise<BrokerStore> {
-  const store = await openStore(spec, { clock });
-  cleanups.push(() => store.close());
-  return store;
-}
-
-const sqlite: Backend = {
-  kind: 'sqlite',
-  async fresh() {
-    return `sqlite:${join(tempDir('botlink-broker-operator-'), 'broker.db')}`;
-  },
-  async atVersion(spec, version, sql) {
-    const db = openDatabase(spec.slice('sqlite:'.length));
-    try {
-      for (const m of SQLITE_MIGRATIONS.slice(0, version)) db.exec(m);
-      db.exec(sql);
-      db.pragma(`user_version = ${version}`);
-    } finally {
-      db.close();
-    }
-  },
-};
-
-let server: PostgresServer;
-beforeAll(async () => {
-  server = await startPostgres();
-}, 120_000);
-afterAll(() => server?.stop(), 60_000);
-
-const postgres: Backend = {
-  kind: 'postgres',
-  fresh: () => server.freshDatabase(),
-  async atVersion(spec, version, sql) {
-    for (const m of POSTGRES_MIGRATIONS.slice(0, version)) await server.query(spec, m);
-    await server.query(spec, sql);
-    await server.query(spec, 'CREATE TABLE broker_schema (one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one), version INTEGER NOT NULL)');
-    await server.query(spec, 'INSERT INTO broker_schema (version) VALUES ($1)', [version]);
-  },
-};
+const { sqlite, postgres, open } = storeBackends(useHarness(), 'botlink-broker-operator-');
 
 const hex = (bytes: number): string => randomBytes(bytes).toString('hex');
 const preauthRow = (deviceId: string, key = newKey()): PreauthRow => ({ ...key, deviceId, vendorId: 'V1', createdAt: Date.now() });
