@@ -39,4 +39,21 @@ export class Cursors {
     if (!Array.isArray(key) || !key.every((k) => typeof k === 'string' || typeof k === 'number')) throw badRequest('a malformed cursor');
     return key;
   }
+
+  /**
+   * One keyset page: the rows after the cursor's key (no cursor: from the start), and the cursor of the page
+   * after them, null when this page is not full.
+   */
+  async page<R>(
+    route: string,
+    filters: Readonly<Record<string, string | undefined>>,
+    at: { cursor: string | undefined; limit: number },
+    fetch: (after: CursorKey | null, limit: number) => Promise<R[]>,
+    keyOf: (row: R) => CursorKey,
+  ): Promise<{ rows: R[]; next: string | null }> {
+    const after = at.cursor === undefined ? null : this.read(route, filters, at.cursor);
+    const rows = await fetch(after, at.limit);
+    const last = rows.length === at.limit ? rows.at(-1) : undefined;
+    return { rows, next: last === undefined ? null : this.make(route, filters, keyOf(last)) };
+  }
 }

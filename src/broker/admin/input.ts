@@ -35,12 +35,13 @@ export class QueryReader {
     return value;
   }
 
-  limit(): number {
+  /** A list's page: its limit (default 100, at most 500) and the cursor it continues from, if any. */
+  page(): { limit: number; cursor: string | undefined } {
     const value = this.text('limit');
-    if (value === undefined) return DEFAULT_LIMIT;
-    const n = Number(value);
-    if (!/^\d{1,3}$/.test(value) || n < 1 || n > MAX_LIMIT) throw badRequest(`limit must be 1 to ${MAX_LIMIT}`);
-    return n;
+    const limit = value === undefined ? DEFAULT_LIMIT : Number(value);
+    if (value !== undefined && (!/^\d{1,3}$/.test(value) || limit < 1 || limit > MAX_LIMIT))
+      throw badRequest(`limit must be 1 to ${MAX_LIMIT}`);
+    return { limit, cursor: this.text('cursor') };
   }
 
   /** q: a literal prefix of at most 64 characters, none a control or format character. */

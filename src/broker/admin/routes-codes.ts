@@ -66,13 +66,19 @@ const listCodes: AdminRoute = {
   async handle(ctx, req) {
     const query = new QueryReader(req.query, ['vendorId', 'cursor', 'limit']);
     const filters = { vendorId: query.identity('vendorId', 'vendorId') };
-    const limit = query.limit();
-    const cursor = query.text('cursor');
-    const key = cursor === undefined ? undefined : ctx.cursors.read('codes', filters, cursor);
-    const after = key === undefined ? null : { expiresAt: Number(key[0]), id: String(key[1]) };
-    const codes = await ctx.store.admin.pageCodes({ ...filters, now: ctx.clock.wallNow() }, after, limit);
-    const last = codes.length === limit ? codes.at(-1) : undefined;
-    return ok({ codes, next: last === undefined ? null : ctx.cursors.make('codes', filters, [last.expiresAt, last.id]) });
+    const { rows, next } = await ctx.cursors.page(
+      'codes',
+      filters,
+      query.page(),
+      (key, limit) =>
+        ctx.store.admin.pageCodes(
+          { ...filters, now: ctx.clock.wallNow() },
+          key === null ? null : { expiresAt: Number(key[0]), id: String(key[1]) },
+          limit,
+        ),
+      (last) => [last.expiresAt, last.id],
+    );
+    return ok({ codes: rows, next });
   },
 };
 
@@ -98,13 +104,15 @@ const listPreauth: AdminRoute = {
   async handle(ctx, req) {
     const query = new QueryReader(req.query, ['vendorId', 'cursor', 'limit']);
     const filters = { vendorId: query.identity('vendorId', 'vendorId') };
-    const limit = query.limit();
-    const cursor = query.text('cursor');
-    const key = cursor === undefined ? undefined : ctx.cursors.read('preauth', filters, cursor);
-    const after = key === undefined ? null : { vendorId: String(key[0]), deviceId: String(key[1]) };
-    const preauth = await ctx.store.admin.pagePreauth(filters, after, limit);
-    const last = preauth.length === limit ? preauth.at(-1) : undefined;
-    return ok({ preauth, next: last === undefined ? null : ctx.cursors.make('preauth', filters, [last.vendorId, last.deviceId]) });
+    const { rows, next } = await ctx.cursors.page(
+      'preauth',
+      filters,
+      query.page(),
+      (key, limit) =>
+        ctx.store.admin.pagePreauth(filters, key === null ? null : { vendorId: String(key[0]), deviceId: String(key[1]) }, limit),
+      (last) => [last.vendorId, last.deviceId],
+    );
+    return ok({ preauth: rows, next });
   },
 };
 

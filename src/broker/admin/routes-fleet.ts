@@ -60,13 +60,18 @@ const devices: AdminRoute = {
   async handle(ctx, req) {
     const query = new QueryReader(req.query, ['state', 'vendorId', 'q', 'cursor', 'limit']);
     const filters = { state: query.oneOf('state', DEVICE_STATES), vendorId: query.identity('vendorId', 'vendorId'), q: query.prefix('q') };
-    const limit = query.limit();
-    const cursor = query.text('cursor');
-    const key = cursor === undefined ? undefined : ctx.cursors.read('devices', filters, cursor);
-    const after = key === undefined ? null : { vendorId: String(key[0]), deviceId: String(key[1]), keyId: String(key[2]) };
-    const rows = await ctx.store.admin.pageDevices(filters, after, limit);
-    const last = rows.length === limit ? rows.at(-1) : undefined;
-    const next = last === undefined ? null : ctx.cursors.make('devices', filters, [last.vendorId, last.deviceId, last.keyId]);
+    const { rows, next } = await ctx.cursors.page(
+      'devices',
+      filters,
+      query.page(),
+      (key, limit) =>
+        ctx.store.admin.pageDevices(
+          filters,
+          key === null ? null : { vendorId: String(key[0]), deviceId: String(key[1]), keyId: String(key[2]) },
+          limit,
+        ),
+      (last) => [last.vendorId, last.deviceId, last.keyId],
+    );
     return ok({ devices: rows.map(deviceItem), next });
   },
 };
@@ -119,13 +124,14 @@ const audit: AdminRoute = {
   async handle(ctx, req) {
     const query = new QueryReader(req.query, ['botId', 'keyId', 'action', 'cursor', 'limit']);
     const filters = { botId: query.prefix('botId'), keyId: query.prefix('keyId'), action: query.prefix('action') };
-    const limit = query.limit();
-    const cursor = query.text('cursor');
-    const at = cursor === undefined ? undefined : ctx.cursors.read('audit', filters, cursor);
-    const before = at === undefined ? null : { at: Number(at[0]), id: Number(at[1]) };
-    const rows = await ctx.store.admin.pageAudit(filters, before, limit);
-    const last = rows.length === limit ? rows.at(-1) : undefined;
-    return ok({ events: rows.map(auditItem), next: last === undefined ? null : ctx.cursors.make('audit', filters, [last.at, last.id]) });
+    const { rows, next } = await ctx.cursors.page(
+      'audit',
+      filters,
+      query.page(),
+      (key, limit) => ctx.store.admin.pageAudit(filters, key === null ? null : { at: Number(key[0]), id: Number(key[1]) }, limit),
+      (last) => [last.at, last.id],
+    );
+    return ok({ events: rows.map(auditItem), next });
   },
 };
 

@@ -21,14 +21,20 @@ const listPending: AdminRoute = {
   async handle(ctx, req) {
     const query = new QueryReader(req.query, ['vendorId', 'q', 'source', 'cursor', 'limit']);
     const filters = { vendorId: query.identity('vendorId', 'vendorId'), q: query.prefix('q'), source: query.prefix('source') };
-    const limit = query.limit();
-    const cursor = query.text('cursor');
-    const key = cursor === undefined ? undefined : ctx.cursors.read('pending', filters, cursor);
-    const after = key === undefined ? null : { vendorId: String(key[0]), deviceId: String(key[1]), keyId: String(key[2]) };
-    const pending = await bookOf(ctx.pending).listPending(filters, after, limit);
-    const last = pending.length === limit ? pending.at(-1) : undefined;
-    const next = last === undefined ? null : ctx.cursors.make('pending', filters, [last.vendorId, last.deviceId, last.keyId]);
-    return ok({ pending, next });
+    const book = bookOf(ctx.pending);
+    const { rows, next } = await ctx.cursors.page(
+      'pending',
+      filters,
+      query.page(),
+      (key, limit) =>
+        book.listPending(
+          filters,
+          key === null ? null : { vendorId: String(key[0]), deviceId: String(key[1]), keyId: String(key[2]) },
+          limit,
+        ),
+      (last) => [last.vendorId, last.deviceId, last.keyId],
+    );
+    return ok({ pending: rows, next });
   },
 };
 
