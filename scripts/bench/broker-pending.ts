@@ -10,11 +10,9 @@
 import { randomBytes } from 'node:crypto';
 import pino from 'pino';
 import { AuditTrail } from '../../src/broker/audit/trail.js';
-import { CloudGate } from '../../src/broker/cloud-gate.js';
 import { acceptPending } from '../../src/broker/pending-operator.js';
-import { cloudRegistrar } from '../../src/broker/registrar.js';
+import { operatorRegistrar } from '../../src/broker/registrar.js';
 import { openStore } from '../../src/broker/store/open.js';
-import { VendorTokens } from '../../src/broker/vendor-tokens.js';
 import { CloudClient } from '../../src/cloud/client.js';
 import { systemClock } from '../../src/clock.js';
 import { signRequest } from '../../src/protocol/device-sig.js';
@@ -159,9 +157,7 @@ async function acceptAll(postgresUrl: string, cloudUrl: string, devices: readonl
   const cloud = new CloudClient({ baseUrl: cloudUrl, accessKeyId: ACCESS_KEY_ID, secretKey: { reveal: () => SECRET }, clock: systemClock });
   const audit = new AuditTrail({ store, log: pino({ level: 'silent' }), clock: systemClock });
   try {
-    const gate = new CloudGate(1, 1);
-    const register = cloudRegistrar({ cloud, gate, vendors: new VendorTokens(cloud, gate, systemClock) });
-    const deps = { store, register, now: () => systemClock.wallNow() };
+    const deps = { store, register: operatorRegistrar(cloud, systemClock), now: () => systemClock.wallNow() };
     const by = { actor: 'bench', audit };
     const took: number[] = [];
     const started = performance.now();

@@ -1,9 +1,10 @@
 /** Registering a device with the cloud under its vendor (DESIGN §1.5), as enroll and an operator's accept both do. */
 import type { CloudClient } from '../cloud/client.js';
 import type { RegisterDeviceRequest } from '../protocol/wire.js';
-import type { CloudGate } from './cloud-gate.js';
+import type { Clock } from '../clock.js';
+import { CloudGate } from './cloud-gate.js';
 import { cloudRefusal } from './tokens.js';
-import type { VendorTokens } from './vendor-tokens.js';
+import { VendorTokens } from './vendor-tokens.js';
 
 /** The botId the cloud registered the device under (the same deviceId gives the same botId); a failure is a Refusal (502, 503). */
 export type Register = (request: RegisterDeviceRequest) => Promise<string>;
@@ -18,4 +19,10 @@ export function cloudRegistrar(d: { cloud: CloudClient; gate: CloudGate; vendors
       throw cloudRefusal(err);
     }
   };
+}
+
+/** An operator's process (`broker accept`): one cloud call at a time, its own vendor tokens. */
+export function operatorRegistrar(cloud: CloudClient, clock: Clock): Register {
+  const gate = new CloudGate(1, 1);
+  return cloudRegistrar({ cloud, gate, vendors: new VendorTokens(cloud, gate, clock) });
 }

@@ -2,10 +2,8 @@
  * `botlink broker pending | accept | reject` (DESIGN §3.1, §3.7 "Enrollment with no code"): the keys that
  * wait for an operator, on the broker's store (broker-operator.ts opens it).
  */
-import { CloudGate } from '../../broker/cloud-gate.js';
 import { acceptPending, listPending, type RejectWhich, rejectPending } from '../../broker/pending-operator.js';
-import { cloudRegistrar } from '../../broker/registrar.js';
-import { VendorTokens } from '../../broker/vendor-tokens.js';
+import { operatorRegistrar } from '../../broker/registrar.js';
 import { systemClock } from '../../clock.js';
 import { type Command, defineCommand } from '../frame/command.js';
 import { UsageError } from '../frame/exit.js';
@@ -58,9 +56,7 @@ is refused). The cloud registers the device; any other key waiting for it is rej
     const config = brokerConfig(flags.config, env);
     const deviceId = flags['device-id'];
     const result = await withCloud(config, (cloud) => {
-      const gate = new CloudGate(1, 1);
-      const register = cloudRegistrar({ cloud, gate, vendors: new VendorTokens(cloud, gate, systemClock) });
-      const deps = { register, now: () => systemClock.wallNow() };
+      const deps = { register: operatorRegistrar(cloud, systemClock), now: () => systemClock.wallNow() };
       return asOperator(config, (store, by) => acceptPending({ ...deps, store }, args.keyId, deviceId, by));
     });
     stderr.write(`${printable(`accepted key ${args.keyId} for device ${deviceId}; ${result.rejected} other waiting key(s) rejected`)}\n`);

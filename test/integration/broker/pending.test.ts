@@ -4,7 +4,6 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startBroker, type RunningBroker } from '../../../src/broker/broker.js';
-import { CloudGate } from '../../../src/broker/cloud-gate.js';
 import { parseBrokerConfig } from '../../../src/broker/config.js';
 import { parsePreauth, preauthorize, revoke } from '../../../src/broker/operator.js';
 import { openStore } from '../../../src/broker/store/open.js';
@@ -17,8 +16,7 @@ import {
   PendingActionError,
   rejectPending,
 } from '../../../src/broker/pending-operator.js';
-import { cloudRegistrar } from '../../../src/broker/registrar.js';
-import { VendorTokens } from '../../../src/broker/vendor-tokens.js';
+import { operatorRegistrar } from '../../../src/broker/registrar.js';
 import { CloudClient } from '../../../src/cloud/client.js';
 import { systemClock } from '../../../src/clock.js';
 import { createTestService, type TestService } from '../../../src/service/testing.js';
@@ -80,9 +78,12 @@ const nextSource = (): string => `127.0.0.${++lastSource}`;
 
 /** `broker accept` as an operator's process runs it: a cloud client of its own, on `store` (the broker's by default). */
 function accept(keyId: string, deviceId: string, store: BrokerStore = broker.store): Promise<{ botId: string; rejected: number }> {
-  const gate = new CloudGate(1, 1);
-  const register = cloudRegistrar({ cloud: registrarCloud, gate, vendors: new VendorTokens(registrarCloud, gate, systemClock) });
-  return acceptPending({ store, register, now: () => Date.now() }, keyId, deviceId, operator());
+  return acceptPending(
+    { store, register: operatorRegistrar(registrarCloud, systemClock), now: () => Date.now() },
+    keyId,
+    deviceId,
+    operator(),
+  );
 }
 
 function expectPending(reply: BrokerReply, device: TestDevice): void {
