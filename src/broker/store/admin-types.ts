@@ -1,4 +1,5 @@
 /** The admin API's part of the broker's store (DESIGN §3.8): admin tokens, console sessions, and the fleet's pages and counts. */
+import type { AuditRow } from './audit-types.js';
 import type { CodeListing } from './operator-types.js';
 
 export type AdminRole = 'viewer' | 'operator';
@@ -91,19 +92,8 @@ export interface KeyOfDevice {
   retiredAt: number | null;
 }
 
-export interface AuditItem {
-  id: number;
-  at: number;
-  action: string;
-  actor: string;
-  vendorId: string | null;
-  deviceId: string | null;
-  botId: string | null;
-  keyId: string | null;
-  codeId: string | null;
-  source: string | null;
-  outcome: string;
-}
+/** An audit row as a page reads it: its id (the page's order after `at`), without its fold bookkeeping. */
+export type AuditItem = Omit<AuditRow, 'count' | 'fold'> & { id: number };
 
 export interface AuditPageFilter {
   botId?: string | undefined;
