@@ -116,7 +116,8 @@ describe('the console in a browser', () => {
     const wrong = `${device.keyId.slice(0, 31)}${device.keyId.endsWith('A') ? 'B' : 'A'}`;
     await keyId.fill(wrong);
     await button(page, 'Confirm').click();
-    await page.getByRole('alert').filter({ hasText: /\S/ }).first().waitFor({ timeout: BOUND });
+    // Told in a region a screen reader announces (an alert or a live region), whatever its words.
+    await page.locator('[role=alert], [aria-live]').filter({ hasText: /\S/ }).first().waitFor({ timeout: BOUND });
     expect(actions()).toEqual(['POST /admin/session']);
     expect(((await api(`/admin/v1/keys/${device.keyId}`)).json as { state: string }).state).toBe('pending');
 
@@ -131,19 +132,22 @@ describe('the console in a browser', () => {
     expect(enrolled.status, JSON.stringify(enrolled.json)).toBe(200);
     expect((await device.token(a.broker.url)).status).toBe(200);
     const botId = enrolled.json['botId'] as string;
+    const item = async () => (await api(`/admin/v1/keys/${device.keyId}`)).json as { state: string; lastSeen: number | null };
+    await expect.poll(async () => (await item()).lastSeen, { timeout: BOUND }).toEqual(expect.any(Number));
+    expect((await item()).state).toBe('active');
+    // Devices drawn afresh (from another view) until its row says so.
     await expect
       .poll(
         async () => {
+          await view(page, 'Summary');
           await view(page, 'Devices');
           return (await row(page, botId).textContent()) ?? '';
         },
         { timeout: BOUND },
       )
-      .toContain('active');
-    const item = (await api(`/admin/v1/keys/${device.keyId}`)).json as { state: string; lastSeen: number | null };
-    expect(item.state).toBe('active');
-    expect(item.lastSeen).toEqual(expect.any(Number));
+      .toMatch(/active/);
     expect(await row(page, botId).textContent()).toContain(device.keyId);
+    expect(await row(page, botId).textContent()).toContain('SN-WAIT-1');
   });
 
   it('makes a code shown once with its copy button, lists it without the code, and Cancel ends it at the broker', async () => {
@@ -324,23 +328,30 @@ describe('the console in a browser', () => {
   });
 });
 
-/** Codes' `Make code` for vendor V1, any device: the form's fields are the page's own, not the contract's. */
+/**
+ * Codes' `Make code` for vendor V1, any device. The form's fields are the page's own, not the contract's: found by
+ * their labels (vendor, any device) within the form that holds the button, or the view if the button opens one.
+ */
 async function makeCode(page: Page): Promise<void> {
-  await button(page, 'Make code').click();
-  const vendor = page.getByLabel(/vendor/i);
-  if ((await vendor.count()) > 0 && (await vendor.first().isEditable())) await vendor.first().fill('V1');
-  const any = page.getByLabel(/any device/i);
+  const maker = main(page)
+    .locator('form')
+    .filter({ has: button(page, 'Make code') });
+  if ((await maker.count()) === 0) await button(page, 'Make code').click();
+  const scope = (await maker.count()) > 0 ? maker.first() : main(page);
+  await scope
+    .getByLabel(/vendor/i)
+    .first()
+    .fill('V1');
+  const any = scope.getByLabel(/any device/i);
   if ((await any.count()) > 0) await any.first().check();
-  const submit = button(page, 'Make code');
-  if ((await page.getByTestId('new-code').count()) === 0 && (await submit.count()) > 0) await submit.last().click();
+  await button(scope, 'Make code').last().click();
 }
 
-/** The device page's own confirmation of a revoke. */
+/** The device page's own confirmation of a revoke, after its opener: a Confirm, or a second Revoke. */
 async function confirmRevoke(page: Page): Promise<void> {
-  await main(page)
-    .getByRole('button', { name: /^(Confirm|Revoke)/ })
-    .last()
-    .click();
+  const both = main(page).getByRole('button', { name: /^(Confirm|Revoke)$/ });
+  await expect.poll(() => both.count(), { timeout: BOUND }).toBeGreaterThan(1);
+  await both.last().click();
 }
 
 /** A page on another loopback port whose script posts, with credentials, to the admin API: a bulk reject. */
