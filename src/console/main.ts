@@ -3,7 +3,7 @@
  * scripts/lib/console-build.mjs and served by src/broker/admin/console-route.ts. Sign-in makes the session cookie;
  * a 401 on any request brings the sign-in back.
  */
-import { call, onSignedOut } from './api.js';
+import { ApiError, call, onSignedOut } from './api.js';
 import { type App, faultText, type Me } from './app.js';
 import { append, button, type Child, field, form, h, input } from './dom.js';
 import { NAV, parseRoute, type Route, type View } from './logic.js';
@@ -122,8 +122,13 @@ function signIn(note?: string): void {
     async () => {
       submit.disabled = true;
       try {
-        me = await call<Me>('POST', '/admin/session', { token: token.value.trim() }, true);
+        await call<Me>('POST', '/admin/session', { token: token.value.trim() }, true);
         token.value = '';
+        // Who the session is, read as every later request will be: with the cookie alone.
+        me = await call<Me>('GET', '/admin/v1/me', undefined, true).catch((err: unknown) => {
+          if (!(err instanceof ApiError && err.fault.status === 401)) throw err;
+          throw new Error("Signed in, but the browser did not keep the session cookie: open the console at the broker's adminOrigin.");
+        });
         await render();
       } catch (err) {
         fail(err);
@@ -158,6 +163,6 @@ call<Me>('GET', '/admin/v1/me', undefined, true).then(
   },
   (err: unknown) => {
     signIn();
-    if (!(err instanceof Error && err.name === 'ApiError' && (err as { fault?: { status: number } }).fault?.status === 401)) fail(err);
+    if (!(err instanceof ApiError && err.fault.status === 401)) fail(err);
   },
 );

@@ -153,6 +153,8 @@ export async function deviceView(app: App, route: Route): Promise<void> {
   ];
   const botId = d.botId;
   if (app.canAct && botId !== null) {
+    // Revoke while a key is active (the API answers 409 when none is); Reset limits whatever the state.
+    const live = (d.keys ?? []).some((k) => k.state === 'active');
     const revoke: HTMLButtonElement = h('button', { type: 'button', 'aria-expanded': 'false' }, 'Revoke');
     revoke.addEventListener('click', () => {
       const displace = input('displace', '', 'checkbox');
@@ -178,7 +180,7 @@ export async function deviceView(app: App, route: Route): Promise<void> {
       await post(`/devices/${seg(botId)}/reset-limits`);
       app.say(`The rate limits of ${botId} are reset.`);
     });
-    actions.append(revoke, reset);
+    actions.append(...(live ? [revoke] : []), reset);
   }
   if (d.keys)
     parts.push(
