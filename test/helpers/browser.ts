@@ -67,9 +67,9 @@ export async function openBrowser(origin: string): Promise<BrowserSession> {
     problems,
     watch,
     expectClean() {
-      expect(problems).toEqual([]);
       const elsewhere = requests.filter((r) => new URL(r.url).origin !== origin);
       expect(elsewhere, `requests to an origin other than ${origin}`).toEqual([]);
+      expect(problems).toEqual([]);
     },
     close: () => browser.close(),
   };
