@@ -112,8 +112,19 @@ async function timed(
     await context.exposeBinding('__botlinkSummary', (_source, at: number) => report(at));
     await context.addInitScript({ content: SUMMARY_MARK });
     const page = await context.newPage();
+    // What the page was answered, for the error when its Summary never shows.
+    const answered: string[] = [];
+    page.on('response', (r) => answered.push(`${r.status()} ${r.request().method()} ${new URL(r.url()).pathname}`));
     await before(page);
-    return await run(page, () => within15s('the Summary view showed no count of active devices', shown));
+    return await run(page, () =>
+      within15s('the Summary view showed no count of active devices', shown).catch(async (err: Error) => {
+        const main = await page
+          .locator('#main')
+          .textContent({ timeout: 1000 })
+          .catch(() => null);
+        throw new Error(`${err.message}; the page was answered ${answered.join(', ')}; #main says ${JSON.stringify(main?.slice(0, 300))}`);
+      }),
+    );
   } finally {
     await context.close();
   }
