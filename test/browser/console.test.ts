@@ -59,9 +59,22 @@ async function signIn(page: Page, token: string): Promise<void> {
   await page.getByRole('link', { name: 'Summary', exact: true }).waitFor();
 }
 
-/** Opens a view from the navigation. */
+/**
+ * Opens a view from the navigation, and waits until the view before it is gone (when the link led elsewhere): what is
+ * checked next is never the last view's content.
+ */
 async function view(page: Page, name: string): Promise<void> {
+  const before = page.url();
+  const shown = await main(page).locator(':scope > *').first().elementHandle();
   await page.getByRole('link', { name, exact: true }).click();
+  if (page.url() !== before) await shown?.waitForElementState('hidden');
+}
+
+/** Follows a link of a list's row, and waits until the list is gone: what is checked next is the page it opened. */
+async function openFromList(page: Page, link: Locator): Promise<void> {
+  const list = await main(page).getByRole('table').first().elementHandle();
+  await link.click();
+  await list?.waitForElementState('hidden');
 }
 
 /** A device asking code-less: 202 pending under the rig's devicePattern SN-WAIT-[0-9]+. */
@@ -203,7 +216,7 @@ describe('the console in a browser', () => {
     const botId = await device.mustEnroll(a.broker.url, { code: await a.rig.code(), deviceId: 'DEV-REVOKE', name: 'attic' });
     await signIn(page, a.operator);
     await view(page, 'Devices');
-    await row(page, botId).getByRole('link').first().click();
+    await openFromList(page, row(page, botId).getByRole('link').first());
     await main(page).getByText(device.keyId).first().waitFor();
     expect(await mainText(page)).toContain('DEV-REVOKE');
     await button(page, 'Revoke').click();
@@ -253,7 +266,7 @@ describe('the console in a browser', () => {
       await row(page, botId).waitFor();
       if (kept !== null) await row(page, botId).getByText(kept, { exact: true }).waitFor();
       expect(await main(page).locator('img, script').count()).toBe(0);
-      await row(page, botId).getByRole('link', { name: botId }).click();
+      await openFromList(page, row(page, botId).getByRole('link', { name: botId }));
       await main(page).getByText(`EVIL-${i}`, { exact: true }).first().waitFor();
       if (kept !== null) await main(page).getByText(kept, { exact: true }).first().waitFor();
       expect(await main(page).locator('img, script').count()).toBe(0);
@@ -297,7 +310,7 @@ describe('the console in a browser', () => {
         await look();
       }
       await view(page, 'Devices');
-      await row(page, 'DEV-1').getByRole('link').first().click();
+      await openFromList(page, row(page, 'DEV-1').getByRole('link').first());
       await main(page).getByText('DEV-1', { exact: true }).first().waitFor();
       await look();
       return [...seen].sort();
@@ -305,6 +318,8 @@ describe('the console in a browser', () => {
     await signIn(page, a.operator);
     expect(await tour()).toEqual([...actionNames].sort());
     await button(page, 'Sign out').click();
+    // Signed out once the sign-in form is back: a navigation before that would cut the sign-out short.
+    await page.getByLabel('Admin token', { exact: true }).waitFor();
     await signIn(page, a.viewer);
     expect(await tour()).toEqual([]);
     expect(actions().filter((x) => x.startsWith('POST /admin/v1') || x.startsWith('DELETE /admin/v1'))).toEqual([]);
