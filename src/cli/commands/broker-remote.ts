@@ -16,13 +16,16 @@ const KEY_ID = /^[0-9a-f]{32}$/;
 /** A literal prefix the API takes as `q`. */
 const Q_MAX = 64;
 
-export function remoteCode(api: AdminClient, req: CodeRequest): Promise<IssuedCode> {
+/** Only the fields the store path prints: an answer with more prints the same. */
+export async function remoteCode(api: AdminClient, req: CodeRequest): Promise<IssuedCode> {
   const bound = req.binding === 'any-device' ? { anyDevice: true } : { deviceId: req.binding.deviceId };
-  return api.post<IssuedCode>('/codes', { vendorId: req.vendorId, ...bound, uses: req.uses, ttlS: req.ttlS, kind: req.kind });
+  const made = await api.post<IssuedCode>('/codes', { vendorId: req.vendorId, ...bound, uses: req.uses, ttlS: req.ttlS, kind: req.kind });
+  return { id: made.id, code: made.code, expiresAt: made.expiresAt, uses: made.uses };
 }
 
-export function remoteCodes(api: AdminClient, vendorId: string | undefined): Promise<CodeListing[]> {
-  return api.all<CodeListing>('/codes', 'codes', { vendorId });
+export async function remoteCodes(api: AdminClient, vendorId: string | undefined): Promise<CodeListing[]> {
+  const items = await api.all<CodeListing>('/codes', 'codes', { vendorId });
+  return items.map(({ id, vendorId, deviceId, kind, usesLeft, expiresAt }) => ({ id, vendorId, deviceId, kind, usesLeft, expiresAt }));
 }
 
 /** The code as it was (from the list, before it goes), then gone; one the list does not show (spent, expired) told by its id alone. */

@@ -353,6 +353,16 @@ describe('exit codes and refusals over --admin', () => {
       await server.close();
     }
   });
+  it('an answer larger than 8 MiB is not read whole: 69', async () => {
+    const server = await startScriptedServer((_req, res) => json(res, { codes: ['x'.repeat(9 * 1024 * 1024)], next: null }));
+    try {
+      const r = await a.rig.cli(['codes', '--admin', server.url], { [TOKEN]: a.operator });
+      expect([r.code, r.stdout]).toEqual([69, '']);
+      expect(r.stderr).toContain('larger than 8388608 bytes');
+    } finally {
+      await server.close();
+    }
+  });
 });
 
 describe('an https admin listener', () => {
