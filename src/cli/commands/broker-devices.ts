@@ -91,12 +91,11 @@ added whole or not at all; with --admin it goes in requests of at most 10,000 li
 export const resetLimitsCommand = defineCommand({
   usage: 'usage: botlink broker reset-limits [--config FILE | --admin URL] BOTID',
   help: `Clears the botId's hourly counts: its token requests count from zero again (deviceTokensPerHour). Its rotations
-(rotatePerDay) are not reset. With --admin the API does not say how many count windows it cleared.`,
+(rotatePerDay) are not reset.`,
   flags: { config: { type: 'string' }, admin: { type: 'string' } },
   positionals: [{ name: 'botId', required: true }],
   async run({ flags, args, stdout, env }) {
     const api = adminClientFor(flags, env);
-    // The API answers {}: how many windows it cleared is the store path's alone to tell.
     const cleared = api
       ? await remoteResetLimits(api, args.botId)
       : await asOperator(brokerConfig(flags.config, env), (store, by) => resetLimits(store, args.botId, by));

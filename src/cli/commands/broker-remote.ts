@@ -2,6 +2,7 @@
  * The operator's commands through the admin API (DESIGN §3.1 `--admin URL`, §3.8's routes): what the store path
  * reads and does, asked of the API and given back in the store path's shapes, so one printer serves both.
  */
+import type { Displacement } from '../../broker/displace.js';
 import type { CodeRequest, IssuedCode } from '../../broker/operator.js';
 import { OperatorInputError } from '../../broker/operator.js';
 import type { PendingListed, RejectWhich } from '../../broker/pending-operator.js';
@@ -109,15 +110,35 @@ function compare(a: readonly (string | number)[], b: readonly (string | number)[
   return 0;
 }
 
-export function remoteRevoke(api: AdminClient, botId: string, displace: boolean): Promise<{ revoked: number }> {
-  // The API displaces unless told not to; the command only with --displace.
-  return api.post<{ revoked: number }>(`/devices/${segment(botId)}/revoke`, { displace });
+/** The revoke's answer: §3.8's `{revoked}`, which this broker extends with the displacement's outcome and next time. */
+export interface RemoteRevoke {
+  revoked: number;
+  displaceAt: number | null;
+  displacement?: Displacement;
 }
 
-/** The API answers {}: how many windows were cleared is not told (undefined). */
-export async function remoteResetLimits(api: AdminClient, botId: string): Promise<undefined> {
-  await api.post(`/devices/${segment(botId)}/reset-limits`, {});
-  return undefined;
+export async function remoteRevoke(api: AdminClient, botId: string, displace: boolean): Promise<RemoteRevoke> {
+  // The API displaces unless told not to; the command only with --displace.
+  const a = await api.post<Partial<RemoteRevoke>>(`/devices/${segment(botId)}/revoke`, { displace });
+  const told = a.displacement;
+  // The reason is the broker's text: printed through printable() like every other field it sends.
+  const displacement: Displacement | undefined =
+    told === undefined
+      ? undefined
+      : told.outcome === 'displaced'
+        ? { outcome: 'displaced' }
+        : { outcome: 'failed', reason: String(told.reason ?? 'not told') };
+  return {
+    revoked: Number(a.revoked ?? 0),
+    displaceAt: typeof a.displaceAt === 'number' ? a.displaceAt : null,
+    ...(displacement ? { displacement } : {}),
+  };
+}
+
+/** The count windows cleared: §3.8 answers {}, this broker adds `cleared` (undefined from a broker that does not). */
+export async function remoteResetLimits(api: AdminClient, botId: string): Promise<number | undefined> {
+  const a = await api.post<{ cleared?: unknown }>(`/devices/${segment(botId)}/reset-limits`, {});
+  return typeof a.cleared === 'number' ? a.cleared : undefined;
 }
 
 /**

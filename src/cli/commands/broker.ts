@@ -83,13 +83,10 @@ the displacement went.`,
     const displace = flags.displace === true;
     const api = adminClientFor(flags, env);
     if (api) {
-      const { revoked } = await remoteRevoke(api, botId, displace);
+      // The broker displaced it before it answered, and says how that went: the store path's lines, from its answer.
+      const { revoked, displaceAt, displacement } = await remoteRevoke(api, botId, displace);
       stdout.write(`${printable(`revoked ${revoked} key(s) of ${botId}`)}; ${TOKEN_LIVES}\n`);
-      // The broker displaced it before it answered; how that went, and when it displaces again, is in its audit.
-      if (displace)
-        stdout.write(
-          `${printable(`the broker displaced ${botId}, and displaces it again once its last token has expired`)} (its audit: action displace)\n`,
-        );
+      if (displacement) tellDisplacement(botId, displacement, displaceAt, stdout, stderr);
       return;
     }
     const config = brokerConfig(flags.config, env);
@@ -132,6 +129,11 @@ async function displaceNow(
   } finally {
     await cloud?.close();
   }
+  tellDisplacement(botId, result, displaceAt, stdout, stderr);
+}
+
+/** How a displacement went and when the next is due, alike from the store path and from the admin API's answer. */
+function tellDisplacement(botId: string, result: Displacement, displaceAt: number | null, stdout: Output, stderr: Output): void {
   if (result.outcome === 'displaced') stdout.write(`${printable(`displaced ${botId}: the cloud closed any socket it held`)}\n`);
   else stderr.write(`${printable(`could not displace ${botId} now: ${result.reason}`)}; the revoke stands\n`);
   stdout.write(

@@ -50,7 +50,8 @@ describe('the admin API over a fleet', () => {
 
     const revoked = await post(`/admin/v1/devices/${botIds[3]}/revoke`, { displace: false });
     expect(revoked.status).toBe(200);
-    expect(revoked.json).toEqual({ revoked: 1 });
+    // Not displacing: no later displacement is due either.
+    expect(revoked.json).toEqual({ revoked: 1, displaceAt: null });
     expect((await summary()).devices).toMatchObject({ active: 3, revoked: 1 });
     expect((await post(`/admin/v1/devices/${botIds[3]}/revoke`, {})).status).toBe(409);
     expect((await post('/admin/v1/devices/bot-unknown/revoke', {})).status).toBe(404);
@@ -75,7 +76,9 @@ describe('the admin API over a fleet', () => {
 
   it('revokes displacing by default, the displacement audited as the token’s name', async () => {
     const revoked = await adminCall(admin, `/admin/v1/devices/${botIds[2]}/revoke`, { method: 'POST', token: operator });
-    expect(revoked.json).toEqual({ revoked: 1 });
+    // The answer tells how the displacement went (the cloud closed the socket, if any) and when the next is due.
+    expect(revoked.json).toMatchObject({ revoked: 1, displacement: { outcome: 'displaced' } });
+    expect(Object.keys(revoked.json).sort()).toEqual(['displaceAt', 'displacement', 'revoked']);
     let events: { actor: string; outcome: string }[] = [];
     for (const until = Date.now() + 10_000; events.length === 0 && Date.now() < until; ) {
       await new Promise((resolve) => setTimeout(resolve, 50));

@@ -176,9 +176,9 @@ describe('the actions over --admin print what they print on the store', () => {
     expect(typed.stderr).not.toContain(ids[1]?.code);
   });
 
-  it('revoke sends displace: false unless --displace: nothing queued without it, the later displacement queued with it', async () => {
-    const code = await a.rig.code(['--uses', '3']);
-    const devices = [new TestDevice(), new TestDevice(), new TestDevice()];
+  it('revoke sends displace: false unless --displace: nothing queued without it; with it, displaced and told as on the store', async () => {
+    const code = await a.rig.code(['--uses', '4']);
+    const devices = [new TestDevice(), new TestDevice(), new TestDevice(), new TestDevice()];
     const bots = await Promise.all(devices.map((d, i) => d.mustEnroll(a.broker.url, { code, deviceId: `SN-R${i + 1}` })));
     // Each holds a token: a revoke that displaces queues the displacement due once it has expired.
     for (const d of devices) expect((await d.token(a.broker.url)).status).toBe(200);
@@ -191,11 +191,16 @@ describe('the actions over --admin print what they print on the store', () => {
     expect(plain.stdout.replace(bots[0] ?? '', 'B')).toBe(stored.stdout.replace(bots[1] ?? '', 'B'));
     expect(displacementOf(bots[0] ?? '')).toBeUndefined();
     const displaced = await overApi(['revoke', '--displace', bots[2] ?? '']);
+    const displacedOnStore = await onStore(['revoke', '--displace', bots[3] ?? '']);
     expect(displaced.code, displaced.stderr).toBe(0);
-    expect(displaced.stdout).toBe(
-      `revoked 1 key(s) of ${bots[2]}; a token it already holds lives until it expires (2–8 h)\n` +
-        `the broker displaced ${bots[2]}, and displaces it again once its last token has expired (its audit: action displace)\n`,
-    );
+    // The broker's answer carries the displacement's outcome and next time: the same lines as the store path's.
+    const shape = (out: string, botId: string) => out.replaceAll(botId, 'B').replace(/again at \S+ \S+/, 'again at T');
+    expect(displaced.stdout).toContain(`displaced ${bots[2]}: the cloud closed any socket it held\n`);
+    expect(displaced.stdout).toContain(', once its last token has expired\n');
+    expect([shape(displaced.stdout, bots[2] ?? ''), displaced.stderr]).toEqual([
+      shape(displacedOnStore.stdout, bots[3] ?? ''),
+      displacedOnStore.stderr,
+    ]);
     expect(displacementOf(bots[2] ?? '')).toEqual({ dueAt: expect.any(Number) });
     expect((await devices[0]?.token(a.broker.url))?.json['code']).toBe('revoked');
     // Nothing left to revoke (409), and a botId the broker does not know (404): 65.
@@ -205,14 +210,18 @@ describe('the actions over --admin print what they print on the store', () => {
     }
   });
 
-  it('reset-limits clears a botId’s counts (the API does not say how many); an unknown botId is 65', async () => {
-    const device = new TestDevice();
-    const botId = await device.mustEnroll(a.broker.url, { code: await a.rig.code(), deviceId: 'SN-RL1' });
-    expect(await overApi(['reset-limits', botId])).toMatchObject({
-      code: 0,
-      stdout: `reset the hourly limits of ${botId}; rotatePerDay is kept\n`,
-      stderr: '',
-    });
+  it('reset-limits clears a botId’s counts and says how many windows, as on the store; an unknown botId is 65', async () => {
+    const code = await a.rig.code(['--uses', '2']);
+    const devices = [new TestDevice(), new TestDevice()];
+    const bots = await Promise.all(devices.map((d, i) => d.mustEnroll(a.broker.url, { code, deviceId: `SN-RL${i + 1}` })));
+    // A token request each: one count window each to clear.
+    for (const d of devices) expect((await d.token(a.broker.url)).status).toBe(200);
+    const [remote, stored] = [await overApi(['reset-limits', bots[0] ?? '']), await onStore(['reset-limits', bots[1] ?? ''])];
+    expect(remote).toMatchObject({ code: 0, stderr: '' });
+    expect(remote.stdout).toMatch(
+      new RegExp(`^reset the hourly limits of ${bots[0]} \\([1-9]\\d* count window\\(s\\) cleared\\); rotatePerDay is kept\\n$`),
+    );
+    expect(remote.stdout.replace(bots[0] ?? '', 'B')).toBe(stored.stdout.replace(bots[1] ?? '', 'B'));
     const unknown = await overApi(['reset-limits', 'bot-nobody']);
     expect([unknown.code, unknown.stdout]).toEqual([65, '']);
     expect(unknown.stderr).toContain('no device with botId bot-nobody');
