@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { DeviceItemRow, DevicePageFilter, PendingPageItem } from '../../../src/broker/store/admin-types.js';
+import { pendingBook } from '../../../src/broker/admin/pending-wiring.js';
 import { DEVICE_STATES } from '../../../src/broker/store/admin-types.js';
+import { systemClock } from '../../../src/clock.js';
 import type { BrokerStore, PendingAsk, PendingRow, PreauthRow } from '../../../src/broker/store/types.js';
 import { byCode, codeRow, newKey } from '../../helpers/broker-store.js';
 import { useHarness } from '../../helpers/harness.js';
@@ -69,7 +71,7 @@ function ask(vendorId: string, deviceId: string, source = '192.0.2.1', now = 1_0
     lastAsked: now,
   };
   const window = { bucket: `ask:${key.keyId}/60000`, start: Math.floor(now / 60_000) * 60_000 };
-  return { row, sourceBucket: source, perSource: 50, perVendor: 10_000, window };
+  return { row, sourceBucket: source, perSource: 10_000, perVendor: 10_000, window };
 }
 
 /** A fleet with keys in every state over two vendors, deviceIds chosen so the states interleave in both orders. */
@@ -189,6 +191,23 @@ describe.each([sqlite, postgres])('the devices and pending pages on $kind', (bac
         .sort((a, b) => bytes(a.keyId, b.keyId)),
     );
     expect((await store.admin.pagePending({ q: 'b-2' }, null, 10)).map((r) => r.duplicates)).toEqual([0]);
+  });
+
+  it('a pending page of a source block reads on past the pages it reads at once, its cursor losing no key of the block', async () => {
+    const store = await open(await backend.fresh());
+    // 1,200 keys waiting, one in 150 from 198.51.100.7: the block's keys lie apart, across the store's reads of 500.
+    const block: string[] = [];
+    for (let i = 0; i < 1_200; i++) {
+      const a = ask('V1', `SN-${String(i).padStart(4, '0')}`, i % 150 === 149 ? '198.51.100.7' : '192.0.2.1');
+      expect(await store.askPending(a)).toBe('created');
+      if (a.row.source === '198.51.100.7') block.push(a.row.keyId);
+    }
+    const book = pendingBook(store, async () => 'never', systemClock);
+    for (const limit of [1, 3, 8]) {
+      const rows = await walk((after, n) => book.listPending({ source: '198.51.100.0/24' }, after, n), limit);
+      expect(rows.map((r) => r.keyId)).toEqual(block);
+    }
+    expect(await book.listPending({ source: '203.0.113.0/24' }, null, 5)).toEqual([]);
   });
 
   it('migration 9 indexes the pending keys and rejected tombstones a store already holds, and pages list them', async () => {
