@@ -107,6 +107,8 @@ export interface BrokerSettings {
 /** A `botlink broker` process: its URL, pid, and its /metrics read as numbers. */
 export interface BrokerProcess {
   url: string;
+  /** The admin listener's URL, when its settings give adminListen. */
+  adminUrl: string | undefined;
   /** Its config file, for the operator's commands. */
   configFile: string;
   /** The config as the broker reads it (its defaults filled in). */
@@ -160,17 +162,20 @@ export class BrokerRig {
     };
     writeFileSync(configFile, JSON.stringify(config));
     const child = new Child([...(this.nodeFlags ?? NODE_FLAGS), this.bundle, 'broker', '--config', configFile], cleanEnv(UNIT_ENV));
-    const url = await new Promise<string>((resolve, reject) => {
+    // With adminListen, its `admin on` line follows the listening line.
+    const [url, adminUrl] = await new Promise<[string, string | undefined]>((resolve, reject) => {
       let out = '';
       child.proc.stdout?.on('data', (d: Buffer) => {
         out += d.toString();
         const m = /listening on (http:\/\/\S+)/.exec(out);
-        if (m) resolve(m[1]!);
+        const admin = /admin on (http:\/\/\S+)/.exec(out);
+        if (m && (admin || s.extra?.['adminListen'] === undefined)) resolve([m[1]!, admin?.[1]]);
       });
       void child.exited.then((code) => reject(new Error(`broker ${s.name} exited ${code}: ${child.out}`)));
     });
     return {
       url,
+      adminUrl,
       configFile,
       config: loadBrokerConfig(configFile, {}),
       pid: child.pid,
