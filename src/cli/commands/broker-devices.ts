@@ -19,8 +19,7 @@ const DEVICE_STATES = ['active', 'revoked', 'preauthorized', 'pending', 'rejecte
 export const devices = defineCommand({
   usage: 'usage: botlink broker devices [--config FILE | --admin URL] [--state S] [--vendor-id V] [--json]',
   help: `botId, deviceId, vendorId, keyId, state, last seen and the agent version last reported, of every device and
-pre-authorised key (--json: one array); --state (${DEVICE_STATES.join(', ')}) and --vendor-id keep those alone.
-With --admin the admin API lists no rejected keys: --state rejected is refused (65), and the list leaves them out.`,
+pre-authorised key (--json: one array); --state (${DEVICE_STATES.join(', ')}) and --vendor-id keep those alone.`,
   flags: {
     config: { type: 'string' },
     admin: { type: 'string' },
@@ -28,14 +27,12 @@ With --admin the admin API lists no rejected keys: --state rejected is refused (
     'vendor-id': { type: 'string' },
     json: { type: 'boolean' },
   },
-  async run({ flags, stdout, stderr, env }) {
+  async run({ flags, stdout, env }) {
     const filter = { state: flags.state, vendorId: flags['vendor-id'] };
     const api = adminClientFor(flags, env);
     const list = api
       ? await remoteDevices(api, filter)
       : await withStore(brokerConfig(flags.config, env), (store) => listDevices(store, filter));
-    if (api && filter.state === undefined)
-      stderr.write('(through the admin API: rejected keys are not listed; --config lists them on the store)\n');
     if (flags.json) {
       stdout.write(`${printableJson(list)}\n`);
       return;

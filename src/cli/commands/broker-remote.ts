@@ -49,49 +49,35 @@ interface KeyItem {
 
 /**
  * `broker devices` as the store lists it: one line per botId (its active key, else its newest; last seen the
- * latest of its keys), per pre-authorised key and per pending key, in the store's order. The API lists no
- * rejected key: `rejected` is refused, and the whole list leaves them out (the caller says so).
+ * latest of its keys), and one per key without a botId (pre-authorised, pending, rejected: the API lists every
+ * state, §3.8), in the store's order. A key without a botId shows no last-seen time, as on the store.
  */
 export async function remoteDevices(api: AdminClient, filter: DeviceFilter): Promise<DeviceListing[]> {
   const { state, vendorId } = filter;
-  if (state === 'rejected')
-    throw new OperatorInputError('the admin API lists no rejected keys: run broker devices --state rejected on the store (--config)');
+  // A botId's line is active while any of its keys is: those two states are told from all its keys together.
+  const keyState = state === 'active' || state === 'revoked' ? undefined : state;
+  const items = await api.all<KeyItem>('/devices', 'devices', { vendorId, state: keyState });
   const lines: DeviceListing[] = [];
-  if (state !== 'pending') {
-    const items = await api.all<KeyItem>('/devices', 'devices', { vendorId, state: state === 'preauthorized' ? state : undefined });
-    const bots = new Map<string, KeyItem[]>();
-    for (const item of items) {
-      if (item.botId === null) lines.push(listing(item, item.lastSeen));
-      else {
-        const keys = bots.get(item.botId);
-        if (keys) keys.push(item);
-        else bots.set(item.botId, [item]);
-      }
-    }
-    for (const [botId, keys] of bots) {
-      const lastSeen = keys.reduce<number | null>(
-        (max, k) => (k.lastSeen !== null && (max === null || k.lastSeen > max) ? k.lastSeen : max),
-        null,
-      );
-      // The newest of several retired keys is the API's device item (its keys ordered active first, then newest).
-      const pick =
-        keys.find((k) => k.state === 'active') ??
-        (keys.length === 1 ? keys[0] : await api.get<KeyItem>(`/devices/${segment(botId)}`)) ??
-        (keys[0] as KeyItem);
-      lines.push(listing(pick, lastSeen));
+  const bots = new Map<string, KeyItem[]>();
+  for (const item of items) {
+    if (item.botId === null) lines.push({ ...listing(item, null), agentVersion: null });
+    else {
+      const keys = bots.get(item.botId);
+      if (keys) keys.push(item);
+      else bots.set(item.botId, [item]);
     }
   }
-  if (state === undefined || state === 'pending') {
-    for (const p of await remotePending(api, { ...(vendorId !== undefined && { vendorId }) }))
-      lines.push({
-        botId: null,
-        deviceId: p.deviceId,
-        vendorId: p.vendorId,
-        keyId: p.keyId,
-        state: 'pending',
-        lastSeenAt: null,
-        agentVersion: null,
-      });
+  for (const [botId, keys] of bots) {
+    const lastSeen = keys.reduce<number | null>(
+      (max, k) => (k.lastSeen !== null && (max === null || k.lastSeen > max) ? k.lastSeen : max),
+      null,
+    );
+    // The newest of several retired keys is the API's device item (its keys ordered active first, then newest).
+    const pick =
+      keys.find((k) => k.state === 'active') ??
+      (keys.length === 1 ? keys[0] : await api.get<KeyItem>(`/devices/${segment(botId)}`)) ??
+      (keys[0] as KeyItem);
+    lines.push(listing(pick, lastSeen));
   }
   const kept = state === undefined ? lines : lines.filter((l) => l.state === state);
   return kept.sort((a, b) => compare([a.vendorId, a.deviceId, a.state, a.keyId], [b.vendorId, b.deviceId, b.state, b.keyId]));

@@ -95,11 +95,15 @@ describe('the lists over --admin print what they print on the store', () => {
     expect(store.stdout.includes('V1')).toBe(!argv.includes('V2') && !argv.includes('10.0.0.0/8'));
   });
 
-  it('devices over --admin says the rejected keys are left out, and refuses --state rejected (65)', async () => {
-    expect((await overApi(['devices'])).stderr).toContain('rejected keys are not listed');
-    const rejected = await overApi(['devices', '--state', 'rejected']);
-    expect([rejected.code, rejected.stdout]).toEqual([65, '']);
-    expect(rejected.stderr).toContain('the admin API lists no rejected keys');
+  it('devices over --admin lists rejected keys as the store does, alone and among the rest', async () => {
+    const key = await waiting('SN-WAIT-3');
+    expect((await onStore(['reject', key.keyId])).code).toBe(0);
+    for (const argv of [['devices', '--state', 'rejected'], ['devices'], ['devices', '--json']]) {
+      const [store, api] = await Promise.all([onStore(argv), overApi(argv)]);
+      expect([api.code, api.stderr]).toEqual([0, '']);
+      expect(api.stdout).toBe(store.stdout);
+      expect(api.stdout).toContain(key.keyId);
+    }
   });
 
   it('preauth sends a file of 10,001 lines in two requests, and the lists page through them (500 a page)', async () => {
