@@ -6,6 +6,8 @@
 //   src/agent, src/service, src/broker
 //                           the three products: each may use the layers below, never each other
 //   src/doctor, src/cli     applications on top: nothing below imports them
+//   src/console             the operator's console, browser code: imports nothing of ours outside itself, and no
+//                           module of src imports it (the build embeds it: src/broker/admin imports `botlink:console`)
 // Nothing in src imports test/ or scripts/. Tests may use scripts (the build, scripts/lib); scripts never use
 // tests: what the benchmarks and the tests share lives in scripts/lib, which imports nothing else of ours but src.
 // test/unit does no I/O: no process, socket or server of its own, no temp folder.
@@ -90,6 +92,22 @@ module.exports = {
       severity: 'error',
       from: { path: '^src/cli/(app|frame|loader)/' },
       to: { path: '^src/cli/commands/' },
+    },
+    {
+      name: 'console-alone',
+      comment:
+        "src/console runs in the operator's browser: it imports only itself, never node code of src (nor test or scripts), so nothing of the daemon or the broker ends up in the page.",
+      severity: 'error',
+      from: { path: '^src/console/' },
+      to: { path: '^(src|test|scripts)/', pathNot: '^src/console/' },
+    },
+    {
+      name: 'console-only-built',
+      comment:
+        "The console reaches the product only as the build's `botlink:console` module (scripts/lib/console-build.mjs): no module of src imports its source, which is browser code.",
+      severity: 'error',
+      from: { path: '^src/', pathNot: '^src/console/' },
+      to: { path: '^src/console/' },
     },
     {
       name: 'src-not-tests-or-scripts',

@@ -1,7 +1,10 @@
 import { defineConfig } from 'vitest/config';
+import { consoleVitePlugin } from './scripts/lib/console-build.mjs';
 
 // The long suites of `npm run test:long` (crash, clocks, duplicate identity, soak, fleet): minutes each.
 export default defineConfig({
+  // `botlink:console`, the operator's console that the broker's admin listener serves (scripts/lib/console-build.mjs).
+  plugins: [consoleVitePlugin()],
   test: {
     include: ['test/long/**/*.test.ts'],
     testTimeout: 15 * 60_000,

@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import { chmod, mkdir, rename, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { consolePlugin } from './lib/console-build.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 export const BUNDLE = join(root, 'dist', 'botlink.mjs');
@@ -133,7 +134,8 @@ export function bundleOptions() {
     format: 'cjs',
     minifyWhitespace: true,
     minifySyntax: true,
-    plugins: [stubs],
+    // The operator's console (src/console) as strings, for the broker's admin listener: only the CLI bundle reaches it.
+    plugins: [stubs, consolePlugin()],
     external: ['unix-dgram'],
     define: { __BOTLINK_BUILD_TIME__: String(Date.now()), 'import.meta.url': '__botlinkAppUrl' },
   };
@@ -149,7 +151,7 @@ function entryOptions(apps) {
  * process) with plain node: bundled, its packages left external so they resolve to node_modules.
  */
 export function scriptOptions() {
-  return { ...common, format: 'esm', packages: 'external' };
+  return { ...common, format: 'esm', packages: 'external', plugins: [consolePlugin()] };
 }
 
 /** One application bundle, built in memory: its file, content id and bytes (header line first). */

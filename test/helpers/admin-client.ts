@@ -19,7 +19,21 @@ export interface AdminCall {
 }
 
 /** One request to `base` (the admin origin); Host is the origin's unless `headers` say otherwise. */
-export function adminCall(base: string, path: string, o: AdminCall = {}): Promise<AdminReply> {
+export async function adminCall(base: string, path: string, o: AdminCall = {}): Promise<AdminReply> {
+  const reply = await adminRaw(base, path, o);
+  const text = reply.body.toString('utf8');
+  return { status: reply.status, headers: reply.headers, json: text === '' ? {} : (JSON.parse(text) as Record<string, unknown>) };
+}
+
+export interface AdminRawReply {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  /** The body as sent (not decoded: a gzip answer stays gzip). */
+  body: Buffer;
+}
+
+/** adminCall, its body left as bytes: the console's page and assets. */
+export function adminRaw(base: string, path: string, o: AdminCall = {}): Promise<AdminRawReply> {
   const url = new URL(path, base);
   const payload = o.body === undefined ? undefined : JSON.stringify(o.body);
   const headers: Record<string, string> = {
@@ -36,14 +50,7 @@ export function adminCall(base: string, path: string, o: AdminCall = {}): Promis
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
-          resolve({
-            status: res.statusCode ?? 0,
-            headers: res.headers,
-            json: text === '' ? {} : (JSON.parse(text) as Record<string, unknown>),
-          });
-        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
       },
     );
     req.on('error', reject);

@@ -11,6 +11,7 @@ import { Refusal } from '../refusal.js';
 import { sourceOf } from '../server.js';
 import { StoreUnavailable } from '../store/errors.js';
 import { identify, refuseForeignHost } from './auth.js';
+import { serveConsole } from './console-route.js';
 import type { AdminContext, AdminRoute } from './context.js';
 import { AdminError, type AdminErrorCode, badRequest, notFound } from './errors.js';
 import { ClientGone, hasBody, readJsonBody, sendJson } from './http.js';
@@ -83,6 +84,8 @@ async function handle(deps: AdminFrontDeps, req: IncomingMessage, res: ServerRes
   refuseForeignHost(req, origin);
   if (req.method === 'OPTIONS') throw new AdminError('method-not-allowed', 'OPTIONS is not served: the admin API allows no other origin');
   const url = new URL(req.url ?? '/', 'http://admin.invalid');
+  // The console's page and assets: static, no caller needed (they hold no secret), before any store read.
+  if (serveConsole(req, res, url.pathname, ctx.clock.wallNow())) return;
   const source = sourceOf(req, deps.trustedProxies);
   deps.failures.refuseIfOver(source, ctx.clock.wallNow());
   if (url.pathname === '/admin/session') {

@@ -51,6 +51,9 @@ describe('scripts/build.mjs', () => {
       expect(daemon.includes(part), part).toBe(false);
     }
     expect(daemon.includes('usage: botlink run [--config FILE]')).toBe(true);
+    // The operator's console (botlink:console) is the broker's: in the CLI's bundle, not the daemon's.
+    expect(cli).toMatch(/console\.[0-9a-f]{12}\.js/);
+    expect(daemon).not.toMatch(/console\.[0-9a-f]{12}\.js/);
     expect(daemon.length).toBeLessThan(cli.length * 0.75);
     // The entry hands `run`, and only `run`, to it: without the file, `run` fails and the CLI does not.
     rmSync(daemonFileOf(entry));

@@ -138,6 +138,23 @@ describe('.dependency-cruiser.cjs (npm run depcruise)', () => {
     expect(r.stdout).toContain('error agent-not-service: src/agent/link/link.ts → src/service/store.ts');
   });
 
+  it('keeps the console (browser code) apart: it imports only itself, and no module of src imports it; tests may', () => {
+    const dir = writeTree({
+      'src/clock.ts': [],
+      'src/console/main.ts': ['src/console/logic.ts', 'src/clock.ts', 'test/helpers/wait-for.ts'],
+      'src/console/logic.ts': [],
+      'src/broker/admin/router.ts': ['src/console/logic.ts'],
+      'test/helpers/wait-for.ts': [],
+      'test/unit/console/logic.test.ts': ['src/console/logic.ts'],
+    });
+    expect(violations(dir)).toEqual([
+      'console-alone: src/console/main.ts -> src/clock.ts',
+      'console-alone: src/console/main.ts -> test/helpers/wait-for.ts',
+      'console-only-built: src/broker/admin/router.ts -> src/console/logic.ts',
+      'src-not-tests-or-scripts: src/console/main.ts -> test/helpers/wait-for.ts',
+    ]);
+  });
+
   it('keeps the benchmarks off the tests, scripts/lib shared by both, and test/unit free of I/O', () => {
     const dir = writeTree({
       'src/clock.ts': [],

@@ -19,6 +19,8 @@ function projectConfig(): string {
 function flagged(tree: Record<string, string>): string[] {
   const dir = tempDir('botlink-lint-rules-');
   writeFileSync(join(dir, 'biome.jsonc'), projectConfig());
+  mkdirSync(join(dir, 'scripts', 'lint'), { recursive: true });
+  writeFileSync(join(dir, 'scripts', 'lint', 'console-markup.grit'), readFileSync(join(ROOT, 'scripts', 'lint', 'console-markup.grit')));
   for (const [file, text] of Object.entries(tree)) {
     mkdirSync(dirname(join(dir, file)), { recursive: true });
     writeFileSync(join(dir, file), text);
@@ -60,5 +62,27 @@ describe('biome.jsonc keeps time and chance behind the Clock (DESIGN §2)', () =
     expect(rules('src/clock.ts')).toEqual([]);
     expect(rules('src/service/s.ts')).toEqual([]);
     expect(rules('src/agent/ok.ts')).toEqual([]);
+  });
+});
+
+describe('biome.jsonc keeps markup out of the console (DESIGN §3.8)', () => {
+  it('flags innerHTML and outerHTML (read or assigned), insertAdjacentHTML, createContextualFragment and document.write in src/console only', () => {
+    const markup = [
+      "const el = document.createElement('p');",
+      "el.innerHTML = '<b>x</b>';",
+      'export const o = el.outerHTML;',
+      "el.insertAdjacentHTML('beforeend', '<i>y</i>');",
+      "export const f = document.createRange().createContextualFragment('<i>z</i>');",
+      "document.write('<p>w</p>');",
+    ].join('\n');
+    const found = flagged({
+      'src/console/views.ts': markup,
+      'src/console/ok.ts': "const el = document.createElement('p');\nel.textContent = '<img src=x>';\nexport { el };\n",
+      'src/service/page.ts': markup,
+    });
+    const rules = (file: string) => found.filter((f) => f.startsWith(file)).map((f) => f.slice(file.length + 1));
+    expect(rules('src/console/views.ts')).toEqual([...Array(4).fill('lint/nursery/noJsRestrictedProperties'), 'plugin']);
+    expect(rules('src/console/ok.ts')).toEqual([]);
+    expect(rules('src/service/page.ts')).toEqual([]);
   });
 });
