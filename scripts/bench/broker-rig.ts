@@ -107,8 +107,8 @@ export interface BrokerSettings {
 /** A `botlink broker` process: its URL, pid, and its /metrics read as numbers. */
 export interface BrokerProcess {
   url: string;
-  /** The admin listener's origin, when the settings gave adminListen. */
-  admin: string | undefined;
+  /** The admin listener's URL, when its settings give adminListen. */
+  adminUrl: string | undefined;
   /** Its config file, for the operator's commands. */
   configFile: string;
   /** The config as the broker reads it (its defaults filled in). */
@@ -162,21 +162,20 @@ export class BrokerRig {
     };
     writeFileSync(configFile, JSON.stringify(config));
     const child = new Child([...(this.nodeFlags ?? NODE_FLAGS), this.bundle, 'broker', '--config', configFile], cleanEnv(UNIT_ENV));
-    // With adminListen it says `admin on URL` after its listening line: wait for both.
-    const withAdmin = s.extra?.['adminListen'] !== undefined;
-    const [url, admin] = await new Promise<[string, string | undefined]>((resolve, reject) => {
+    // With adminListen, its `admin on` line follows the listening line.
+    const [url, adminUrl] = await new Promise<[string, string | undefined]>((resolve, reject) => {
       let out = '';
       child.proc.stdout?.on('data', (d: Buffer) => {
         out += d.toString();
         const m = /listening on (http:\/\/\S+)/.exec(out);
-        const a = /^admin on (https?:\/\/\S+)$/m.exec(out);
-        if (m && (a || !withAdmin)) resolve([m[1]!, a?.[1]]);
+        const admin = /admin on (http:\/\/\S+)/.exec(out);
+        if (m && (admin || s.extra?.['adminListen'] === undefined)) resolve([m[1]!, admin?.[1]]);
       });
       void child.exited.then((code) => reject(new Error(`broker ${s.name} exited ${code}: ${child.out}`)));
     });
     return {
       url,
-      admin,
+      adminUrl,
       configFile,
       config: loadBrokerConfig(configFile, {}),
       pid: child.pid,

@@ -7,12 +7,15 @@
 //   3. the device: boot → connected with a cached token, broker mode vs signing mode;
 //   4. a fleet enrolling zero-touch on PostgreSQL: first asks (202 pending) vs the cache row's floor, accepts
 //      one by one, and the time from the last acceptance to every device's token (broker-pending.ts);
-//   5. the console's first load in headless Chromium, signed in and by the form, vs a blank page, and its bytes
+//   5. the admin API at 100,000 devices on PostgreSQL: devices pages and the summary through a broker's admin
+//      listener vs node-postgres running the store's own statements behind node:http (broker-admin.ts);
+//   6. the console's first load in headless Chromium, signed in and by the form, vs a blank page, and its bytes
 //      (console-load.ts; Debian's chromium, from scripts/test-tools.sh).
 // Brokers run as processes of their own from the product's bundle; the cloud and the cache row's floor in a
 // forked child (--child); the fleet's floor in another, run with the broker unit's flags and environment (--floor).
-//   npm run bench:broker [-- --only device|cache|fleet|pending|console --console-loads N --device-runs N --devices N --cache-devices N --pending-devices N
-//                           --rounds N --cell-ms MS --warm-ms MS --concurrency C --cloud-concurrency C
+//   npm run bench:broker [-- --only device|cache|fleet|pending|admin|console --device-runs N --devices N --cache-devices N --pending-devices N
+//                           --admin-devices N --admin-rounds N --admin-concurrency C --console-loads N --rounds N --cell-ms MS --warm-ms MS
+//                           --concurrency C --cloud-concurrency C
 //                           --cloud-latency-ms MS --fleet-store sqlite|postgres --node-flags="FLAGS" --cpu-prof DIR]
 // --node-flags replaces the broker unit's node flags (systemd/botlink-broker.service) for every broker: a flag
 // tried before it goes into the unit. --cloud-latency-ms holds every cloud answer that long (a cloud across
@@ -27,6 +30,7 @@ import { measureFleet } from './broker-fleet.js';
 import { serveFleetFloor } from './broker-floor.js';
 import { makeDevices } from './broker-load.js';
 import { measurePending, pendingRows, ZERO_TOUCH_PREFIX } from './broker-pending.js';
+import { adminRows, measureAdmin } from './broker-admin.js';
 import { DEVICE_GOAL, measureDevice } from './broker-device.js';
 import { BrokerRig, NODE_FLAGS, serveCloudAndFloor, startCloudAndFloor } from './broker-rig.js';
 import { capacityModel } from './broker-capacity.js';
@@ -107,6 +111,9 @@ async function main(): Promise<void> {
       devices: { type: 'string', default: '100000' },
       'cache-devices': { type: 'string', default: '1000' },
       'pending-devices': { type: 'string', default: '10000' },
+      'admin-devices': { type: 'string', default: '100000' },
+      'admin-rounds': { type: 'string', default: '7' },
+      'admin-concurrency': { type: 'string', default: '4' },
       rounds: { type: 'string', default: '10' },
       'cell-ms': { type: 'string', default: '1000' },
       'warm-ms': { type: 'string', default: '300' },
@@ -119,8 +126,8 @@ async function main(): Promise<void> {
     },
   });
   const only = values.only;
-  if (only !== undefined && !['cache', 'fleet', 'device', 'pending', 'console'].includes(only))
-    throw new Error('--only takes cache, fleet, device, pending or console');
+  if (only !== undefined && !['cache', 'fleet', 'device', 'pending', 'admin', 'console'].includes(only))
+    throw new Error('--only takes cache, fleet, device, pending, admin or console');
   const fleetStore = values['fleet-store'];
   if (fleetStore !== 'sqlite' && fleetStore !== 'postgres') throw new Error('--fleet-store takes sqlite or postgres');
   const profileFlags = values['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-interval', '100', '--cpu-prof-dir', values['cpu-prof']] : [];
@@ -178,11 +185,23 @@ async function main(): Promise<void> {
       progress(`the console's first load in headless Chromium: ${loads} fresh contexts each`);
       rows.push(...consoleRows(await measureConsole(rig, ws.bundle, loads)));
     }
-    if (o.cache || o.pending || o.fleet?.store === 'postgres') {
+    if (o.cache || o.pending || o.fleet?.store === 'postgres' || want('admin')) {
       progress('starting a throwaway PostgreSQL');
       pg = await startPostgresIn(otherUsers);
     }
     if (o.cache || o.fleet || o.pending) rows.push(...(await loadRows(rig, pg, o)));
+    if (want('admin')) {
+      const a = {
+        devices: Number(values['admin-devices']),
+        rounds: Number(values['admin-rounds']),
+        concurrency: Number(values['admin-concurrency']),
+      };
+      const m = await measureAdmin(rig, pg!, a, progress);
+      console.log(
+        `admin: ${m.devices.toLocaleString('en-US')} devices filled in ${m.fillS.toFixed(1)} s; the devices pages listed all ${m.lines.toLocaleString('en-US')}`,
+      );
+      rows.push(...adminRows(m, a.concurrency));
+    }
     console.log('');
     printTable(['figure', 'botlink', 'baseline', 'ratio', 'goal', 'result', 'IQR/median', 'straight to the cloud'], rows);
   } finally {

@@ -140,7 +140,7 @@ export async function measureConsole(rig: BrokerRig, bundle: string, loads: numb
   const blank = await serveBlank();
   let browser: Browser | undefined;
   try {
-    const admin = broker.admin;
+    const admin = broker.adminUrl;
     if (admin === undefined) throw new Error('the console broker printed no `admin on` line');
     const made = await exec(
       process.execPath,

@@ -43,6 +43,8 @@ export interface BrokerLimits {
   pendingPerSource: number;
   /** Keys waiting for an operator per vendor at once. */
   pendingMax: number;
+  /** Seconds a waiting key is told to wait (Retry-After); its two asks are per min(60 s, this). */
+  pendingRetryAfterS: number;
 }
 
 export interface BrokerConfig {
@@ -86,6 +88,7 @@ const COUNT_KEYS = [
   'unsignedPerMinute',
   'pendingPerSource',
   'pendingMax',
+  'pendingRetryAfterS',
   'auditRetentionDays',
 ] as const;
 const KEYS = [
@@ -273,6 +276,7 @@ export function parseBrokerConfig(raw: Raw, env: NodeJS.ProcessEnv): BrokerConfi
       unsignedPerMinute: count('unsignedPerMinute', 120),
       pendingPerSource: count('pendingPerSource', 50),
       pendingMax: count('pendingMax', 10_000),
+      pendingRetryAfterS: count('pendingRetryAfterS', 60),
     },
   };
 }

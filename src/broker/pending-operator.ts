@@ -165,7 +165,8 @@ function auditGone(audit: Pick<AuditTrail, 'record'>, actor: string, action: 'pe
   );
 }
 
-function sourceTest(cidr: string): (address: string) => boolean {
+/** `--source` (and the admin API's `source`): an address or a block as a test of a first ask's source. */
+export function sourceTest(cidr: string): (address: string) => boolean {
   const test = parseCidr(cidr);
   if (test === undefined)
     throw new OperatorInputError(`--source must be an address or a block address/prefix, got ${JSON.stringify(cidr)}`);

@@ -1,6 +1,6 @@
 /** What every view is given: who signed in, and the page's parts a view may use (its heading, the alert, the status). */
 import { ApiError } from './api.js';
-import { button, type Child, form, h, table } from './dom.js';
+import { button, type Child, form, h } from './dom.js';
 import { routeHash, type View } from './logic.js';
 
 export interface Me {
@@ -121,5 +121,3 @@ export function action(app: App, text: string, act: () => Promise<void>, props: 
   );
   return b;
 }
-
-export { table };

@@ -15,7 +15,7 @@ export function h<K extends keyof HTMLElementTagNameMap>(tag: K, props: Props = 
     if (value === undefined || value === false) continue;
     if (typeof value === 'function') el.addEventListener(name.slice(2), value);
     else if (PROPERTIES.has(name)) Object.assign(el, { [name]: value });
-    else el.setAttribute(name === 'className' ? 'class' : name, value === true ? '' : String(value));
+    else el.setAttribute(name, value === true ? '' : String(value));
   }
   append(el, children);
   return el;

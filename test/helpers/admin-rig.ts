@@ -8,6 +8,8 @@ import { type Bundle, privateDaemonBundle } from './bundle.js';
 const SECRET = 'SK-admin-5d1f';
 
 export interface AdminRig {
+  /** The bundle the broker and the commands run from, for another broker beside it. */
+  bundle: Bundle;
   rig: BrokerRig;
   broker: BrokerProc;
   /** adminOrigin, from the broker's `admin on` line. */
@@ -37,6 +39,7 @@ export async function startAdminRig(prefix: string): Promise<AdminRig> {
   const admin = await broker.adminUrl();
   const [operator, viewer] = await Promise.all([newToken('ops', 'operator'), newToken('watcher', 'viewer')]);
   return {
+    bundle,
     rig,
     broker,
     admin,

@@ -32,7 +32,7 @@ export function startListener(bundleFile: string, argv: string[], env: Record<st
 export function listening(run: ServeRun): Promise<string> {
   return new Promise((resolve, reject) => {
     const check = (): void => {
-      const match = /^listening on (http:\/\/\S+)\n/.exec(run.stdout());
+      const match = /^listening on (https?:\/\/\S+)\n/.exec(run.stdout());
       if (!match) return;
       run.child.stdout!.off('data', check);
       resolve(match[1]!);

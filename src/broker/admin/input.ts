@@ -29,10 +29,11 @@ export class QueryReader {
     return value;
   }
 
-  oneOf(name: string, values: readonly string[]): string | undefined {
+  oneOf<T extends string>(name: string, values: readonly T[]): T | undefined {
     const value = this.text(name);
-    if (value !== undefined && !values.includes(value)) throw badRequest(`${name} must be one of ${values.join(', ')}`);
-    return value;
+    if (value !== undefined && !(values as readonly string[]).includes(value))
+      throw badRequest(`${name} must be one of ${values.join(', ')}`);
+    return value as T | undefined;
   }
 
   /** A list's page: its limit (default 100, at most 500) and the cursor it continues from, if any. */

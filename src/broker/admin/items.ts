@@ -13,13 +13,13 @@ export interface DeviceItem {
   lastRefusal: { code: string; at: number } | null;
 }
 
-/** A device's line; `name` is the pending row's (code-less enrollment), which an enrolled key does not keep. */
+/** A device's line; `name` is a pending key's (code-less enrollment), which an enrolled key does not keep. */
 export function deviceItem(r: DeviceItemRow): DeviceItem {
   return {
     botId: r.botId,
     deviceId: r.deviceId,
     vendorId: r.vendorId,
-    name: null,
+    name: r.name,
     keyId: r.keyId,
     state: r.state,
     lastSeen: r.lastSeenAt,

@@ -3,31 +3,21 @@
  * (the enrollment), reject and bulk reject — the store's and enrollment's own functions, wired in by the broker.
  */
 import type { Operator } from '../operator.js';
+import type { DeviceAfter, PendingPageItem } from '../store/admin-types.js';
 
-export interface PendingItem {
-  keyId: string;
-  deviceId: string;
-  vendorId: string;
-  name: string | null;
-  source: string;
-  firstAsked: number;
-  lastAsked: number;
-  duplicates: number;
-}
+/** §3.8's pending item: the store's page line as it is. */
+export type PendingItem = PendingPageItem;
 
 export interface PendingFilter {
   vendorId?: string | undefined;
   /** A literal prefix of the deviceId. */
   q?: string | undefined;
+  /** An address or a CIDR block of the first ask's source. */
   source?: string | undefined;
 }
 
-/** Where a pending page starts: after this row (its order: vendorId, deviceId, keyId). */
-export interface PendingAfter {
-  vendorId: string;
-  deviceId: string;
-  keyId: string;
-}
+/** Where a pending page starts: after this row (its order: vendorId, deviceId, keyId; with q deviceId first). */
+export type PendingAfter = DeviceAfter;
 
 /** What the pending routes need of code-less enrollment; its errors may be Refusals (409, 502, 503), which the listener maps. */
 export interface PendingBook {

@@ -1,11 +1,12 @@
 /**
  * The admin API's pending queue wired to code-less enrollment (pending-operator.ts): the same list, accept,
- * reject and bulk reject `broker pending | accept | reject` run, their errors told as the admin API's.
- * A vendor holds at most pendingMax keys that wait, so a page is cut from the filtered list in memory.
+ * reject and bulk reject `broker pending | accept | reject` run, their errors told as the admin API's. A page
+ * is the store's keyset page (vendorId and q over its index); a source block is tested here, over pages read on
+ * from there until the page is full or the queue read through (at most pendingMax keys wait per vendor).
  */
 import type { Clock } from '../../clock.js';
 import { type Operator, OperatorInputError } from '../operator.js';
-import { acceptPending, listPending, PendingActionError, rejectPending } from '../pending-operator.js';
+import { acceptPending, PendingActionError, rejectPending, sourceTest } from '../pending-operator.js';
 import type { Register } from '../registrar.js';
 import type { BrokerStore } from '../store/types.js';
 import { AdminError, type AdminErrorCode } from './errors.js';
@@ -29,27 +30,27 @@ async function told<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
-/** Rows in the page order (vendorId, deviceId, keyId), byte-wise as the other pages. */
-function before(a: PendingAfter, b: PendingAfter): boolean {
-  if (a.vendorId !== b.vendorId) return a.vendorId < b.vendorId;
-  if (a.deviceId !== b.deviceId) return a.deviceId < b.deviceId;
-  return a.keyId < b.keyId;
-}
+/** Rows read at once while a source block is tested: a rare block reads on through the queue in these steps. */
+const SOURCE_STEP = 500;
 
 export function pendingBook(store: BrokerStore, register: Register, clock: Clock): PendingBook {
   return {
     async listPending(filter: PendingFilter, after: PendingAfter | null, limit: number): Promise<PendingItem[]> {
-      const all = await told(() =>
-        listPending(store, {
-          ...(filter.vendorId !== undefined && { vendorId: filter.vendorId }),
-          ...(filter.source !== undefined && { source: filter.source }),
-        }),
-      );
-      return all
-        .filter((p) => filter.q === undefined || p.deviceId.startsWith(filter.q))
-        .sort((a, b) => (before(a, b) ? -1 : before(b, a) ? 1 : 0))
-        .filter((p) => after === null || before(after, p))
-        .slice(0, limit);
+      const { vendorId, q } = filter;
+      if (filter.source === undefined) return store.admin.pagePending({ vendorId, q }, after, limit);
+      const source = filter.source;
+      const inBlock = await told(async () => sourceTest(source));
+      const page: PendingItem[] = [];
+      for (let from = after; ; ) {
+        const rows = await store.admin.pagePending({ vendorId, q }, from, SOURCE_STEP);
+        for (const row of rows) {
+          if (inBlock(row.source)) page.push(row);
+          if (page.length === limit) return page;
+        }
+        const last = rows.at(-1);
+        if (rows.length < SOURCE_STEP || last === undefined) return page;
+        from = last;
+      }
     },
     accept: (keyId: string, deviceId: string, by: Operator) =>
       told(() => acceptPending({ store, register, now: () => clock.wallNow() }, keyId, deviceId, by)),

@@ -1,14 +1,10 @@
 /** The admin API's reading routes (DESIGN §3.8): me, summary, devices (a page, one by botId, one key) and the audit. */
-import type { AuditItem } from '../store/admin-types.js';
+import { type AuditItem, DEVICE_STATES } from '../store/admin-types.js';
 import { type AdminContext, type AdminRequest, type AdminRoute, ok } from './context.js';
 import { notFound } from './errors.js';
 import { QueryReader } from './input.js';
 import { deviceItem } from './items.js';
 
-/** The states a device line can be in (the pending queue is its own list). */
-export const DEVICE_STATES = ['active', 'revoked', 'preauthorized'] as const;
-/** The summary counts every state; the devices pages list the first three (pending keys: GET /pending). */
-const SUMMARY_STATES = [...DEVICE_STATES, 'pending', 'rejected'] as const;
 const TOP_VERSIONS = 20;
 const EVENTS_OF_DEVICE = 50;
 const HOUR_MS = 3600_000;
@@ -33,7 +29,7 @@ const summary: AdminRoute = {
   role: 'viewer',
   async handle(ctx, req) {
     new QueryReader(req.query, []);
-    const devices: Record<string, number> = Object.fromEntries(SUMMARY_STATES.map((s) => [s, 0]));
+    const devices: Record<string, number> = Object.fromEntries(DEVICE_STATES.map((s) => [s, 0]));
     const versions: [string, number][] = [];
     for (const c of await ctx.store.admin.keptCounts()) {
       if (c.kind === 'state') devices[c.name] = c.n;

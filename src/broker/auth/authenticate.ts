@@ -238,7 +238,11 @@ async function enrolledKey(ctx: BrokerContext, req: SignedBytes): Promise<Signer
 async function carriedKey(ctx: BrokerContext, req: SignedBytes, carried: CarriedKey): Promise<Signer<CarriedKnown, unknown>> {
   verifySignature(carried.key, req);
   const { publicKey, device } = carried;
-  const { known, asked } = await ctx.store.findCarriedKey({ ...againSpend(req.auth, ctx.clock.wallNow()), publicKey, ...device });
+  const { known, asked } = await ctx.store.findCarriedKey({
+    ...againSpend(req.auth, ctx.clock.wallNow(), ctx.limits.pendingRetryAfterS),
+    publicKey,
+    ...device,
+  });
   if (known === undefined) return { found: { known }, spend: spendCarried };
   if (isTombstone(known)) return { found: { known: undefined }, retired: retiredKey(known.state), spend: spendCarried };
   if (isPending(known)) return { found: { known: undefined, device: deviceOfPending(known) }, pending: known, asked, spend: spendCarried };

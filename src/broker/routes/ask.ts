@@ -59,7 +59,7 @@ export async function serveAsk(
     sourceBucket: addressBucket(source),
     perSource: ctx.limits.pendingPerSource,
     perVendor: ctx.limits.pendingMax,
-    window: firstAskWindow(keyId, now),
+    window: firstAskWindow(keyId, now, ctx.limits.pendingRetryAfterS),
   });
   const refused = refusalOf(outcome);
   if (refused) throw refused;
@@ -69,7 +69,7 @@ export async function serveAsk(
       'key waits for an operator',
     );
   }
-  return pendingAnswer(keyId);
+  return pendingAnswer(keyId, ctx.limits.pendingRetryAfterS);
 }
 
 function refusalOf(outcome: AskOutcome): Refusal | undefined {

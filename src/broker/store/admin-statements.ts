@@ -3,7 +3,7 @@
  * keyset pages over an index: a statement per combination of filters present (so each is planned with its
  * own index), the page's start a row comparison, never an OFFSET.
  */
-import { PLANNED_EACH_CALL } from './sql.js';
+import { type BinaryCollation, KeysetPage, type KeysetRequest, Params, type Query } from './keyset.js';
 
 const TOKEN_LISTING =
   'name, role, created_at AS "createdAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt", revoked_at AS "revokedAt"';
@@ -40,106 +40,68 @@ const LAST_REFUSAL =
   '(SELECT outcome FROM audit a WHERE a.key_id = k.key_id AND a.action = \'refusal\' ORDER BY a.at DESC LIMIT 1) AS "refusalCode", ' +
   '(SELECT at FROM audit a WHERE a.key_id = k.key_id AND a.action = \'refusal\' ORDER BY a.at DESC LIMIT 1) AS "refusalAt"';
 
-/** A statement and its values, built for the filters a request has: each combination planned with its own index. */
-export interface Query {
-  sql: string;
-  params: unknown[];
-}
-
-/** Collects a query's values, each placeholder numbered as it is added. */
-class Params {
-  readonly values: unknown[] = [];
-
-  add(value: unknown, type: 'TEXT' | 'BIGINT' = 'TEXT'): string {
-    this.values.push(value);
-    return `CAST($${this.values.length} AS ${type})`;
-  }
-}
-
-export interface DevicePage {
+export interface DevicePage extends KeysetRequest {
   state?: string | undefined;
-  vendorId?: string | undefined;
-  q?: string | undefined;
-  after: { vendorId: string; deviceId: string; keyId: string } | null;
-  limit: number;
 }
 
-/** The byte-order collation, named as each database names it: a prefix's range is exact only under it. */
-export type BinaryCollation = 'BINARY' | '"C"';
-
-/** Past every string that begins with q, in byte order (deviceIds and botIds never hold U+10FFFF). */
-const PAST_PREFIX = '\u{10FFFF}';
-
+const NO_REFUSAL = 'CAST(NULL AS TEXT) AS "refusalCode", CAST(NULL AS BIGINT) AS "refusalAt"';
 const KEY_LINE =
   'SELECT bot_id AS "botId", device_id AS "deviceId", vendor_id AS "vendorId", key_id AS "keyId", state, ' +
-  `last_seen_at AS "lastSeenAt", agent_version AS "agentVersion", ${LAST_REFUSAL} FROM keys k`;
+  `last_seen_at AS "lastSeenAt", agent_version AS "agentVersion", ${LAST_REFUSAL}, CAST(NULL AS TEXT) AS name FROM keys k`;
 const PREAUTH_LINE =
   'SELECT CAST(NULL AS TEXT) AS "botId", device_id AS "deviceId", vendor_id AS "vendorId", key_id AS "keyId", ' +
-  '\'preauthorized\' AS state, CAST(NULL AS BIGINT) AS "lastSeenAt", CAST(NULL AS TEXT) AS "agentVersion", ' +
-  'CAST(NULL AS TEXT) AS "refusalCode", CAST(NULL AS BIGINT) AS "refusalAt" FROM preauth';
+  `'preauthorized' AS state, CAST(NULL AS BIGINT) AS "lastSeenAt", CAST(NULL AS TEXT) AS "agentVersion", ${NO_REFUSAL}, ` +
+  'CAST(NULL AS TEXT) AS name FROM preauth k';
+/** A key that waits: the name it asked with, its last ask as its last seen. */
+const PENDING_LINE =
+  'SELECT CAST(NULL AS TEXT) AS "botId", device_id AS "deviceId", vendor_id AS "vendorId", key_id AS "keyId", ' +
+  `'pending' AS state, last_asked AS "lastSeenAt", CAST(NULL AS TEXT) AS "agentVersion", ${LAST_REFUSAL}, name FROM pending k`;
+/** A rejected key: its tombstone, which keeps its device (only rejected ones are lines: a revoked key's device went with its row). */
+const REJECTED_LINE =
+  'SELECT CAST(NULL AS TEXT) AS "botId", device_id AS "deviceId", vendor_id AS "vendorId", key_id AS "keyId", ' +
+  `state, CAST(NULL AS BIGINT) AS "lastSeenAt", CAST(NULL AS TEXT) AS "agentVersion", ${LAST_REFUSAL}, CAST(NULL AS TEXT) AS name ` +
+  'FROM tombstones k';
 
 /**
- * A devices page: keys and pre-authorised keys, each side cut at the limit in the page's order from the line it
- * starts after, then merged. Without q the order is (vendorId, deviceId, keyId) over keys_device and the preauth
- * unique index. With q — a literal prefix, never a pattern — the order is (deviceId, vendorId, keyId) in byte
- * order, each side a range scan of the prefix (keys_device_first, preauth_device_first; the botIds' keys_bot, on
- * PostgreSQL keys_bot_first), so a
- * rare prefix among a million keys reads only its matches.
+ * A devices page (keyset.ts): keys in every state, each source a side over its own index — keys (keys_device,
+ * keys_device_first, the revoked ones keys_revoked and keys_revoked_first; with q the botIds' keys_bot, on
+ * PostgreSQL keys_bot_first), pre-authorised keys (their unique
+ * index, preauth_device_first), pending keys (pending_device, pending_device_first) and rejected keys' tombstones
+ * (tombstones_rejected, tombstones_rejected_first) — unless `state` keeps one.
  */
 export function devicePageQuery(page: DevicePage, binary: BinaryCollation): Query {
-  const p = new Params();
-  const limit = p.add(page.limit, 'BIGINT');
-  const state = page.state === undefined || page.state === 'preauthorized' ? undefined : p.add(page.state);
-  const vendor = page.vendorId === undefined ? undefined : p.add(page.vendorId);
-  const q = page.q === undefined ? undefined : [p.add(page.q), p.add(`${page.q}${PAST_PREFIX}`)];
-  const after = page.after && {
-    vendorId: p.add(page.after.vendorId),
-    deviceId: p.add(page.after.deviceId),
-    keyId: p.add(page.after.keyId),
-  };
-  const device = `device_id COLLATE ${binary}`;
-  const order = q ? [device, 'vendor_id', 'key_id'] : ['vendor_id', 'device_id', 'key_id'];
-  const past = (values: string[]): string => `(${order.join(', ')}) > (${values.join(', ')})`;
-  // A deviceId range's lower bound: past the page's start when that is the tighter (a database bounds its scan by one).
-  const from = q && page.q !== undefined && page.after && page.after.deviceId > page.q ? p.add(page.after.deviceId) : q?.[0];
-  const inRange = (column: string, lower = q?.[0]): string => (q ? `${column} >= ${lower} AND ${column} < ${q[1]}` : '');
-  // Where a page starts, as conditions each database seeks by: without q, a row comparison seeks by its first column
-  // alone on SQLite, so the rest of the start's vendor and the vendors after it are two segments.
-  const segments: string[][] = !after
-    ? [[]]
-    : q
-      ? [[past([after.deviceId, after.vendorId, after.keyId])]]
-      : [
-          [`vendor_id = ${after.vendorId}`, `device_id >= ${after.deviceId}`, past([after.vendorId, after.deviceId, after.keyId])],
-          // With vendorId filtered there is no vendor after the start's (SQLite would walk the vendor to learn it).
-          ...(vendor === undefined ? [[`vendor_id > ${after.vendorId}`]] : []),
-        ];
-  const sides = (select: string, conditions: (string | false | undefined)[]): string[] =>
-    segments.map((segment) => {
-      const all = [...conditions, vendor !== undefined && `vendor_id = ${vendor}`, ...segment].filter(
-        (c): c is string => typeof c === 'string' && c !== '',
-      );
-      return `${select}${all.length === 0 ? '' : ` WHERE ${all.join(' AND ')}`} ORDER BY ${order.join(', ')} LIMIT ${limit}`;
-    });
-  const keyState = state !== undefined && `state = ${state}`;
+  const k = new KeysetPage(page, binary);
+  const wants = (...states: string[]): boolean => page.state === undefined || states.includes(page.state);
   const parts: string[] = [];
-  if (page.state !== 'preauthorized') {
-    parts.push(...sides(KEY_LINE, [inRange(device, from), keyState]));
+  if (wants('active', 'revoked')) {
+    // A literal, not a value: a partial index (keys_revoked) is chosen only for a state the statement names.
+    const keyState = page.state === 'active' || page.state === 'revoked' ? `state = '${page.state}'` : undefined;
+    parts.push(...k.side(KEY_LINE, [k.deviceInPrefix(), keyState]));
     // A botId of the prefix whose deviceId is not: the side above has those whose deviceId is.
-    if (q) parts.push(...sides(KEY_LINE, [inRange(`bot_id COLLATE ${binary}`), `NOT (${inRange(device)})`, keyState]));
+    if (k.hasPrefix) parts.push(...k.side(KEY_LINE, [k.inPrefix(k.binary('bot_id')), `NOT (${k.inPrefix(k.device)})`, keyState]));
   }
-  if (page.state === undefined || page.state === 'preauthorized') parts.push(...sides(PREAUTH_LINE, [inRange(device, from)]));
-  const outer = q ? `"deviceId" COLLATE ${binary}, "vendorId", "keyId"` : '"vendorId", "deviceId", "keyId"';
-  const sql =
-    `${PLANNED_EACH_CALL}SELECT * FROM (${parts.map((part, i) => `SELECT * FROM (${part}) AS part${i}`).join(' UNION ALL ')}) AS page ` +
-    `ORDER BY ${outer} LIMIT ${limit}`;
-  return { sql, params: p.values };
+  if (wants('preauthorized')) parts.push(...k.side(PREAUTH_LINE, [k.deviceInPrefix()]));
+  if (wants('pending')) parts.push(...k.side(PENDING_LINE, [k.deviceInPrefix()]));
+  if (wants('rejected')) parts.push(...k.side(REJECTED_LINE, ["state = 'rejected'", k.deviceInPrefix()]));
+  if (parts.length === 0) throw new Error(`a devices page of unknown state ${page.state}`);
+  return k.merged(parts);
 }
 
-export const DEVICE_ITEM_OF_KEY =
-  'SELECT bot_id AS "botId", device_id AS "deviceId", vendor_id AS "vendorId", key_id AS "keyId", state, ' +
-  `last_seen_at AS "lastSeenAt", agent_version AS "agentVersion", ${LAST_REFUSAL} FROM keys k WHERE key_id = $1 ` +
-  "UNION ALL SELECT CAST(NULL AS TEXT), device_id, vendor_id, key_id, 'preauthorized', CAST(NULL AS BIGINT), CAST(NULL AS TEXT), CAST(NULL AS TEXT), CAST(NULL AS BIGINT) FROM preauth WHERE key_id = $1";
+const PENDING_ITEM =
+  'SELECT key_id AS "keyId", device_id AS "deviceId", vendor_id AS "vendorId", name, source, first_asked AS "firstAsked", ' +
+  'last_asked AS "lastAsked", (SELECT COUNT(*) FROM pending d WHERE d.vendor_id = k.vendor_id AND d.device_id = k.device_id) - 1 AS duplicates ' +
+  'FROM pending k';
+
+/** A pending page (keyset.ts) over pending_device or, with q, pending_device_first; each with how many others wait for its device. */
+export function pendingPageQuery(page: KeysetRequest, binary: BinaryCollation): Query {
+  const k = new KeysetPage(page, binary);
+  return k.merged(k.side(PENDING_ITEM, [k.deviceInPrefix()]));
+}
+
+/** The line of one key in any state it has a line in (a revoked key's tombstone has none: its device went with its row). */
+export const DEVICE_ITEM_OF_KEY = [KEY_LINE, PREAUTH_LINE, PENDING_LINE, REJECTED_LINE]
+  .map((line, i) => `${line} WHERE key_id = $1${i === 3 ? " AND state = 'rejected'" : ''}`)
+  .join(' UNION ALL ');
 
 export const KEYS_OF_BOT =
   'SELECT key_id AS "keyId", state, created_at AS "createdAt", revoked_at AS "retiredAt" FROM keys WHERE bot_id = $1 ' +

@@ -17,6 +17,7 @@ import {
   TOUCH_ADMIN_TOKEN,
   auditPageQuery,
   devicePageQuery,
+  pendingPageQuery,
   preauthPageQuery,
 } from './admin-statements.js';
 import type {
@@ -33,8 +34,11 @@ import type {
   DevicePageFilter,
   KeptCount,
   KeyOfDevice,
+  PendingPageFilter,
+  PendingPageItem,
   PreauthItem,
 } from './admin-types.js';
+import type { BinaryCollation } from './keyset.js';
 import { openSessionTx, revokeAdminTokenTx } from './rules/admin.js';
 import { all, get, run } from './sql.js';
 import type { CodeListing } from './operator-types.js';
@@ -48,6 +52,11 @@ export class SqlAdminStore implements AdminStore {
 
   constructor(driver: Driver) {
     this.#d = driver;
+  }
+
+  /** Byte order, as this database names it. */
+  get #binary(): BinaryCollation {
+    return this.#d.kind === 'sqlite' ? 'BINARY' : '"C"';
   }
 
   async addAdminToken(t: AdminTokenRow): Promise<boolean> {
@@ -106,8 +115,14 @@ export class SqlAdminStore implements AdminStore {
   }
 
   async pageDevices(filter: DevicePageFilter, after: DeviceAfter | null, limit: number): Promise<DeviceItemRow[]> {
-    const q = devicePageQuery({ ...filter, after, limit }, this.#d.kind === 'sqlite' ? 'BINARY' : '"C"');
+    const q = devicePageQuery({ ...filter, after, limit }, this.#binary);
     return (await this.#d.run(all<DeviceItemRow>(q.sql, ...q.params), 'read')).map(deviceItem);
+  }
+
+  async pagePending(filter: PendingPageFilter, after: DeviceAfter | null, limit: number): Promise<PendingPageItem[]> {
+    const q = pendingPageQuery({ ...filter, after, limit }, this.#binary);
+    const rows = await this.#d.run(all<PendingPageItem>(q.sql, ...q.params), 'read');
+    return rows.map((r) => ({ ...r, firstAsked: num(r.firstAsked), lastAsked: num(r.lastAsked), duplicates: num(r.duplicates) }));
   }
 
   async deviceItemOfKey(keyId: string): Promise<DeviceItemRow | undefined> {

@@ -1,5 +1,6 @@
 /** The admin API's part of the broker's store (DESIGN §3.8): admin tokens, console sessions, and the fleet's pages and counts. */
 import type { AuditRow } from './audit-types.js';
+import type { LineKey } from './keyset.js';
 import type { CodeListing } from './operator-types.js';
 
 export type AdminRole = 'viewer' | 'operator';
@@ -58,31 +59,53 @@ export interface AdminBook {
   endAdminSession(hmac: string): Promise<string | undefined>;
 }
 
-/** A line of the devices list: a key in any state, or a pre-authorised key (botId null). */
+/** The states a devices page lists: an enrolled key's, a pre-authorised, a waiting or a rejected key's. */
+export const DEVICE_STATES = ['active', 'revoked', 'preauthorized', 'pending', 'rejected'] as const;
+export type DeviceState = (typeof DEVICE_STATES)[number];
+
+/**
+ * A line of the devices list: a key in any state (botId null but for an enrolled key's); lastSeenAt a pending key's
+ * last ask; name the one a pending key asked with (an enrolled key keeps none).
+ */
 export interface DeviceItemRow {
   botId: string | null;
   deviceId: string;
   vendorId: string;
   keyId: string;
-  state: 'active' | 'revoked' | 'preauthorized';
+  state: DeviceState;
   lastSeenAt: number | null;
   agentVersion: string | null;
   refusalCode: string | null;
   refusalAt: number | null;
+  name: string | null;
 }
 
 /** The devices list's filters: each absent means any; q a literal prefix of botId or deviceId. */
 export interface DevicePageFilter {
-  state?: string | undefined;
+  state?: DeviceState | undefined;
   vendorId?: string | undefined;
   q?: string | undefined;
 }
 
-/** Where a devices page starts: after this line (its order: vendorId, deviceId, keyId). */
-export interface DeviceAfter {
-  vendorId: string;
-  deviceId: string;
+/** Where a devices or pending page starts: after this line (its order: vendorId, deviceId, keyId; with q deviceId first). */
+export type DeviceAfter = LineKey;
+
+/** The pending page's filters: each absent means any; q a literal prefix of the deviceId. */
+export interface PendingPageFilter {
+  vendorId?: string | undefined;
+  q?: string | undefined;
+}
+
+/** A line of the pending page (DESIGN §3.8): a waiting key and how many others wait for its (vendorId, deviceId). */
+export interface PendingPageItem {
   keyId: string;
+  deviceId: string;
+  vendorId: string;
+  name: string;
+  source: string;
+  firstAsked: number;
+  lastAsked: number;
+  duplicates: number;
 }
 
 export interface KeyOfDevice {
@@ -127,7 +150,9 @@ export interface FleetViews {
   /** Tokens issued and refusals since `since` (to the minute), by action and outcome: the per-minute counts, no scan of the audit. */
   auditCountsSince(since: number): Promise<{ action: string; outcome: string; n: number }[]>;
   pageDevices(filter: DevicePageFilter, after: DeviceAfter | null, limit: number): Promise<DeviceItemRow[]>;
-  /** The item of the key (null: no row, a tombstone or unknown). */
+  /** Waiting keys, a keyset page over their index (the source's CIDR filter is the caller's, over these pages). */
+  pagePending(filter: PendingPageFilter, after: DeviceAfter | null, limit: number): Promise<PendingPageItem[]>;
+  /** The line of the key (undefined: no line — a revoked key's tombstone, or unknown). */
   deviceItemOfKey(keyId: string): Promise<DeviceItemRow | undefined>;
   keysOfBot(botId: string): Promise<KeyOfDevice[]>;
   pageAudit(filter: AuditPageFilter, before: AuditBefore | null, limit: number): Promise<AuditItem[]>;

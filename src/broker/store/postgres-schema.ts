@@ -173,6 +173,16 @@ export const POSTGRES_MIGRATIONS: readonly string[] = [
      RETURN NULL;
    END $$;
    CREATE TRIGGER pending_vendors_kept AFTER INSERT OR DELETE ON pending FOR EACH ROW EXECUTE FUNCTION pending_vendors_kept();`,
+  // 9: the devices pages list pending and rejected keys, and the pending page is a keyset page: the pending keys, the
+  // rejected keys' tombstones and (a page of state=revoked, not a walk past every active key) the revoked keys, by
+  // (vendor_id, device_id, key_id) and by deviceId first in byte order, as the keys are.
+  `DROP INDEX pending_device;
+   CREATE INDEX pending_device ON pending (vendor_id, device_id, key_id);
+   CREATE INDEX pending_device_first ON pending (device_id COLLATE "C", vendor_id, key_id);
+   CREATE INDEX tombstones_rejected ON tombstones (vendor_id, device_id, key_id) WHERE state = 'rejected';
+   CREATE INDEX tombstones_rejected_first ON tombstones (device_id COLLATE "C", vendor_id, key_id) WHERE state = 'rejected';
+   CREATE INDEX keys_revoked ON keys (vendor_id, device_id, key_id) WHERE state = 'revoked';
+   CREATE INDEX keys_revoked_first ON keys (device_id COLLATE "C", vendor_id, key_id) WHERE state = 'revoked';`,
 ];
 
 /** The advisory lock (two-int key space, apart from the bot and device locks) that orders schema changes. */

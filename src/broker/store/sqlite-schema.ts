@@ -154,6 +154,16 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
    CREATE TRIGGER pending_vendors_out AFTER DELETE ON pending BEGIN
      UPDATE pending_vendors SET waiting = waiting - 1 WHERE vendor_id = OLD.vendor_id;
    END;`,
+  // 9: the devices pages list pending and rejected keys, and the pending page is a keyset page: the pending keys, the
+  // rejected keys' tombstones and (a page of state=revoked, not a walk past every active key) the revoked keys, by
+  // (vendor_id, device_id, key_id) and by deviceId first in byte order, as the keys are.
+  `DROP INDEX pending_device;
+   CREATE INDEX pending_device ON pending (vendor_id, device_id, key_id);
+   CREATE INDEX pending_device_first ON pending (device_id, vendor_id, key_id);
+   CREATE INDEX tombstones_rejected ON tombstones (vendor_id, device_id, key_id) WHERE state = 'rejected';
+   CREATE INDEX tombstones_rejected_first ON tombstones (device_id, vendor_id, key_id) WHERE state = 'rejected';
+   CREATE INDEX keys_revoked ON keys (vendor_id, device_id, key_id) WHERE state = 'revoked';
+   CREATE INDEX keys_revoked_first ON keys (device_id, vendor_id, key_id) WHERE state = 'revoked';`,
 ];
 
 /**

@@ -17,6 +17,17 @@ import { formatTime } from '../format.js';
 import { printable, printableJson } from '../printable.js';
 import { asOperator, brokerConfig, withStore } from './broker-operator.js';
 
+/**
+ * admin-token works on the store alone (DESIGN §3.1): it makes the first token, before any could be used, and the
+ * admin API has no route that makes or lists tokens. `--admin` is refused (64) saying so, not ignored.
+ */
+function storeOnly(admin: string | undefined): void {
+  if (admin !== undefined)
+    throw new UsageError(
+      "admin-token works on the broker's store only (it makes the first admin token; the admin API makes none): run it with --config on the broker's host",
+    );
+}
+
 const create = defineCommand({
   usage: 'usage: botlink broker admin-token create [--config FILE] --name N --role viewer|operator [--ttl S]',
   help: `A new admin token for the admin API and the console, alone on the last line (blk_…): shown this once, kept by
@@ -24,11 +35,13 @@ the store only as an HMAC. viewer reads; operator also acts. Default life ${DEFA
 never reused, even after its token was revoked.`,
   flags: {
     config: { type: 'string' },
+    admin: { type: 'string' },
     name: { type: 'string', required: true },
     role: { type: 'string', required: true },
     ttl: { type: 'integer', min: 60, max: 366 * 24 * 3600 },
   },
   async run({ flags, stdout, stderr, env }) {
+    storeOnly(flags.admin);
     const role = flags.role;
     if (!isAdminRole(role)) throw new UsageError('--role is viewer or operator');
     const config = brokerConfig(flags.config, env);
@@ -44,8 +57,9 @@ const list = defineCommand({
   usage: 'usage: botlink broker admin-token list [--config FILE] [--json]',
   help: `Every admin token ever made, by name: role, expiry, last use (to the minute) and, once revoked, when (--json:
 one array of {name, role, createdAt, expiresAt, lastUsedAt, revokedAt}). Never a token.`,
-  flags: { config: { type: 'string' }, json: { type: 'boolean' } },
+  flags: { config: { type: 'string' }, admin: { type: 'string' }, json: { type: 'boolean' } },
   async run({ flags, stdout, env }) {
+    storeOnly(flags.admin);
     const config = brokerConfig(flags.config, env);
     const tokens = await withStore(config, (store) => listAdminTokens(store));
     if (flags.json) {
@@ -65,9 +79,10 @@ one array of {name, role, createdAt, expiresAt, lastUsedAt, revokedAt}). Never a
 const revoke = defineCommand({
   usage: 'usage: botlink broker admin-token revoke [--config FILE] NAME',
   help: 'Ends the admin token of this name, and every console session it opened, on every replica from the next request.',
-  flags: { config: { type: 'string' } },
+  flags: { config: { type: 'string' }, admin: { type: 'string' } },
   positionals: [{ name: 'name', required: true }],
   async run({ flags, args, stdout, env }) {
+    storeOnly(flags.admin);
     const config = brokerConfig(flags.config, env);
     const { sessions } = await asOperator(config, (store, by) => revokeAdminToken(store, args.name, systemClock.wallNow(), by));
     stdout.write(`${printable(`revoked admin token ${args.name}`)}: ${sessions} session(s) ended\n`);

@@ -5,11 +5,14 @@
 import { acceptPending, listPending, type RejectWhich, rejectPending } from '../../broker/pending-operator.js';
 import { operatorRegistrar } from '../../broker/registrar.js';
 import { systemClock } from '../../clock.js';
+import type { BrokerConfig } from '../../broker/config.js';
+import { adminClientFor } from '../admin-client.js';
 import { type Command, defineCommand } from '../frame/command.js';
 import { UsageError } from '../frame/exit.js';
 import { formatTime } from '../format.js';
 import { printable, printableJson } from '../printable.js';
 import { asOperator, brokerConfig, withCloud, withStore } from './broker-operator.js';
+import { remoteAccept, remotePending, remoteReject } from './broker-remote.js';
 import { parseSince } from './log-view.js';
 
 export function pendingCommands(): Record<'pending' | 'accept' | 'reject', () => Promise<Command>> {
@@ -17,13 +20,22 @@ export function pendingCommands(): Record<'pending' | 'accept' | 'reject', () =>
 }
 
 const pending = defineCommand({
-  usage: 'usage: botlink broker pending [--config FILE] [--vendor-id V] [--source CIDR] [--json]',
+  usage: 'usage: botlink broker pending [--config FILE | --admin URL] [--vendor-id V] [--source CIDR] [--json]',
   help: `The keys waiting for an operator (enrollment with no code): keyId, vendor, device, name, source, first and
 last ask, and how many other keys wait for the same device (--json: one array).`,
-  flags: { config: { type: 'string' }, 'vendor-id': { type: 'string' }, source: { type: 'string' }, json: { type: 'boolean' } },
+  flags: {
+    config: { type: 'string' },
+    admin: { type: 'string' },
+    'vendor-id': { type: 'string' },
+    source: { type: 'string' },
+    json: { type: 'boolean' },
+  },
   async run({ flags, stdout, env }) {
-    const filter = { vendorId: flags['vendor-id'], source: flags.source };
-    const list = await withStore(brokerConfig(flags.config, env), (store) => listPending(store, definedOf(filter)));
+    const filter = definedOf({ vendorId: flags['vendor-id'], source: flags.source });
+    const api = adminClientFor(flags, env);
+    const list = api
+      ? await remotePending(api, filter)
+      : await withStore(brokerConfig(flags.config, env), (store) => listPending(store, filter));
     if (flags.json) {
       stdout.write(`${printableJson(list)}\n`);
       return;
@@ -47,30 +59,37 @@ last ask, and how many other keys wait for the same device (--json: one array).`
 });
 
 const accept = defineCommand({
-  usage: 'usage: botlink broker accept [--config FILE] KEYID --device-id SN',
+  usage: 'usage: botlink broker accept [--config FILE | --admin URL] KEYID --device-id SN',
   help: `Enrolls the waiting key: the whole keyId as the device shows it, and the serial you expect it for (another
 is refused). The cloud registers the device; any other key waiting for it is rejected. Prints botId: <id> last.`,
-  flags: { config: { type: 'string' }, 'device-id': { type: 'string', required: true } },
+  flags: { config: { type: 'string' }, admin: { type: 'string' }, 'device-id': { type: 'string', required: true } },
   positionals: [{ name: 'keyId', required: true }],
   async run({ flags, args, stdout, stderr, env }) {
-    const config = brokerConfig(flags.config, env);
     const deviceId = flags['device-id'];
-    const result = await withCloud(config, (cloud) => {
-      const deps = { register: operatorRegistrar(cloud, systemClock), now: () => systemClock.wallNow() };
-      return asOperator(config, (store, by) => acceptPending({ ...deps, store }, args.keyId, deviceId, by));
-    });
+    const api = adminClientFor(flags, env);
+    const result = api
+      ? await remoteAccept(api, args.keyId, deviceId)
+      : await acceptOnStore(brokerConfig(flags.config, env), args.keyId, deviceId);
     stderr.write(`${printable(`accepted key ${args.keyId} for device ${deviceId}; ${result.rejected} other waiting key(s) rejected`)}\n`);
     stdout.write(`botId: ${printable(result.botId)}\n`);
   },
 });
 
+function acceptOnStore(config: BrokerConfig, keyId: string, deviceId: string): Promise<{ botId: string; rejected: number }> {
+  return withCloud(config, (cloud) => {
+    const deps = { register: operatorRegistrar(cloud, systemClock), now: () => systemClock.wallNow() };
+    return asOperator(config, (store, by) => acceptPending({ ...deps, store }, keyId, deviceId, by));
+  });
+}
+
 const reject = defineCommand({
-  usage: 'usage: botlink broker reject [--config FILE] KEYID | --vendor-id V [--source CIDR] [--first-asked-before T]',
+  usage: 'usage: botlink broker reject [--config FILE | --admin URL] KEYID | --vendor-id V [--source CIDR] [--first-asked-before T]',
   help: `Rejects one waiting key (final: it answers 403 rejected from then on), or, for a flood, every key of the vendor
 that waits — from --source (an address or a block) and first asked before T (an ISO time, or a span back: 2h, 1d)
 when given — in one transaction. Prints how many.`,
   flags: {
     config: { type: 'string' },
+    admin: { type: 'string' },
     'vendor-id': { type: 'string' },
     source: { type: 'string' },
     'first-asked-before': { type: 'string' },
@@ -91,8 +110,10 @@ when given — in one transaction. Prints how many.`,
       args.keyId !== undefined
         ? { keyId: args.keyId }
         : definedOf({ vendorId: flags['vendor-id'], source: flags.source, firstAskedBefore });
-    const config = brokerConfig(flags.config, env);
-    const rejected = await asOperator(config, (store, by) => rejectPending(store, which, now, by));
+    const api = adminClientFor(flags, env);
+    const rejected = api
+      ? await remoteReject(api, which)
+      : await asOperator(brokerConfig(flags.config, env), (store, by) => rejectPending(store, which, now, by));
     stdout.write(`rejected ${rejected} key(s)\n`);
   },
 });

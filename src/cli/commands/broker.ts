@@ -20,27 +20,35 @@ import type { Output } from '../frame/io.js';
 import { stoppingOn, untilSignal } from '../frame/signals.js';
 import { formatTime } from '../format.js';
 import { printable } from '../printable.js';
+import { adminClientFor } from '../admin-client.js';
 import { adminToken } from './broker-admin-token.js';
 import { cancel, code, codes } from './broker-codes.js';
 import { devices, preauth, resetLimitsCommand } from './broker-devices.js';
 import { asOperator, brokerConfig } from './broker-operator.js';
 import { pendingCommands } from './broker-pending.js';
+import { remoteRevoke } from './broker-remote.js';
 
 const USAGE = `usage: botlink broker [--config FILE]
-       botlink broker code    [--config FILE] --vendor-id V (--device-id SN | --any-device) [--uses N] [--ttl S] [--adopt | --replace] [--json]
-       botlink broker codes   [--config FILE] [--vendor-id V] [--json]
-       botlink broker cancel  [--config FILE] CODE_ID
-       botlink broker devices [--config FILE] [--state S] [--vendor-id V] [--json]
-       botlink broker revoke  [--config FILE] [--displace] BOTID
-       botlink broker reset-limits [--config FILE] BOTID
-       botlink broker preauth [--config FILE] --vendor-id V FILE | --remove --vendor-id V DEVICEID
-       botlink broker pending [--config FILE] [--vendor-id V] [--source CIDR] [--json]
-       botlink broker accept  [--config FILE] KEYID --device-id SN
-       botlink broker reject  [--config FILE] KEYID | --vendor-id V [--source CIDR] [--first-asked-before T]
+       botlink broker code    [--config FILE | --admin URL] --vendor-id V (--device-id SN | --any-device) [--uses N] [--ttl S] [--adopt | --replace] [--json]
+       botlink broker codes   [--config FILE | --admin URL] [--vendor-id V] [--json]
+       botlink broker cancel  [--config FILE | --admin URL] CODE_ID
+       botlink broker devices [--config FILE | --admin URL] [--state S] [--vendor-id V] [--json]
+       botlink broker revoke  [--config FILE | --admin URL] [--displace] BOTID
+       botlink broker reset-limits [--config FILE | --admin URL] BOTID
+       botlink broker preauth [--config FILE | --admin URL] --vendor-id V FILE | --remove --vendor-id V DEVICEID
+       botlink broker pending [--config FILE | --admin URL] [--vendor-id V] [--source CIDR] [--json]
+       botlink broker accept  [--config FILE | --admin URL] KEYID --device-id SN
+       botlink broker reject  [--config FILE | --admin URL] KEYID | --vendor-id V [--source CIDR] [--first-asked-before T]
        botlink broker admin-token create [--config FILE] --name N --role viewer|operator [--ttl S] | list [--json] | revoke NAME
+                                (on the store only: --admin is refused)
 
 The vendor's broker (DESIGN §3.7): it alone holds the account secret and signs on the devices'
 behalf. The config is --config, else $BOTLINK_BROKER_CONFIG, else /etc/botlink-broker/config.json.
+The operator's commands act on the store (on the broker's host), or with --admin URL (else
+$BOTLINK_BROKER_ADMIN_URL when --config is not given) through the admin API from any machine: the token in
+$BOTLINK_BROKER_ADMIN_TOKEN (never on the command line), the URL https (CA: $BOTLINK_BROKER_ADMIN_CA_FILE,
+else the system's) or http on loopback; no store, token key or config is needed then. Exit 77 when the token
+is refused (401/403), 65 for 404/409 and other refusals, 69 for 429/5xx or no answer.
   code      a new enrollment code, alone on the last line (--json: {id, code, expiresAt, uses}); default
             ${DEFAULT_CODE_USES} use, ${DEFAULT_CODE_TTL_S / 3600} h; bound to --device-id SN, or to any serial of the vendor with
             --any-device; a vendor the cloud does not know is refused. --adopt (a signing device keeps its
@@ -56,26 +64,36 @@ behalf. The config is --config, else $BOTLINK_BROKER_CONFIG, else /etc/botlink-b
   pending   the keys waiting for an operator (enrollment with no code); accept enrolls one (botId: <id>
             last), reject refuses one for good, or a vendor's flood in one transaction
 
-  admin-token  the admin API's tokens: create (printed once, last line), list, revoke (ends its sessions)`;
+  admin-token  the admin API's tokens: create (printed once, last line), list, revoke (ends its sessions);
+               on the store only`;
+
+const TOKEN_LIVES = 'a token it already holds lives until it expires (2–8 h)';
 
 const revokeBot = defineCommand({
-  usage: 'usage: botlink broker revoke [--config FILE] [--displace] BOTID',
+  usage: 'usage: botlink broker revoke [--config FILE | --admin URL] [--displace] BOTID',
   help: `The botId's key answers 403 revoked from the next request on. A token it already holds lives until it
 expires (2–8 h), and a socket open with it stays open: --displace opens one socket for the botId right
-after the revoke, and the broker another once that token has expired, so the cloud closes the device's.`,
-  flags: { config: { type: 'string' }, displace: { type: 'boolean' } },
+after the revoke, and the broker another once that token has expired, so the cloud closes the device's.
+With --admin the broker does both (the admin API is told displace: false without --displace); its audit tells how
+the displacement went.`,
+  flags: { config: { type: 'string' }, admin: { type: 'string' }, displace: { type: 'boolean' } },
   positionals: [{ name: 'botId', required: true }],
   async run({ flags, args, stdout, stderr, env }) {
     const { botId } = args;
-    const config = brokerConfig(flags.config, env);
     const displace = flags.displace === true;
+    const api = adminClientFor(flags, env);
+    if (api) {
+      // The broker displaced it before it answered, and says how that went: the store path's lines, from its answer.
+      const { revoked, displaceAt, displacement } = await remoteRevoke(api, botId, displace);
+      stdout.write(`${printable(`revoked ${revoked} key(s) of ${botId}`)}; ${TOKEN_LIVES}\n`);
+      if (displacement) tellDisplacement(botId, displacement, displaceAt, stdout, stderr);
+      return;
+    }
+    const config = brokerConfig(flags.config, env);
     // The displacement runs as the operator too: its audit row is written before the store closes.
     await asOperator(config, async (store, by) => {
       const result = await revoke(store, botId, systemClock.wallNow(), by, { displace });
-      stdout.write(
-        `${printable(`revoked ${result.revoked} key(s) of ${botId}`)}; a token it already holds lives until it expires (2–8 h)
-`,
-      );
+      stdout.write(`${printable(`revoked ${result.revoked} key(s) of ${botId}`)}; ${TOKEN_LIVES}\n`);
       if (displace) await displaceNow(config, botId, result.displaceAt, by, stdout, stderr);
     });
   },
@@ -111,6 +129,11 @@ async function displaceNow(
   } finally {
     await cloud?.close();
   }
+  tellDisplacement(botId, result, displaceAt, stdout, stderr);
+}
+
+/** How a displacement went and when the next is due, alike from the store path and from the admin API's answer. */
+function tellDisplacement(botId: string, result: Displacement, displaceAt: number | null, stdout: Output, stderr: Output): void {
   if (result.outcome === 'displaced') stdout.write(`${printable(`displaced ${botId}: the cloud closed any socket it held`)}\n`);
   else stderr.write(`${printable(`could not displace ${botId} now: ${result.reason}`)}; the revoke stands\n`);
   stdout.write(

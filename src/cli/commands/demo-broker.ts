@@ -25,6 +25,12 @@ export interface DemoAccount {
 /** The demo vendor's serials: demo-device-0001 enrolls with a code, demo-device-0002 zero-touch. */
 const DEMO_SERIALS = 'demo-device-[0-9]{4}';
 export const ZERO_TOUCH_SERIAL = 'demo-device-0002';
+/**
+ * The Retry-After the demo's broker gives a waiting board (a fleet's broker: 60 s). A person watching sees the
+ * accepted board connect within seconds, and the board shows what a fleet's does, only sooner: it asks as told,
+ * twice per that many seconds at most (the broker's limit follows it), never refused for its pace.
+ */
+const DEMO_PENDING_RETRY_AFTER_S = 10;
 
 export interface BrokerDevice {
   broker: RunningBroker;
@@ -61,6 +67,7 @@ export async function brokerDevice(
       pendingEnrollment: { [account.vendorId]: { devicePattern: DEMO_SERIALS } },
       // The demo's tokens live seconds, so its devices ask far more often than a real fleet's 12 an hour.
       deviceTokensPerHour: 3600,
+      pendingRetryAfterS: DEMO_PENDING_RETRY_AFTER_S,
     },
     {},
   );
@@ -139,7 +146,7 @@ export async function acceptWhenPending(
     { actor: 'demo', audit: broker.audit },
   );
   log.info(
-    `demo: the operator accepted keyId ${keyId} for ${ZERO_TOUCH_SERIAL} (botlink broker accept KEYID --device-id SN): botId ${botId}; the board learns it on its next ask, within a minute`,
+    `demo: the operator accepted keyId ${keyId} for ${ZERO_TOUCH_SERIAL} (botlink broker accept KEYID --device-id SN): botId ${botId}; the board learns it on its next ask, within ${DEMO_PENDING_RETRY_AFTER_S * 1.2} s (the broker's Retry-After, ${DEMO_PENDING_RETRY_AFTER_S} s, plus up to 20 %)`,
   );
   return botId;
 }

@@ -8,6 +8,7 @@ export const Exit = {
   DATAERR: 65,
   UNAVAILABLE: 69,
   TEMPFAIL: 75,
+  NOPERM: 77,
   CONFIG: 78,
 } as const;
 
@@ -15,7 +16,7 @@ export const Exit = {
 export class UsageError extends Error {}
 
 /** In which sense a command failed, when the command knows it better than the error does (failures.ts gives each its exit code). */
-export type FailureKind = 'failed' | 'data' | 'unavailable' | 'later' | 'config';
+export type FailureKind = 'failed' | 'data' | 'unavailable' | 'later' | 'denied' | 'config';
 
 /**
  * A failure in the command's own words: its message and fix, printed after the command's label, and

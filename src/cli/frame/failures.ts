@@ -13,6 +13,7 @@ const KIND_EXIT: Readonly<Record<FailureKind, number>> = {
   data: Exit.DATAERR,
   unavailable: Exit.UNAVAILABLE,
   later: Exit.TEMPFAIL,
+  denied: Exit.NOPERM,
   config: Exit.CONFIG,
 };
 

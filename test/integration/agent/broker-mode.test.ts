@@ -20,8 +20,11 @@ import { waitFor } from '../../helpers/wait-for.js';
  */
 
 const SECRET = 'SK-agent-broker-account-9d2e';
-/** Short tokens, so the device asks the broker again within seconds (a quarter of the lifetime left). */
-const ACCESS_TTL_S = 12;
+/**
+ * Short tokens, so the device asks the broker again within seconds (a quarter of the lifetime left, ~4.5 s in):
+ * the renewal and the revocation below are seen at that ask, not on a timer of the test's own.
+ */
+const ACCESS_TTL_S = 6;
 const { cleanups, device, daemon, tempDir } = useHarness();
 
 function started(argv: string[]): ServeRun {
@@ -44,7 +47,7 @@ async function vendorSide(): Promise<Vendor> {
   const seed = join(tempDir('botlink-agent-broker-vendor-'), 'seed.json');
   writeFileSync(seed, JSON.stringify(vendorSeed(SECRET)));
   const cloudUrl = await listening(started(['serve', '--seed', seed, '--access-ttl', String(ACCESS_TTL_S)]));
-  // A device renewing 12 s tokens asks every 9 s: more than the default 12 an hour.
+  // A device renewing 6 s tokens asks every ~4.5 s: more than the default 12 an hour.
   const broker = brokerRig({ bundle: BUNDLE, cloudUrl, secret: SECRET, extra: { deviceTokensPerHour: 1000 } });
   cleanups.push(() => broker.close());
   return { cloudUrl, brokerUrl: (await broker.start()).url, broker };

@@ -50,7 +50,8 @@ describe('the admin API over a fleet', () => {
 
     const revoked = await post(`/admin/v1/devices/${botIds[3]}/revoke`, { displace: false });
     expect(revoked.status).toBe(200);
-    expect(revoked.json).toEqual({ revoked: 1 });
+    // Not displacing: no later displacement is due either.
+    expect(revoked.json).toEqual({ revoked: 1, displaceAt: null });
     expect((await summary()).devices).toMatchObject({ active: 3, revoked: 1 });
     expect((await post(`/admin/v1/devices/${botIds[3]}/revoke`, {})).status).toBe(409);
     expect((await post('/admin/v1/devices/bot-unknown/revoke', {})).status).toBe(404);
@@ -75,7 +76,9 @@ describe('the admin API over a fleet', () => {
 
   it('revokes displacing by default, the displacement audited as the token’s name', async () => {
     const revoked = await adminCall(admin, `/admin/v1/devices/${botIds[2]}/revoke`, { method: 'POST', token: operator });
-    expect(revoked.json).toEqual({ revoked: 1 });
+    // The answer tells how the displacement went (the cloud closed the socket, if any) and when the next is due.
+    expect(revoked.json).toMatchObject({ revoked: 1, displacement: { outcome: 'displaced' } });
+    expect(Object.keys(revoked.json).sort()).toEqual(['displaceAt', 'displacement', 'revoked']);
     let events: { actor: string; outcome: string }[] = [];
     for (const until = Date.now() + 10_000; events.length === 0 && Date.now() < until; ) {
       await new Promise((resolve) => setTimeout(resolve, 50));
@@ -179,6 +182,34 @@ describe('the admin API over a fleet', () => {
         .sort((x, y) => (x.deviceId < y.deviceId ? -1 : 1)),
     );
     expect(((await get('/admin/v1/summary')).json['devices'] as Record<string, number>)['pending']).toBe(2);
+    // A source block is tested over the keyset's pages; a cursor bound to it pages on.
+    const bySource = async (source: string, limit = 100) =>
+      (await get(`/admin/v1/pending?source=${encodeURIComponent(source)}&limit=${limit}`)).json;
+    expect(((await bySource('127.0.0.0/8'))['pending'] as unknown[]).length).toBe(2);
+    expect((await bySource('10.0.0.0/8'))['pending']).toEqual([]);
+    const firstOfBlock = await bySource('127.0.0.1', 1);
+    const rest = await get(`/admin/v1/pending?source=127.0.0.1&limit=1&cursor=${encodeURIComponent(String(firstOfBlock['next']))}`);
+    expect(
+      [...(firstOfBlock['pending'] as { keyId: string }[]), ...(rest.json['pending'] as { keyId: string }[])].map((p) => p.keyId).sort(),
+    ).toEqual(waiting.map((d) => d.keyId).sort());
+    expect((await get('/admin/v1/pending?source=not-an-address')).status).toBe(400);
+    // The devices pages list the waiting keys too, with the name they asked with.
+    const pendingLines = (await get('/admin/v1/devices?state=pending&q=SN-WAIT-')).json['devices'];
+    expect(pendingLines).toEqual(
+      waiting
+        .map((d, i) => ({
+          botId: null,
+          deviceId: `SN-WAIT-${i}`,
+          vendorId: 'V1',
+          name: '<b>hall</b>',
+          keyId: d.keyId,
+          state: 'pending',
+          lastSeen: expect.any(Number),
+          agentVersion: null,
+          lastRefusal: null,
+        }))
+        .sort((x, y) => (x.deviceId < y.deviceId ? -1 : 1)),
+    );
     const [first, second] = waiting as [TestDevice, TestDevice];
     expect((await post(`/admin/v1/pending/${first.keyId}/accept`, { deviceId: 'SN-WAIT-0' }, a.viewer)).status).toBe(403);
     expect((await post(`/admin/v1/pending/${first.keyId}/accept`, { deviceId: 'SN-WAIT-1' })).status).toBe(409);
@@ -192,5 +223,9 @@ describe('the admin API over a fleet', () => {
     expect((await post(`/admin/v1/pending/${second.keyId}/reject`, {})).status).toBe(404);
     expect((await second.enroll(a.broker.url, { vendorId: 'V1', deviceId: 'SN-WAIT-1' })).status).toBe(403);
     expect(((await get('/admin/v1/summary')).json['devices'] as Record<string, number>)['rejected']).toBe(1);
+    expect((await get('/admin/v1/devices?state=rejected')).json['devices']).toEqual([
+      expect.objectContaining({ keyId: second.keyId, deviceId: 'SN-WAIT-1', state: 'rejected', botId: null }),
+    ]);
+    expect((await get(`/admin/v1/keys/${second.keyId}`)).json).toMatchObject({ state: 'rejected', deviceId: 'SN-WAIT-1' });
   });
 });

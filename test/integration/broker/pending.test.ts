@@ -22,6 +22,7 @@ import { systemClock } from '../../../src/clock.js';
 import { createTestService, type TestService } from '../../../src/service/testing.js';
 import { type BrokerReply, TestDevice } from '../../helpers/broker-device.js';
 import { brokerSettings } from '../../helpers/broker-files.js';
+import { ManualClock } from '../../helpers/manual-clock.js';
 import { startPostgres } from '../../helpers/postgres.js';
 
 // DESIGN §3.7 "Enrollment with no code", on the wire: a real broker on SQLite and the reference cloud.
@@ -224,6 +225,47 @@ describe('enroll with no code (DESIGN §3.7)', () => {
     expect(await rejectPending(broker.store, { vendorId: 'V1', source: `${from}/32` }, Date.now(), operator())).toBe(3);
     expect(await listPending(broker.store, { source: from })).toEqual([]);
     expect(await broker.store.findPending(elsewhere.keyId)).toMatchObject({ keyId: elsewhere.keyId });
+  });
+});
+
+describe('pendingRetryAfterS (an extension of §3.7): the broker says how soon a waiting key asks again', () => {
+  it('answers Retry-After 5 and holds the key to two asks per 5 s: a device that waits as told is never refused', async () => {
+    const own = mkdtempSync(join(tmpdir(), 'botlink-broker-pending-pace-'));
+    // At a window's start, so the asks below fall in the windows the test names; only the wall moves.
+    const clock = new ManualClock({ wall: Math.ceil(Date.now() / 5000) * 5000 });
+    const settings = brokerSettings(own, {
+      cloudUrl: cloud.url,
+      secret: SECRET,
+      extra: { pendingEnrollment: { V1: { devicePattern: 'SN-[0-9A-Za-z-]+' } }, pendingRetryAfterS: 5 },
+    });
+    const paced = await startBroker({ config: parseBrokerConfig(settings, {}), clock, log: pino({ level: 'silent' }) });
+    try {
+      const device = new TestDevice();
+      const body = { vendorId: 'V1', deviceId: nextSerial() };
+      const ask = () => device.enroll(paced.url, body, { ts: clock.wallNow() });
+      const pending = async (): Promise<void> => {
+        const reply = await ask();
+        expect({ status: reply.status, retryAfter: reply.headers.get('retry-after') }, JSON.stringify(reply.json)).toEqual({
+          status: 202,
+          retryAfter: '5',
+        });
+      };
+      await pending();
+      await pending();
+      clock.stepWall(4_900);
+      const third = await ask();
+      expectRefused(third, 429, 'rate-limited');
+      expect(third.headers.get('retry-after')).toBe('1');
+      // The next window, and then one ask per Retry-After, as the device is told: never refused.
+      clock.stepWall(100);
+      for (let i = 0; i < 4; i++) {
+        await pending();
+        clock.stepWall(5_000);
+      }
+    } finally {
+      await paced.close();
+      rmSync(own, { recursive: true, force: true });
+    }
   });
 });
 

@@ -87,7 +87,7 @@ describe('botlink demo', () => {
       'link connected',
     ];
     // A second board beside it, zero-touch: pending with its keyId, accepted by the operator, connected on its
-    // next ask (Retry-After 60 s, ±20 %).
+    // next ask (the demo broker's Retry-After, 10 s, plus up to 20 %): done before the first drop's reconnect.
     const zeroTouch = [
       'a second board, demo-device-0002, boots',
       'key waits for an operator',

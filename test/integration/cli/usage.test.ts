@@ -47,6 +47,24 @@ describe('usage mistakes exit 64 with `botlink <command>: <what>`, then the usag
       ['broker', 'reject', '--vendor-id', 'V1', '--first-asked-before', 'soon'],
       "botlink broker reject: --first-asked-before: not a time or a span: 'soon'",
     ],
+    [
+      ['broker', 'devices', '--admin', 'https://b.example', '--config', 'c.json'],
+      'botlink broker devices: --admin and --config exclude each other',
+    ],
+    [
+      ['broker', 'revoke', '--admin', 'http://192.0.2.7:8443', 'bot-1'],
+      'botlink broker revoke: --admin http://192.0.2.7:8443: plain http only to loopback',
+    ],
+    [['broker', 'codes', '--admin', 'ftp://b.example'], 'botlink broker codes: --admin: the admin URL is https://'],
+    [['broker', 'pending', '--admin', 'https://ops:pw@b.example'], 'botlink broker pending: --admin: no user or password in the URL'],
+    [
+      ['broker', 'reset-limits', '--admin', 'http://[::1]:9', 'bot-1'],
+      'botlink broker reset-limits: BOTLINK_BROKER_ADMIN_TOKEN is not set',
+    ],
+    [
+      ['broker', 'admin-token', 'create', '--admin', 'https://b.example', '--name', 'n', '--role', 'viewer'],
+      "botlink broker admin-token create: admin-token works on the broker's store only",
+    ],
     [['broker', 'frobnicate'], "botlink broker: unknown command 'frobnicate'"],
     [['provision', '--vendor-id', 'V1'], 'botlink provision: --device-id is required'],
     [['provision', '--device-id', 'SN'], 'botlink provision: --vendor-id or --code is required'],
@@ -116,7 +134,7 @@ describe('--help prints the usage on stdout and exits 0, whatever else the comma
     [['status', '--help'], 'usage: botlink status [--config FILE] [--json]'],
     [['token', '--help'], 'usage: botlink token'],
     [['provision', '--help'], '--vendor-id ID'],
-    [['broker', 'code', '--help'], 'usage: botlink broker code [--config FILE] --vendor-id V'],
+    [['broker', 'code', '--help'], 'usage: botlink broker code [--config FILE | --admin URL] --vendor-id V'],
     [['chat', '-h'], 'usage: botlink chat'],
   ])('botlink %j', async (argv, usage) => {
     const run = await botlinkInProcess(argv);

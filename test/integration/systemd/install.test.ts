@@ -141,8 +141,9 @@ describe('scripts/install.sh', () => {
     expect(lines.filter((l) => l.startsWith('+ systemctl') && l.includes('broker'))).toEqual([]);
   });
 
-  it('installs a working tree into a prefix: program, command, unit, logrotate, config 0600, no secret, no systemctl', {
-    timeout: INSTALL_TIMEOUT_MS,
+  // One tree for both runs: the second is idempotent's first check, and a fresh install the first (one install fewer).
+  it('installs a working tree into a prefix (program, command, unit, logrotate, config 0600, no secret, no systemctl); a second run upgrades the program, keeps an edited config and leaves the same tree', {
+    timeout: 2 * INSTALL_TIMEOUT_MS,
   }, () => {
     const bin = fakeBin(false);
     const root = tempDir('botlink-root-');
@@ -195,6 +196,20 @@ describe('scripts/install.sh', () => {
     const command = join(root, 'usr/local/bin/botlink');
     expect(lstatSync(command).isSymbolicLink()).toBe(true);
     expect(realpathSync(command)).toBe(realpathSync(join(app, 'bin', 'botlink')));
+
+    // Idempotent: the same tree after a second run, the operator's edited config kept as it is.
+    const config = join(root, 'etc/botlink/config.json');
+    const edited = '{"baseUrl": "https://cloud.example.net", "accessKeyId": "AK", "botId": "bot-7"}\n';
+    writeFileSync(config, edited);
+    const before = tree(root);
+    const again = install(['--prefix', root], bin);
+    expect(again.status, again.output).toBe(0);
+    expect(again.stdout).toContain(`keeping ${config}`);
+    expect(again.stdout).not.toContain('next: edit /etc/botlink/config.json');
+    expect(readFileSync(config, 'utf8')).toBe(edited);
+    expect(mode(config)).toBe('0600');
+    expect(tree(root)).toEqual(before);
+    expect(bin.calls()).toEqual([]);
   });
 
   it('the installed command runs from the prefix alone and loads its native addons from it, each only when used', {
@@ -272,26 +287,5 @@ describe('scripts/install.sh', () => {
       // Its new config is made inside it as on a fresh install.
       expect(mode(join(etc, 'config.json'))).toBe('0600');
     }
-  });
-
-  it('is idempotent: a second run upgrades the program, keeps an edited config and leaves the same tree', {
-    timeout: 2 * INSTALL_TIMEOUT_MS,
-  }, () => {
-    const bin = fakeBin(false);
-    const root = tempDir('botlink-root-');
-    expect(install(['--prefix', root], bin).status).toBe(0);
-    const config = join(root, 'etc/botlink/config.json');
-    const edited = '{"baseUrl": "https://cloud.example.net", "accessKeyId": "AK", "botId": "bot-7"}\n';
-    writeFileSync(config, edited);
-    const before = tree(root);
-
-    const again = install(['--prefix', root], bin);
-    expect(again.status, again.output).toBe(0);
-    expect(again.stdout).toContain(`keeping ${config}`);
-    expect(again.stdout).not.toContain('next: edit /etc/botlink/config.json');
-    expect(readFileSync(config, 'utf8')).toBe(edited);
-    expect(mode(config)).toBe('0600');
-    expect(tree(root)).toEqual(before);
-    expect(bin.calls()).toEqual([]);
   });
 });

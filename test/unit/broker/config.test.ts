@@ -21,16 +21,24 @@ describe('the broker config: auditRetentionDays (DESIGN §3.7)', () => {
   });
 });
 
-describe('the broker config: pendingEnrollment, pendingPerSource, pendingMax (DESIGN §3.7)', () => {
-  it('defaults to no vendor, 50 per source and 10,000 per vendor; each overridden by its variable', () => {
+describe('the broker config: pendingEnrollment, pendingPerSource, pendingMax, pendingRetryAfterS (DESIGN §3.7)', () => {
+  it('defaults to no vendor, 50 per source, 10,000 per vendor and Retry-After 60; each overridden by its variable', () => {
     const config = parseBrokerConfig(minimal, {});
     expect(config.pendingEnrollment.size).toBe(0);
-    expect(config.limits).toMatchObject({ pendingPerSource: 50, pendingMax: 10_000 });
+    expect(config.limits).toMatchObject({ pendingPerSource: 50, pendingMax: 10_000, pendingRetryAfterS: 60 });
     expect(envName('pendingEnrollment')).toBe('BOTLINK_BROKER_PENDING_ENROLLMENT');
     expect(envName('pendingPerSource')).toBe('BOTLINK_BROKER_PENDING_PER_SOURCE');
-    const raw = { ...minimal, pendingPerSource: 5, pendingMax: 7, pendingEnrollment: '{"V1": {"devicePattern": "SN-[0-9]{4}"}}' };
+    expect(envName('pendingRetryAfterS')).toBe('BOTLINK_BROKER_PENDING_RETRY_AFTER_S');
+    const raw = {
+      ...minimal,
+      pendingPerSource: 5,
+      pendingMax: 7,
+      pendingRetryAfterS: 10,
+      pendingEnrollment: '{"V1": {"devicePattern": "SN-[0-9]{4}"}}',
+    };
     const from = parseBrokerConfig(raw, {});
-    expect(from.limits).toMatchObject({ pendingPerSource: 5, pendingMax: 7 });
+    expect(from.limits).toMatchObject({ pendingPerSource: 5, pendingMax: 7, pendingRetryAfterS: 10 });
+    expect(() => parseBrokerConfig({ ...minimal, pendingRetryAfterS: 0 }, {})).toThrow(/pendingRetryAfterS must be a whole number/);
     expect(mayWait(from.pendingEnrollment, 'V1', 'SN-0042')).toBe(true);
   });
 
