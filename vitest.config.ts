@@ -6,7 +6,8 @@ export default defineConfig({
   plugins: [consoleVitePlugin()],
   test: {
     include: ['test/**/*.test.ts'],
-    exclude: ['test/long/**', 'test/package/**'],
+    // test/browser runs once, in the long suite (vitest.long.config.ts), where Chromium is one of its tools.
+    exclude: ['test/long/**', 'test/package/**', 'test/browser/**'],
     testTimeout: 20_000,
     hookTimeout: 20_000,
     pool: 'forks',

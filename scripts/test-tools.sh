@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages whose tools the tests drive for real (logrotate, systemd-analyze,
 # python3's sd_notify listener, openssl, setpriv, flock, libfaketime, sox for a saved reply's WAV,
-# Prometheus's Python parser, PostgreSQL for the broker's store) through apt-get: as root, else
-# through sudo. Prints what it installs; does nothing when every tool is present.
+# Prometheus's Python parser, PostgreSQL for the broker's store, Chromium for the console's browser
+# tests) through apt-get: as root, else through sudo. Prints what it installs; does nothing when
+# every tool is present.
 # scripts/lib/tools.ts holds the same list.
 set -euo pipefail
 
@@ -32,6 +33,7 @@ TOOLS=(
   'prometheus_client python3-prometheus-client'
   'postgresql postgresql'
   'cryptography python3-cryptography'
+  'chromium chromium'
 )
 
 mode=install

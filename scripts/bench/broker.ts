@@ -8,11 +8,14 @@
 //   4. a fleet enrolling zero-touch on PostgreSQL: first asks (202 pending) vs the cache row's floor, accepts
 //      one by one, and the time from the last acceptance to every device's token (broker-pending.ts);
 //   5. the admin API at 100,000 devices on PostgreSQL: devices pages and the summary through a broker's admin
-//      listener vs node-postgres running the store's own statements behind node:http (broker-admin.ts).
+//      listener vs node-postgres running the store's own statements behind node:http (broker-admin.ts);
+//   6. the console's first load in headless Chromium, signed in and by the form, vs a blank page, and its bytes
+//      (console-load.ts; Debian's chromium, from scripts/test-tools.sh).
 // Brokers run as processes of their own from the product's bundle; the cloud and the cache row's floor in a
 // forked child (--child); the fleet's floor in another, run with the broker unit's flags and environment (--floor).
-//   npm run bench:broker [-- --only device|cache|fleet|pending|admin --device-runs N --devices N --cache-devices N --pending-devices N
-//                           --admin-devices N --admin-rounds N --admin-concurrency C --rounds N --cell-ms MS --warm-ms MS --concurrency C --cloud-concurrency C
+//   npm run bench:broker [-- --only device|cache|fleet|pending|admin|console --device-runs N --devices N --cache-devices N --pending-devices N
+//                           --admin-devices N --admin-rounds N --admin-concurrency C --console-loads N --rounds N --cell-ms MS --warm-ms MS
+//                           --concurrency C --cloud-concurrency C
 //                           --cloud-latency-ms MS --fleet-store sqlite|postgres --node-flags="FLAGS" --cpu-prof DIR]
 // --node-flags replaces the broker unit's node flags (systemd/botlink-broker.service) for every broker: a flag
 // tried before it goes into the unit. --cloud-latency-ms holds every cloud answer that long (a cloud across
@@ -34,6 +37,7 @@ import { capacityModel } from './broker-capacity.js';
 import { machineLine, printTable, ratioRow } from './report.js';
 import { cacheRows, fleetRows, printCacheDetails, printDeviceDetails, printFleetDetails } from './broker-report.js';
 import { isMain } from './root.js';
+import { consoleRows, measureConsole } from './console-load.js';
 import { Workspace } from './workspace.js';
 
 const progress = (what: string): void => void process.stderr.write(`… ${what}\n`);
@@ -103,6 +107,7 @@ async function main(): Promise<void> {
     options: {
       only: { type: 'string' },
       'device-runs': { type: 'string', default: '20' },
+      'console-loads': { type: 'string', default: '30' },
       devices: { type: 'string', default: '100000' },
       'cache-devices': { type: 'string', default: '1000' },
       'pending-devices': { type: 'string', default: '10000' },
@@ -121,8 +126,8 @@ async function main(): Promise<void> {
     },
   });
   const only = values.only;
-  if (only !== undefined && !['cache', 'fleet', 'device', 'pending', 'admin'].includes(only))
-    throw new Error('--only takes cache, fleet, device, pending or admin');
+  if (only !== undefined && !['cache', 'fleet', 'device', 'pending', 'admin', 'console'].includes(only))
+    throw new Error('--only takes cache, fleet, device, pending, admin or console');
   const fleetStore = values['fleet-store'];
   if (fleetStore !== 'sqlite' && fleetStore !== 'postgres') throw new Error('--fleet-store takes sqlite or postgres');
   const profileFlags = values['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-interval', '100', '--cpu-prof-dir', values['cpu-prof']] : [];
@@ -174,6 +179,11 @@ async function main(): Promise<void> {
       const d = await measureDevice(ws, rig, runs);
       printDeviceDetails(d);
       rows.push(ratioRow('device: boot → connected, cached token, broker mode vs signing mode', d.broker, d.signing, DEVICE_GOAL));
+    }
+    if (want('console')) {
+      const loads = Number(values['console-loads']);
+      progress(`the console's first load in headless Chromium: ${loads} fresh contexts each`);
+      rows.push(...consoleRows(await measureConsole(rig, ws.bundle, loads)));
     }
     if (o.cache || o.pending || o.fleet?.store === 'postgres' || want('admin')) {
       progress('starting a throwaway PostgreSQL');

@@ -20,6 +20,8 @@ export const TEST_TOOLS = {
   postgresql: 'postgresql',
   // A second broker client, in Python, signs its requests with the cryptography module's Ed25519.
   cryptography: 'python3-cryptography',
+  // The console's tests (test/browser) drive Debian's headless Chromium through playwright-core, which downloads no browser.
+  chromium: 'chromium',
 } as const;
 export type TestTool = keyof typeof TEST_TOOLS;
 
