@@ -7,12 +7,14 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import { createAdminToken } from '../../broker/admin/admin-tokens.js';
 import { startBroker, type RunningBroker } from '../../broker/broker.js';
 import { parseBrokerConfig } from '../../broker/config.js';
 import { brokerKeys } from '../../broker/keys.js';
 import { createCode } from '../../broker/operator.js';
-import { acceptPending } from '../../broker/pending-operator.js';
 import { systemClock } from '../../clock.js';
+import { AdminClient } from '../admin-client.js';
+import { remoteAccept } from './broker-remote.js';
 import { provisionWithBroker } from './provision-broker.js';
 
 export interface DemoAccount {
@@ -34,6 +36,8 @@ const DEMO_PENDING_RETRY_AFTER_S = 10;
 
 export interface BrokerDevice {
   broker: RunningBroker;
+  /** The operator, at their own laptop: the admin API (DESIGN §3.8) with an operator's admin token. */
+  operator: AdminClient;
   /** The device's config.json, in broker mode. */
   configFile: string;
   /** Files in the device's folder, and how many of them hold the account secret (0, or the demo failed its point). */
@@ -68,12 +72,15 @@ export async function brokerDevice(
       // The demo's tokens live seconds, so its devices ask far more often than a real fleet's 12 an hour.
       deviceTokensPerHour: 3600,
       pendingRetryAfterS: DEMO_PENDING_RETRY_AFTER_S,
+      // The operator's console and API (§3.8), on loopback: plain http is allowed there.
+      adminListen: '127.0.0.1:0',
     },
     {},
   );
   const broker = await startBroker({ config, clock: systemClock, log: log.child({ part: 'broker' }) });
   log.info({ url: broker.url, store: broker.store.kind }, "demo: the vendor's broker listening; it alone holds the account secret");
   try {
+    const operator = await demoOperator(broker, tokenKey, vendorDir, log);
     const issued = await createCode(
       broker.store,
       brokerKeys(tokenKey),
@@ -99,12 +106,36 @@ export async function brokerDevice(
       (line) => log.info(`demo: provision --broker: ${line}`),
     );
     log.info(`demo: the device enrolled its own key: botId ${done.botId}`);
-    return { broker, configFile, secretCheck: () => secretCheck(deviceDir, account.secret) };
+    return { broker, operator, configFile, secretCheck: () => secretCheck(deviceDir, account.secret) };
   } catch (err) {
     await broker.close();
     throw err;
   }
 }
+
+/**
+ * The operator's admin token (`botlink broker admin-token create --role operator`), kept in a file of the vendor's
+ * folder, never logged: with it the operator signs in to the console, or runs `botlink broker … --admin URL`.
+ */
+async function demoOperator(broker: RunningBroker, tokenKey: Buffer, vendorDir: string, log: Logger): Promise<AdminClient> {
+  const made = await createAdminToken(
+    broker.store,
+    brokerKeys(tokenKey),
+    { name: DEMO_OPERATOR, role: 'operator', ttlS: 3600 },
+    systemClock.wallNow(),
+    { actor: 'demo', audit: broker.audit },
+  );
+  const tokenFile = join(vendorDir, 'admin-token');
+  writeFileSync(tokenFile, `${made.token}\n`, { mode: 0o600 });
+  const origin = broker.adminUrl ?? '';
+  log.info(
+    `demo: the operator's console is ${origin}/admin/ while the demo runs: sign in with the admin token in ${tokenFile} (botlink broker admin-token create --name ${DEMO_OPERATOR} --role operator)`,
+  );
+  return new AdminClient(new URL(`${origin}/`), made.token, undefined);
+}
+
+/** The name of the demo operator's admin token: the audit's actor of what they do through the admin API. */
+export const DEMO_OPERATOR = 'demo-operator';
 
 function secretCheck(root: string, secret: string): { files: number; holding: number } {
   const files = readdirSync(root, { recursive: true, withFileTypes: true }).filter((e) => e.isFile());
@@ -125,9 +156,12 @@ export function zeroTouchDevice(dir: string, cloudUrl: string, broker: RunningBr
   return configFile;
 }
 
-/** The operator's step: once `keyIdOf()` names the key the board shows as pending, accept it for its serial. */
+/**
+ * The operator's step, from their laptop: once `pendingKeyId()` names the key the board shows as pending, they
+ * accept it for its serial through the admin API (`botlink broker accept KEYID --device-id SN --admin URL`).
+ */
 export async function acceptWhenPending(
-  broker: RunningBroker,
+  operator: AdminClient,
   pendingKeyId: () => string | undefined,
   stopped: () => boolean,
   log: Logger,
@@ -138,15 +172,10 @@ export async function acceptWhenPending(
     await new Promise((resolve) => setTimeout(resolve, PENDING_LOOK_MS));
     keyId = pendingKeyId();
   }
-  log.info(`demo: ${ZERO_TOUCH_SERIAL} waits, pending, showing keyId ${keyId}; the operator finds it in botlink broker pending`);
-  const { botId } = await acceptPending(
-    { store: broker.store, register: broker.register, now: () => systemClock.wallNow() },
-    keyId,
-    ZERO_TOUCH_SERIAL,
-    { actor: 'demo', audit: broker.audit },
-  );
+  log.info(`demo: ${ZERO_TOUCH_SERIAL} waits, pending, showing keyId ${keyId}; the operator finds it in the console's Pending view`);
+  const { botId } = await remoteAccept(operator, keyId, ZERO_TOUCH_SERIAL);
   log.info(
-    `demo: the operator accepted keyId ${keyId} for ${ZERO_TOUCH_SERIAL} (botlink broker accept KEYID --device-id SN): botId ${botId}; the board learns it on its next ask, within ${DEMO_PENDING_RETRY_AFTER_S * 1.2} s (the broker's Retry-After, ${DEMO_PENDING_RETRY_AFTER_S} s, plus up to 20 %)`,
+    `demo: the operator accepted keyId ${keyId} for ${ZERO_TOUCH_SERIAL} through the admin API (botlink broker accept KEYID --device-id SN --admin URL): botId ${botId}; the board learns it on its next ask, within ${DEMO_PENDING_RETRY_AFTER_S * 1.2} s (the broker's Retry-After, ${DEMO_PENDING_RETRY_AFTER_S} s, plus up to 20 %)`,
   );
   return botId;
 }

@@ -201,7 +201,7 @@ function zeroTouchBoard(dir: string, cloudUrl: string, via: BrokerDevice, log: L
   const pendingKeyId = () => (identity().state === 'pending' ? identity().keyId : undefined);
   const settled = (async () => {
     const started = daemon.start();
-    await acceptWhenPending(via.broker, pendingKeyId, over, log);
+    await acceptWhenPending(via.operator, pendingKeyId, over, log);
     await started;
     while (!over() && state() !== 'connected') await new Promise((resolve) => setTimeout(resolve, 200));
     if (!over()) log.info(`demo: ${ZERO_TOUCH_SERIAL} enrolled zero-touch and connected: botId ${identity().id}`);

@@ -77,6 +77,7 @@ describe('botlink demo', () => {
     const order = [
       'reference token service listening',
       "the vendor's broker listening",
+      "the operator's console is http://127.0.0.1:",
       'one-use enrollment code',
       'the device enrolled its own key',
       'hold no account secret',
@@ -109,7 +110,15 @@ describe('botlink demo', () => {
     for (const [i, at] of zeroTouchAt(out).entries())
       expect(at, `"${zeroTouch[i]}" after "${zeroTouch[i - 1]}" in:\n${out}`).toBeGreaterThanOrEqual(0);
     const keyId = /demo-device-0002 waits, pending, showing keyId ([0-9a-f]{32})/.exec(out)?.[1];
-    expect(out).toContain(`the operator accepted keyId ${keyId} for demo-device-0002`);
+    expect(out).toContain(`the operator accepted keyId ${keyId} for demo-device-0002 through the admin API`);
+    // The operator's token is in a file of the vendor's folder, never in the log; the accept is audited as its name.
+    expect(out).toMatch(
+      /console is http:\/\/127\.0\.0\.1:\d+\/admin\/ while the demo runs: sign in with the admin token in \S+\/vendor\/admin-token/,
+    );
+    expect(out).not.toContain('blk_');
+    expect(out).toMatch(
+      new RegExp(`audit=accept\\b.*actor=demo-operator.*keyId=${keyId}|audit=accept\\b.*keyId=${keyId}.*actor=demo-operator`),
+    );
     expect(out).toMatch(/demo: summary mode=broker deviceFilesHoldingTheSecret=0 zeroTouchBoard=connected registered=2 signed=\d+/);
     expect(out).not.toContain('rate-limited');
     expect(out).not.toContain('demo-secret-key');
