@@ -77,6 +77,11 @@ export function td(value: Child, mono = false): HTMLTableCellElement {
   return h('td', { class: mono ? 'mono' : undefined }, value ?? '\u2014');
 }
 
+/** A cell of a time (formatTime's text): kept on one line, its date never parted from its clock. */
+export function tdTime(text: string): HTMLTableCellElement {
+  return h('td', { class: 'time' }, text);
+}
+
 /** A list's table: named (aria-label) by its view, a header cell per column, its rows. */
 export function table(
   label: string,

@@ -1,7 +1,7 @@
 /** Codes (make one, shown once; the list; Cancel) and Preauth (paste lines, Import; the list; Remove). */
 import { del, get, post, seg } from './api.js';
 import { action, type App, faultText, filters, pager } from './app.js';
-import { button, field, form, h, input, select, table, td } from './dom.js';
+import { button, field, form, h, input, select, table, td, tdTime } from './dom.js';
 import { apiPath, codeBody, formatTime, pick, preauthLines, type Route } from './logic.js';
 
 interface CodeItem {
@@ -40,7 +40,7 @@ export async function codesView(app: App, route: Route): Promise<void> {
         td(c.deviceId ?? 'any device', c.deviceId !== null),
         td(c.kind),
         td(c.usesLeft),
-        td(formatTime(c.expiresAt)),
+        tdTime(formatTime(c.expiresAt)),
       );
       if (app.canAct)
         tr.append(
@@ -151,7 +151,7 @@ export async function preauthView(app: App, route: Route): Promise<void> {
     const page = await get<{ preauth: PreauthItem[]; next: string | null }>(apiPath('/preauth', pick(q, ['vendorId', 'cursor'])));
     const columns = ['vendorId', 'deviceId', 'keyId', 'added'];
     const rows = page.preauth.map((p) => {
-      const tr = h('tr', {}, td(p.vendorId), td(p.deviceId, true), td(p.keyId, true), td(formatTime(p.addedAt)));
+      const tr = h('tr', {}, td(p.vendorId), td(p.deviceId, true), td(p.keyId, true), tdTime(formatTime(p.addedAt)));
       if (app.canAct)
         tr.append(
           h(

@@ -1,7 +1,7 @@
 /** The fleet's views: Summary, Devices, a device's page (by botId, or a key's by keyId) and Audit. */
 import { get, post, seg } from './api.js';
 import { action, type App, confirmPanel, filters, pager } from './app.js';
-import { field, fields, h, input, select, table, td } from './dom.js';
+import { field, fields, h, input, select, table, td, tdTime } from './dom.js';
 import { apiPath, formatTime, pick, type Route, routeHash } from './logic.js';
 
 interface DeviceItem {
@@ -88,7 +88,7 @@ export async function devicesView(app: App, route: Route): Promise<void> {
       td(d.name),
       h('td', {}, h('a', { href: routeHash('key', d.keyId), class: 'mono' }, d.keyId)),
       td(d.state),
-      td(formatTime(d.lastSeen)),
+      tdTime(formatTime(d.lastSeen)),
       td(d.agentVersion),
       td(d.lastRefusal === null ? null : `${d.lastRefusal.code} at ${formatTime(d.lastRefusal.at)}`),
     ),
@@ -111,7 +111,7 @@ function eventRows(events: readonly AuditEvent[]): HTMLTableRowElement[] {
     h(
       'tr',
       {},
-      td(formatTime(e.at)),
+      tdTime(formatTime(e.at)),
       td(e.action),
       td(e.actor),
       td(e.vendorId),
@@ -188,7 +188,7 @@ export async function deviceView(app: App, route: Route): Promise<void> {
       table(
         'Keys',
         ['keyId', 'state', 'created', 'retired'],
-        d.keys.map((k) => h('tr', {}, td(k.keyId, true), td(k.state), td(formatTime(k.createdAt)), td(formatTime(k.retiredAt)))),
+        d.keys.map((k) => h('tr', {}, td(k.keyId, true), td(k.state), tdTime(formatTime(k.createdAt)), tdTime(formatTime(k.retiredAt)))),
       ),
     );
   parts.push(h('h2', {}, 'Events'), table('Events', EVENT_HEADERS, eventRows(d.events), 'No events.'));

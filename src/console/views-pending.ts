@@ -4,7 +4,7 @@
  */
 import { get, post, seg } from './api.js';
 import { action, type App, confirmPanel, filters, pager } from './app.js';
-import { field, h, input, table, td } from './dom.js';
+import { field, h, input, table, td, tdTime } from './dom.js';
 import { apiPath, formatTime, keyIdMatches, pick, type Route, rejectAllBody } from './logic.js';
 
 interface PendingItem {
@@ -56,8 +56,8 @@ function row(app: App, p: PendingItem, width: number): HTMLTableRowElement[] {
     td(p.vendorId),
     td(p.name),
     td(p.source),
-    td(formatTime(p.firstAsked)),
-    td(formatTime(p.lastAsked)),
+    tdTime(formatTime(p.firstAsked)),
+    tdTime(formatTime(p.lastAsked)),
     h('td', {}, dup ? h('strong', { class: 'flag' }, `${p.duplicates} other key(s) ask as this deviceId`) : 'none'),
   );
   if (!app.canAct) return [tr];

@@ -13,7 +13,7 @@ export interface DeviceItem {
   lastRefusal: { code: string; at: number } | null;
 }
 
-/** A device's line; `name` is a pending key's (code-less enrollment), which an enrolled key does not keep. */
+/** A device's line; `name` the device's (an enrolled or pending key's; null for a key enrolled before keys kept one). */
 export function deviceItem(r: DeviceItemRow): DeviceItem {
   return {
     botId: r.botId,

@@ -166,6 +166,7 @@ async function bind(
     botId,
     deviceId: fields.deviceId,
     vendorId,
+    name,
     replace: binding.kind === 'replace',
     now: ctx.clock.wallNow(),
   });

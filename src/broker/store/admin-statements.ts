@@ -47,7 +47,7 @@ export interface DevicePage extends KeysetRequest {
 const NO_REFUSAL = 'CAST(NULL AS TEXT) AS "refusalCode", CAST(NULL AS BIGINT) AS "refusalAt"';
 const KEY_LINE =
   'SELECT bot_id AS "botId", device_id AS "deviceId", vendor_id AS "vendorId", key_id AS "keyId", state, ' +
-  `last_seen_at AS "lastSeenAt", agent_version AS "agentVersion", ${LAST_REFUSAL}, CAST(NULL AS TEXT) AS name FROM keys k`;
+  `last_seen_at AS "lastSeenAt", agent_version AS "agentVersion", ${LAST_REFUSAL}, name FROM keys k`;
 const PREAUTH_LINE =
   'SELECT CAST(NULL AS TEXT) AS "botId", device_id AS "deviceId", vendor_id AS "vendorId", key_id AS "keyId", ' +
   `'preauthorized' AS state, CAST(NULL AS BIGINT) AS "lastSeenAt", CAST(NULL AS TEXT) AS "agentVersion", ${NO_REFUSAL}, ` +

@@ -65,7 +65,8 @@ export type DeviceState = (typeof DEVICE_STATES)[number];
 
 /**
  * A line of the devices list: a key in any state (botId null but for an enrolled key's); lastSeenAt a pending key's
- * last ask; name the one a pending key asked with (an enrolled key keeps none).
+ * last ask; name the device's (a pending key's the one it asked with; null for a pre-authorised or rejected key, and
+ * for a key enrolled before migration 10).
  */
 export interface DeviceItemRow {
   botId: string | null;

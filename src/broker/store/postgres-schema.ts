@@ -183,6 +183,8 @@ export const POSTGRES_MIGRATIONS: readonly string[] = [
    CREATE INDEX tombstones_rejected_first ON tombstones (device_id COLLATE "C", vendor_id, key_id) WHERE state = 'rejected';
    CREATE INDEX keys_revoked ON keys (vendor_id, device_id, key_id) WHERE state = 'revoked';
    CREATE INDEX keys_revoked_first ON keys (device_id COLLATE "C", vendor_id, key_id) WHERE state = 'revoked';`,
+  // 10: an enrolled key keeps its device's name (the enrollment's, a pending key's, a rotated key's); keys made before stay NULL.
+  'ALTER TABLE keys ADD COLUMN name TEXT;',
 ];
 
 /** The advisory lock (two-int key space, apart from the bot and device locks) that orders schema changes. */

@@ -42,8 +42,9 @@ export const FIND_KEY =
 export const KEY_KNOWN =
   'SELECT 1 AS known FROM keys WHERE key_id = $1 UNION ALL SELECT 1 FROM preauth WHERE key_id = $1 ' +
   'UNION ALL SELECT 1 FROM tombstones WHERE key_id = $1 UNION ALL SELECT 1 FROM pending WHERE key_id = $1';
+/** A key made active, with its device's name: written with the key, never after it. */
 export const INSERT_KEY =
-  "INSERT INTO keys (key_id, public_key, bot_id, device_id, vendor_id, state, created_at) VALUES ($1, $2, $3, $4, $5, 'active', $6)";
+  "INSERT INTO keys (key_id, public_key, bot_id, device_id, vendor_id, state, created_at, name) VALUES ($1, $2, $3, $4, $5, 'active', $6, $7)";
 /** A key the botId or the device already holds while active. */
 export const ACTIVE_KEY_OF_BOT_OR_DEVICE =
   "SELECT 1 AS bound FROM keys WHERE (bot_id = $1 OR (vendor_id = $2 AND device_id = $3)) AND state = 'active'";
@@ -54,9 +55,10 @@ export const BOT_OF_KEY = 'SELECT bot_id AS "botId" FROM keys WHERE key_id = $1'
 export const REVOKE_REPLACED =
   "UPDATE keys SET state = 'revoked', reason = 'replaced', revoked_at = $1 WHERE bot_id = $2 AND state = 'active' AND vendor_id = $3 AND device_id = $4 " +
   'RETURNING key_id AS "keyId"';
+/** The rotated key's device, its name included: the key that takes its place keeps them. */
 export const ROTATE_AWAY =
   "UPDATE keys SET state = 'revoked', reason = 'rotated', revoked_at = $1 WHERE key_id = $2 AND state = 'active' " +
-  'RETURNING bot_id AS "botId", device_id AS "deviceId", vendor_id AS "vendorId"';
+  'RETURNING bot_id AS "botId", device_id AS "deviceId", vendor_id AS "vendorId", name';
 
 /** How many retired (revoked, replaced, rotated) keys a botId keeps as rows; older ones become tombstones. */
 export const RETIRED_KEPT = 16;

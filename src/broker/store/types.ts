@@ -116,6 +116,8 @@ export interface EnrollCommit {
   botId: string;
   deviceId: string;
   vendorId: string;
+  /** The device's name (DESIGN §3.7: the enroll body's, else the deviceId), kept with the key; absent: the deviceId. */
+  name?: string | undefined;
   /** replace: the botId's current key is revoked with reason 'replaced'; otherwise a bound botId or deviceId is a conflict. */
   replace: boolean;
   now: number;

@@ -26,7 +26,9 @@ describe('the admin API over a fleet', () => {
 
   beforeAll(async () => {
     const code = await a.rig.code(['--uses', '10']);
-    for (const [i, d] of devices.entries()) botIds.push(await d.mustEnroll(a.broker.url, { code, deviceId: ids[i] }));
+    // ab1 enrolls with a name of its own; the others are named by their deviceId (DESIGN §3.7).
+    for (const [i, d] of devices.entries())
+      botIds.push(await d.mustEnroll(a.broker.url, { code, deviceId: ids[i], ...(i === 1 ? { name: 'Hall "robot" <1>' } : {}) }));
   });
 
   it('counts devices by state and version, kept by the store, through enrollment, a version report and a revoke', async () => {
@@ -117,9 +119,11 @@ describe('the admin API over a fleet', () => {
     expect((await get('/admin/v1/devices?sort=x')).status).toBe(400);
 
     const one = (await get(`/admin/v1/devices/${botIds[0]}`)).json;
-    expect(one).toMatchObject({ botId: botIds[0], deviceId: 'a_1', vendorId: 'V1', state: 'active', agentVersion: '7.1.0', name: null });
+    expect(one).toMatchObject({ botId: botIds[0], deviceId: 'a_1', vendorId: 'V1', state: 'active', agentVersion: '7.1.0', name: 'a_1' });
+    expect((await get(`/admin/v1/devices/${botIds[1]}`)).json).toMatchObject({ deviceId: 'ab1', name: 'Hall "robot" <1>' });
+    expect((await page('q=ab1')).devices).toEqual([expect.objectContaining({ deviceId: 'ab1', name: 'Hall "robot" <1>' })]);
     expect(one['keys']).toEqual([{ keyId: devices[0]?.keyId, state: 'active', createdAt: expect.any(Number), retiredAt: null }]);
-    expect((await get(`/admin/v1/keys/${devices[3]?.keyId}`)).json).toMatchObject({ state: 'revoked', botId: botIds[3] });
+    expect((await get(`/admin/v1/keys/${devices[3]?.keyId}`)).json).toMatchObject({ state: 'revoked', botId: botIds[3], name: 'b-1' });
     expect((await get(`/admin/v1/keys/${'0'.repeat(32)}`)).status).toBe(404);
   });
 
@@ -219,6 +223,9 @@ describe('the admin API over a fleet', () => {
     const again = await first.enroll(a.broker.url, { vendorId: 'V1', deviceId: 'SN-WAIT-0' });
     expect(again.status).toBe(200);
     expect(again.json).toMatchObject({ botId: accepted.json['botId'], keyId: first.keyId });
+    // The accepted key keeps the name it waited with.
+    expect((await get(`/admin/v1/keys/${first.keyId}`)).json).toMatchObject({ state: 'active', name: '<b>hall</b>' });
+    expect((await get(`/admin/v1/devices/${accepted.json['botId']}`)).json).toMatchObject({ name: '<b>hall</b>' });
     expect((await post(`/admin/v1/pending/${second.keyId}/reject`, {})).json).toEqual({ state: 'rejected' });
     expect((await post(`/admin/v1/pending/${second.keyId}/reject`, {})).status).toBe(404);
     expect((await second.enroll(a.broker.url, { vendorId: 'V1', deviceId: 'SN-WAIT-1' })).status).toBe(403);

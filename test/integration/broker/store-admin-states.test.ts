@@ -156,7 +156,9 @@ describe.each([sqlite, postgres])('the devices and pending pages on $kind', (bac
     const rejected = all.find((r) => r.state === 'rejected');
     expect(rejected).toMatchObject({ botId: null, lastSeenAt: null, name: null });
     expect(await store.admin.deviceItemOfKey(rejected?.keyId ?? '')).toEqual(rejected);
-    expect(all.find((r) => r.state === 'active')).toMatchObject({ botId: expect.stringMatching(/^bot-/), name: null });
+    // An enrolled key's line: the name it enrolled with, here none, so its deviceId (DESIGN §3.7).
+    const active = all.find((r) => r.state === 'active');
+    expect(active).toMatchObject({ botId: expect.stringMatching(/^bot-/), name: active?.deviceId });
   });
 
   it('pages the waiting keys by keyset, by vendor and deviceId prefix, each with the others that wait for its device', async () => {

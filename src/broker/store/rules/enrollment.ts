@@ -27,7 +27,8 @@ import {
   TOKEN_EXPIRY,
 } from '../statements.js';
 
-type Device = Pick<KeyRow, 'botId' | 'deviceId' | 'vendorId'>;
+/** The device a key is made for; name its name (DESIGN §3.7), NULL only for a key enrolled before keys kept one. */
+type Device = Pick<KeyRow, 'botId' | 'deviceId' | 'vendorId'> & { name: string | null };
 
 /** A device's lock: its enrollment and its pre-authorisation are decided one after the other. */
 export function deviceLock(vendorId: string, deviceId: string): string {
@@ -79,7 +80,7 @@ function* enrollChecked(e: EnrollCommit): Body<Enrolled> {
   }
   // A bound botId or deviceId (replace: bound to another device) is a conflict.
   if (yield* get(ACTIVE_KEY_OF_BOT_OR_DEVICE, botId, vendorId, deviceId)) return refused('device-exists');
-  yield* insertKey(e.key, { botId, deviceId, vendorId }, e.now);
+  yield* insertKey(e.key, { botId, deviceId, vendorId, name: e.name ?? deviceId }, e.now);
   return { outcome: 'ok', replaced: replaced.map((r) => r.keyId) };
 }
 
@@ -146,5 +147,5 @@ export function* entombRetired(botId: string): Body<void> {
 }
 
 export function* insertKey(key: { keyId: string; publicKey: string }, d: Device, now: number): Body<void> {
-  yield* run(INSERT_KEY, key.keyId, key.publicKey, d.botId, d.deviceId, d.vendorId, now);
+  yield* run(INSERT_KEY, key.keyId, key.publicKey, d.botId, d.deviceId, d.vendorId, now, d.name);
 }

@@ -166,7 +166,7 @@ export function* acceptPendingTx(c: AcceptCommit): Body<Accepted> {
   if (yield* get(DEVICE_HELD, vendorId, deviceId)) return { outcome: 'device-exists', rejected: [] };
   if (yield* get(ACTIVE_KEY_OF_BOT_OR_DEVICE, c.botId, vendorId, deviceId)) return { outcome: 'device-exists', rejected: [] };
   try {
-    yield* insertKey(found, { botId: c.botId, vendorId, deviceId }, c.now);
+    yield* insertKey(found, { botId: c.botId, vendorId, deviceId, name: taken.name }, c.now);
   } catch (err) {
     if (err instanceof UniqueViolation && err.index !== KEY_ID_INDEX) return { outcome: 'device-exists', rejected: [] };
     throw err;
