@@ -99,8 +99,14 @@ describe('botlink demo', () => {
     ];
     const positions = (out: string): number[] => stepPositions(order, out);
     const zeroTouchAt = (out: string): number[] => stepPositions(zeroTouch, out);
+    // The summary tells the second board's link as the demo stops: stopped only once both boards are connected
+    // again after the last drop (two links up since it), not while one is still in its backoff.
+    const bothBack = (out: string): boolean => {
+      const drop = out.lastIndexOf('drops every WebSocket');
+      return drop >= 0 && out.slice(drop).split('link connected').length - 1 >= 2;
+    };
     const run = await runCli(['demo'], {
-      until: (out) => !positions(out).includes(-1) && !zeroTouchAt(out).includes(-1) && /app: ← "you said/.test(out),
+      until: (out) => !positions(out).includes(-1) && !zeroTouchAt(out).includes(-1) && /app: ← "you said/.test(out) && bothBack(out),
       timeoutMs: 150_000,
     });
     expect(run.code, run.stderr).toBe(0);
