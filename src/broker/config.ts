@@ -4,23 +4,15 @@ import { isIP } from 'node:net';
 import { join } from 'node:path';
 import { refuseUnlessPrivate } from '../private-file.js';
 import { DEFAULT_AUDIT_RETENTION_DAYS } from './audit/retention.js';
-import { BotlinkError, type BotlinkErrorOptions, messageOf } from '../protocol/errors.js';
+import { messageOf } from '../protocol/errors.js';
+import { BrokerConfigError } from './config-error.js';
+import { type AdminListenerConfig, isLoopback, parseAdmin, parseHttpUrl, parseListen } from './config-address.js';
 import { type PendingPolicy, parsePendingPolicy } from './pending-policy.js';
 
 export const DEFAULT_CONFIG_FILE = '/etc/botlink-broker/config.json';
 export const DEFAULT_STORE = 'sqlite:/var/lib/botlink-broker/broker.db';
 /** Where botlink-broker.service loads its credentials from (secret-key, token-key). */
 export const CREDENTIAL_SOURCE_DIR = '/etc/botlink-broker';
-
-/** A configuration problem; `key` names the offending key ('config' for the file as a whole). */
-export class BrokerConfigError extends BotlinkError {
-  readonly key: string;
-
-  constructor(key: string, message: string, options?: BotlinkErrorOptions) {
-    super('ERR_CONFIG', message, 'needs-config', options);
-    this.key = key;
-  }
-}
 
 export interface BrokerLimits {
   /** Token requests per botId (across all its keys) and hour. */
@@ -67,12 +59,6 @@ export interface BrokerConfig {
   limits: BrokerLimits;
   /** The admin listener (DESIGN §3.8), when adminListen is set. */
   admin: AdminListenerConfig | null;
-}
-
-export interface AdminListenerConfig {
-  listen: { host: string; port: number };
-  /** The console's one origin (`scheme://host[:port]`); null: the scheme and the address bound (port 0 resolved). */
-  origin: string | null;
 }
 
 type Raw = Record<string, unknown>;
@@ -279,62 +265,4 @@ export function parseBrokerConfig(raw: Raw, env: NodeJS.ProcessEnv): BrokerConfi
       pendingRetryAfterS: count('pendingRetryAfterS', 60),
     },
   };
-}
-
-/** adminListen (http only on loopback, else the broker's TLS certificate) and adminOrigin (an origin: no path, no query). */
-function parseAdmin(raw: Raw, tls: boolean): AdminListenerConfig | null {
-  const listenValue = raw['adminListen'];
-  const originValue = raw['adminOrigin'];
-  if (listenValue === undefined) {
-    if (originValue !== undefined) throw new BrokerConfigError('adminOrigin', 'adminOrigin needs adminListen');
-    return null;
-  }
-  if (typeof listenValue !== 'string') throw new BrokerConfigError('adminListen', 'adminListen must be host:port');
-  const listen = parseListen(listenValue, 'adminListen');
-  if (!tls && !isLoopback(listen.host)) {
-    throw new BrokerConfigError('adminListen', `plain http is only for loopback, and adminListen is ${listen.host}`, {
-      fix: "set tlsCertFile and tlsKeyFile (the admin listener uses the broker's certificate), or listen on 127.0.0.1 behind a TLS proxy",
-    });
-  }
-  if (originValue === undefined) return { listen, origin: null };
-  let origin: URL | undefined;
-  try {
-    origin = typeof originValue === 'string' ? new URL(originValue) : undefined;
-  } catch {
-    origin = undefined;
-  }
-  if (
-    !origin ||
-    (origin.protocol !== 'http:' && origin.protocol !== 'https:') ||
-    origin.origin !== String(originValue).replace(/\/$/, '')
-  ) {
-    throw new BrokerConfigError('adminOrigin', 'adminOrigin must be an origin: http(s)://host[:port], no path', {
-      fix: 'set it to the URL operators open the console at, as their browser shows it, e.g. https://broker.example.com:8443',
-    });
-  }
-  return { listen, origin: origin.origin };
-}
-
-function parseListen(value: string, key: Key = 'listen'): { host: string; port: number } {
-  const m = /^(\[[0-9a-fA-F:.]+\]|[^:[\]]+):(\d{1,5})$/.exec(value);
-  const port = Number(m?.[2]);
-  if (!m || port > 65535) throw new BrokerConfigError(key, `${key} must be host:port (port 0 picks one), got "${value}"`);
-  return { host: (m[1] ?? '').replace(/^\[|\]$/g, ''), port };
-}
-
-function parseHttpUrl(key: Key, value: string): string {
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    throw new BrokerConfigError(key, `${key} is not a URL: "${value}"`);
-  }
-  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && isLoopback(url.hostname.replace(/^\[|\]$/g, '')))) {
-    throw new BrokerConfigError(key, `${key} must be https (http only on loopback), got ${url.protocol}`);
-  }
-  return value;
-}
-
-export function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
 }

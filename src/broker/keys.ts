@@ -6,7 +6,7 @@ import { createCipheriv, createDecipheriv, createHmac, createSecretKey, hkdfSync
 import { realpathSync } from 'node:fs';
 import { dirname, resolve, sep } from 'node:path';
 import { type PrivateFileRules, readPrivateFile } from '../private-file.js';
-import { BrokerConfigError } from './config.js';
+import { BrokerConfigError } from './config-error.js';
 
 export interface BrokerKeys {
   /** HMAC-SHA256 of a normalised enrollment code (hex): what the store keeps instead of the code. */

@@ -7,7 +7,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Clock } from '../../clock.js';
 import { UnsignedRefusals } from '../auth/unsigned.js';
-import type { AdminListenerConfig } from '../config.js';
+import type { AdminListenerConfig } from '../config-address.js';
 import { ConnectionGuard } from '../connections.js';
 import { answerClientError, answerTimedOut } from '../server.js';
 import type { AdminContext } from './context.js';

@@ -1,5 +1,5 @@
 import type { Clock } from '../../clock.js';
-import { BrokerConfigError } from '../config.js';
+import { BrokerConfigError } from '../config-error.js';
 import type { PostgresStoreOptions } from './postgres.js';
 import { openSqliteStore } from './sqlite.js';
 import type { BrokerStore } from './types.js';
