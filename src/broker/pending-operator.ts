@@ -14,6 +14,7 @@ import { Refusal } from './refusal.js';
 import type { Register } from './registrar.js';
 import { type Binding, refuseAfterRegistering, refuseBeforeRegistering } from './routes/admission.js';
 import type { BrokerStore, PendingFilter, PendingRow } from './store/types.js';
+import type { PendingPageItem } from './store/admin-types.js';
 
 /** A key waits at most this long after its first ask. */
 export const PENDING_KEPT_MS = 7 * 86_400_000;
@@ -33,18 +34,8 @@ export class PendingActionError extends BotlinkError {
   }
 }
 
-/** §3.8's pending item. */
-export interface PendingListed {
-  keyId: string;
-  deviceId: string;
-  vendorId: string;
-  name: string;
-  source: string;
-  firstAsked: number;
-  lastAsked: number;
-  /** How many other keys wait for the same (vendorId, deviceId). */
-  duplicates: number;
-}
+/** §3.8's pending item: the store's pending page line, one type for the store's page and this list. */
+export type PendingListed = PendingPageItem;
 
 /** The keys that wait, of one vendor and one source block when given. */
 export async function listPending(store: BrokerStore, filter: { vendorId?: string; source?: string }): Promise<PendingListed[]> {

@@ -106,6 +106,7 @@ export interface PendingPageItem {
   source: string;
   firstAsked: number;
   lastAsked: number;
+  /** How many other keys wait for the same (vendorId, deviceId). */
   duplicates: number;
 }
 
