@@ -2,6 +2,7 @@
  * The broker's addresses (DESIGN §3.7, §3.8): `listen`, `baseUrl` and the admin listener's `adminListen` and
  * `adminOrigin`, each judged as config.ts reads the file; plain http only on loopback.
  */
+import { isLoopbackHost } from '../loopback.js';
 import { BrokerConfigError } from './config-error.js';
 
 export interface AdminListenerConfig {
@@ -20,7 +21,7 @@ export function parseAdmin(raw: Readonly<Record<string, unknown>>, tls: boolean)
   }
   if (typeof listenValue !== 'string') throw new BrokerConfigError('adminListen', 'adminListen must be host:port');
   const listen = parseListen(listenValue, 'adminListen');
-  if (!tls && !isLoopback(listen.host)) {
+  if (!tls && !isLoopbackHost(listen.host)) {
     throw new BrokerConfigError('adminListen', `plain http is only for loopback, and adminListen is ${listen.host}`, {
       fix: "set tlsCertFile and tlsKeyFile (the admin listener uses the broker's certificate), or listen on 127.0.0.1 behind a TLS proxy",
     });
@@ -58,12 +59,8 @@ export function parseHttpUrl(key: string, value: string): string {
   } catch {
     throw new BrokerConfigError(key, `${key} is not a URL: "${value}"`);
   }
-  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && isLoopback(url.hostname.replace(/^\[|\]$/g, '')))) {
+  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && isLoopbackHost(url.hostname))) {
     throw new BrokerConfigError(key, `${key} must be https (http only on loopback), got ${url.protocol}`);
   }
   return value;
-}
-
-export function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
 }

@@ -2,11 +2,12 @@
 import { closeSync, fstatSync, openSync, readSync, type Stats } from 'node:fs';
 import { isIP } from 'node:net';
 import { join } from 'node:path';
+import { isLoopbackHost } from '../loopback.js';
 import { refuseUnlessPrivate } from '../private-file.js';
 import { DEFAULT_AUDIT_RETENTION_DAYS } from './audit/retention.js';
 import { messageOf } from '../protocol/errors.js';
 import { BrokerConfigError } from './config-error.js';
-import { type AdminListenerConfig, isLoopback, parseAdmin, parseHttpUrl, parseListen } from './config-address.js';
+import { type AdminListenerConfig, parseAdmin, parseHttpUrl, parseListen } from './config-address.js';
 import { type PendingPolicy, parsePendingPolicy } from './pending-policy.js';
 
 export const DEFAULT_CONFIG_FILE = '/etc/botlink-broker/config.json';
@@ -216,7 +217,7 @@ export function parseBrokerConfig(raw: Raw, env: NodeJS.ProcessEnv): BrokerConfi
     throw new BrokerConfigError(certFile === undefined ? 'tlsCertFile' : 'tlsKeyFile', 'tlsCertFile and tlsKeyFile go together');
   }
   const tls = certFile === undefined ? null : { certFile: str('tlsCertFile'), keyFile: str('tlsKeyFile') };
-  if (tls === null && !isLoopback(listen.host)) {
+  if (tls === null && !isLoopbackHost(listen.host)) {
     throw new BrokerConfigError('listen', `plain http is only for loopback, and listen is ${listen.host}`, {
       fix: 'set tlsCertFile and tlsKeyFile, or listen on 127.0.0.1 behind a TLS proxy',
     });

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { type IncomingMessage, request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { isIPv4 } from 'node:net';
+import { isLoopbackHost } from '../loopback.js';
 import { messageOf } from '../protocol/errors.js';
 import { Failure, type FailureKind, UsageError } from './frame/exit.js';
 import type { Env } from './frame/io.js';
@@ -66,16 +66,12 @@ function adminBase(text: string, source: string): URL {
   if (url.username !== '' || url.password !== '')
     throw new UsageError(`${source}: no user or password in the URL: the token goes in ${ADMIN_TOKEN_ENV}`);
   if (url.search !== '' || url.hash !== '') throw new UsageError(`${source}: the admin URL takes no query or fragment`);
-  if (url.protocol === 'http:' && !isLoopback(url.hostname))
+  if (url.protocol === 'http:' && !isLoopbackHost(url.hostname))
     throw new UsageError(`${source} ${url.origin}: plain http only to loopback (127.0.0.0/8, ::1, localhost); elsewhere use https`);
   if (url.protocol !== 'http:' && url.protocol !== 'https:')
     throw new UsageError(`${source}: the admin URL is https:// (or http:// on loopback)`);
   if (!url.pathname.endsWith('/')) url.pathname = `${url.pathname}/`;
   return url;
-}
-
-function isLoopback(hostname: string): boolean {
-  return hostname === 'localhost' || hostname === '[::1]' || (isIPv4(hostname) && hostname.startsWith('127.'));
 }
 
 /** A path segment as the API's routes decode it. */

@@ -3,6 +3,7 @@ import { LOG_LEVELS, TUNABLE_DEFAULTS, type TunableKey } from './defaults.js';
 import { ConfigError } from './error.js';
 import { type ConfigKey, type TextKey, TUNABLE_KEYS } from './keys.js';
 import { PARSER_TIERS } from '../../cloud/http.js';
+import { isLoopbackHost } from '../../loopback.js';
 
 /** One setting as given, with what a message needs to name it and its fix. */
 export interface Raw {
@@ -91,16 +92,12 @@ function checkUrl(key: TextKey, v: string, r: Raw, plain: 'http' | 'ws'): string
   }
   const scheme = url.protocol.slice(0, -1);
   if (scheme !== plain && scheme !== secure) throw bad(key, r, `must be a ${secure}:// URL; got ${JSON.stringify(v)}`);
-  if (scheme === plain && !isLoopback(url.hostname)) {
+  if (scheme === plain && !isLoopbackHost(url.hostname)) {
     throw bad(key, r, `must use ${secure}:// unless the host is loopback (127.0.0.0/8, ::1, localhost); got ${JSON.stringify(v)}`);
   }
   if (url.username || url.password) throw bad(key, r, 'must not contain a user name or password');
   if (url.search || url.hash) throw bad(key, r, `must not have a query or fragment; got ${JSON.stringify(v)}`);
   return url.origin + url.pathname.replace(/\/+$/, '');
-}
-
-function isLoopback(hostname: string): boolean {
-  return hostname === 'localhost' || hostname === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(hostname);
 }
 
 function numberValue(key: TunableKey, r: Raw | undefined): number {

@@ -1,6 +1,6 @@
-import { BlockList, isIP } from 'node:net';
 import { createReferenceService, DISPLACEMENT_MARKERS, type ReferenceService, SERVICE_DEFAULTS } from '../../service/server.js';
 import { DEFAULT_SEED, loadSeedFile } from '../../service/seed.js';
+import { isLoopbackHost } from '../../loopback.js';
 import { defineCommand } from '../frame/command.js';
 import { Failure, UsageError } from '../frame/exit.js';
 import { stoppingOn, untilSignal } from '../frame/signals.js';
@@ -27,16 +27,6 @@ const USAGE = `usage: botlink serve [--host H] [--port P] [--db FILE] [--seed FI
 const LISTEN_ERRORS = new Set(['EADDRINUSE', 'EADDRNOTAVAIL', 'EACCES', 'ENOTFOUND', 'EAI_AGAIN']);
 
 /** 127.0.0.0/8 and ::1 (in any spelling, ::ffff:127.x.y.z too): addresses no other machine reaches. */
-const LOOPBACK = new BlockList();
-LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
-LOOPBACK.addAddress('::1', 'ipv6');
-
-function isLoopback(host: string): boolean {
-  const family = isIP(host);
-  if (family === 0) return host.toLowerCase() === 'localhost';
-  return LOOPBACK.check(host, family === 4 ? 'ipv4' : 'ipv6');
-}
-
 /** `botlink serve`: the reference token service in the foreground until SIGTERM or SIGINT. */
 export const serve = defineCommand({
   usage: USAGE,
@@ -55,7 +45,7 @@ export const serve = defineCommand({
     const note = (line: string): void => void stderr.write(`botlink serve: ${printable(line)}\n`);
     if (flags.host === '') throw new UsageError('--host must not be empty');
     // The built-in account's secret is in this very usage text: on the LAN anyone could sign with it.
-    if (flags.host !== undefined && flags.seed === undefined && !isLoopback(flags.host))
+    if (flags.host !== undefined && flags.seed === undefined && !isLoopbackHost(flags.host))
       throw new UsageError(
         `--host ${flags.host} is not a loopback address: the built-in account (AK/SK) is served on loopback only; give --seed FILE with accounts of your own`,
       );
